@@ -1,0 +1,1 @@
+//! muser-engine (skeleton)

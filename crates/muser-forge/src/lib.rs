@@ -1,0 +1,1 @@
+//! muser-forge (skeleton)
