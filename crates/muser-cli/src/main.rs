@@ -1,1 +1,46 @@
-fn main() {}
+//! `muser`: the command-line front of the Muser inference engine.
+//!
+//! Subcommands: `inspect` (what a GGUF holds and whether Muser can run it) and `forge`
+//! (deterministic synthetic Muse Glimmer models). Each lives in its own module.
+
+use clap::{Parser, Subcommand};
+
+mod forge_cmd;
+mod inspect;
+mod inspect_text;
+mod output;
+mod paths;
+
+#[derive(Parser)]
+#[command(
+    name = "muser",
+    version,
+    about = "Muser: an inference engine for Muse Glimmer (GGUF, k-quants)"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Show a GGUF file's architecture, hyperparameters, tokenizer, tensors and validation verdict.
+    Inspect(inspect::InspectArgs),
+    /// Generate a deterministic synthetic Muse Glimmer GGUF.
+    Forge(forge_cmd::ForgeArgs),
+}
+
+fn main() -> std::process::ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Inspect(a) => inspect::run(a),
+        Command::Forge(a) => forge_cmd::run(a),
+    };
+    match result {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            std::process::ExitCode::from(2)
+        }
+    }
+}

@@ -1,0 +1,144 @@
+//! Run-time choice of the SIMD level for the dot-product kernels.
+//!
+//! Owns: [`SimdLevel`], CPU feature detection (`is_x86_feature_detected!`, never
+//! `target-cpu=native`) and the `MUSER_SIMD` switch.
+//!
+//! `MUSER_SIMD` (read once, at the first kernel call or at [`init_simd`]):
+//! - unset, empty or `auto`: the best level this CPU supports;
+//! - `scalar`: force the scalar reference kernels (A/B switch);
+//! - `avx2`: demand the AVX2 kernels; on a CPU without AVX2+FMA+F16C this is an error
+//!   ([`init_simd`] returns it, [`simd_level`] panics with the message), never a silent
+//!   fallback;
+//! - anything else: an error, the same way.
+//!
+//! Invariant: every kernel's AVX2 path returns bit-identical results to its scalar
+//! reference (see each format module), so the level changes speed, never numbers.
+
+use std::sync::OnceLock;
+
+use crate::QuantError;
+
+/// Which implementation of the kernels runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum SimdLevel {
+    /// The portable scalar reference kernels.
+    Scalar,
+    /// x86-64 AVX2 + FMA + F16C kernels.
+    Avx2,
+}
+
+impl SimdLevel {
+    /// Lower-case name, as accepted by `MUSER_SIMD`.
+    pub fn name(self) -> &'static str {
+        match self {
+            SimdLevel::Scalar => "scalar",
+            SimdLevel::Avx2 => "avx2",
+        }
+    }
+
+    /// Whether this CPU can run the level.
+    pub fn is_available(self) -> bool {
+        match self {
+            SimdLevel::Scalar => true,
+            SimdLevel::Avx2 => avx2_available(),
+        }
+    }
+}
+
+/// Whether the AVX2 kernels can run here (AVX2, FMA and F16C all present).
+pub fn avx2_available() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        static HAS: OnceLock<bool> = OnceLock::new();
+        *HAS.get_or_init(|| {
+            is_x86_feature_detected!("avx2")
+                && is_x86_feature_detected!("fma")
+                && is_x86_feature_detected!("f16c")
+        })
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        false
+    }
+}
+
+/// The best level the hardware supports, ignoring `MUSER_SIMD`.
+pub fn detected_level() -> SimdLevel {
+    if avx2_available() {
+        SimdLevel::Avx2
+    } else {
+        SimdLevel::Scalar
+    }
+}
+
+fn resolve(var: Option<&str>) -> Result<SimdLevel, String> {
+    match var.map(str::trim) {
+        None | Some("") | Some("auto") => Ok(detected_level()),
+        Some("scalar") => Ok(SimdLevel::Scalar),
+        Some("avx2") => {
+            if avx2_available() {
+                Ok(SimdLevel::Avx2)
+            } else {
+                Err("MUSER_SIMD=avx2 but this CPU lacks AVX2/FMA/F16C".to_string())
+            }
+        }
+        Some(other) => Err(format!(
+            "MUSER_SIMD={other:?} is not one of: auto, scalar, avx2"
+        )),
+    }
+}
+
+static LEVEL: OnceLock<Result<SimdLevel, String>> = OnceLock::new();
+
+fn level_cell() -> &'static Result<SimdLevel, String> {
+    LEVEL.get_or_init(|| {
+        let var = std::env::var("MUSER_SIMD").ok();
+        resolve(var.as_deref())
+    })
+}
+
+/// Resolve the SIMD level now (reads `MUSER_SIMD` once). Call at start-up to get a typed
+/// error instead of the panic [`simd_level`] raises on a bad setting.
+pub fn init_simd() -> Result<SimdLevel, QuantError> {
+    level_cell()
+        .clone()
+        .map_err(|reason| QuantError::Simd { reason })
+}
+
+/// The level the dispatching kernels use.
+///
+/// # Panics
+/// If `MUSER_SIMD` asks for something this CPU cannot do or is not a known value (fail
+/// closed; call [`init_simd`] first to handle that as an error).
+pub fn simd_level() -> SimdLevel {
+    match level_cell() {
+        Ok(level) => *level,
+        Err(reason) => panic!("muser-quant: {reason}"),
+    }
+}
+
+/// Panic unless `level` can run on this CPU (kernels taking an explicit level call this
+/// before entering SIMD code).
+#[inline]
+pub(crate) fn require(level: SimdLevel) {
+    if !level.is_available() {
+        panic!(
+            "muser-quant: SIMD level {} requested but not available on this CPU",
+            level.name()
+        );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn resolve_values() {
+        assert_eq!(resolve(Some("scalar")), Ok(SimdLevel::Scalar));
+        assert_eq!(resolve(None), Ok(detected_level()));
+        assert_eq!(resolve(Some("auto")), Ok(detected_level()));
+        assert!(resolve(Some("sse9")).is_err());
+        assert_eq!(resolve(Some("avx2")).is_ok(), avx2_available());
+    }
+}

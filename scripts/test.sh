@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# Muser's test command (the README's second command; CI runs it from .ci/run).
+#
+# 1. fetches the default model (idempotent) so tests that read the real gemma-3-270m run;
+# 2. runs every crate's unit and integration tests;
+# 3. cross-checks `muser inspect` against the pinned comparator's gguf-py on the real model,
+#    a freshly forged tiny model, and the gguf-py-written fixtures.
+# Tests that need the real model fail (not skip) here: MUSER_REQUIRE_MODELS=1.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+python3 -c 'import numpy' 2>/dev/null || python3 -m pip install --quiet numpy
+MODEL=$(scripts/fetch-default-model.sh)
+export MUSER_GEMMA_GGUF="$MODEL"
+export MUSER_REQUIRE_MODELS=1
+
+cargo test --workspace
+
+cargo build --bin muser
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+target/debug/muser forge --preset tiny --seed 1 -o "$tmp/tiny.gguf"
+python3 scripts/check-inspect.py target/debug/muser "$MODEL" "$tmp/tiny.gguf" crates/muser-gguf/tests/data/*.gguf
+echo "all tests passed"
