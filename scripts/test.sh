@@ -5,12 +5,15 @@
 # 2. runs every crate's unit and integration tests;
 # 3. cross-checks `muser inspect` against the pinned comparator's gguf-py on the real model,
 #    a freshly forged tiny model, and the gguf-py-written fixtures.
-# Tests that need the real model fail (not skip) here: MUSER_REQUIRE_MODELS=1.
+# Tests that need the real model or the sdist fail (not skip) here: MUSER_REQUIRE_MODELS=1.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 python3 -c 'import numpy' 2>/dev/null || python3 -m pip install --quiet numpy
 MODEL=$(scripts/fetch-default-model.sh)
+# The pinned comparator sdist (gguf-py for interop tests), SHA-256 verified.
+source scripts/lib/sdist.sh
+muser_fetch_sdist "${MUSER_CACHE:-$HOME/.cache/muser}/sdist" >/dev/null
 export MUSER_GEMMA_GGUF="$MODEL"
 export MUSER_REQUIRE_MODELS=1
 

@@ -36,8 +36,11 @@ fuzz_target!(|data: &[u8]| {
 
     // Writer round trip: what the reader accepted, the writer must accept and reproduce.
     let b = GgufBuilder::from_gguf_header(&g).expect("builder rejects a file the reader accepted");
-    let pairs: Vec<(&str, &[u8])> =
-        g.tensors().iter().map(|t| (t.name.as_str(), g.tensor_data(t))).collect();
+    let pairs: Vec<(&str, &[u8])> = g
+        .tensors()
+        .iter()
+        .map(|t| (t.name.as_str(), g.tensor_data(t)))
+        .collect();
     let bytes = to_bytes(b, &pairs).expect("writing an accepted file failed");
     let h = Gguf::from_bytes(bytes).expect("re-reading a written file failed");
     assert_eq!(g.metadata().len(), h.metadata().len());

@@ -222,20 +222,20 @@ impl GgufBuilder {
 
     /// Write the header (padded to the alignment) and return the writer for tensor data.
     pub fn write_header<W: Write>(self, mut w: W) -> Result<TensorDataWriter<W>, GgufError> {
-        let mut header = self.header_bytes();
-        let padded = align_up(header.len() as u64, self.alignment).unwrap_or(u64::MAX);
-        let pad = padded.saturating_sub(header.len() as u64);
-        header.resize(header.len() + pad as usize, 0);
+        let header = self.header_bytes();
         w.write_all(&header)
             .map_err(|source| GgufError::WriteIo { offset: 0, source })?;
-        Ok(TensorDataWriter {
+        let mut out = TensorDataWriter {
             w,
             tensors: self.tensors,
             alignment: self.alignment,
             next: 0,
             written: 0,
             bytes_written: header.len() as u64,
-        })
+        };
+        let padded = align_up(out.bytes_written, out.alignment).unwrap_or(out.bytes_written);
+        out.put_zeros(padded - out.bytes_written)?;
+        Ok(out)
     }
 }
 
@@ -488,6 +488,39 @@ mod tests {
         assert!(w.current().is_none());
         assert_eq!(w.bytes_written(), whole.len() as u64);
         assert_eq!(w.finish().unwrap(), whole);
+    }
+
+    #[test]
+    fn streams_large_tensors_without_buffering() {
+        /// Counts bytes; keeps none.
+        struct Count(u64);
+        impl Write for Count {
+            fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+                self.0 += b.len() as u64;
+                Ok(b.len())
+            }
+            fn flush(&mut self) -> std::io::Result<()> {
+                Ok(())
+            }
+        }
+        let mut b = GgufBuilder::new();
+        b.tensor("big", &[4096, 4096], GgmlType::F32).unwrap(); // 64 MiB
+        b.tensor("q", &[256, 8193], GgmlType::Q4_K).unwrap();
+        let expected = b.file_size();
+        let infos = b.tensor_infos().to_vec();
+        let mut w = b.write_header(Count(0)).unwrap();
+        let chunk = vec![0u8; 1 << 20];
+        for t in &infos {
+            let mut left = t.n_bytes;
+            while left > 0 {
+                assert_eq!(w.current(), Some(t));
+                let n = left.min(chunk.len() as u64);
+                w.write_part(&chunk[..n as usize]).unwrap();
+                left -= n;
+            }
+        }
+        assert!(w.current().is_none());
+        assert_eq!(w.finish().unwrap().0, expected);
     }
 
     #[test]

@@ -18,6 +18,10 @@ fn gemma_path() -> PathBuf {
 fn gemma_3_270m_opens_and_accounts_for_every_byte() {
     let path = gemma_path();
     if !path.is_file() {
+        assert!(
+            std::env::var_os("MUSER_REQUIRE_MODELS").is_none(),
+            "MUSER_REQUIRE_MODELS is set but this test's external input is missing"
+        );
         eprintln!(
             "skipping: gemma-3-270m not found at {}; run scripts/fetch-default-model.sh",
             path.display()

@@ -238,6 +238,10 @@ fn gguf_py_reads_what_muser_writes() {
         .output()
         .is_ok_and(|o| o.status.success());
     if !has_numpy || !gguf_py.as_ref().is_some_and(|p| p.is_dir()) {
+        assert!(
+            std::env::var_os("MUSER_REQUIRE_MODELS").is_none(),
+            "MUSER_REQUIRE_MODELS is set but this test's external input is missing"
+        );
         eprintln!("skipping: python3 with numpy and the unpacked sdist gguf-py are needed");
         return;
     }

@@ -1,8 +1,9 @@
 //! Quick throughput and accuracy report for muser-quant (no assertions; numbers only).
 //!
-//! `cargo run --release -p muser-quant --example quant_bench [-- --rows N --cols K --only q4_K]`
+//! `cargo run --release -p muser-quant --example quant_bench [-- --rows N --cols K --only q4_K --quant-only]`
 //!
-//! Prints one JSON object per line: dot-product throughput per weight type at each SIMD
+//! Times are on-CPU time of the benchmark thread (single core). Prints one JSON object per
+//! line: dot-product throughput per weight type at each SIMD
 //! level (a matrix-vector product over `rows × cols` weights, single thread), quantize
 //! throughput, and relative RMS round-trip error on N(0, 1) data.
 
@@ -29,15 +30,30 @@ fn gaussian(seed: u64, n: usize) -> Vec<f32> {
         .collect()
 }
 
-/// Run `f` repeatedly for at least `min_s` seconds after one warm-up; seconds per call.
+/// On-CPU nanoseconds of this thread (Linux `schedstat`), so a busy machine that time-slices
+/// us does not distort per-core throughput; wall time elsewhere.
+fn cpu_ns(start: Instant) -> f64 {
+    std::fs::read_to_string("/proc/thread-self/schedstat")
+        .ok()
+        .and_then(|s| {
+            s.split_whitespace()
+                .next()
+                .and_then(|v| v.parse::<f64>().ok())
+        })
+        .unwrap_or_else(|| start.elapsed().as_nanos() as f64)
+}
+
+/// Run `f` repeatedly for at least `min_s` seconds of CPU time after one warm-up; returns
+/// CPU seconds per call.
 fn time<F: FnMut()>(min_s: f64, mut f: F) -> f64 {
+    let wall = Instant::now();
     f();
-    let start = Instant::now();
+    let t0 = cpu_ns(wall);
     let mut n = 0u64;
     loop {
         f();
         n += 1;
-        let t = start.elapsed().as_secs_f64();
+        let t = (cpu_ns(wall) - t0) * 1e-9;
         if t >= min_s {
             return t / n as f64;
         }
@@ -87,6 +103,7 @@ fn main() {
         .into_iter()
         .filter(|t| only.is_none_or(|o| o == *t))
         .collect();
+    let quant_only = args.iter().any(|a| a == "--quant-only");
     let wf = gaussian(1, rows * cols);
     let af = gaussian(2, cols);
     for ty in types {
@@ -112,21 +129,21 @@ fn main() {
         let td = time(0.3, || {
             mq::dequantize(ty, black_box(w), &mut back).expect("dequantize")
         });
-        mq::quantize(vty, &af, a).expect("quantize activations");
+        mq::quantize_activation(vty, &af, a).expect("quantize activations");
         println!(
             "{{\"type\":\"{ty}\",\"quantize_Mweights_per_s\":{:.1},\"dequantize_Mweights_per_s\":{:.1},\"rel_rms_err\":{:.5}}}",
             (rows * cols) as f64 / tq / 1e6,
             (rows * cols) as f64 / td / 1e6,
             (e / s).sqrt()
         );
+        if quant_only {
+            continue;
+        }
         let mut out = vec![0f32; rows];
         let mut results = Vec::new();
         for &level in &levels {
             let t = time(0.5, || {
-                for (r, o) in out.iter_mut().enumerate() {
-                    let row = &w[r * row_bytes..(r + 1) * row_bytes];
-                    *o = mq::vec_dot_at(level, ty, black_box(row), a).expect("dot");
-                }
+                mq::matvec_at(level, ty, black_box(w), a, &mut out).expect("matvec");
             });
             results.push(out.clone());
             println!(
@@ -141,6 +158,9 @@ fn main() {
             let same = s.iter().zip(v).all(|(p, q)| p.to_bits() == q.to_bits());
             println!("{{\"type\":\"{ty}\",\"avx2_bit_identical_to_scalar\":{same}}}");
         }
+    }
+    if quant_only {
+        return;
     }
     // Activation quantizers.
     for ty in [GgmlType::Q8_K, GgmlType::Q8_0, GgmlType::Q8_1] {

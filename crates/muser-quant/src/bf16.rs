@@ -93,10 +93,14 @@ mod avx2 {
     use half::bf16;
     use std::arch::x86_64::*;
 
+    /// Eight bf16 at `p` widened to f32 (exact).
+    ///
+    /// # Safety
+    /// AVX2 must be available and `p` must point to 8 readable bf16 values.
     #[inline]
     #[target_feature(enable = "avx2,fma,f16c")]
     unsafe fn load8(p: *const bf16) -> __m256 {
-        // SAFETY (caller): 8 readable bf16 at p.
+        // SAFETY: the caller guarantees 8 readable bf16 at `p`; the load is unaligned.
         let h = _mm_loadu_si128(p as *const __m128i);
         _mm256_castsi256_ps(_mm256_slli_epi32::<16>(_mm256_cvtepu16_epi32(h)))
     }

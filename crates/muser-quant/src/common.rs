@@ -28,7 +28,7 @@ pub(crate) fn round_fast(v: f32) -> f32 {
 /// integer range.
 #[inline]
 pub(crate) fn f16_ceil(v: f32) -> f16 {
-    if !(v > 0.0) {
+    if v.is_nan() || v <= 0.0 {
         return f16::from_f32(0.0);
     }
     if v >= f16::MAX.to_f32() {
@@ -41,6 +41,24 @@ pub(crate) fn f16_ceil(v: f32) -> f16 {
     } else {
         h
     }
+}
+
+/// Exact f16 → f32 conversion without branches on the common path (vectorizable), for the
+/// scalar kernels: the f16 exponent/mantissa bits are placed in an f32 and rescaled by
+/// 2^112 (exact, also for subnormals); infinities and NaNs are rebuilt bit for bit
+/// (NaN payload kept, quiet bit as given).
+#[inline(always)]
+pub(crate) fn f16_to_f32(h: half::f16) -> f32 {
+    let b = u32::from(h.to_bits());
+    let sign = (b & 0x8000) << 16;
+    let em = b & 0x7fff;
+    let scaled = f32::from_bits(em << 13) * f32::from_bits(0x7780_0000); // × 2^112
+    let bits = if em >= 0x7c00 {
+        0x7f80_0000 | ((em & 0x3ff) << 13)
+    } else {
+        scaled.to_bits()
+    };
+    f32::from_bits(bits | sign)
 }
 
 /// Unpack the 12-byte scale field of Q4_K/Q5_K into eight 6-bit scales and eight 6-bit mins.
@@ -127,6 +145,23 @@ mod tests {
         for v in [-3.49f32, 3.51, 100.2, -0.2, 2.5, -7.5] {
             assert_eq!(nearest_int(v), v.round_ties_even() as i32);
             assert_eq!(round_fast(v), v.round_ties_even());
+        }
+    }
+
+    #[test]
+    fn f16_to_f32_is_exact_for_all_values() {
+        for b in 0..=u16::MAX {
+            let h = f16::from_bits(b);
+            let (ours, theirs) = (f16_to_f32(h), h.to_f32());
+            if h.is_nan() {
+                assert!(ours.is_nan());
+                assert_eq!(
+                    ours.to_bits() & 0x807f_ffff,
+                    (u32::from(b & 0x8000) << 16) | (u32::from(b & 0x3ff) << 13)
+                );
+            } else {
+                assert_eq!(ours.to_bits(), theirs.to_bits(), "{b:#x}");
+            }
         }
     }
 

@@ -12,14 +12,14 @@
 
 use half::f16;
 
-use crate::common::lane_dot_ref;
+use crate::common::{f16_to_f32, lane_dot_ref};
 use crate::simd::{self, SimdLevel};
 
 /// Widen to f32 (exact). Panics if the lengths differ.
 pub fn dequantize_row(x: &[f16], y: &mut [f32]) {
     assert_eq!(x.len(), y.len(), "f16 dequantize_row: length mismatch");
     for (o, v) in y.iter_mut().zip(x) {
-        *o = v.to_f32();
+        *o = f16_to_f32(*v);
     }
 }
 
@@ -42,7 +42,7 @@ pub fn quantize_row(x: &[f32], y: &mut [f16]) {
 /// Scalar reference dot product. Panics if the lengths differ.
 pub fn vec_dot_ref(x: &[f16], y: &[f16]) -> f32 {
     assert_eq!(x.len(), y.len(), "f16 vec_dot: length mismatch");
-    lane_dot_ref(x.len(), |i| x[i].to_f32() * y[i].to_f32())
+    lane_dot_ref(x.len(), |i| f16_to_f32(x[i]) * f16_to_f32(y[i]))
 }
 
 /// Dot product at an explicit SIMD level. Panics if the lengths differ or the level is not
@@ -72,6 +72,7 @@ pub fn vec_dot(x: &[f16], y: &[f16]) -> f32 {
 #[cfg(target_arch = "x86_64")]
 mod avx2 {
     use crate::avx2::reduce_f32_4x8;
+    use crate::common::f16_to_f32;
     use half::f16;
     use std::arch::x86_64::*;
 
@@ -96,7 +97,7 @@ mod avx2 {
         }
         let mut r = reduce_f32_4x8(acc[0], acc[1], acc[2], acc[3]);
         for i in main..n {
-            r += f16::to_f32(x[i]) * f16::to_f32(y[i]);
+            r += f16_to_f32(x[i]) * f16_to_f32(y[i]);
         }
         r
     }

@@ -17,6 +17,9 @@
 //! file's alignment (32 by default), so any row of such a tensor casts; a misaligned slice
 //! is reported as [`QuantError::Misaligned`], never copied silently.
 
+pub mod a16;
+#[cfg(target_arch = "x86_64")]
+mod a16_avx2;
 pub mod bf16;
 pub mod f16;
 pub mod f32;
@@ -33,6 +36,7 @@ pub mod simd;
 mod avx2;
 mod common;
 mod kquant;
+mod lanes;
 #[cfg(test)]
 mod testutil;
 
@@ -264,6 +268,21 @@ pub fn quantize(ty: GgmlType, src: &[f32], dst: &mut [u8]) -> Result<(), QuantEr
     Ok(())
 }
 
+/// Quantize an activation row into a `vec_dot_type` the way ggml's CPU backend does on an
+/// x86 AVX2/AVX-512 build (`from_float` of the type traits): Q8_0 with ggml-cpu's x86
+/// `quantize_row_q8_0` ([`q8_0::quantize_row_x86`]: `id = 127/amax`, ties to even — checked
+/// against the compiled ggml function), Q8_K with `quantize_row_q8_K_ref` (what x86 calls),
+/// F16/BF16/F32 as [`quantize`]. Other types: as [`quantize`]. (ggml's repacked AVX2 GEMV
+/// path for Q4_K quantizes with its own `ggml_quantize_mat_q8_K_4x8`, not reproduced here.)
+pub fn quantize_activation(ty: GgmlType, src: &[f32], dst: &mut [u8]) -> Result<(), QuantError> {
+    if ty == GgmlType::Q8_0 {
+        check_sizes(ty, src.len(), dst.len(), "destination bytes")?;
+        q8_0::quantize_row_x86(src, cast_mut(ty, "destination", dst)?);
+        return Ok(());
+    }
+    quantize(ty, src, dst)
+}
+
 /// Dot product of one weight row `w` (whole blocks of `ty`) with an activation row `act`
 /// already in [`vec_dot_type`]`(ty)`, at the process-wide SIMD level.
 pub fn vec_dot(ty: GgmlType, w: &[u8], act: &[u8]) -> Result<f32, QuantError> {
@@ -300,6 +319,108 @@ pub fn vec_dot_at(level: SimdLevel, ty: GgmlType, w: &[u8], act: &[u8]) -> Resul
         Q6_K => q6_k::vec_dot_at(level, cast(ty, ww, w)?, cast(vty, wa, act)?),
         _ => return Err(QuantError::Unsupported { ty, op: "vec_dot" }),
     })
+}
+
+/// Matrix–vector product: `out[r] = w_row_r · act` for the `out.len()` rows stored back to
+/// back in `w` (each a whole number of blocks of `ty`), at the process-wide SIMD level.
+/// Single-threaded; split `w`/`out` by rows to parallelize. Same numbers as [`vec_dot`] row
+/// by row, with the checks and dispatch done once.
+pub fn matvec(ty: GgmlType, w: &[u8], act: &[u8], out: &mut [f32]) -> Result<(), QuantError> {
+    matvec_at(simd_level(), ty, w, act, out)
+}
+
+/// [`matvec`] at an explicit SIMD level.
+///
+/// # Panics
+/// If `level` is not available on this CPU.
+pub fn matvec_at(
+    level: SimdLevel,
+    ty: GgmlType,
+    w: &[u8],
+    act: &[u8],
+    out: &mut [f32],
+) -> Result<(), QuantError> {
+    let vty = vec_dot_type(ty)?;
+    if out.is_empty() {
+        return if w.is_empty() {
+            Ok(())
+        } else {
+            Err(QuantError::Length {
+                ty,
+                what: "weight bytes for 0 rows",
+                expected: 0,
+                got: w.len(),
+            })
+        };
+    }
+    if w.len() % out.len() != 0 {
+        return Err(QuantError::NotBlockMultiple {
+            ty,
+            what: "weight bytes per row",
+            len: w.len(),
+            unit: out.len(),
+        });
+    }
+    let row = w.len() / out.len();
+    let ts = ty.type_size();
+    if row % ts != 0 {
+        return Err(QuantError::NotBlockMultiple {
+            ty,
+            what: "row bytes",
+            len: row,
+            unit: ts,
+        });
+    }
+    check_sizes(
+        vty,
+        row / ts * ty.block_size(),
+        act.len(),
+        "activation bytes",
+    )?;
+    simd::require(level);
+    fn rows<W: Pod, A: Pod>(
+        ty: GgmlType,
+        vty: GgmlType,
+        w: &[u8],
+        row: usize,
+        act: &[u8],
+        out: &mut [f32],
+        dot: impl Fn(&[W], &[A]) -> f32,
+    ) -> Result<(), QuantError> {
+        let a: &[A] = cast(vty, "activations", act)?;
+        for (o, wr) in out.iter_mut().zip(w.chunks_exact(row)) {
+            *o = dot(cast(ty, "weights", wr)?, a);
+        }
+        Ok(())
+    }
+    use GgmlType::*;
+    match ty {
+        F32 => rows(ty, vty, w, row, act, out, |x, y| {
+            f32::vec_dot_at(level, x, y)
+        }),
+        F16 => rows(ty, vty, w, row, act, out, |x, y| {
+            f16::vec_dot_at(level, x, y)
+        }),
+        BF16 => rows(ty, vty, w, row, act, out, |x, y| {
+            bf16::vec_dot_at(level, x, y)
+        }),
+        Q8_0 => rows(ty, vty, w, row, act, out, |x, y| {
+            q8_0::vec_dot_at(level, x, y)
+        }),
+        Q5_0 => rows(ty, vty, w, row, act, out, |x, y| {
+            q5_0::vec_dot_at(level, x, y)
+        }),
+        Q4_K => rows(ty, vty, w, row, act, out, |x, y| {
+            q4_k::vec_dot_at(level, x, y)
+        }),
+        Q5_K => rows(ty, vty, w, row, act, out, |x, y| {
+            q5_k::vec_dot_at(level, x, y)
+        }),
+        Q6_K => rows(ty, vty, w, row, act, out, |x, y| {
+            q6_k::vec_dot_at(level, x, y)
+        }),
+        _ => Err(QuantError::Unsupported { ty, op: "vec_dot" }),
+    }
 }
 
 #[cfg(test)]
@@ -393,6 +514,42 @@ mod tests {
                 let src = &t.0[r * row..(r + 1) * row];
                 assert!(dequantize(ty, src, &mut out).is_ok(), "{ty} row {r}");
             }
+        }
+    }
+
+    #[test]
+    fn matvec_matches_row_dots() {
+        let rows = 5;
+        let x: Vec<f32> = (0..256 * 2 * rows)
+            .map(|i| ((i * 31 % 97) as f32 - 48.0) / 20.0)
+            .collect();
+        let a: Vec<f32> = (0..512)
+            .map(|i| ((i * 17 % 61) as f32 - 30.0) / 15.0)
+            .collect();
+        for ty in [
+            GgmlType::Q4_K,
+            GgmlType::Q6_K,
+            GgmlType::Q8_0,
+            GgmlType::F16,
+        ] {
+            let vty = vec_dot_type(ty).unwrap();
+            let wlen = ty.bytes_for(x.len() as u64).unwrap() as usize;
+            let alen = vty.bytes_for(512).unwrap() as usize;
+            let mut w32 = vec![0u32; wlen.div_ceil(4)];
+            let mut a32 = vec![0u32; alen.div_ceil(4)];
+            let w = &mut bytemuck::cast_slice_mut::<u32, u8>(&mut w32)[..wlen];
+            let act = &mut bytemuck::cast_slice_mut::<u32, u8>(&mut a32)[..alen];
+            quantize(ty, &x, w).unwrap();
+            quantize_activation(vty, &a, act).unwrap();
+            let mut out = vec![0f32; rows];
+            matvec(ty, w, act, &mut out).unwrap();
+            let row = wlen / rows;
+            for (r, o) in out.iter().enumerate() {
+                let d = vec_dot(ty, &w[r * row..(r + 1) * row], act).unwrap();
+                assert_eq!(o.to_bits(), d.to_bits(), "{ty} row {r}");
+            }
+            let e = matvec(ty, w, act, &mut out[..3]).unwrap_err();
+            assert!(matches!(e, QuantError::NotBlockMultiple { .. }), "{e}");
         }
     }
 

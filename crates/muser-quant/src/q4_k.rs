@@ -11,9 +11,10 @@
 //!
 //! Value `i` (sub-block `j = i / 32`): `d·sc[j]·q[i] − dmin·m[j]`.
 //!
-//! Dequantize (f32): `(d * sc) * q − (dmin * m)`, each product rounded to f32 — gguf-py's
-//! order, matched bit for bit. (ggml's C `dequantize_row_q4_K` writes `d1 * q - m1`, which a
-//! C compiler may contract to an FMA; gguf-py and this crate never fuse.)
+//! Dequantize (f32): `(d * sc) * q − (dmin * m)` (gguf-py's order). Every product is exact
+//! in f32 (at most 21 significant bits), so the one rounding is the final subtraction: the
+//! result is the correctly rounded exact value, whatever the order or FMA use (ggml's C
+//! `d1 * q - m1` agrees). Matched bit for bit against gguf-py.
 //!
 //! Quantize: see [`crate::kquant`] (least-squares sub-block fit, 6-bit scales from rounded-up
 //! f16 super-scales, nearest-level quants). It is not ggml's iterative search.
@@ -150,11 +151,17 @@ pub fn vec_dot_ref(x: &[BlockQ4K], y: &[BlockQ8K]) -> f32 {
         let (sc, m) = unpack_k4_scales(&b.scales);
         let q = b.quants();
         let mut isum = 0i32;
-        for j in 0..8 {
-            let s: i32 = (32 * j..32 * j + 32)
-                .map(|i| i32::from(q[i]) * i32::from(yb.qs[i]))
+        for ((s, qj), yj) in sc
+            .iter()
+            .zip(q.chunks_exact(32))
+            .zip(yb.qs.chunks_exact(32))
+        {
+            let dot: i32 = qj
+                .iter()
+                .zip(yj)
+                .map(|(a, b)| i32::from(*a) * i32::from(*b))
                 .sum();
-            isum += i32::from(sc[j]) * s;
+            isum += i32::from(*s) * dot;
         }
         acc = accumulate(acc, b.d, b.dmin, yb.d, isum, min_sum(&m, yb));
     }
@@ -269,8 +276,9 @@ mod tests {
         let mut y = vec![0f32; x.len()];
         dequantize_row(&q, &mut y);
         let e = rel_rms(&x, &y);
-        // Documented bound for Q4_K on N(0,1): relative RMS error < 0.10 (measured ~0.08x).
-        assert!(e < 0.10, "rel rms {e}");
+        // Q4_K on N(0,1): relative RMS error 0.0715 measured on 2^22 values (ggml's
+        // reference quantizer: 0.0714); bound with margin for this 16K sample.
+        assert!(e < 0.074, "rel rms {e}");
     }
 
     #[test]

@@ -165,6 +165,10 @@ mod avx2 {
     use crate::q8_0::{accumulate, BlockQ8_0};
     use std::arch::x86_64::*;
 
+    /// Eight i32 partial sums of one block pair's integer dot product.
+    ///
+    /// # Safety
+    /// AVX2 must be available.
     #[inline]
     #[target_feature(enable = "avx2,fma,f16c")]
     unsafe fn block_partial(x: &BlockQ5_0, y: &BlockQ8_0) -> __m256i {
@@ -232,6 +236,18 @@ mod tests {
         assert_eq!(out[2], 3.0);
         assert_eq!(out[17], -3.0);
         assert_eq!(out[5], 0.0);
+    }
+
+    #[test]
+    fn round_trip_gaussian() {
+        let x = crate::testutil::gaussian(6, 32 * 512);
+        let mut q = vec![BlockQ5_0::zeroed(); 512];
+        quantize_row(&x, &mut q);
+        let mut y = vec![0f32; x.len()];
+        dequantize_row(&q, &mut y);
+        // ggml's algorithm on N(0,1): 0.0427 measured on 2^22 values.
+        let e = crate::testutil::rel_rms(&x, &y);
+        assert!(e < 0.044, "rel rms {e}");
     }
 
     proptest! {

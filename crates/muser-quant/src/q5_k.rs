@@ -12,7 +12,9 @@
 //!
 //! Value `i` (sub-block `j = i / 32`): `d·sc[j]·q[i] − dmin·m[j]`, `q` in `0..=31`.
 //!
-//! Dequantize (f32): `(d * sc) * q − (dmin * m)` — gguf-py's order, matched bit for bit.
+//! Dequantize (f32): `(d * sc) * q − (dmin * m)`; the products are exact (at most 22
+//! significant bits), so the result is the correctly rounded exact value. Matched bit for bit
+//! against gguf-py.
 //!
 //! Quantize: [`crate::kquant`] with 31 levels (not ggml's iterative search).
 //!
@@ -133,11 +135,17 @@ pub fn vec_dot_ref(x: &[BlockQ5K], y: &[BlockQ8K]) -> f32 {
         let (sc, m) = unpack_k4_scales(&b.scales);
         let q = b.quants();
         let mut isum = 0i32;
-        for j in 0..8 {
-            let s: i32 = (32 * j..32 * j + 32)
-                .map(|i| i32::from(q[i]) * i32::from(yb.qs[i]))
+        for ((s, qj), yj) in sc
+            .iter()
+            .zip(q.chunks_exact(32))
+            .zip(yb.qs.chunks_exact(32))
+        {
+            let dot: i32 = qj
+                .iter()
+                .zip(yj)
+                .map(|(a, b)| i32::from(*a) * i32::from(*b))
                 .sum();
-            isum += i32::from(sc[j]) * s;
+            isum += i32::from(*s) * dot;
         }
         acc = accumulate(acc, b.d, b.dmin, yb.d, isum, min_sum(&m, yb));
     }
@@ -244,8 +252,8 @@ mod tests {
         let mut y = vec![0f32; x.len()];
         dequantize_row(&q, &mut y);
         let e = rel_rms(&x, &y);
-        // Documented bound for Q5_K on N(0,1): relative RMS error < 0.05.
-        assert!(e < 0.05, "rel rms {e}");
+        // Q5_K on N(0,1): 0.0358 measured on 2^22 values (ggml's reference: 0.0361).
+        assert!(e < 0.037, "rel rms {e}");
     }
 
     #[test]

@@ -14,12 +14,12 @@
 //! `L[l+32] & 15 | (H[l] >> 2 & 3) << 4`, `+64` is `L[l] >> 4 | (H[l] >> 4 & 3) << 4`,
 //! `+96` is `L[l+32] >> 4 | (H[l] >> 6) << 4`. Value `i` is `d·scales[i/16]·(q[i] − 32)`.
 //!
-//! Dequantize (f32): `(d * sc) * (q − 32)` — gguf-py's order, matched bit for bit.
+//! Dequantize (f32): `(d * sc) * (q − 32)`; `d * sc` is exact, so the single rounding gives
+//! the correctly rounded exact value. Matched bit for bit against gguf-py.
 //!
-//! Quantize (not ggml's search): per sub-block, map the element of largest magnitude to
-//! `q = −32` (using the asymmetric range `−32..=31` fully), then two rounds of least squares
-//! `a = Σxq / Σq²` alternating with re-quantization (neither step increases the error).
-//! The super-block scale maps the sub-block scale of largest magnitude to `−128`:
+//! Quantize (not ggml's search): per sub-block a least-squares symmetric scale
+//! ([`crate::kquant`]: a few initial scales that map the element of largest magnitude near
+//! `q = −32`, each refined by `a = Σxq / Σq²`, the best kept). The super-block scale maps the sub-block scale of largest magnitude to `−128`:
 //! `|d| = max|a| / 128` rounded *up* to f16, `sc = clamp(round(a / d), −128, 127)`, then
 //! each quant is the nearest level of the stored scale: `clamp(round(x / (d·sc)), −32, 31)`.
 //!
@@ -32,6 +32,8 @@ use bytemuck::{Pod, Zeroable};
 use half::f16;
 
 use crate::common::{f16_ceil, round_fast};
+use crate::kquant::fit_sym;
+use crate::lanes::levels;
 use crate::q8_k::BlockQ8K;
 use crate::simd::{self, SimdLevel};
 use crate::QK_K;
@@ -99,37 +101,6 @@ pub fn dequantize_row_f64(x: &[BlockQ6K], y: &mut [f64]) {
     }
 }
 
-/// Least-squares symmetric scale of one sub-block (`x ≈ a·q`, `q` in `−32..=31`).
-fn fit_sym(x: &[f32]) -> f32 {
-    let mut amax = 0f32;
-    let mut v = 0f32;
-    for &e in x {
-        if e.abs() > amax {
-            amax = e.abs();
-            v = e;
-        }
-    }
-    if amax == 0.0 {
-        return 0.0;
-    }
-    let mut a = v / -32.0;
-    for _ in 0..2 {
-        let ia = 1.0 / a;
-        let (mut sxq, mut sqq) = (0f32, 0f32);
-        for &e in x {
-            let q = round_fast((e * ia).clamp(-32.0, 31.0));
-            sxq += e * q;
-            sqq += q * q;
-        }
-        let na = sxq / sqq;
-        if !(sqq > 0.0) || !na.is_finite() || na == 0.0 {
-            break;
-        }
-        a = na;
-    }
-    a
-}
-
 /// Quantize (algorithm in the module header). Panics unless `x.len() == y.len() * 256`.
 pub fn quantize_row(x: &[f32], y: &mut [BlockQ6K]) {
     assert_eq!(
@@ -151,19 +122,17 @@ pub fn quantize_row(x: &[f32], y: &mut [BlockQ6K]) {
         let d = if smax > 0.0 { -dmag } else { dmag };
         let df = d.to_f32();
         let mut q = [32u8; QK_K];
-        for j in 0..16 {
+        for (j, (aj, sj)) in a.iter().zip(b.scales.iter_mut()).enumerate() {
             let sc = if df != 0.0 {
-                round_fast((a[j] / df).clamp(-128.0, 127.0)) as i8
+                round_fast((aj / df).clamp(-128.0, 127.0)) as i8
             } else {
                 0
             };
-            b.scales[j] = sc;
+            *sj = sc;
             let ds = df * f32::from(sc);
             if ds != 0.0 {
-                let ids = 1.0 / ds;
-                for i in 16 * j..16 * j + 16 {
-                    q[i] = (round_fast((xs[i] * ids).clamp(-32.0, 31.0)) as i32 + 32) as u8;
-                }
+                let (q, xs) = (&mut q[16 * j..16 * j + 16], &xs[16 * j..16 * j + 16]);
+                levels(xs, 0.0, 1.0 / ds, -32.0, 31.0, 32, q);
             }
         }
         b.d = d;
@@ -319,8 +288,8 @@ mod tests {
         let mut y = vec![0f32; x.len()];
         dequantize_row(&q, &mut y);
         let e = rel_rms(&x, &y);
-        // Documented bound for Q6_K on N(0,1): relative RMS error < 0.025.
-        assert!(e < 0.025, "rel rms {e}");
+        // Q6_K on N(0,1): 0.0171 measured on 2^22 values (ggml's reference: 0.0177).
+        assert!(e < 0.0178, "rel rms {e}");
     }
 
     #[test]

@@ -165,7 +165,10 @@ mod avx2 {
     use crate::avx2::{hsum_i32_8, reduce_i32_8x8};
     use std::arch::x86_64::*;
 
-    /// Eight i32 partial sums of one block's integer dot product.
+    /// Eight i32 partial sums of one block pair's integer dot product.
+    ///
+    /// # Safety
+    /// AVX2 must be available.
     #[inline]
     #[target_feature(enable = "avx2,fma,f16c")]
     unsafe fn block_partial(x: &BlockQ8_0, y: &BlockQ8_0) -> __m256i {
@@ -259,6 +262,18 @@ mod tests {
                 assert!((a - b).abs() <= amax / 127.0 * 0.5001 + amax * 1e-3);
             }
         }
+    }
+
+    #[test]
+    fn round_trip_gaussian() {
+        let x = crate::testutil::gaussian(7, 32 * 512);
+        let mut q = vec![BlockQ8_0::zeroed(); 512];
+        quantize_row(&x, &mut q);
+        let mut y = vec![0f32; x.len()];
+        dequantize_row(&q, &mut y);
+        // N(0,1): 0.00535 measured on 2^22 values.
+        let e = crate::testutil::rel_rms(&x, &y);
+        assert!(e < 0.0056, "rel rms {e}");
     }
 
     #[test]

@@ -8,15 +8,22 @@
 //! | 2 | 2 | `s` | f16 sum (see below) |
 //! | 4 | 32 | `qs` | i8 quants; value `i` is `d * qs[i]` |
 //!
-//! Quantize ([`quantize_row`]): what ggml-cuda's `quantize_q8_1` kernel computes, one warp
-//! lane per value: `amax` = max |x| (a max-reduction, order-free), `d = amax / 127`,
+//! Quantize ([`quantize_row`]): ggml-cuda's `quantize_q8_1` kernel, one warp lane per value,
+//! evaluated with IEEE arithmetic: `amax` = max |x| (order-free), `d = amax / 127`,
 //! `q = amax == 0 ? 0 : roundf(x / d)` (ties away from zero), and `s` = the **sum of the
 //! unquantized inputs** reduced by the warp butterfly (`v[i] += v[i ^ o]` for
-//! `o = 16, 8, 4, 2, 1`), stored with `d` as f16 (nearest-even). Note ggml's *CPU* Q8_1
-//! stores `s = d · Σ q` instead; we follow CUDA.
-//! Divisions here are IEEE (correctly rounded). ggml-cuda is built with `-use_fast_math`,
-//! under which nvcc may compile `x / d` to an approximate division; see the crate report
-//! (and the device check) for whether that changes any quant.
+//! `o = 16, 8, 4, 2, 1`), with `d` and `s` stored as f16 (nearest-even). ggml's *CPU* Q8_1
+//! stores `s = d · Σ q` instead; we follow CUDA. Verified on the H200 (nvcc 13.0, sm_90):
+//! the same kernel compiled **without** fast math gives these bytes exactly
+//! (`tests/golden/q8_1_cuda.json`).
+//!
+//! ggml-cuda itself is built with `-use_fast_math`: `amax / 127.0f` becomes
+//! `amax * fl(1/127)` and `x / d` becomes `x * MUFU.RCP(d)`. [`quantize_row_fast_math`]
+//! models that with a correctly rounded reciprocal. MUFU.RCP is not correctly rounded (it is
+//! one ulp off for 1108522 of the 2^23 mantissas, measured), so the model is exact except
+//! when that ulp moves `x · rcp` across a rounding boundary; it matched the H200 on every
+//! probe value, while the IEEE version differs there on 1543 of 32768 exact-tie values
+//! (and on none of 131072 random ones). Flush-to-zero is not modelled (|x| < 2^-126).
 
 use bytemuck::{Pod, Zeroable};
 use half::f16;
@@ -100,6 +107,33 @@ pub fn quantize_row(x: &[f32], y: &mut [BlockQ8_1]) {
                 0
             } else {
                 (v / d).round() as i8
+            };
+        }
+        b.d = f16::from_f32(d);
+        b.s = f16::from_f32(warp_sum(&lanes));
+    }
+}
+
+/// Model of ggml-cuda's `quantize_q8_1` as built with `-use_fast_math` (see the module
+/// header for where it can differ from the device). Panics unless `x.len() == y.len() * 32`.
+pub fn quantize_row_fast_math(x: &[f32], y: &mut [BlockQ8_1]) {
+    assert_eq!(
+        x.len(),
+        y.len() * QK8_1,
+        "q8_1 quantize_row_fast_math: length mismatch"
+    );
+    const INV127: f32 = 1.0 / 127.0;
+    for (b, xs) in y.iter_mut().zip(x.chunks_exact(QK8_1)) {
+        let mut lanes = [0f32; 32];
+        lanes.copy_from_slice(xs);
+        let amax = xs.iter().fold(0f32, |m, v| m.max(v.abs()));
+        let d = amax * INV127;
+        let r = 1.0 / d;
+        for (q, &v) in b.qs.iter_mut().zip(xs) {
+            *q = if amax == 0.0 {
+                0
+            } else {
+                (v * r).round() as i8
             };
         }
         b.d = f16::from_f32(d);

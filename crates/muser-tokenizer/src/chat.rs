@@ -336,7 +336,7 @@ mod tests {
     #[test]
     fn loop_controls_methods_and_blocks() {
         let src = "{% for m in messages %}\n  {% if m.role == 'skip' %}{% continue %}{% endif %}\n\
-                   [{{ m.content.strip() | upper }}]\n{% if loop.index == 2 %}{% break %}{% endif %}\n\
+                   [{{ m.content.strip() | upper }}]\n{% if loop.index == 3 %}{% break %}{% endif %}\n\
                    {% endfor %}";
         let t = ChatTemplate::with_tokens(src, "", "", false, false).expect("compiles");
         let msgs = [

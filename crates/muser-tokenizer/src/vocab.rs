@@ -346,26 +346,22 @@ impl Vocab {
             eog.insert(id);
         }
         // o200k_harmony / solar-open: `<|end|>` is not an end of generation there.
-        let has = |t: &str| eog.iter().any(|&id| self.texts[id as usize] == t);
-        let end = eog
-            .iter()
-            .copied()
-            .find(|&id| self.texts[id as usize] == "<|end|>");
-        if let Some(end) = end {
-            if (has("<|return|>") && (has("<|call|>") || has("<|calls|>")))
-                || ((has("<|call|>") || has("<|calls|>")) && has("<|flush|>"))
-            {
+        let find = |eog: &BTreeSet<u32>, t: &str| {
+            eog.iter()
+                .copied()
+                .find(|&id| self.texts[id as usize] == t)
+        };
+        let has = |eog: &BTreeSet<u32>, t: &str| find(eog, t).is_some();
+        if let Some(end) = find(&eog, "<|end|>") {
+            let call = has(&eog, "<|call|>") || has(&eog, "<|calls|>");
+            if (has(&eog, "<|return|>") && call) || (call && has(&eog, "<|flush|>")) {
                 eog.remove(&end);
                 self.attrs[end as usize] = attr::USER_DEFINED;
             }
         }
         // gemma4 / plamo: `</s>` is a normal token there.
-        let s = eog
-            .iter()
-            .copied()
-            .find(|&id| self.texts[id as usize] == "</s>");
-        if let Some(s) = s {
-            if has("<|tool_response>") || has("<|plamo:eos|>") {
+        if let Some(s) = find(&eog, "</s>") {
+            if has(&eog, "<|tool_response>") || has(&eog, "<|plamo:eos|>") {
                 eog.remove(&s);
                 self.attrs[s as usize] = attr::NORMAL;
             }

@@ -1,0 +1,92 @@
+//! Causal, windowed, grouped-query softmax attention over the f16 KV cache, in f32.
+//!
+//! Owns: attention numerics of the CPU route. Q stays f32 (no conversion to the cache type),
+//! scores, softmax and the V accumulation are f32 — finer than the comparator's f16 paths.
+//!
+//! Invariant: the output of a (token, head) pair depends only on its query and on the key/value
+//! rows of the positions it may see, visited oldest to newest; whether those rows come from the
+//! cache or from the chunk being evaluated makes no difference (both are f16), so chunked,
+//! batched and one-at-a-time evaluation agree bit for bit.
+
+use half::f16;
+use rayon::prelude::*;
+
+use super::kv::LayerCache;
+
+/// Where keys/values of the current chunk live until the chunk is committed to the cache.
+pub struct ChunkKv<'a> {
+    /// First position of the chunk.
+    pub pos0: usize,
+    /// `[n_tokens][kv_width]`.
+    pub k: &'a [f16],
+    /// `[n_tokens][v_width]`.
+    pub v: &'a [f16],
+}
+
+/// Shapes and masking of one layer's attention.
+pub struct AttnShape {
+    pub n_head: usize,
+    pub n_head_kv: usize,
+    pub head_dim: usize,
+    pub head_dim_v: usize,
+    /// Sliding window (keys with `pos - pos_k < window` are visible), or `None`.
+    pub window: Option<usize>,
+    pub scale: f32,
+}
+
+/// `out[t][h*hdv..]` for every token `t` of the chunk. `q`: `[n_tokens][n_head * head_dim]`.
+pub fn attention(s: &AttnShape, cache: &LayerCache, chunk: &ChunkKv<'_>, q: &[f32], out: &mut [f32]) {
+    let (hd, hdv) = (s.head_dim, s.head_dim_v);
+    let kvw = s.n_head_kv * hd;
+    let vw = s.n_head_kv * hdv;
+    let group = s.n_head / s.n_head_kv;
+    out.par_chunks_mut(hdv)
+        .enumerate()
+        .for_each_init(Vec::new, |scores: &mut Vec<f32>, (i, oh)| {
+            let (t, h) = (i / s.n_head, i % s.n_head);
+            let pos = chunk.pos0 + t;
+            let first = s.window.map_or(0, |w| (pos + 1).saturating_sub(w));
+            let kh = h / group;
+            let qh = &q[t * s.n_head * hd + h * hd..t * s.n_head * hd + (h + 1) * hd];
+            let krow = |j: usize| -> &[f16] {
+                if j >= chunk.pos0 {
+                    let r = j - chunk.pos0;
+                    &chunk.k[r * kvw + kh * hd..r * kvw + (kh + 1) * hd]
+                } else {
+                    &cache.k_row(j)[kh * hd..(kh + 1) * hd]
+                }
+            };
+            let vrow = |j: usize| -> &[f16] {
+                if j >= chunk.pos0 {
+                    let r = j - chunk.pos0;
+                    &chunk.v[r * vw + kh * hdv..r * vw + (kh + 1) * hdv]
+                } else {
+                    &cache.v_row(j)[kh * hdv..(kh + 1) * hdv]
+                }
+            };
+            scores.clear();
+            let mut max = f32::NEG_INFINITY;
+            for j in first..=pos {
+                let mut d = 0f32;
+                for (a, b) in qh.iter().zip(krow(j)) {
+                    d += a * b.to_f32();
+                }
+                let sc = d * s.scale;
+                max = max.max(sc);
+                scores.push(sc);
+            }
+            let mut sum = 0f32;
+            for sc in scores.iter_mut() {
+                *sc = (*sc - max).exp();
+                sum += *sc;
+            }
+            oh.fill(0.0);
+            for (j, &p) in (first..=pos).zip(scores.iter()) {
+                for (o, v) in oh.iter_mut().zip(vrow(j)) {
+                    *o += p * v.to_f32();
+                }
+            }
+            let inv = 1.0 / sum;
+            oh.iter_mut().for_each(|o| *o *= inv);
+        });
+}

@@ -1,0 +1,254 @@
+//! The fast CPU route: quantized-activation matmuls over the mapped weights, an f16 KV cache
+//! (rings of exactly `window` rows on sliding layers), f32 everywhere else, a fixed-size rayon
+//! pool, and chunked prefill.
+//!
+//! Owns: `CpuSession`, one sequence's state and its forward pass. Invariant (BRIEF §2, part 3):
+//! the logits of a token are bit-identical whatever the thread count, the prefill chunk size,
+//! and whether tokens were evaluated one at a time or in batches — every kernel below computes
+//! each output element by one fixed sequence of operations.
+
+pub mod attention;
+pub mod kv;
+pub mod matmul;
+pub mod ops;
+
+use std::sync::Arc;
+
+use half::f16;
+
+use crate::config::FfnActivation;
+use crate::model::Model;
+use crate::EngineError;
+use attention::{AttnShape, ChunkKv};
+use kv::LayerCache;
+use matmul::{matmul, ActFormat, Acts};
+use ops::Rope;
+
+/// Which logit rows `eval` returns.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Logits {
+    /// One row per evaluated token.
+    All,
+    /// Only the last token's row.
+    Last,
+}
+
+/// Options of a CPU session.
+#[derive(Clone, Debug)]
+pub struct CpuOptions {
+    /// Worker threads.
+    pub threads: usize,
+    /// Context size (maximum positions).
+    pub n_ctx: usize,
+    /// Prefill chunk: tokens evaluated together.
+    pub chunk: usize,
+    /// Activation format of the matmuls.
+    pub acts: ActFormat,
+}
+
+/// One sequence on the CPU route.
+pub struct CpuSession<'m> {
+    model: &'m Model,
+    cache: Vec<LayerCache>,
+    ropes: Vec<Option<Rope>>,
+    pool: Arc<rayon::ThreadPool>,
+    opts: CpuOptions,
+    n_past: usize,
+}
+
+impl<'m> CpuSession<'m> {
+    pub fn new(model: &'m Model, opts: CpuOptions) -> Result<CpuSession<'m>, EngineError> {
+        let c = &model.config;
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(opts.threads.max(1))
+            .build()
+            .map_err(|e| EngineError::Threads(e.to_string()))?;
+        let pool = Arc::new(pool);
+        let cache = (0..c.n_layer)
+            .map(|il| {
+                let ring = c.swa_layers[il].then_some(c.sliding_window.min(opts.n_ctx));
+                LayerCache::new(c.kv_width(), c.n_head_kv * c.head_dim_v, ring)
+            })
+            .collect();
+        let ropes = (0..c.n_layer)
+            .map(|il| c.rope_for_layer(il).map(|b| Rope::new(c.head_dim, b, c.rope_mode)))
+            .collect();
+        Ok(CpuSession {
+            model,
+            cache,
+            ropes,
+            pool,
+            opts,
+            n_past: 0,
+        })
+    }
+
+    /// Tokens evaluated so far.
+    pub fn n_past(&self) -> usize {
+        self.n_past
+    }
+
+    /// Forget the sequence.
+    pub fn clear(&mut self) {
+        self.n_past = 0;
+        self.cache.iter_mut().for_each(LayerCache::clear);
+    }
+
+    /// Evaluate `tokens` after the ones already seen; returns the requested logit rows
+    /// (`[rows][n_vocab]`, flattened).
+    pub fn eval(&mut self, tokens: &[u32], which: Logits) -> Result<Vec<f32>, EngineError> {
+        let n_vocab = self.model.config.n_vocab;
+        if self.n_past + tokens.len() > self.opts.n_ctx {
+            return Err(EngineError::ContextFull {
+                requested: self.n_past + tokens.len(),
+                n_ctx: self.opts.n_ctx,
+            });
+        }
+        if let Some(&t) = tokens.iter().find(|&&t| t as usize >= n_vocab) {
+            return Err(EngineError::TokenOutOfRange { token: t, n_vocab });
+        }
+        let pool = Arc::clone(&self.pool);
+        let chunk = self.opts.chunk.max(1);
+        let result = pool.install(|| {
+            let mut out = Vec::new();
+            let n_chunks = tokens.len().div_ceil(chunk);
+            for (i, part) in tokens.chunks(chunk).enumerate() {
+                let want = match which {
+                    Logits::All => ChunkLogits::All,
+                    Logits::Last if i + 1 == n_chunks => ChunkLogits::Last,
+                    Logits::Last => ChunkLogits::None,
+                };
+                out.extend(self.eval_chunk(part, want)?);
+            }
+            Ok(out)
+        });
+        result
+    }
+
+    fn eval_chunk(&mut self, tokens: &[u32], want: ChunkLogits) -> Result<Vec<f32>, EngineError> {
+        let m = self.model;
+        let c = &m.config;
+        let w = &m.weights;
+        let g = m.gguf();
+        let n = tokens.len();
+        let e = c.n_embd;
+        let pos0 = self.n_past;
+
+        // x: [n][n_embd]
+        let mut x = vec![0f32; n * e];
+        for (t, &tok) in tokens.iter().enumerate() {
+            let row = &mut x[t * e..(t + 1) * e];
+            muser_quant::dequantize(w.token_embd.ty, w.token_embd.row(g, tok as usize), row)
+                .map_err(|err| EngineError::quant(&w.token_embd.name, err))?;
+            if c.embd_norm {
+                let src = row.to_vec();
+                ops::rmsnorm(&src, None, c.rms_eps, row);
+            }
+            if c.embd_scale != 1.0 {
+                row.iter_mut().for_each(|v| *v *= c.embd_scale);
+            }
+        }
+
+        let (qw, kvw) = (c.q_width(), c.kv_width());
+        let vw = c.n_head_kv * c.head_dim_v;
+        let aw = c.n_head * c.head_dim_v;
+        let mut h = vec![0f32; n * e];
+        let mut q = vec![0f32; n * qw];
+        let mut k = vec![0f32; n * kvw];
+        let mut v = vec![0f32; n * vw];
+        let mut gate = vec![0f32; n * aw];
+        let mut a = vec![0f32; n * aw];
+        let mut o = vec![0f32; n * e];
+        let mut fg = vec![0f32; n * c.n_ff];
+        let mut fu = vec![0f32; n * c.n_ff];
+        let mut tmp = vec![0f32; e];
+
+        for (il, lw) in w.layers.iter().enumerate() {
+            for t in 0..n {
+                ops::rmsnorm(&x[t * e..(t + 1) * e], Some(&lw.attn_norm), c.rms_eps, &mut h[t * e..(t + 1) * e]);
+            }
+            let mut acts = Acts::new(&h, e, self.opts.acts);
+            matmul(g, &lw.wq, &mut acts, &mut q)?;
+            matmul(g, &lw.wk, &mut acts, &mut k)?;
+            matmul(g, &lw.wv, &mut acts, &mut v)?;
+            if let Some(wg) = &lw.wgate {
+                matmul(g, wg, &mut acts, &mut gate)?;
+            }
+            drop(acts);
+            for t in 0..n {
+                let qt = &mut q[t * qw..(t + 1) * qw];
+                let kt = &mut k[t * kvw..(t + 1) * kvw];
+                ops::rmsnorm_heads(qt, &lw.q_norm, c.rms_eps);
+                ops::rmsnorm_heads(kt, &lw.k_norm, c.rms_eps);
+                if let Some(r) = &self.ropes[il] {
+                    r.apply(qt, pos0 + t);
+                    r.apply(kt, pos0 + t);
+                }
+            }
+            let k16: Vec<f16> = k.iter().map(|&f| f16::from_f32(f)).collect();
+            let v16: Vec<f16> = v.iter().map(|&f| f16::from_f32(f)).collect();
+            let shape = AttnShape {
+                n_head: c.n_head,
+                n_head_kv: c.n_head_kv,
+                head_dim: c.head_dim,
+                head_dim_v: c.head_dim_v,
+                window: c.swa_layers[il].then_some(c.sliding_window),
+                scale: c.attn_scale,
+            };
+            let chunk_kv = ChunkKv { pos0, k: &k16, v: &v16 };
+            attention::attention(&shape, &self.cache[il], &chunk_kv, &q, &mut a);
+            for t in 0..n {
+                self.cache[il].append(pos0 + t, &k16[t * kvw..(t + 1) * kvw], &v16[t * vw..(t + 1) * vw]);
+            }
+            if lw.wgate.is_some() {
+                ops::sigmoid_gate(&mut a, &gate);
+            }
+            let mut acts = Acts::new(&a, aw, self.opts.acts);
+            matmul(g, &lw.wo, &mut acts, &mut o)?;
+            drop(acts);
+            for t in 0..n {
+                ops::rmsnorm(&o[t * e..(t + 1) * e], Some(&lw.post_attn_norm), c.post_norm_eps, &mut tmp);
+                x[t * e..(t + 1) * e].iter_mut().zip(&tmp).for_each(|(x, d)| *x += d);
+                ops::rmsnorm(&x[t * e..(t + 1) * e], Some(&lw.ffn_norm), c.rms_eps, &mut h[t * e..(t + 1) * e]);
+            }
+            let mut acts = Acts::new(&h, e, self.opts.acts);
+            matmul(g, &lw.ffn_gate, &mut acts, &mut fg)?;
+            matmul(g, &lw.ffn_up, &mut acts, &mut fu)?;
+            drop(acts);
+            match c.ffn_activation {
+                FfnActivation::Silu => ops::swiglu(&mut fg, &fu),
+                FfnActivation::GeluTanh => ops::geglu(&mut fg, &fu),
+            }
+            let mut acts = Acts::new(&fg, c.n_ff, self.opts.acts);
+            matmul(g, &lw.ffn_down, &mut acts, &mut o)?;
+            drop(acts);
+            for t in 0..n {
+                ops::rmsnorm(&o[t * e..(t + 1) * e], Some(&lw.post_ffw_norm), c.post_norm_eps, &mut tmp);
+                x[t * e..(t + 1) * e].iter_mut().zip(&tmp).for_each(|(x, d)| *x += d);
+            }
+        }
+        self.n_past += n;
+
+        let rows: Vec<usize> = match want {
+            ChunkLogits::All => (0..n).collect(),
+            ChunkLogits::Last => vec![n - 1],
+            ChunkLogits::None => return Ok(Vec::new()),
+        };
+        let mut xn = vec![0f32; rows.len() * e];
+        for (i, &t) in rows.iter().enumerate() {
+            ops::rmsnorm(&x[t * e..(t + 1) * e], Some(&w.output_norm), c.rms_eps, &mut xn[i * e..(i + 1) * e]);
+        }
+        let mut logits = vec![0f32; rows.len() * c.n_vocab];
+        let mut acts = Acts::new(&xn, e, self.opts.acts);
+        matmul(g, &w.output, &mut acts, &mut logits)?;
+        ops::scale_softcap(&mut logits, c.logit_scale, c.softcap);
+        Ok(logits)
+    }
+}
+
+#[derive(Clone, Copy)]
+enum ChunkLogits {
+    All,
+    Last,
+    None,
+}

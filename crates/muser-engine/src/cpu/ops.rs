@@ -1,0 +1,146 @@
+//! Element-wise and row-wise f32 operations of the CPU route: RMSNorm (plain, weighted, per
+//! head), RoPE (NORM and NEOX), the gated-FFN activations, the attention gate, softcap.
+//!
+//! Owns: the numerics of these steps. Invariant: every function processes its row
+//! sequentially in index order, so results never depend on threading or batching.
+//! Reductions (the RMS) accumulate in f64: it costs nothing measurable and removes the
+//! order-dependent rounding of long f32 sums.
+
+use crate::config::RopeMode;
+
+/// `x / sqrt(mean(x²) + eps)`, optionally times `w`, written to `out`.
+pub fn rmsnorm(x: &[f32], w: Option<&[f32]>, eps: f32, out: &mut [f32]) {
+    let ms = x.iter().map(|&v| f64::from(v) * f64::from(v)).sum::<f64>() / x.len() as f64;
+    let s = (1.0 / (ms + f64::from(eps)).sqrt()) as f32;
+    match w {
+        Some(w) => {
+            for ((o, &v), &g) in out.iter_mut().zip(x).zip(w) {
+                *o = v * s * g;
+            }
+        }
+        None => {
+            for (o, &v) in out.iter_mut().zip(x) {
+                *o = v * s;
+            }
+        }
+    }
+}
+
+/// In-place weighted RMSNorm of each `head_dim` slice of `x`.
+pub fn rmsnorm_heads(x: &mut [f32], w: &[f32], eps: f32) {
+    let hd = w.len();
+    let mut tmp = vec![0f32; hd];
+    for head in x.chunks_mut(hd) {
+        rmsnorm(head, Some(w), eps, &mut tmp);
+        head.copy_from_slice(&tmp);
+    }
+}
+
+/// Precomputed RoPE angles for one head size and base: `inv_freq[i] = base^(-2i/d)` in f64.
+#[derive(Clone, Debug)]
+pub struct Rope {
+    inv_freq: Vec<f64>,
+    mode: RopeMode,
+}
+
+impl Rope {
+    pub fn new(head_dim: usize, base: f32, mode: RopeMode) -> Rope {
+        let d = head_dim as f64;
+        let inv_freq = (0..head_dim / 2)
+            .map(|i| f64::from(base).powf(-2.0 * i as f64 / d))
+            .collect();
+        Rope { inv_freq, mode }
+    }
+
+    /// Rotate every head of `x` (heads of `2 * inv_freq.len()` elements) for position `pos`.
+    /// Angles are computed in f64 and rounded once, so positions far into the context keep
+    /// full precision.
+    pub fn apply(&self, x: &mut [f32], pos: usize) {
+        let half = self.inv_freq.len();
+        let cs: Vec<(f32, f32)> = self
+            .inv_freq
+            .iter()
+            .map(|&f| {
+                let (s, c) = (pos as f64 * f).sin_cos();
+                (c as f32, s as f32)
+            })
+            .collect();
+        for head in x.chunks_mut(2 * half) {
+            for (i, &(c, s)) in cs.iter().enumerate() {
+                let (a, b) = match self.mode {
+                    RopeMode::Norm => (2 * i, 2 * i + 1),
+                    RopeMode::Neox => (i, i + half),
+                };
+                let (x0, x1) = (head[a], head[b]);
+                head[a] = x0 * c - x1 * s;
+                head[b] = x0 * s + x1 * c;
+            }
+        }
+    }
+}
+
+/// `silu(g) * u`, element-wise into `g`.
+pub fn swiglu(g: &mut [f32], u: &[f32]) {
+    for (a, &b) in g.iter_mut().zip(u) {
+        let x = *a;
+        *a = x / (1.0 + (-x).exp()) * b;
+    }
+}
+
+/// `gelu_tanh(g) * u`, element-wise into `g`.
+pub fn geglu(g: &mut [f32], u: &[f32]) {
+    const K: f32 = 0.797_884_6; // sqrt(2/pi)
+    for (a, &b) in g.iter_mut().zip(u) {
+        let x = *a;
+        *a = 0.5 * x * (1.0 + (K * (x + 0.044715 * x * x * x)).tanh()) * b;
+    }
+}
+
+/// `a *= sigmoid(g)` element-wise.
+pub fn sigmoid_gate(a: &mut [f32], g: &[f32]) {
+    for (x, &y) in a.iter_mut().zip(g) {
+        *x /= 1.0 + (-y).exp();
+    }
+}
+
+/// `x = cap * tanh(x * scale / cap)` (or just `x * scale` without a cap).
+pub fn scale_softcap(x: &mut [f32], scale: f32, cap: Option<f32>) {
+    match cap {
+        Some(cap) => {
+            for v in x.iter_mut() {
+                *v = cap * (*v * scale / cap).tanh();
+            }
+        }
+        None if scale != 1.0 => x.iter_mut().for_each(|v| *v *= scale),
+        None => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rmsnorm_normalises() {
+        let x = [3.0f32, 4.0];
+        let mut o = [0f32; 2];
+        rmsnorm(&x, None, 0.0, &mut o);
+        let rms = ((o[0] * o[0] + o[1] * o[1]) / 2.0).sqrt();
+        assert!((rms - 1.0).abs() < 1e-6);
+    }
+
+    #[test]
+    fn rope_preserves_norm_and_is_identity_at_zero() {
+        for mode in [RopeMode::Norm, RopeMode::Neox] {
+            let r = Rope::new(8, 10000.0, mode);
+            let x0: Vec<f32> = (0..16).map(|i| i as f32 * 0.1 - 0.7).collect();
+            let mut x = x0.clone();
+            r.apply(&mut x, 0);
+            assert_eq!(x, x0);
+            r.apply(&mut x, 1234);
+            let n0: f32 = x0.iter().map(|v| v * v).sum();
+            let n1: f32 = x.iter().map(|v| v * v).sum();
+            assert!((n0 - n1).abs() < 1e-4);
+        }
+    }
+}

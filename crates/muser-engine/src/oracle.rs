@@ -1,0 +1,266 @@
+//! The f64 oracle (BRIEF §2, part 1): the function the quantized model defines, computed
+//! without avoidable rounding. Weights are dequantized exactly into f64, activations are never
+//! quantized, K/V are kept in f64, softmax/norms/RoPE/activations are evaluated in f64.
+//!
+//! Owns: the reference forward pass every fast route is measured against. It is deliberately
+//! plain: one function per step of BRIEF §1's recipe, driven by `ModelConfig` fields. Slow is
+//! fine (small models only); it is parallel over output rows, and each output is a sequential
+//! f64 sum, so results do not depend on the thread count.
+//!
+//! Invariant: `eval` appends to the sequence; logits for every evaluated token are returned.
+
+use rayon::prelude::*;
+
+use crate::config::{FfnActivation, ModelConfig, RopeMode};
+use crate::model::{Matrix, Model};
+use crate::EngineError;
+
+/// Per-layer K/V history in f64: `[n_tokens][kv_width]`, flattened.
+#[derive(Default, Clone)]
+struct LayerKv {
+    k: Vec<f64>,
+    v: Vec<f64>,
+}
+
+/// An oracle session over one sequence.
+pub struct Oracle<'m> {
+    model: &'m Model,
+    kv: Vec<LayerKv>,
+    n_past: usize,
+}
+
+/// `y[t][r] = Σ_c W[r][c] · x[t][c]` in f64 for every token `t`; each row is dequantized once.
+fn matmul(model: &Model, w: &Matrix, x: &[Vec<f64>]) -> Result<Vec<Vec<f64>>, EngineError> {
+    let g = model.gguf();
+    let rows: Vec<Vec<f64>> = (0..w.n_out)
+        .into_par_iter()
+        .map_init(
+            || vec![0f64; w.n_in],
+            |wrow, r| -> Result<Vec<f64>, EngineError> {
+                muser_quant::dequantize_f64(w.ty, w.row(g, r), wrow)
+                    .map_err(|e| EngineError::quant(&w.name, e))?;
+                Ok(x.iter()
+                    .map(|xt| wrow.iter().zip(xt).map(|(a, b)| a * b).sum())
+                    .collect())
+            },
+        )
+        .collect::<Result<_, _>>()?;
+    // Transpose [row][token] -> [token][row].
+    Ok((0..x.len())
+        .map(|t| rows.iter().map(|col| col[t]).collect())
+        .collect())
+}
+
+fn rmsnorm(x: &[f64], eps: f64) -> Vec<f64> {
+    let ms = x.iter().map(|v| v * v).sum::<f64>() / x.len() as f64;
+    let s = 1.0 / (ms + eps).sqrt();
+    x.iter().map(|v| v * s).collect()
+}
+
+fn rmsnorm_w(x: &[f64], w: &[f32], eps: f64) -> Vec<f64> {
+    rmsnorm(x, eps)
+        .iter()
+        .zip(w)
+        .map(|(a, &b)| a * f64::from(b))
+        .collect()
+}
+
+/// RoPE on one head in place.
+fn rope(x: &mut [f64], pos: usize, base: f64, mode: RopeMode) {
+    let d = x.len();
+    let half = d / 2;
+    for i in 0..half {
+        let theta = pos as f64 * base.powf(-2.0 * i as f64 / d as f64);
+        let (s, c) = theta.sin_cos();
+        let (a, b) = match mode {
+            RopeMode::Norm => (2 * i, 2 * i + 1),
+            RopeMode::Neox => (i, i + half),
+        };
+        let (x0, x1) = (x[a], x[b]);
+        x[a] = x0 * c - x1 * s;
+        x[b] = x0 * s + x1 * c;
+    }
+}
+
+fn gelu_tanh(x: f64) -> f64 {
+    let k = (2.0 / std::f64::consts::PI).sqrt();
+    0.5 * x * (1.0 + (k * (x + 0.044715 * x * x * x)).tanh())
+}
+
+fn silu(x: f64) -> f64 {
+    x / (1.0 + (-x).exp())
+}
+
+fn sigmoid(x: f64) -> f64 {
+    1.0 / (1.0 + (-x).exp())
+}
+
+impl<'m> Oracle<'m> {
+    /// A fresh session.
+    pub fn new(model: &'m Model) -> Oracle<'m> {
+        Oracle {
+            model,
+            kv: vec![LayerKv::default(); model.config.n_layer],
+            n_past: 0,
+        }
+    }
+
+    /// Tokens evaluated so far.
+    pub fn n_past(&self) -> usize {
+        self.n_past
+    }
+
+    /// Evaluate `tokens` (appended to the sequence); returns one logit row per token.
+    pub fn eval(&mut self, tokens: &[u32]) -> Result<Vec<Vec<f64>>, EngineError> {
+        let m = self.model;
+        let c = &m.config;
+        let w = &m.weights;
+        let g = m.gguf();
+        let eps = f64::from(c.rms_eps);
+        let eps_post = f64::from(c.post_norm_eps);
+
+        // Embedding.
+        let mut x: Vec<Vec<f64>> = Vec::with_capacity(tokens.len());
+        for &tok in tokens {
+            if tok as usize >= c.n_vocab {
+                return Err(EngineError::TokenOutOfRange { token: tok, n_vocab: c.n_vocab });
+            }
+            let mut row = vec![0f64; c.n_embd];
+            muser_quant::dequantize_f64(w.token_embd.ty, w.token_embd.row(g, tok as usize), &mut row)
+                .map_err(|e| EngineError::quant(&w.token_embd.name, e))?;
+            if c.embd_norm {
+                row = rmsnorm(&row, eps);
+            }
+            let scale = (c.n_embd as f64).sqrt();
+            if c.embd_scale != 1.0 {
+                row.iter_mut().for_each(|v| *v *= scale);
+            }
+            x.push(row);
+        }
+
+        for (il, lw) in w.layers.iter().enumerate() {
+            let h: Vec<Vec<f64>> = x.iter().map(|xt| rmsnorm_w(xt, &lw.attn_norm, eps)).collect();
+            let mut q = matmul(m, &lw.wq, &h)?;
+            let mut k = matmul(m, &lw.wk, &h)?;
+            let v = matmul(m, &lw.wv, &h)?;
+            let gate = match &lw.wgate {
+                Some(wg) => Some(matmul(m, wg, &h)?),
+                None => None,
+            };
+            let rope_base = c.rope_for_layer(il).map(f64::from);
+            for (t, (qt, kt)) in q.iter_mut().zip(k.iter_mut()).enumerate() {
+                let pos = self.n_past + t;
+                for head in qt.chunks_mut(c.head_dim) {
+                    let n = rmsnorm_w(head, &lw.q_norm, eps);
+                    head.copy_from_slice(&n);
+                    if let Some(base) = rope_base {
+                        rope(head, pos, base, c.rope_mode);
+                    }
+                }
+                for head in kt.chunks_mut(c.head_dim) {
+                    let n = rmsnorm_w(head, &lw.k_norm, eps);
+                    head.copy_from_slice(&n);
+                    if let Some(base) = rope_base {
+                        rope(head, pos, base, c.rope_mode);
+                    }
+                }
+            }
+            let kv = &mut self.kv[il];
+            for (kt, vt) in k.iter().zip(&v) {
+                kv.k.extend_from_slice(kt);
+                kv.v.extend_from_slice(vt);
+            }
+            let attn = attention(c, il, &q, kv, self.n_past);
+            let attn: Vec<Vec<f64>> = match &gate {
+                Some(gt) => attn
+                    .iter()
+                    .zip(gt)
+                    .map(|(a, g)| a.iter().zip(g).map(|(a, g)| a * sigmoid(*g)).collect())
+                    .collect(),
+                None => attn,
+            };
+            let o = matmul(m, &lw.wo, &attn)?;
+            for (xt, ot) in x.iter_mut().zip(&o) {
+                let n = rmsnorm_w(ot, &lw.post_attn_norm, eps_post);
+                xt.iter_mut().zip(&n).for_each(|(a, b)| *a += b);
+            }
+            let f: Vec<Vec<f64>> = x.iter().map(|xt| rmsnorm_w(xt, &lw.ffn_norm, eps)).collect();
+            let fg = matmul(m, &lw.ffn_gate, &f)?;
+            let fu = matmul(m, &lw.ffn_up, &f)?;
+            let act: Vec<Vec<f64>> = fg
+                .iter()
+                .zip(&fu)
+                .map(|(g, u)| {
+                    g.iter()
+                        .zip(u)
+                        .map(|(&g, &u)| match c.ffn_activation {
+                            FfnActivation::Silu => silu(g) * u,
+                            FfnActivation::GeluTanh => gelu_tanh(g) * u,
+                        })
+                        .collect()
+                })
+                .collect();
+            let d = matmul(m, &lw.ffn_down, &act)?;
+            for (xt, dt) in x.iter_mut().zip(&d) {
+                let n = rmsnorm_w(dt, &lw.post_ffw_norm, eps_post);
+                xt.iter_mut().zip(&n).for_each(|(a, b)| *a += b);
+            }
+        }
+
+        let xn: Vec<Vec<f64>> = x.iter().map(|xt| rmsnorm_w(xt, &w.output_norm, eps)).collect();
+        let mut logits = matmul(m, &w.output, &xn)?;
+        let scale = f64::from(c.logit_scale);
+        for row in &mut logits {
+            for v in row.iter_mut() {
+                *v *= scale;
+                if let Some(cap) = c.softcap {
+                    let cap = f64::from(cap);
+                    *v = cap * (*v / cap).tanh();
+                }
+            }
+        }
+        self.n_past += tokens.len();
+        Ok(logits)
+    }
+}
+
+/// Causal (and, on sliding layers, windowed) softmax attention with GQA, all in f64.
+fn attention(c: &ModelConfig, il: usize, q: &[Vec<f64>], kv: &LayerKv, n_past: usize) -> Vec<Vec<f64>> {
+    let hd = c.head_dim;
+    let hdv = c.head_dim_v;
+    let kvw = c.kv_width();
+    let vw = c.n_head_kv * hdv;
+    let window = if c.swa_layers[il] { Some(c.sliding_window) } else { None };
+    let scale = f64::from(c.attn_scale);
+    q.iter()
+        .enumerate()
+        .map(|(t, qt)| {
+            let pos = n_past + t;
+            let first = match window {
+                Some(w) => (pos + 1).saturating_sub(w),
+                None => 0,
+            };
+            let mut out = vec![0f64; c.n_head * hdv];
+            for h in 0..c.n_head {
+                let kh = h / c.gqa_ratio();
+                let qh = &qt[h * hd..(h + 1) * hd];
+                let scores: Vec<f64> = (first..=pos)
+                    .map(|j| {
+                        let kj = &kv.k[j * kvw + kh * hd..j * kvw + (kh + 1) * hd];
+                        qh.iter().zip(kj).map(|(a, b)| a * b).sum::<f64>() * scale
+                    })
+                    .collect();
+                let max = scores.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+                let exps: Vec<f64> = scores.iter().map(|s| (s - max).exp()).collect();
+                let sum: f64 = exps.iter().sum();
+                let oh = &mut out[h * hdv..(h + 1) * hdv];
+                for (j, e) in (first..=pos).zip(&exps) {
+                    let vj = &kv.v[j * vw + kh * hdv..j * vw + (kh + 1) * hdv];
+                    let p = e / sum;
+                    oh.iter_mut().zip(vj).for_each(|(o, v)| *o += p * v);
+                }
+            }
+            out
+        })
+        .collect()
+}

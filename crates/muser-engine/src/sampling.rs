@@ -1,0 +1,248 @@
+//! Token sampling in llama.cpp's default chain order:
+//! repetition penalty → top-k → top-p → min-p → temperature → draw.
+//!
+//! Owns: turning one logit row into one token id. Invariants: `temp <= 0` is greedy (argmax,
+//! the lowest id wins a tie) and uses no randomness; otherwise the draw is a pure function of
+//! (logits, history, seed, number of draws so far), so a seed reproduces a generation exactly.
+//! The random stream is Muser's own (SplitMix64-seeded xoshiro256**), not llama.cpp's mt19937,
+//! so equal seeds do not give equal draws across the two engines.
+
+use std::collections::VecDeque;
+
+/// Sampler settings; defaults are llama.cpp's.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SamplerConfig {
+    /// Temperature; `<= 0` means greedy.
+    pub temp: f32,
+    /// Keep the `top_k` most likely tokens (0 = off).
+    pub top_k: usize,
+    /// Keep the smallest set whose probability reaches `top_p` (1 = off).
+    pub top_p: f32,
+    /// Drop tokens below `min_p` × the top probability (0 = off).
+    pub min_p: f32,
+    /// Divide positive / multiply negative logits of recently seen tokens (1 = off).
+    pub repeat_penalty: f32,
+    /// How many recent tokens the penalty looks at.
+    pub repeat_last_n: usize,
+    pub seed: u64,
+}
+
+impl Default for SamplerConfig {
+    fn default() -> Self {
+        SamplerConfig {
+            temp: 0.8,
+            top_k: 40,
+            top_p: 0.95,
+            min_p: 0.05,
+            repeat_penalty: 1.0,
+            repeat_last_n: 64,
+            seed: 0,
+        }
+    }
+}
+
+impl SamplerConfig {
+    /// Greedy decoding.
+    pub fn greedy() -> SamplerConfig {
+        SamplerConfig {
+            temp: 0.0,
+            ..SamplerConfig::default()
+        }
+    }
+}
+
+/// xoshiro256** seeded by SplitMix64.
+struct Rng([u64; 4]);
+
+impl Rng {
+    fn new(seed: u64) -> Rng {
+        let mut s = seed;
+        let mut next = || {
+            s = s.wrapping_add(0x9E37_79B9_7F4A_7C15);
+            let mut z = s;
+            z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+            z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+            z ^ (z >> 31)
+        };
+        Rng([next(), next(), next(), next()])
+    }
+
+    fn next_u64(&mut self) -> u64 {
+        let s = &mut self.0;
+        let r = s[1].wrapping_mul(5).rotate_left(7).wrapping_mul(9);
+        let t = s[1] << 17;
+        s[2] ^= s[0];
+        s[3] ^= s[1];
+        s[1] ^= s[2];
+        s[0] ^= s[3];
+        s[2] ^= t;
+        s[3] = s[3].rotate_left(45);
+        r
+    }
+
+    /// Uniform in [0, 1).
+    fn uniform(&mut self) -> f64 {
+        (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64
+    }
+}
+
+/// A stateful sampler (it remembers recent tokens for the penalty).
+pub struct Sampler {
+    cfg: SamplerConfig,
+    rng: Rng,
+    recent: VecDeque<u32>,
+}
+
+/// Index of the largest value; the lowest index wins ties; NaN never wins.
+pub fn argmax(x: &[f32]) -> usize {
+    let mut best = 0;
+    for (i, &v) in x.iter().enumerate() {
+        if v > x[best] || x[best].is_nan() {
+            best = i;
+        }
+    }
+    best
+}
+
+impl Sampler {
+    pub fn new(cfg: SamplerConfig) -> Sampler {
+        let rng = Rng::new(cfg.seed);
+        Sampler {
+            cfg,
+            rng,
+            recent: VecDeque::new(),
+        }
+    }
+
+    /// Record a token that is part of the context (prompt tokens and accepted samples).
+    pub fn accept(&mut self, tok: u32) {
+        if self.cfg.repeat_last_n == 0 {
+            return;
+        }
+        if self.recent.len() == self.cfg.repeat_last_n {
+            self.recent.pop_front();
+        }
+        self.recent.push_back(tok);
+    }
+
+    /// Choose the next token from one logit row, and record it.
+    pub fn sample(&mut self, logits: &[f32]) -> u32 {
+        let tok = self.choose(logits);
+        self.accept(tok);
+        tok
+    }
+
+    fn choose(&mut self, logits: &[f32]) -> u32 {
+        let c = &self.cfg;
+        let mut cand: Vec<(u32, f32)> = logits
+            .iter()
+            .enumerate()
+            .map(|(i, &l)| (i as u32, l))
+            .collect();
+        if c.repeat_penalty != 1.0 {
+            for &t in &self.recent {
+                if let Some(e) = cand.get_mut(t as usize) {
+                    e.1 = if e.1 > 0.0 { e.1 / c.repeat_penalty } else { e.1 * c.repeat_penalty };
+                }
+            }
+        }
+        if c.temp <= 0.0 {
+            let l: Vec<f32> = cand.iter().map(|e| e.1).collect();
+            return argmax(&l) as u32;
+        }
+        // Sort by logit, descending; ties by id so the order is total and reproducible.
+        cand.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+        if c.top_k > 0 && c.top_k < cand.len() {
+            cand.truncate(c.top_k);
+        }
+        let probs = |cand: &[(u32, f32)]| -> Vec<f64> {
+            let max = f64::from(cand[0].1);
+            let e: Vec<f64> = cand.iter().map(|x| (f64::from(x.1) - max).exp()).collect();
+            let s: f64 = e.iter().sum();
+            e.iter().map(|v| v / s).collect()
+        };
+        if c.top_p < 1.0 {
+            let p = probs(&cand);
+            let mut acc = 0.0;
+            let mut keep = cand.len();
+            for (i, pi) in p.iter().enumerate() {
+                acc += pi;
+                if acc >= f64::from(c.top_p) {
+                    keep = i + 1;
+                    break;
+                }
+            }
+            cand.truncate(keep.max(1));
+        }
+        if c.min_p > 0.0 {
+            let floor = cand[0].1 + c.min_p.ln();
+            let keep = cand.iter().take_while(|x| x.1 >= floor).count();
+            cand.truncate(keep.max(1));
+        }
+        for x in cand.iter_mut() {
+            x.1 /= c.temp;
+        }
+        let p = probs(&cand);
+        let u = self.rng.uniform();
+        let mut acc = 0.0;
+        for (x, pi) in cand.iter().zip(&p) {
+            acc += pi;
+            if u < acc {
+                return x.0;
+            }
+        }
+        cand[cand.len() - 1].0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn greedy_takes_the_argmax_and_lowest_id_on_ties() {
+        let mut s = Sampler::new(SamplerConfig::greedy());
+        assert_eq!(s.sample(&[0.1, 3.0, 3.0, -1.0]), 1);
+    }
+
+    #[test]
+    fn same_seed_same_draws() {
+        let logits: Vec<f32> = (0..100).map(|i| ((i * 37) % 11) as f32 * 0.3).collect();
+        let cfg = SamplerConfig { seed: 9, ..SamplerConfig::default() };
+        let run = || {
+            let mut s = Sampler::new(cfg.clone());
+            (0..20).map(|_| s.sample(&logits)).collect::<Vec<_>>()
+        };
+        assert_eq!(run(), run());
+    }
+
+    #[test]
+    fn top_k_one_is_greedy() {
+        let logits = [0.5f32, 2.0, 1.0];
+        let cfg = SamplerConfig { top_k: 1, seed: 3, ..SamplerConfig::default() };
+        let mut s = Sampler::new(cfg);
+        for _ in 0..10 {
+            assert_eq!(s.sample(&logits), 1);
+        }
+    }
+
+    #[test]
+    fn min_p_removes_unlikely_tokens() {
+        // Token 2 has probability e^-10 relative to the top: min_p 0.05 removes it.
+        let logits = [10.0f32, 9.5, 0.0];
+        let cfg = SamplerConfig { top_k: 0, top_p: 1.0, min_p: 0.05, temp: 1.0, seed: 1, ..SamplerConfig::default() };
+        let mut s = Sampler::new(cfg);
+        for _ in 0..200 {
+            assert_ne!(s.sample(&logits), 2);
+        }
+    }
+
+    #[test]
+    fn repeat_penalty_lowers_seen_tokens() {
+        let logits = [2.0f32, 1.9];
+        let cfg = SamplerConfig { repeat_penalty: 1.5, ..SamplerConfig::greedy() };
+        let mut s = Sampler::new(cfg);
+        s.accept(0);
+        assert_eq!(s.sample(&logits), 1);
+    }
+}

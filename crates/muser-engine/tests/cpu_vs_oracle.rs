@@ -1,0 +1,78 @@
+//! The CPU route against the f64 oracle and against itself (determinism), on a forged tiny
+//! Muse Glimmer whose prompt wraps the sliding-window ring several times.
+
+use std::sync::Arc;
+
+use muser_engine::cpu::matmul::ActFormat;
+use muser_engine::cpu::{CpuOptions, CpuSession, Logits};
+use muser_engine::{Model, Oracle};
+use muser_forge::ForgeConfig;
+use muser_gguf::Gguf;
+
+fn tiny_model(seed: u64) -> Model {
+    let mut cfg = ForgeConfig::preset("tiny").expect("tiny");
+    cfg.seed = seed;
+    let mut bytes = Vec::new();
+    muser_forge::forge(&cfg, &mut bytes, &mut |_| {}).expect("forge");
+    Model::from_gguf(Arc::new(Gguf::from_bytes(bytes).expect("gguf"))).expect("model")
+}
+
+fn tokens(n: usize, n_vocab: usize) -> Vec<u32> {
+    (0..n).map(|i| ((i * 7919 + 13) % (n_vocab - 64)) as u32).collect()
+}
+
+fn log_softmax(x: &[f64]) -> Vec<f64> {
+    let max = x.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+    let lse = x.iter().map(|v| (v - max).exp()).sum::<f64>().ln() + max;
+    x.iter().map(|v| v - lse).collect()
+}
+
+#[test]
+fn cpu_route_tracks_the_oracle() {
+    let m = tiny_model(1);
+    let toks = tokens(80, m.config.n_vocab); // window 16: the ring wraps 5 times
+    let mut oracle = Oracle::new(&m);
+    let want = oracle.eval(&toks).expect("oracle");
+    let opts = CpuOptions { threads: 2, n_ctx: 256, chunk: 32, acts: ActFormat::A16 };
+    let mut s = CpuSession::new(&m, opts).expect("session");
+    let got = s.eval(&toks, Logits::All).expect("cpu");
+    let nv = m.config.n_vocab;
+    let mut kl_sum = 0.0;
+    let mut top1 = 0;
+    for (t, w) in want.iter().enumerate() {
+        let p = log_softmax(w);
+        let r: Vec<f64> = got[t * nv..(t + 1) * nv].iter().map(|&v| f64::from(v)).collect();
+        let q = log_softmax(&r);
+        kl_sum += p.iter().zip(&q).map(|(a, b)| a.exp() * (a - b)).sum::<f64>();
+        let am = |v: &[f64]| (0..v.len()).max_by(|&i, &j| v[i].total_cmp(&v[j])).unwrap_or(0);
+        if am(&p) == am(&q) {
+            top1 += 1;
+        }
+    }
+    let kl = kl_sum / want.len() as f64;
+    eprintln!("mean KL {kl:.3e}, top-1 {top1}/{}", want.len());
+    assert!(kl < 1e-3, "mean KL {kl}");
+    assert!(top1 as f64 >= 0.95 * want.len() as f64);
+}
+
+#[test]
+fn cpu_route_is_deterministic_across_threads_chunks_and_batching() {
+    let m = tiny_model(2);
+    let toks = tokens(50, m.config.n_vocab);
+    let run = |threads: usize, chunk: usize, one_by_one: bool| -> Vec<u32> {
+        let mut s = CpuSession::new(&m, CpuOptions { threads, n_ctx: 128, chunk, acts: ActFormat::A16 }).expect("session");
+        let logits = if one_by_one {
+            toks.iter()
+                .flat_map(|&t| s.eval(&[t], Logits::All).expect("eval"))
+                .collect::<Vec<f32>>()
+        } else {
+            s.eval(&toks, Logits::All).expect("eval")
+        };
+        logits.iter().map(|v| v.to_bits()).collect()
+    };
+    let reference = run(1, 512, false);
+    assert_eq!(reference, run(2, 512, false), "threads");
+    assert_eq!(reference, run(3, 7, false), "chunk size");
+    assert_eq!(reference, run(2, 16, true), "one at a time");
+    assert_eq!(reference, run(1, 512, false), "run to run");
+}
