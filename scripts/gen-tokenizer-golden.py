@@ -21,6 +21,19 @@ Models (pass any subset with --models):
   tiny-full  forged: muser forge --preset tiny --vocab 202048 --seed 1 -o <tmp>
 The forged files are made with the workspace's `muser` binary (built here in release mode,
 CARGO_TARGET_DIR honoured) and deleted afterwards.
+
+`--models chat` records llama.cpp's own chat-template rendering: for each case (optional system
+prompt + one user message, add_generation_prompt = true) it runs
+
+    llama-completion -m MODEL -cnv -st --jinja [--chat-template-file F] [-sys SYSTEM] -p USER
+                     --no-escape -n 1 --verbose-prompt -t 2 -c 2048 < /dev/null
+
+and keeps the prompt token ids it prints (llama.cpp renders the template with its Jinja
+engine, drops the leading BOS text because the tokenizer adds BOS, then tokenizes with
+add_special = parse_special = true). Writes tests/data/golden-chat.jsonl and its receipt.
+Setups: forged tiny with its GGUF template; gemma with tests/data/gemma3-chat-template.jinja
+(the gemma-3-270m GGUF carries no template); gemma with no template (llama.cpp's ChatML
+fallback).
 """
 
 from __future__ import annotations
@@ -116,14 +129,89 @@ def generate(name: str, model: pathlib.Path, provenance: dict, corpus: list[str]
     (DATA / f"golden-{name}.receipt.json").write_text(json.dumps(receipt, indent=2) + "\n")
 
 
+COMPLETION = TOKENIZE.parent / "llama-completion"
+CHAT_CASES = [
+    ("", "Hello there!"),
+    ("You are a helpful assistant.", "What is 2+2?"),
+    ("  Be brief.  ", "  spaces around  \n"),
+    ("", "Multi\nline\n\ninput with\ttabs and  double  spaces"),
+    ("Système : réponds en français.", "Ça va ? 😀 中文 עברית"),
+    ("", "Text with <|eot|> and <end_of_turn> and <bos> inside"),
+]
+
+
+def chat_ids(model: pathlib.Path, template: pathlib.Path | None, system: str, user: str) -> list[int]:
+    cmd = [str(COMPLETION), "-m", str(model), "-cnv", "-st", "--jinja"]
+    if template is not None:
+        cmd += ["--chat-template-file", str(template)]
+    if system:
+        cmd += ["-sys", system]
+    cmd += ["-p", user, "--no-escape", "-n", "1", "--verbose-prompt", "-t", "2", "-c", "2048"]
+    env = dict(os.environ, LD_LIBRARY_PATH=str(TOKENIZE.parent))
+    r = subprocess.run(cmd, env=env, capture_output=True, stdin=subprocess.DEVNULL, check=True)
+    lines = r.stderr.decode("utf-8", "replace").split("\n")
+    for i, line in enumerate(lines):
+        if "number of tokens in prompt = " in line:
+            n = int(line.rsplit("=", 1)[1])
+            ids = []
+            for later in lines[i + 1:]:
+                parts = later.split()
+                # "<time> I <id> -> '<piece>": piece continuation lines do not match.
+                if len(parts) >= 4 and parts[1] == "I" and parts[2].isdigit() and parts[3] == "->":
+                    ids.append(int(parts[2]))
+                    if len(ids) == n:
+                        return ids
+            break
+    raise RuntimeError(f"no prompt tokens in llama-completion output for {cmd}")
+
+
+def generate_chat(jobs: int) -> None:
+    gemma = pathlib.Path(
+        os.environ.get("MUSER_GEMMA_GGUF", pathlib.Path.home() / ".cache/muser/models/gemma-3-270m-q4_k_m.gguf")
+    )
+    gemma_tmpl = DATA / "gemma3-chat-template.jinja"
+    muser = muser_binary()
+    rows = []
+    with tempfile.TemporaryDirectory() as d:
+        tiny = pathlib.Path(d) / "tiny.gguf"
+        subprocess.run([str(muser)] + FORGED["tiny"] + ["-o", str(tiny)], check=True)
+        setups = [("tiny", tiny, None, "gguf"), ("gemma", gemma, gemma_tmpl, "gemma3-chat-template.jinja"),
+                  ("gemma", gemma, None, "chatml-fallback")]
+        for model_name, path, tmpl, tmpl_name in setups:
+            for system, user in CHAT_CASES:
+                ids = chat_ids(path, tmpl, system, user)
+                rows.append({"model": model_name, "template": tmpl_name, "system": system, "user": user, "ids": ids})
+                print(f"[chat] {model_name} {tmpl_name}: {len(ids)} tokens", file=sys.stderr)
+    with open(DATA / "golden-chat.jsonl", "w", encoding="utf-8") as f:
+        for r in rows:
+            f.write(json.dumps(r, ensure_ascii=False) + "\n")
+    comparator_receipt = json.loads((COMPARATOR / "receipt.json").read_text())
+    receipt = {
+        "what": "llama.cpp chat-template prompt token ids (llama-completion --verbose-prompt)",
+        "generated_at": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "generator": "scripts/gen-tokenizer-golden.py --models chat",
+        "llama_cpp_commit": comparator_receipt.get("llama_cpp_commit"),
+        "llama_completion_sha256_receipt": comparator_receipt.get("binaries", {}).get("llama-completion"),
+        "llama_completion_sha256_measured": sha256(COMPLETION),
+        "command": "llama-completion -m MODEL -cnv -st --jinja [--chat-template-file F] [-sys SYSTEM] -p USER "
+                   "--no-escape -n 1 --verbose-prompt -t 2 -c 2048 < /dev/null",
+        "models": {"tiny": "muser " + " ".join(FORGED["tiny"]) + " -o OUT.gguf", "gemma": "gemma-3-270m-q4_k_m.gguf",
+                   "gemma_sha256": sha256(gemma)},
+        "template_sha256": {"gemma3-chat-template.jinja": sha256(gemma_tmpl)},
+    }
+    (DATA / "golden-chat.receipt.json").write_text(json.dumps(receipt, indent=2) + "\n")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--models", default="gemma,tiny,tiny-full")
+    ap.add_argument("--models", default="gemma,tiny,tiny-full,chat")
     ap.add_argument("--jobs", type=int, default=2)
     args = ap.parse_args()
     corpus = read_corpus()
     for name in args.models.split(","):
-        if name == "gemma":
+        if name == "chat":
+            generate_chat(args.jobs)
+        elif name == "gemma":
             path = pathlib.Path(
                 os.environ.get("MUSER_GEMMA_GGUF", pathlib.Path.home() / ".cache/muser/models/gemma-3-270m-q4_k_m.gguf")
             )

@@ -27,14 +27,14 @@ enum Command {
     /// Show a GGUF file's architecture, hyperparameters, tokenizer, tensors and validation verdict.
     Inspect(inspect::InspectArgs),
     /// Generate a deterministic synthetic Muse Glimmer GGUF.
-    Forge(forge_cmd::ForgeArgs),
+    Forge(Box<forge_cmd::ForgeArgs>),
 }
 
 fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Inspect(a) => inspect::run(a),
-        Command::Forge(a) => forge_cmd::run(a),
+        Command::Forge(a) => forge_cmd::run(*a),
     };
     match result {
         Ok(code) => code,

@@ -142,7 +142,7 @@ impl ModelConfig {
             .map_or(n_head, |v| v as usize);
         let head_dim = g
             .opt_arch_u32(arch::KEY_LENGTH)?
-            .map_or(if n_head > 0 { n_embd / n_head } else { 0 }, |v| v as usize);
+            .map_or(n_embd.checked_div(n_head).unwrap_or(0), |v| v as usize);
         let head_dim_v = g
             .opt_arch_u32(arch::VALUE_LENGTH)?
             .map_or(head_dim, |v| v as usize);
@@ -283,7 +283,7 @@ impl ModelConfig {
                 return bad(format!("{k} is 0"));
             }
         }
-        if self.n_head % self.n_head_kv != 0 {
+        if !self.n_head.is_multiple_of(self.n_head_kv) {
             return bad(format!(
                 "head_count {} is not a multiple of head_count_kv {}",
                 self.n_head, self.n_head_kv
@@ -296,7 +296,7 @@ impl ModelConfig {
                 self.n_layer
             ));
         }
-        if self.head_dim % 2 != 0 {
+        if !self.head_dim.is_multiple_of(2) {
             return bad(format!(
                 "key_length {} is odd; RoPE needs pairs",
                 self.head_dim

@@ -205,7 +205,11 @@ impl Model {
                 },
                 q_norm: b.norm(&n(LayerTensor::AttnQNorm), c.head_dim)?,
                 k_norm: b.norm(&n(LayerTensor::AttnKNorm), c.head_dim)?,
-                wo: b.matrix(&n(LayerTensor::AttnOutput), c.n_head * c.head_dim_v, c.n_embd)?,
+                wo: b.matrix(
+                    &n(LayerTensor::AttnOutput),
+                    c.n_head * c.head_dim_v,
+                    c.n_embd,
+                )?,
                 post_attn_norm: b.norm(&n(LayerTensor::PostAttentionNorm), c.n_embd)?,
                 ffn_norm: b.norm(&n(LayerTensor::FfnNorm), c.n_embd)?,
                 ffn_gate: b.matrix(&n(LayerTensor::FfnGate), c.n_embd, c.n_ff)?,

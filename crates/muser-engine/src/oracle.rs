@@ -123,11 +123,18 @@ impl<'m> Oracle<'m> {
         let mut x: Vec<Vec<f64>> = Vec::with_capacity(tokens.len());
         for &tok in tokens {
             if tok as usize >= c.n_vocab {
-                return Err(EngineError::TokenOutOfRange { token: tok, n_vocab: c.n_vocab });
+                return Err(EngineError::TokenOutOfRange {
+                    token: tok,
+                    n_vocab: c.n_vocab,
+                });
             }
             let mut row = vec![0f64; c.n_embd];
-            muser_quant::dequantize_f64(w.token_embd.ty, w.token_embd.row(g, tok as usize), &mut row)
-                .map_err(|e| EngineError::quant(&w.token_embd.name, e))?;
+            muser_quant::dequantize_f64(
+                w.token_embd.ty,
+                w.token_embd.row(g, tok as usize),
+                &mut row,
+            )
+            .map_err(|e| EngineError::quant(&w.token_embd.name, e))?;
             if c.embd_norm {
                 row = rmsnorm(&row, eps);
             }
@@ -139,7 +146,10 @@ impl<'m> Oracle<'m> {
         }
 
         for (il, lw) in w.layers.iter().enumerate() {
-            let h: Vec<Vec<f64>> = x.iter().map(|xt| rmsnorm_w(xt, &lw.attn_norm, eps)).collect();
+            let h: Vec<Vec<f64>> = x
+                .iter()
+                .map(|xt| rmsnorm_w(xt, &lw.attn_norm, eps))
+                .collect();
             let mut q = matmul(m, &lw.wq, &h)?;
             let mut k = matmul(m, &lw.wk, &h)?;
             let v = matmul(m, &lw.wv, &h)?;
@@ -184,7 +194,10 @@ impl<'m> Oracle<'m> {
                 let n = rmsnorm_w(ot, &lw.post_attn_norm, eps_post);
                 xt.iter_mut().zip(&n).for_each(|(a, b)| *a += b);
             }
-            let f: Vec<Vec<f64>> = x.iter().map(|xt| rmsnorm_w(xt, &lw.ffn_norm, eps)).collect();
+            let f: Vec<Vec<f64>> = x
+                .iter()
+                .map(|xt| rmsnorm_w(xt, &lw.ffn_norm, eps))
+                .collect();
             let fg = matmul(m, &lw.ffn_gate, &f)?;
             let fu = matmul(m, &lw.ffn_up, &f)?;
             let act: Vec<Vec<f64>> = fg
@@ -207,7 +220,10 @@ impl<'m> Oracle<'m> {
             }
         }
 
-        let xn: Vec<Vec<f64>> = x.iter().map(|xt| rmsnorm_w(xt, &w.output_norm, eps)).collect();
+        let xn: Vec<Vec<f64>> = x
+            .iter()
+            .map(|xt| rmsnorm_w(xt, &w.output_norm, eps))
+            .collect();
         let mut logits = matmul(m, &w.output, &xn)?;
         let scale = f64::from(c.logit_scale);
         for row in &mut logits {
@@ -225,12 +241,22 @@ impl<'m> Oracle<'m> {
 }
 
 /// Causal (and, on sliding layers, windowed) softmax attention with GQA, all in f64.
-fn attention(c: &ModelConfig, il: usize, q: &[Vec<f64>], kv: &LayerKv, n_past: usize) -> Vec<Vec<f64>> {
+fn attention(
+    c: &ModelConfig,
+    il: usize,
+    q: &[Vec<f64>],
+    kv: &LayerKv,
+    n_past: usize,
+) -> Vec<Vec<f64>> {
     let hd = c.head_dim;
     let hdv = c.head_dim_v;
     let kvw = c.kv_width();
     let vw = c.n_head_kv * hdv;
-    let window = if c.swa_layers[il] { Some(c.sliding_window) } else { None };
+    let window = if c.swa_layers[il] {
+        Some(c.sliding_window)
+    } else {
+        None
+    };
     let scale = f64::from(c.attn_scale);
     q.iter()
         .enumerate()

@@ -142,7 +142,11 @@ impl Sampler {
         if c.repeat_penalty != 1.0 {
             for &t in &self.recent {
                 if let Some(e) = cand.get_mut(t as usize) {
-                    e.1 = if e.1 > 0.0 { e.1 / c.repeat_penalty } else { e.1 * c.repeat_penalty };
+                    e.1 = if e.1 > 0.0 {
+                        e.1 / c.repeat_penalty
+                    } else {
+                        e.1 * c.repeat_penalty
+                    };
                 }
             }
         }
@@ -208,7 +212,10 @@ mod tests {
     #[test]
     fn same_seed_same_draws() {
         let logits: Vec<f32> = (0..100).map(|i| ((i * 37) % 11) as f32 * 0.3).collect();
-        let cfg = SamplerConfig { seed: 9, ..SamplerConfig::default() };
+        let cfg = SamplerConfig {
+            seed: 9,
+            ..SamplerConfig::default()
+        };
         let run = || {
             let mut s = Sampler::new(cfg.clone());
             (0..20).map(|_| s.sample(&logits)).collect::<Vec<_>>()
@@ -219,7 +226,11 @@ mod tests {
     #[test]
     fn top_k_one_is_greedy() {
         let logits = [0.5f32, 2.0, 1.0];
-        let cfg = SamplerConfig { top_k: 1, seed: 3, ..SamplerConfig::default() };
+        let cfg = SamplerConfig {
+            top_k: 1,
+            seed: 3,
+            ..SamplerConfig::default()
+        };
         let mut s = Sampler::new(cfg);
         for _ in 0..10 {
             assert_eq!(s.sample(&logits), 1);
@@ -230,7 +241,14 @@ mod tests {
     fn min_p_removes_unlikely_tokens() {
         // Token 2 has probability e^-10 relative to the top: min_p 0.05 removes it.
         let logits = [10.0f32, 9.5, 0.0];
-        let cfg = SamplerConfig { top_k: 0, top_p: 1.0, min_p: 0.05, temp: 1.0, seed: 1, ..SamplerConfig::default() };
+        let cfg = SamplerConfig {
+            top_k: 0,
+            top_p: 1.0,
+            min_p: 0.05,
+            temp: 1.0,
+            seed: 1,
+            ..SamplerConfig::default()
+        };
         let mut s = Sampler::new(cfg);
         for _ in 0..200 {
             assert_ne!(s.sample(&logits), 2);
@@ -240,7 +258,10 @@ mod tests {
     #[test]
     fn repeat_penalty_lowers_seen_tokens() {
         let logits = [2.0f32, 1.9];
-        let cfg = SamplerConfig { repeat_penalty: 1.5, ..SamplerConfig::greedy() };
+        let cfg = SamplerConfig {
+            repeat_penalty: 1.5,
+            ..SamplerConfig::greedy()
+        };
         let mut s = Sampler::new(cfg);
         s.accept(0);
         assert_eq!(s.sample(&logits), 1);

@@ -18,7 +18,9 @@ fn tiny_model(seed: u64) -> Model {
 }
 
 fn tokens(n: usize, n_vocab: usize) -> Vec<u32> {
-    (0..n).map(|i| ((i * 7919 + 13) % (n_vocab - 64)) as u32).collect()
+    (0..n)
+        .map(|i| ((i * 7919 + 13) % (n_vocab - 64)) as u32)
+        .collect()
 }
 
 fn log_softmax(x: &[f64]) -> Vec<f64> {
@@ -33,7 +35,12 @@ fn cpu_route_tracks_the_oracle() {
     let toks = tokens(80, m.config.n_vocab); // window 16: the ring wraps 5 times
     let mut oracle = Oracle::new(&m);
     let want = oracle.eval(&toks).expect("oracle");
-    let opts = CpuOptions { threads: 2, n_ctx: 256, chunk: 32, acts: ActFormat::A16 };
+    let opts = CpuOptions {
+        threads: 2,
+        n_ctx: 256,
+        chunk: 32,
+        acts: ActFormat::A16,
+    };
     let mut s = CpuSession::new(&m, opts).expect("session");
     let got = s.eval(&toks, Logits::All).expect("cpu");
     let nv = m.config.n_vocab;
@@ -41,10 +48,21 @@ fn cpu_route_tracks_the_oracle() {
     let mut top1 = 0;
     for (t, w) in want.iter().enumerate() {
         let p = log_softmax(w);
-        let r: Vec<f64> = got[t * nv..(t + 1) * nv].iter().map(|&v| f64::from(v)).collect();
+        let r: Vec<f64> = got[t * nv..(t + 1) * nv]
+            .iter()
+            .map(|&v| f64::from(v))
+            .collect();
         let q = log_softmax(&r);
-        kl_sum += p.iter().zip(&q).map(|(a, b)| a.exp() * (a - b)).sum::<f64>();
-        let am = |v: &[f64]| (0..v.len()).max_by(|&i, &j| v[i].total_cmp(&v[j])).unwrap_or(0);
+        kl_sum += p
+            .iter()
+            .zip(&q)
+            .map(|(a, b)| a.exp() * (a - b))
+            .sum::<f64>();
+        let am = |v: &[f64]| {
+            (0..v.len())
+                .max_by(|&i, &j| v[i].total_cmp(&v[j]))
+                .unwrap_or(0)
+        };
         if am(&p) == am(&q) {
             top1 += 1;
         }
@@ -60,7 +78,16 @@ fn cpu_route_is_deterministic_across_threads_chunks_and_batching() {
     let m = tiny_model(2);
     let toks = tokens(50, m.config.n_vocab);
     let run = |threads: usize, chunk: usize, one_by_one: bool| -> Vec<u32> {
-        let mut s = CpuSession::new(&m, CpuOptions { threads, n_ctx: 128, chunk, acts: ActFormat::A16 }).expect("session");
+        let mut s = CpuSession::new(
+            &m,
+            CpuOptions {
+                threads,
+                n_ctx: 128,
+                chunk,
+                acts: ActFormat::A16,
+            },
+        )
+        .expect("session");
         let logits = if one_by_one {
             toks.iter()
                 .flat_map(|&t| s.eval(&[t], Logits::All).expect("eval"))

@@ -73,9 +73,11 @@ impl Mix {
 
 /// llama.cpp's rule for which layers get more bits in the *_M mixes.
 pub fn use_more_bits(layer: usize, n_layer: usize) -> bool {
-    layer < n_layer / 8
-        || layer >= 7 * n_layer / 8
-        || (layer >= n_layer / 8 && (layer - n_layer / 8) % 3 == 2)
+    let eighth = n_layer / 8;
+    match layer.checked_sub(eighth) {
+        None => true,
+        Some(k) => layer >= 7 * n_layer / 8 || k % 3 == 2,
+    }
 }
 
 /// Everything that determines a forged file.
@@ -213,13 +215,13 @@ impl ForgeConfig {
                 return bad(format!("{name} = {v} is absurdly large"));
             }
         }
-        if self.n_head % self.n_head_kv != 0 {
+        if !self.n_head.is_multiple_of(self.n_head_kv) {
             return bad(format!(
                 "heads ({}) must be a multiple of kv heads ({})",
                 self.n_head, self.n_head_kv
             ));
         }
-        if self.head_dim % 2 != 0 {
+        if !self.head_dim.is_multiple_of(2) {
             return bad(format!(
                 "head_dim ({}) must be even for RoPE",
                 self.head_dim
@@ -258,7 +260,7 @@ impl ForgeConfig {
         }
         for t in crate::tensors::plan(self) {
             let row = t.shape[0] as usize;
-            if row % t.ty.block_size() != 0 {
+            if !row.is_multiple_of(t.ty.block_size()) {
                 return bad(format!(
                     "tensor {} has rows of {row} elements, not a multiple of the {} block size {}; \
                      choose dimensions that are multiples of {} or another --mix",

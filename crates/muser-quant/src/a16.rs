@@ -135,7 +135,10 @@ fn dot_asym_ref(
         let (d, dmin, scales, q) = blk(k);
         let (sc, m) = unpack_k4_scales(&scales);
         for j in 0..8 {
-            let w: Vec<i32> = q[j * SUB..(j + 1) * SUB].iter().map(|&v| i32::from(v)).collect();
+            let w: Vec<i32> = q[j * SUB..(j + 1) * SUB]
+                .iter()
+                .map(|&v| i32::from(v))
+                .collect();
             let is = isum(&w, &ag.qs[j * SUB..(j + 1) * SUB]) as f32;
             let dsc = d * f32::from(sc[j]);
             let dm = dmin * f32::from(m[j]);
@@ -147,12 +150,34 @@ fn dot_asym_ref(
 
 /// Q4_K · A16, scalar reference.
 pub fn dot_q4_k_ref(x: &[BlockQ4K], a: &[BlockA16]) -> f32 {
-    dot_asym_ref(x.len(), |k| (x[k].d.to_f32(), x[k].dmin.to_f32(), x[k].scales, x[k].quants()), a)
+    dot_asym_ref(
+        x.len(),
+        |k| {
+            (
+                x[k].d.to_f32(),
+                x[k].dmin.to_f32(),
+                x[k].scales,
+                x[k].quants(),
+            )
+        },
+        a,
+    )
 }
 
 /// Q5_K · A16, scalar reference.
 pub fn dot_q5_k_ref(x: &[BlockQ5K], a: &[BlockA16]) -> f32 {
-    dot_asym_ref(x.len(), |k| (x[k].d.to_f32(), x[k].dmin.to_f32(), x[k].scales, x[k].quants()), a)
+    dot_asym_ref(
+        x.len(),
+        |k| {
+            (
+                x[k].d.to_f32(),
+                x[k].dmin.to_f32(),
+                x[k].scales,
+                x[k].quants(),
+            )
+        },
+        a,
+    )
 }
 
 /// Q6_K · A16, scalar reference.
@@ -163,7 +188,10 @@ pub fn dot_q6_k_ref(x: &[BlockQ6K], a: &[BlockA16]) -> f32 {
         let q: Vec<i32> = b.quants().iter().map(|&v| i32::from(v) - 32).collect();
         for j in 0..8 {
             let lo = isum(&q[j * SUB..j * SUB + 16], &ag.qs[j * SUB..j * SUB + 16]) as f32;
-            let hi = isum(&q[j * SUB + 16..(j + 1) * SUB], &ag.qs[j * SUB + 16..(j + 1) * SUB]) as f32;
+            let hi = isum(
+                &q[j * SUB + 16..(j + 1) * SUB],
+                &ag.qs[j * SUB + 16..(j + 1) * SUB],
+            ) as f32;
             let s_lo = f32::from(b.scales[2 * j]);
             let s_hi = f32::from(b.scales[2 * j + 1]);
             acc[j] += ag.d[j] * (d * (s_lo * lo + s_hi * hi));
@@ -204,7 +232,7 @@ pub fn supports(ty: GgmlType) -> bool {
     )
 }
 
-fn cast_blocks<'a, T: Pod>(ty: GgmlType, w: &'a [u8]) -> Result<&'a [T], QuantError> {
+fn cast_blocks<T: Pod>(ty: GgmlType, w: &[u8]) -> Result<&[T], QuantError> {
     bytemuck::try_cast_slice(w).map_err(|_| QuantError::Misaligned {
         ty,
         what: "weight row",
@@ -221,11 +249,21 @@ pub fn dot_at(level: SimdLevel, ty: GgmlType, w: &[u8], a: &[BlockA16]) -> Resul
     }
     let ts = ty.type_size();
     if w.len() % ts != 0 {
-        return Err(QuantError::NotBlockMultiple { ty, what: "weight row bytes", len: w.len(), unit: ts });
+        return Err(QuantError::NotBlockMultiple {
+            ty,
+            what: "weight row bytes",
+            len: w.len(),
+            unit: ts,
+        });
     }
     let n = w.len() / ts * ty.block_size();
     if a.len() != n_groups(n) {
-        return Err(QuantError::Length { ty, what: "A16 groups for the weight row", expected: n_groups(n), got: a.len() });
+        return Err(QuantError::Length {
+            ty,
+            what: "A16 groups for the weight row",
+            expected: n_groups(n),
+            got: a.len(),
+        });
     }
     #[cfg(target_arch = "x86_64")]
     if level == SimdLevel::Avx2 {
@@ -300,7 +338,10 @@ mod tests {
         for (j, (xs, ys)) in x.chunks(32).zip(y.chunks(32)).enumerate() {
             let amax = xs.iter().fold(0f32, |m, v| m.max(v.abs()));
             for (p, q) in xs.iter().zip(ys) {
-                assert!((p - q).abs() <= amax / 32767.0 * 0.5 + amax * 1e-6, "sub-block {j}");
+                assert!(
+                    (p - q).abs() <= amax / 32767.0 * 0.5 + amax * 1e-6,
+                    "sub-block {j}"
+                );
             }
         }
         assert_eq!(a[2].d[4..], [0.0; 4], "padding sub-blocks are zero");
@@ -308,7 +349,13 @@ mod tests {
 
     #[test]
     fn dots_match_f64_of_the_dequantized_rows() {
-        for ty in [GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K, GgmlType::Q8_0, GgmlType::Q5_0] {
+        for ty in [
+            GgmlType::Q4_K,
+            GgmlType::Q5_K,
+            GgmlType::Q6_K,
+            GgmlType::Q8_0,
+            GgmlType::Q5_0,
+        ] {
             let n = if ty.block_size() == 256 { 768 } else { 640 };
             let w = weights(ty, n, 7);
             let (_, a) = acts(n, 9);
@@ -318,8 +365,15 @@ mod tests {
             dequantize_row(&a, &mut af);
             let exact: f64 = wf.iter().zip(&af).map(|(p, q)| p * f64::from(*q)).sum();
             let got = f64::from(dot_at(SimdLevel::Scalar, ty, &w, &a).expect("dot"));
-            let scale: f64 = wf.iter().zip(&af).map(|(p, q)| (p * f64::from(*q)).abs()).sum();
-            assert!((got - exact).abs() <= 1e-5 * scale, "{ty}: {got} vs {exact}");
+            let scale: f64 = wf
+                .iter()
+                .zip(&af)
+                .map(|(p, q)| (p * f64::from(*q)).abs())
+                .sum();
+            assert!(
+                (got - exact).abs() <= 1e-5 * scale,
+                "{ty}: {got} vs {exact}"
+            );
         }
     }
 
@@ -330,7 +384,13 @@ mod tests {
             eprintln!("skipping: no AVX2 on this CPU");
             return;
         }
-        for ty in [GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K, GgmlType::Q8_0, GgmlType::Q5_0] {
+        for ty in [
+            GgmlType::Q4_K,
+            GgmlType::Q5_K,
+            GgmlType::Q6_K,
+            GgmlType::Q8_0,
+            GgmlType::Q5_0,
+        ] {
             for (n, seed) in [(256usize, 1u64), (512, 2), (2304, 3), (640, 4), (96, 5)] {
                 if n % ty.block_size() != 0 {
                     continue;

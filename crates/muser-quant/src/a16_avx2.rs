@@ -80,12 +80,22 @@ unsafe fn i8_to_i16x2(v: __m256i) -> (__m256i, __m256i) {
 #[inline(always)]
 unsafe fn scaled_u8(s: &[u8; 8], d: f32) -> __m256 {
     let v = _mm_loadl_epi64(s.as_ptr() as *const __m128i);
-    _mm256_mul_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(v)))
+    _mm256_mul_ps(
+        _mm256_set1_ps(d),
+        _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(v)),
+    )
 }
 
 /// Shared tail of Q4_K/Q5_K: `acc += da * ((d·sc) * isum − (dmin·m) * asum)`.
 #[inline(always)]
-unsafe fn asym_update(acc: __m256, isum: __m256i, b_d: f32, b_dmin: f32, scales: &[u8; 12], a: &BlockA16) -> __m256 {
+unsafe fn asym_update(
+    acc: __m256,
+    isum: __m256i,
+    b_d: f32,
+    b_dmin: f32,
+    scales: &[u8; 12],
+    a: &BlockA16,
+) -> __m256 {
     let (sc, m) = unpack_k4_scales(scales);
     let dsc = scaled_u8(&sc, b_d);
     let dm = scaled_u8(&m, b_dmin);
@@ -110,7 +120,14 @@ pub unsafe fn dot_q4_k(x: &[BlockQ4K], a: &[BlockA16]) -> f32 {
             p[2 * k] = madd32(l0, l1, ag.qs.as_ptr().add(SUB * 2 * k));
             p[2 * k + 1] = madd32(h0, h1, ag.qs.as_ptr().add(SUB * (2 * k + 1)));
         }
-        acc = asym_update(acc, reduce_8x8(&p), b.d.to_f32(), b.dmin.to_f32(), &b.scales, ag);
+        acc = asym_update(
+            acc,
+            reduce_8x8(&p),
+            b.d.to_f32(),
+            b.dmin.to_f32(),
+            &b.scales,
+            ag,
+        );
     }
     reduce8(acc)
 }
@@ -126,9 +143,15 @@ pub unsafe fn dot_q5_k(x: &[BlockQ5K], a: &[BlockA16]) -> f32 {
         let mut p = [_mm256_setzero_si256(); 8];
         for k in 0..4 {
             let v = _mm256_loadu_si256(b.qs.as_ptr().add(32 * k) as *const __m256i);
-            let hb_lo = _mm256_slli_epi16(_mm256_and_si256(_mm256_srl_epi16(qh, _mm_cvtsi32_si128(2 * k as i32)), m1), 4);
+            let hb_lo = _mm256_slli_epi16(
+                _mm256_and_si256(_mm256_srl_epi16(qh, _mm_cvtsi32_si128(2 * k as i32)), m1),
+                4,
+            );
             let hb_hi = _mm256_slli_epi16(
-                _mm256_and_si256(_mm256_srl_epi16(qh, _mm_cvtsi32_si128(2 * k as i32 + 1)), m1),
+                _mm256_and_si256(
+                    _mm256_srl_epi16(qh, _mm_cvtsi32_si128(2 * k as i32 + 1)),
+                    m1,
+                ),
                 4,
             );
             let lo = _mm256_or_si256(_mm256_and_si256(v, m4), hb_lo);
@@ -138,7 +161,14 @@ pub unsafe fn dot_q5_k(x: &[BlockQ5K], a: &[BlockA16]) -> f32 {
             p[2 * k] = madd32(l0, l1, ag.qs.as_ptr().add(SUB * 2 * k));
             p[2 * k + 1] = madd32(h0, h1, ag.qs.as_ptr().add(SUB * (2 * k + 1)));
         }
-        acc = asym_update(acc, reduce_8x8(&p), b.d.to_f32(), b.dmin.to_f32(), &b.scales, ag);
+        acc = asym_update(
+            acc,
+            reduce_8x8(&p),
+            b.d.to_f32(),
+            b.dmin.to_f32(),
+            &b.scales,
+            ag,
+        );
     }
     reduce8(acc)
 }
@@ -159,7 +189,12 @@ pub unsafe fn dot_q6_k(x: &[BlockQ6K], a: &[BlockA16]) -> f32 {
             let qa = _mm256_loadu_si256(b.ql.as_ptr().add(64 * h) as *const __m256i);
             let qb = _mm256_loadu_si256(b.ql.as_ptr().add(64 * h + 32) as *const __m256i);
             let qh = _mm256_loadu_si256(b.qh.as_ptr().add(32 * h) as *const __m256i);
-            let hi2 = |s: i32| _mm256_slli_epi16(_mm256_and_si256(_mm256_srl_epi16(qh, _mm_cvtsi32_si128(s)), m3), 4);
+            let hi2 = |s: i32| {
+                _mm256_slli_epi16(
+                    _mm256_and_si256(_mm256_srl_epi16(qh, _mm_cvtsi32_si128(s)), m3),
+                    4,
+                )
+            };
             let subs = [
                 _mm256_or_si256(_mm256_and_si256(qa, m4), hi2(0)),
                 _mm256_or_si256(_mm256_and_si256(qb, m4), hi2(2)),
@@ -232,7 +267,8 @@ pub unsafe fn dot_q5_0(x: &[BlockQ5_0], a: &[BlockA16]) -> f32 {
     let m4 = _mm_set1_epi8(0x0f);
     let bits = _mm256_set1_epi64x(0x8040_2010_0804_0201u64 as i64);
     let spread = _mm256_setr_epi8(
-        0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3,
+        0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3,
+        3, 3,
     );
     let sixteen = _mm256_set1_epi8(0x10);
     dot_blocks32(

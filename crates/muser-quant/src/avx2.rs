@@ -62,6 +62,39 @@ pub(crate) unsafe fn bytes_from_bits_32(bits: u32) -> __m256i {
     _mm256_cmpeq_epi8(_mm256_and_si256(v, mask), mask)
 }
 
+/// Exact f16 → f32 with F16C (the same value as `half::f16::to_f32`).
+///
+/// # Safety
+/// The CPU must support F16C.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(crate) unsafe fn f16_to_f32(h: half::f16) -> f32 {
+    _mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtsi32_si128(i32::from(h.to_bits()))))
+}
+
+/// The float steps of eight consecutive 32-element blocks, in the reference order:
+/// `acc = acc + (dx[b] * dy[b]) * (isum[b] as f32)` for `b = 0..8`. The products are formed
+/// in SIMD (each lane rounds exactly as the scalar expression), the additions one by one.
+///
+/// # Safety
+/// The CPU must support AVX2 and F16C.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(crate) unsafe fn block_steps_8(acc: f32, dx: &[u16; 8], dy: &[u16; 8], isums: __m256i) -> f32 {
+    // SAFETY: each array is 8 u16 = 16 bytes.
+    let fx = _mm256_cvtph_ps(_mm_loadu_si128(dx.as_ptr() as *const __m128i));
+    let fy = _mm256_cvtph_ps(_mm_loadu_si128(dy.as_ptr() as *const __m128i));
+    let p = _mm256_mul_ps(_mm256_mul_ps(fx, fy), _mm256_cvtepi32_ps(isums));
+    let mut v = [0f32; 8];
+    // SAFETY: `v` is 8 f32 = 32 bytes.
+    _mm256_storeu_ps(v.as_mut_ptr(), p);
+    let mut acc = acc;
+    for x in v {
+        acc += x;
+    }
+    acc
+}
+
 /// Reduce four 8-lane f32 accumulators exactly as [`crate::common::reduce_lanes`] does with
 /// `a = [a0 | a1 | a2 | a3]`.
 ///

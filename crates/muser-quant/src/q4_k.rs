@@ -137,9 +137,9 @@ pub(crate) fn min_sum(m: &[u8; 8], y: &BlockQ8K) -> i32 {
 
 /// The float step shared by the scalar and SIMD paths (Q4_K and Q5_K).
 #[inline(always)]
-pub(crate) fn accumulate(acc: f32, d: f16, dmin: f16, yd: f32, isum: i32, msum: i32) -> f32 {
-    let dd = d.to_f32() * yd;
-    let dm = dmin.to_f32() * yd;
+pub(crate) fn accumulate(acc: f32, d: f32, dmin: f32, yd: f32, isum: i32, msum: i32) -> f32 {
+    let dd = d * yd;
+    let dm = dmin * yd;
     acc + (dd * isum as f32 - dm * msum as f32)
 }
 
@@ -163,7 +163,8 @@ pub fn vec_dot_ref(x: &[BlockQ4K], y: &[BlockQ8K]) -> f32 {
                 .sum();
             isum += i32::from(*s) * dot;
         }
-        acc = accumulate(acc, b.d, b.dmin, yb.d, isum, min_sum(&m, yb));
+        let msum = min_sum(&m, yb);
+        acc = accumulate(acc, b.d.to_f32(), b.dmin.to_f32(), yb.d, isum, msum);
     }
     acc
 }
@@ -195,7 +196,7 @@ pub fn vec_dot(x: &[BlockQ4K], y: &[BlockQ8K]) -> f32 {
 #[cfg(target_arch = "x86_64")]
 pub(crate) mod avx2 {
     use super::{accumulate, BlockQ4K};
-    use crate::avx2::hsum_i32_8;
+    use crate::avx2::{f16_to_f32, hsum_i32_8};
     use crate::common::unpack_k4_scales;
     use crate::q8_k::BlockQ8K;
     use std::arch::x86_64::*;
@@ -244,7 +245,8 @@ pub(crate) mod avx2 {
                 iacc = _mm256_add_epi32(iacc, _mm256_add_epi32(p0, p1));
             }
             let isum = hsum_i32_8(iacc);
-            acc = accumulate(acc, b.d, b.dmin, yb.d, isum, min_sum(&m, yb));
+            let msum = min_sum(&m, yb);
+            acc = accumulate(acc, f16_to_f32(b.d), f16_to_f32(b.dmin), yb.d, isum, msum);
         }
         acc
     }

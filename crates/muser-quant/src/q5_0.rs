@@ -129,7 +129,7 @@ pub fn vec_dot_ref(x: &[BlockQ5_0], y: &[BlockQ8_0]) -> f32 {
             .zip(&b.qs)
             .map(|(q, v)| (i32::from(*q) - 16) * i32::from(*v))
             .sum();
-        acc = accumulate(acc, a.d, b.d, isum);
+        acc = accumulate(acc, a.d.to_f32(), b.d.to_f32(), isum);
     }
     acc
 }
@@ -161,7 +161,7 @@ pub fn vec_dot(x: &[BlockQ5_0], y: &[BlockQ8_0]) -> f32 {
 #[cfg(target_arch = "x86_64")]
 mod avx2 {
     use super::BlockQ5_0;
-    use crate::avx2::{bytes_from_bits_32, hsum_i32_8, reduce_i32_8x8};
+    use crate::avx2::{block_steps_8, bytes_from_bits_32, f16_to_f32, hsum_i32_8, reduce_i32_8x8};
     use crate::q8_0::{accumulate, BlockQ8_0};
     use std::arch::x86_64::*;
 
@@ -197,17 +197,15 @@ mod avx2 {
         let mut acc = 0f32;
         let mut xc = x.chunks_exact(8);
         let mut yc = y.chunks_exact(8);
-        let mut isums = [0i32; 8];
         for (xs, ys) in (&mut xc).zip(&mut yc) {
             let parts: [__m256i; 8] = std::array::from_fn(|b| block_partial(&xs[b], &ys[b]));
-            // SAFETY: `isums` is 8 i32 = 32 bytes.
-            _mm256_storeu_si256(isums.as_mut_ptr() as *mut __m256i, reduce_i32_8x8(&parts));
-            for b in 0..8 {
-                acc = accumulate(acc, xs[b].d, ys[b].d, isums[b]);
-            }
+            let dx: [u16; 8] = std::array::from_fn(|b| xs[b].d.to_bits());
+            let dy: [u16; 8] = std::array::from_fn(|b| ys[b].d.to_bits());
+            acc = block_steps_8(acc, &dx, &dy, reduce_i32_8x8(&parts));
         }
         for (a, b) in xc.remainder().iter().zip(yc.remainder()) {
-            acc = accumulate(acc, a.d, b.d, hsum_i32_8(block_partial(a, b)));
+            let isum = hsum_i32_8(block_partial(a, b));
+            acc = accumulate(acc, f16_to_f32(a.d), f16_to_f32(b.d), isum);
         }
         acc
     }

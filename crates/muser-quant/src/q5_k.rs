@@ -147,7 +147,8 @@ pub fn vec_dot_ref(x: &[BlockQ5K], y: &[BlockQ8K]) -> f32 {
                 .sum();
             isum += i32::from(*s) * dot;
         }
-        acc = accumulate(acc, b.d, b.dmin, yb.d, isum, min_sum(&m, yb));
+        let msum = min_sum(&m, yb);
+        acc = accumulate(acc, b.d.to_f32(), b.dmin.to_f32(), yb.d, isum, msum);
     }
     acc
 }
@@ -179,7 +180,7 @@ pub fn vec_dot(x: &[BlockQ5K], y: &[BlockQ8K]) -> f32 {
 #[cfg(target_arch = "x86_64")]
 mod avx2 {
     use super::BlockQ5K;
-    use crate::avx2::hsum_i32_8;
+    use crate::avx2::{f16_to_f32, hsum_i32_8};
     use crate::common::unpack_k4_scales;
     use crate::q4_k::{accumulate, avx2::min_sum};
     use crate::q8_k::BlockQ8K;
@@ -220,7 +221,8 @@ mod avx2 {
                 iacc = _mm256_add_epi32(iacc, _mm256_add_epi32(p0, p1));
             }
             let isum = hsum_i32_8(iacc);
-            acc = accumulate(acc, b.d, b.dmin, yb.d, isum, min_sum(&m, yb));
+            let msum = min_sum(&m, yb);
+            acc = accumulate(acc, f16_to_f32(b.d), f16_to_f32(b.dmin), yb.d, isum, msum);
         }
         acc
     }

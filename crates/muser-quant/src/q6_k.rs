@@ -151,8 +151,8 @@ pub fn quantize_row(x: &[f32], y: &mut [BlockQ6K]) {
 
 /// The float step shared by both paths.
 #[inline(always)]
-fn accumulate(acc: f32, d: f16, yd: f32, isum: i32) -> f32 {
-    acc + (d.to_f32() * yd) * isum as f32
+fn accumulate(acc: f32, d: f32, yd: f32, isum: i32) -> f32 {
+    acc + (d * yd) * isum as f32
 }
 
 /// Scalar reference Q6_K·Q8_K. Panics if the block counts differ.
@@ -170,7 +170,7 @@ pub fn vec_dot_ref(x: &[BlockQ6K], y: &[BlockQ8K]) -> f32 {
             isum += i32::from(b.scales[j]) * s;
             corr += i32::from(b.scales[j]) * i32::from(yb.bsums[j]);
         }
-        acc = accumulate(acc, b.d, yb.d, isum - 32 * corr);
+        acc = accumulate(acc, b.d.to_f32(), yb.d, isum - 32 * corr);
     }
     acc
 }
@@ -202,7 +202,7 @@ pub fn vec_dot(x: &[BlockQ6K], y: &[BlockQ8K]) -> f32 {
 #[cfg(target_arch = "x86_64")]
 mod avx2 {
     use super::{accumulate, BlockQ6K};
-    use crate::avx2::hsum_i32_8;
+    use crate::avx2::{f16_to_f32, hsum_i32_8};
     use crate::q8_k::BlockQ8K;
     use std::arch::x86_64::*;
 
@@ -214,10 +214,58 @@ mod avx2 {
         let m3 = _mm256_set1_epi8(0x03);
         let m0c = _mm256_set1_epi8(0x0c);
         let m30 = _mm256_set1_epi8(0x30);
+        // Byte-shuffle masks that spread i16 scale lanes (2s, 2s+1) of a 128-bit half over
+        // the low and high 128-bit halves of a 256-bit register.
+        let masks: [__m256i; 4] = std::array::from_fn(|s| {
+            let (a, b) = (4 * s as i8, 4 * s as i8 + 2);
+            _mm256_setr_epi8(
+                a,
+                a + 1,
+                a,
+                a + 1,
+                a,
+                a + 1,
+                a,
+                a + 1,
+                a,
+                a + 1,
+                a,
+                a + 1,
+                a,
+                a + 1,
+                a,
+                a + 1,
+                b,
+                b + 1,
+                b,
+                b + 1,
+                b,
+                b + 1,
+                b,
+                b + 1,
+                b,
+                b + 1,
+                b,
+                b + 1,
+                b,
+                b + 1,
+                b,
+                b + 1,
+            )
+        });
         let mut acc = 0f32;
         for (b, yb) in x.iter().zip(y) {
-            let mut iacc = _mm256_setzero_si256();
-            for h in 0..2 {
+            // SAFETY: `scales` is 16 bytes, `bsums` 16 i16 = 32 bytes.
+            let sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128(b.scales.as_ptr() as *const __m128i));
+            let bs = _mm256_loadu_si256(yb.bsums.as_ptr() as *const __m256i);
+            // Start from −32·Σ_g sc[g]·bsums[g] (the offset of the signed quants).
+            let mut iacc = _mm256_slli_epi32::<5>(_mm256_madd_epi16(sc16, bs));
+            iacc = _mm256_sub_epi32(_mm256_setzero_si256(), iacc);
+            let halves = [
+                _mm256_permute2x128_si256::<0x00>(sc16, sc16),
+                _mm256_permute2x128_si256::<0x11>(sc16, sc16),
+            ];
+            for (h, sch) in halves.iter().enumerate() {
                 // SAFETY: ql[64h..64h+64], qh[32h..32h+32], y.qs[128h..128h+128] in bounds.
                 let ql0 = _mm256_loadu_si256(b.ql.as_ptr().add(64 * h) as *const __m256i);
                 let ql1 = _mm256_loadu_si256(b.ql.as_ptr().add(64 * h + 32) as *const __m256i);
@@ -241,23 +289,16 @@ mod avx2 {
                     ),
                 ];
                 for (s, qv) in q.iter().enumerate() {
-                    let g = 8 * h + 2 * s;
                     let yv =
                         _mm256_loadu_si256(yb.qs.as_ptr().add(128 * h + 32 * s) as *const __m256i);
-                    let scale = _mm256_set_m128i(
-                        _mm_set1_epi16(i16::from(b.scales[g + 1])),
-                        _mm_set1_epi16(i16::from(b.scales[g])),
-                    );
+                    // Scales of groups 8h+2s (low half) and 8h+2s+1 (high half).
+                    let scale = _mm256_shuffle_epi8(*sch, masks[s]);
                     // u6 × i8 pair sums fit i16 (<= 2·63·128).
                     let p = _mm256_madd_epi16(_mm256_maddubs_epi16(*qv, yv), scale);
                     iacc = _mm256_add_epi32(iacc, p);
                 }
             }
-            // SAFETY: `scales` is 16 bytes, `bsums` 16 i16 = 32 bytes.
-            let sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128(b.scales.as_ptr() as *const __m128i));
-            let bs = _mm256_loadu_si256(yb.bsums.as_ptr() as *const __m256i);
-            let corr = hsum_i32_8(_mm256_madd_epi16(sc16, bs));
-            acc = accumulate(acc, b.d, yb.d, hsum_i32_8(iacc) - 32 * corr);
+            acc = accumulate(acc, f16_to_f32(b.d), yb.d, hsum_i32_8(iacc));
         }
         acc
     }

@@ -121,8 +121,8 @@ pub(crate) fn block_isum(x: &[i8; 32], y: &[i8; 32]) -> i32 {
 
 /// The float step shared by both paths.
 #[inline(always)]
-pub(crate) fn accumulate(acc: f32, dx: f16, dy: f16, isum: i32) -> f32 {
-    acc + (dx.to_f32() * dy.to_f32()) * isum as f32
+pub(crate) fn accumulate(acc: f32, dx: f32, dy: f32, isum: i32) -> f32 {
+    acc + (dx * dy) * isum as f32
 }
 
 /// Scalar reference Q8_0·Q8_0. Panics if the block counts differ.
@@ -130,7 +130,7 @@ pub fn vec_dot_ref(x: &[BlockQ8_0], y: &[BlockQ8_0]) -> f32 {
     assert_eq!(x.len(), y.len(), "q8_0 vec_dot: block count mismatch");
     let mut acc = 0f32;
     for (a, b) in x.iter().zip(y) {
-        acc = accumulate(acc, a.d, b.d, block_isum(&a.qs, &b.qs));
+        acc = accumulate(acc, a.d.to_f32(), b.d.to_f32(), block_isum(&a.qs, &b.qs));
     }
     acc
 }
@@ -162,7 +162,7 @@ pub fn vec_dot(x: &[BlockQ8_0], y: &[BlockQ8_0]) -> f32 {
 #[cfg(target_arch = "x86_64")]
 mod avx2 {
     use super::{accumulate, BlockQ8_0};
-    use crate::avx2::{hsum_i32_8, reduce_i32_8x8};
+    use crate::avx2::{block_steps_8, f16_to_f32, hsum_i32_8, reduce_i32_8x8};
     use std::arch::x86_64::*;
 
     /// Eight i32 partial sums of one block pair's integer dot product.
@@ -187,17 +187,15 @@ mod avx2 {
         let mut acc = 0f32;
         let mut xc = x.chunks_exact(8);
         let mut yc = y.chunks_exact(8);
-        let mut isums = [0i32; 8];
         for (xs, ys) in (&mut xc).zip(&mut yc) {
             let parts: [__m256i; 8] = std::array::from_fn(|b| block_partial(&xs[b], &ys[b]));
-            // SAFETY: `isums` is 8 i32 = 32 bytes.
-            _mm256_storeu_si256(isums.as_mut_ptr() as *mut __m256i, reduce_i32_8x8(&parts));
-            for b in 0..8 {
-                acc = accumulate(acc, xs[b].d, ys[b].d, isums[b]);
-            }
+            let dx: [u16; 8] = std::array::from_fn(|b| xs[b].d.to_bits());
+            let dy: [u16; 8] = std::array::from_fn(|b| ys[b].d.to_bits());
+            acc = block_steps_8(acc, &dx, &dy, reduce_i32_8x8(&parts));
         }
         for (a, b) in xc.remainder().iter().zip(yc.remainder()) {
-            acc = accumulate(acc, a.d, b.d, hsum_i32_8(block_partial(a, b)));
+            let isum = hsum_i32_8(block_partial(a, b));
+            acc = accumulate(acc, f16_to_f32(a.d), f16_to_f32(b.d), isum);
         }
         acc
     }

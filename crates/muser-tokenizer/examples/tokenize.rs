@@ -9,6 +9,7 @@
 //!   --bench N          encode the text N times and print load/encode timings to stderr
 //! ```
 
+use std::io::Write;
 use std::time::Instant;
 
 use muser_gguf::Gguf;
@@ -52,14 +53,18 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             text.len() as f64 / per / 1e6
         );
     }
+    let mut out = std::io::stdout().lock();
+    // A closed pipe (e.g. `| head`) just ends the output.
     if pieces {
         for &id in &ids {
             let p = tok.token_to_piece(id, true);
-            println!("{id:6} -> '{}'", String::from_utf8_lossy(&p));
+            if writeln!(out, "{id:6} -> '{}'", String::from_utf8_lossy(&p)).is_err() {
+                break;
+            }
         }
     } else {
         let list: Vec<String> = ids.iter().map(u32::to_string).collect();
-        println!("[{}]", list.join(", "));
+        let _ = writeln!(out, "[{}]", list.join(", "));
     }
     Ok(())
 }

@@ -8,13 +8,13 @@
 //! raw fragments. Control and unknown tokens only take part when `parse_special` is on;
 //! user-defined tokens always do. (The LSTRIP/RSTRIP attributes llama.cpp gives a few models
 //! by name — phi-3, some BERTs — are not modelled; no supported model sets them.)
-//! Implementation: one Aho-Corasick pass finds every occurrence of every special token
-//! (overlaps included); the occurrences are then accepted in llama.cpp's priority order,
-//! skipping any that overlaps an already claimed span. Same result, O(text + occurrences).
+//! Implementation: one Aho-Corasick pass finds which special tokens occur in the text at all;
+//! only those are then applied in llama.cpp's priority order, each with a left-to-right
+//! non-overlapping substring search over the remaining raw fragments — the same result, with
+//! work proportional to (tokens that occur) × (text length) instead of llama.cpp's
+//! (all special tokens) × (text length).
 //! Ties in length are broken by token id (llama.cpp's `std::sort` leaves that order
 //! unspecified; it only matters for two same-length special tokens overlapping in the text).
-
-use std::collections::BTreeMap;
 
 use aho_corasick::AhoCorasick;
 
@@ -36,6 +36,8 @@ pub(crate) struct Specials {
     ids: Vec<u32>,
     /// Whether the pattern takes part without `parse_special` (user-defined tokens).
     always: Vec<bool>,
+    /// Text per pattern.
+    texts: Vec<String>,
 }
 
 impl Specials {
@@ -57,7 +59,13 @@ impl Specials {
             // which `partition` treats like a vocabulary without special tokens.
             AhoCorasick::new(ids.iter().map(|&id| vocab.texts[id as usize].as_bytes())).ok()
         };
-        Specials { ac, ids, always }
+        let texts = ids.iter().map(|&id| vocab.texts[id as usize].clone()).collect();
+        Specials {
+            ac,
+            ids,
+            always,
+            texts,
+        }
     }
 
     /// Split `text` into raw fragments and special tokens.
@@ -65,41 +73,56 @@ impl Specials {
         if text.is_empty() {
             return Vec::new();
         }
-        let mut found: Vec<(usize, usize, usize)> = Vec::new(); // (priority, start, end)
+        // Which patterns occur (as priorities, i.e. pattern indices), deduplicated.
+        let mut present: Vec<usize> = Vec::new();
         if let Some(ac) = &self.ac {
+            let mut seen = vec![0u64; self.ids.len().div_ceil(64)];
             for m in ac.find_overlapping_iter(text) {
                 let p = m.pattern().as_usize();
-                if parse_special || self.always[p] {
-                    found.push((p, m.start(), m.end()));
+                let (w, bit) = (p / 64, 1u64 << (p % 64));
+                if seen[w] & bit == 0 && (parse_special || self.always[p]) {
+                    seen[w] |= bit;
+                    present.push(p);
                 }
             }
         }
-        if found.is_empty() {
+        if present.is_empty() {
             return vec![Fragment::Text(text)];
         }
-        found.sort_unstable();
-        let mut claimed: BTreeMap<usize, (usize, u32)> = BTreeMap::new(); // start → (end, id)
-        for (p, s, e) in found {
-            let overlaps = claimed
-                .range(..e)
-                .next_back()
-                .is_some_and(|(_, &(end, _))| end > s);
-            if !overlaps {
-                claimed.insert(s, (e, self.ids[p]));
+        present.sort_unstable();
+        // Spans of `text`: `(start, end, Some(id))` for tokens, `None` for raw text.
+        let mut spans: Vec<(usize, usize, Option<u32>)> = vec![(0, text.len(), None)];
+        let mut next = Vec::with_capacity(spans.len() * 2);
+        for p in present {
+            let id = self.ids[p];
+            let needle = self.texts[p].as_str();
+            next.clear();
+            for &(s, e, tok) in &spans {
+                if tok.is_some() {
+                    next.push((s, e, tok));
+                    continue;
+                }
+                let mut pos = s;
+                for (off, m) in text[s..e].match_indices(needle) {
+                    let (ms, me) = (s + off, s + off + m.len());
+                    if ms > pos {
+                        next.push((pos, ms, None));
+                    }
+                    next.push((ms, me, Some(id)));
+                    pos = me;
+                }
+                if pos < e {
+                    next.push((pos, e, None));
+                }
             }
+            std::mem::swap(&mut spans, &mut next);
         }
-        let mut out = Vec::with_capacity(claimed.len() * 2 + 1);
-        let mut pos = 0;
-        for (s, (e, id)) in claimed {
-            if s > pos {
-                out.push(Fragment::Text(&text[pos..s]));
-            }
-            out.push(Fragment::Token(id));
-            pos = e;
-        }
-        if pos < text.len() {
-            out.push(Fragment::Text(&text[pos..]));
-        }
-        out
+        spans
+            .into_iter()
+            .map(|(s, e, tok)| match tok {
+                Some(id) => Fragment::Token(id),
+                None => Fragment::Text(&text[s..e]),
+            })
+            .collect()
     }
 }

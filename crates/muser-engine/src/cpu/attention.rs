@@ -35,14 +35,20 @@ pub struct AttnShape {
 }
 
 /// `out[t][h*hdv..]` for every token `t` of the chunk. `q`: `[n_tokens][n_head * head_dim]`.
-pub fn attention(s: &AttnShape, cache: &LayerCache, chunk: &ChunkKv<'_>, q: &[f32], out: &mut [f32]) {
+pub fn attention(
+    s: &AttnShape,
+    cache: &LayerCache,
+    chunk: &ChunkKv<'_>,
+    q: &[f32],
+    out: &mut [f32],
+) {
     let (hd, hdv) = (s.head_dim, s.head_dim_v);
     let kvw = s.n_head_kv * hd;
     let vw = s.n_head_kv * hdv;
     let group = s.n_head / s.n_head_kv;
-    out.par_chunks_mut(hdv)
-        .enumerate()
-        .for_each_init(Vec::new, |scores: &mut Vec<f32>, (i, oh)| {
+    out.par_chunks_mut(hdv).enumerate().for_each_init(
+        Vec::new,
+        |scores: &mut Vec<f32>, (i, oh)| {
             let (t, h) = (i / s.n_head, i % s.n_head);
             let pos = chunk.pos0 + t;
             let first = s.window.map_or(0, |w| (pos + 1).saturating_sub(w));
@@ -88,5 +94,6 @@ pub fn attention(s: &AttnShape, cache: &LayerCache, chunk: &ChunkKv<'_>, q: &[f3
             }
             let inv = 1.0 / sum;
             oh.iter_mut().for_each(|o| *o *= inv);
-        });
+        },
+    );
 }

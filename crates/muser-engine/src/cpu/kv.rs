@@ -27,7 +27,13 @@ impl LayerCache {
             Some(w) => (vec![f16::ZERO; w * kvw], vec![f16::ZERO; w * vw]),
             None => (Vec::new(), Vec::new()),
         };
-        LayerCache { k, v, kvw, vw, ring }
+        LayerCache {
+            k,
+            v,
+            kvw,
+            vw,
+            ring,
+        }
     }
 
     fn slot(&self, pos: usize) -> usize {

@@ -81,7 +81,8 @@ pub struct Acts<'x> {
     n_tokens: usize,
     format: ActFormat,
     a16: Option<Vec<BlockA16>>,
-    ggml: HashMap<GgmlType, Vec<u8>>,
+    /// ggml activation rows, stored as u64 words so every block type is aligned.
+    ggml: HashMap<GgmlType, (Vec<u64>, usize)>,
 }
 
 impl<'x> Acts<'x> {
@@ -112,16 +113,25 @@ impl<'x> Acts<'x> {
     fn ggml(&mut self, ty: GgmlType, tensor: &str) -> Result<&[u8], EngineError> {
         if !self.ggml.contains_key(&ty) {
             let row_bytes = ty.bytes_for(self.n as u64).ok_or_else(|| {
-                EngineError::Shape(format!("{tensor}: {} elements are not whole {ty} blocks", self.n))
+                EngineError::Shape(format!(
+                    "{tensor}: {} elements are not whole {ty} blocks",
+                    self.n
+                ))
             })? as usize;
-            let mut buf = vec![0u8; row_bytes * self.n_tokens];
+            let len = row_bytes * self.n_tokens;
+            let mut words = vec![0u64; len.div_ceil(8)];
+            let buf: &mut [u8] = &mut bytemuck::cast_slice_mut(&mut words)[..len];
             buf.par_chunks_mut(row_bytes)
                 .zip(self.x.par_chunks(self.n))
-                .try_for_each(|(dst, src)| muser_quant::quantize(ty, src, dst))
+                .try_for_each(|(dst, src)| muser_quant::quantize_activation(ty, src, dst))
                 .map_err(|e| EngineError::quant(tensor, e))?;
-            self.ggml.insert(ty, buf);
+            self.ggml.insert(ty, (words, len));
         }
-        Ok(self.ggml.get(&ty).map(Vec::as_slice).unwrap_or(&[]))
+        Ok(self
+            .ggml
+            .get(&ty)
+            .map(|(w, len)| &bytemuck::cast_slice::<u64, u8>(w)[..*len])
+            .unwrap_or(&[]))
     }
 }
 
@@ -161,7 +171,12 @@ fn for_each_row(
 }
 
 /// `out[t * w.n_out + r] = dot(W[r], acts[t])` for every token `t` and row `r`.
-pub fn matmul(g: &Gguf, w: &Matrix, acts: &mut Acts<'_>, out: &mut [f32]) -> Result<(), EngineError> {
+pub fn matmul(
+    g: &Gguf,
+    w: &Matrix,
+    acts: &mut Acts<'_>,
+    out: &mut [f32],
+) -> Result<(), EngineError> {
     let n_tokens = acts.n_tokens;
     if acts.n != w.n_in || out.len() != n_tokens * w.n_out {
         return Err(EngineError::Shape(format!(

@@ -71,7 +71,10 @@ impl<'m> CpuSession<'m> {
             })
             .collect();
         let ropes = (0..c.n_layer)
-            .map(|il| c.rope_for_layer(il).map(|b| Rope::new(c.head_dim, b, c.rope_mode)))
+            .map(|il| {
+                c.rope_for_layer(il)
+                    .map(|b| Rope::new(c.head_dim, b, c.rope_mode))
+            })
             .collect();
         Ok(CpuSession {
             model,
@@ -165,7 +168,12 @@ impl<'m> CpuSession<'m> {
 
         for (il, lw) in w.layers.iter().enumerate() {
             for t in 0..n {
-                ops::rmsnorm(&x[t * e..(t + 1) * e], Some(&lw.attn_norm), c.rms_eps, &mut h[t * e..(t + 1) * e]);
+                ops::rmsnorm(
+                    &x[t * e..(t + 1) * e],
+                    Some(&lw.attn_norm),
+                    c.rms_eps,
+                    &mut h[t * e..(t + 1) * e],
+                );
             }
             let mut acts = Acts::new(&h, e, self.opts.acts);
             matmul(g, &lw.wq, &mut acts, &mut q)?;
@@ -195,10 +203,18 @@ impl<'m> CpuSession<'m> {
                 window: c.swa_layers[il].then_some(c.sliding_window),
                 scale: c.attn_scale,
             };
-            let chunk_kv = ChunkKv { pos0, k: &k16, v: &v16 };
+            let chunk_kv = ChunkKv {
+                pos0,
+                k: &k16,
+                v: &v16,
+            };
             attention::attention(&shape, &self.cache[il], &chunk_kv, &q, &mut a);
             for t in 0..n {
-                self.cache[il].append(pos0 + t, &k16[t * kvw..(t + 1) * kvw], &v16[t * vw..(t + 1) * vw]);
+                self.cache[il].append(
+                    pos0 + t,
+                    &k16[t * kvw..(t + 1) * kvw],
+                    &v16[t * vw..(t + 1) * vw],
+                );
             }
             if lw.wgate.is_some() {
                 ops::sigmoid_gate(&mut a, &gate);
@@ -207,9 +223,22 @@ impl<'m> CpuSession<'m> {
             matmul(g, &lw.wo, &mut acts, &mut o)?;
             drop(acts);
             for t in 0..n {
-                ops::rmsnorm(&o[t * e..(t + 1) * e], Some(&lw.post_attn_norm), c.post_norm_eps, &mut tmp);
-                x[t * e..(t + 1) * e].iter_mut().zip(&tmp).for_each(|(x, d)| *x += d);
-                ops::rmsnorm(&x[t * e..(t + 1) * e], Some(&lw.ffn_norm), c.rms_eps, &mut h[t * e..(t + 1) * e]);
+                ops::rmsnorm(
+                    &o[t * e..(t + 1) * e],
+                    Some(&lw.post_attn_norm),
+                    c.post_norm_eps,
+                    &mut tmp,
+                );
+                x[t * e..(t + 1) * e]
+                    .iter_mut()
+                    .zip(&tmp)
+                    .for_each(|(x, d)| *x += d);
+                ops::rmsnorm(
+                    &x[t * e..(t + 1) * e],
+                    Some(&lw.ffn_norm),
+                    c.rms_eps,
+                    &mut h[t * e..(t + 1) * e],
+                );
             }
             let mut acts = Acts::new(&h, e, self.opts.acts);
             matmul(g, &lw.ffn_gate, &mut acts, &mut fg)?;
@@ -223,8 +252,16 @@ impl<'m> CpuSession<'m> {
             matmul(g, &lw.ffn_down, &mut acts, &mut o)?;
             drop(acts);
             for t in 0..n {
-                ops::rmsnorm(&o[t * e..(t + 1) * e], Some(&lw.post_ffw_norm), c.post_norm_eps, &mut tmp);
-                x[t * e..(t + 1) * e].iter_mut().zip(&tmp).for_each(|(x, d)| *x += d);
+                ops::rmsnorm(
+                    &o[t * e..(t + 1) * e],
+                    Some(&lw.post_ffw_norm),
+                    c.post_norm_eps,
+                    &mut tmp,
+                );
+                x[t * e..(t + 1) * e]
+                    .iter_mut()
+                    .zip(&tmp)
+                    .for_each(|(x, d)| *x += d);
             }
         }
         self.n_past += n;
@@ -236,7 +273,12 @@ impl<'m> CpuSession<'m> {
         };
         let mut xn = vec![0f32; rows.len() * e];
         for (i, &t) in rows.iter().enumerate() {
-            ops::rmsnorm(&x[t * e..(t + 1) * e], Some(&w.output_norm), c.rms_eps, &mut xn[i * e..(i + 1) * e]);
+            ops::rmsnorm(
+                &x[t * e..(t + 1) * e],
+                Some(&w.output_norm),
+                c.rms_eps,
+                &mut xn[i * e..(i + 1) * e],
+            );
         }
         let mut logits = vec![0f32; rows.len() * c.n_vocab];
         let mut acts = Acts::new(&xn, e, self.opts.acts);
