@@ -5,7 +5,11 @@
 
 use clap::{Parser, Subcommand};
 
+mod engine_opts;
+mod eval_cmd;
 mod forge_cmd;
+mod generate_cmd;
+mod parity_cmd;
 mod inspect;
 mod inspect_text;
 mod output;
@@ -28,6 +32,12 @@ enum Command {
     Inspect(inspect::InspectArgs),
     /// Generate a deterministic synthetic Muse Glimmer GGUF.
     Forge(Box<forge_cmd::ForgeArgs>),
+    /// Evaluate token ids teacher-forced and dump every position's logits (f32 LE).
+    Eval(eval_cmd::EvalArgs),
+    /// Generate text from a prompt.
+    Generate(Box<generate_cmd::GenerateArgs>),
+    /// Compare logit dumps with the oracle's (accuracy metrics of the contract).
+    Parity(parity_cmd::ParityArgs),
 }
 
 fn main() -> std::process::ExitCode {
@@ -35,6 +45,9 @@ fn main() -> std::process::ExitCode {
     let result = match cli.command {
         Command::Inspect(a) => inspect::run(a),
         Command::Forge(a) => forge_cmd::run(*a),
+        Command::Eval(a) => eval_cmd::run(a),
+        Command::Generate(a) => generate_cmd::run(*a),
+        Command::Parity(a) => parity_cmd::run(a),
     };
     match result {
         Ok(code) => code,

@@ -10,6 +10,7 @@
 
 pub mod config;
 pub mod cpu;
+pub mod metrics;
 pub mod model;
 pub mod oracle;
 pub mod sampling;
