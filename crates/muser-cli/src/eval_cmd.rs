@@ -44,10 +44,12 @@ pub struct EvalArgs {
 
 /// Parse a token file: a JSON array or integers separated by whitespace or commas.
 pub fn read_tokens(path: &PathBuf) -> anyhow::Result<Vec<u32>> {
-    let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+    let text =
+        std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
     let t = text.trim();
     if t.starts_with('[') {
-        return serde_json::from_str(t).with_context(|| format!("{}: not a JSON array of token ids", path.display()));
+        return serde_json::from_str(t)
+            .with_context(|| format!("{}: not a JSON array of token ids", path.display()));
     }
     t.split(|c: char| c.is_whitespace() || c == ',')
         .filter(|s| !s.is_empty())
@@ -72,7 +74,9 @@ pub fn run(a: EvalArgs) -> anyhow::Result<ExitCode> {
     let t1 = Instant::now();
     let (logits, route) = match a.route {
         EvalRoute::Cpu => {
-            let opts = a.engine.cpu_options(tokens.len().max(a.engine.ctx.unwrap_or(0)))?;
+            let opts = a
+                .engine
+                .cpu_options(tokens.len().max(a.engine.ctx.unwrap_or(0)))?;
             let route = crate::engine_opts::cpu_route_identity(&opts);
             let mut s = CpuSession::new(&model, opts)?;
             (s.eval(&tokens, Logits::All)?, route)
@@ -89,7 +93,8 @@ pub fn run(a: EvalArgs) -> anyhow::Result<ExitCode> {
     };
     let eval_s = t1.elapsed().as_secs_f64();
     let mut f = std::io::BufWriter::new(
-        std::fs::File::create(&a.dump_logits).with_context(|| format!("creating {}", a.dump_logits.display()))?,
+        std::fs::File::create(&a.dump_logits)
+            .with_context(|| format!("creating {}", a.dump_logits.display()))?,
     );
     for v in &logits {
         f.write_all(&v.to_le_bytes())?;

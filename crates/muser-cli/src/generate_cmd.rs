@@ -78,8 +78,9 @@ fn chat_template(a: &GenerateArgs, model: &Model, tok: &Tokenizer) -> anyhow::Re
         let src = match name {
             "chatml" => CHATML_TEMPLATE.to_string(),
             "gemma" => GEMMA_TEMPLATE.to_string(),
-            path => std::fs::read_to_string(path)
-                .with_context(|| format!("--chat-template '{path}': not chatml, gemma, or a readable file"))?,
+            path => std::fs::read_to_string(path).with_context(|| {
+                format!("--chat-template '{path}': not chatml, gemma, or a readable file")
+            })?,
         };
         Ok(ChatTemplate::new(&src, tok)?)
     };
@@ -107,12 +108,14 @@ pub fn run(a: GenerateArgs) -> anyhow::Result<ExitCode> {
     };
     let t0 = Instant::now();
     let model = Model::load(&path).with_context(|| format!("loading {}", path.display()))?;
-    let tok = Tokenizer::from_gguf(model.gguf()).with_context(|| format!("{}: tokenizer", path.display()))?;
+    let tok = Tokenizer::from_gguf(model.gguf())
+        .with_context(|| format!("{}: tokenizer", path.display()))?;
     let load_s = t0.elapsed().as_secs_f64();
 
     anyhow::ensure!(!a.prompt.is_empty(), "the prompt is empty");
     let text = if a.chat {
-        chat_template(&a, &model, &tok)?.render(&[ChatMessage::new("user", a.prompt.clone())], true)?
+        chat_template(&a, &model, &tok)?
+            .render(&[ChatMessage::new("user", a.prompt.clone())], true)?
     } else {
         a.prompt.clone()
     };
@@ -120,7 +123,10 @@ pub fn run(a: GenerateArgs) -> anyhow::Result<ExitCode> {
     anyhow::ensure!(!prompt.is_empty(), "the prompt tokenized to nothing");
     let n_ctx_train = model.config.n_ctx_train;
     let needed = prompt.len() + a.n_predict;
-    let n_ctx = a.engine.ctx.unwrap_or(needed.min(n_ctx_train.max(prompt.len())));
+    let n_ctx = a
+        .engine
+        .ctx
+        .unwrap_or(needed.min(n_ctx_train.max(prompt.len())));
     anyhow::ensure!(
         prompt.len() <= n_ctx,
         "the prompt is {} tokens but the context holds {n_ctx} (model trained on {n_ctx_train}); use a shorter prompt or a larger --ctx",
@@ -129,7 +135,11 @@ pub fn run(a: GenerateArgs) -> anyhow::Result<ExitCode> {
     let opts = a.engine.cpu_options(n_ctx)?;
     let route = cpu_route_identity(&opts);
     if a.verbose {
-        eprintln!("route {route}, threads {}, ctx {n_ctx}, prompt {} tokens: {prompt:?}", opts.threads, prompt.len());
+        eprintln!(
+            "route {route}, threads {}, ctx {n_ctx}, prompt {} tokens: {prompt:?}",
+            opts.threads,
+            prompt.len()
+        );
     }
     let mut session = CpuSession::new(&model, opts)?;
     let mut sampler = Sampler::new(SamplerConfig {
@@ -165,7 +175,11 @@ pub fn run(a: GenerateArgs) -> anyhow::Result<ExitCode> {
             out.write_all(piece.as_bytes())?;
             out.flush()?;
         }
-        generated.push((id, String::from_utf8_lossy(&tok.token_to_piece(id, false)).into_owned(), logprob));
+        generated.push((
+            id,
+            String::from_utf8_lossy(&tok.token_to_piece(id, false)).into_owned(),
+            logprob,
+        ));
         if session.n_past() >= n_ctx {
             stop = "context";
             break;

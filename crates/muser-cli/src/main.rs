@@ -9,10 +9,10 @@ mod engine_opts;
 mod eval_cmd;
 mod forge_cmd;
 mod generate_cmd;
-mod parity_cmd;
 mod inspect;
 mod inspect_text;
 mod output;
+mod parity_cmd;
 mod paths;
 
 #[derive(Parser)]

@@ -30,8 +30,14 @@ pub struct ParityArgs {
 
 fn read_f32(p: &PathBuf) -> anyhow::Result<Vec<f32>> {
     let b = std::fs::read(p).with_context(|| format!("reading {}", p.display()))?;
-    anyhow::ensure!(b.len() % 4 == 0, "{}: not a whole number of f32", p.display());
-    Ok(b.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect())
+    anyhow::ensure!(
+        b.len() % 4 == 0,
+        "{}: not a whole number of f32",
+        p.display()
+    );
+    Ok(b.chunks_exact(4)
+        .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+        .collect())
 }
 
 pub fn run(a: ParityArgs) -> anyhow::Result<ExitCode> {
@@ -51,18 +57,32 @@ pub fn run(a: ParityArgs) -> anyhow::Result<ExitCode> {
             .split_once('=')
             .with_context(|| format!("--route '{r}': expected NAME=FILE"))?;
         let v = read_f32(&PathBuf::from(file))?;
-        anyhow::ensure!(v.len() == oracle.len(), "{file}: {} values, the oracle has {}", v.len(), oracle.len());
+        anyhow::ensure!(
+            v.len() == oracle.len(),
+            "{file}: {} values, the oracle has {}",
+            v.len(),
+            oracle.len()
+        );
         routes.push((name.to_string(), v));
     }
-    let vs_oracle: Vec<(String, Comparison)> =
-        routes.iter().map(|(n, v)| (n.clone(), compare(&oracle, v, n_vocab))).collect();
+    let vs_oracle: Vec<(String, Comparison)> = routes
+        .iter()
+        .map(|(n, v)| (n.clone(), compare(&oracle, v, n_vocab)))
+        .collect();
     let mut pairs = Vec::new();
     for i in 0..routes.len() {
         for j in i + 1..routes.len() {
-            pairs.push((routes[i].0.clone(), routes[j].0.clone(), compare(&routes[i].1, &routes[j].1, n_vocab)));
+            pairs.push((
+                routes[i].0.clone(),
+                routes[j].0.clone(),
+                compare(&routes[i].1, &routes[j].1, n_vocab),
+            ));
         }
     }
-    println!("{:<16} {:>12} {:>12} {:>8} {:>14} {:>10}", "vs oracle", "mean KL", "max KL", "top-1", "max |dlogp|", "1st div");
+    println!(
+        "{:<16} {:>12} {:>12} {:>8} {:>14} {:>10}",
+        "vs oracle", "mean KL", "max KL", "top-1", "max |dlogp|", "1st div"
+    );
     for (n, c) in &vs_oracle {
         println!(
             "{:<16} {:>12.4e} {:>12.4e} {:>8.4} {:>14.4e} {:>10}",

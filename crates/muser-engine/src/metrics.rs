@@ -15,8 +15,15 @@ pub const PLAUSIBLE_LOGPROB: f64 = -10.0;
 
 /// log-softmax of one row, in f64.
 pub fn log_softmax(x: &[f32]) -> Vec<f64> {
-    let max = x.iter().fold(f64::NEG_INFINITY, |m, &v| m.max(f64::from(v)));
-    let lse = x.iter().map(|&v| (f64::from(v) - max).exp()).sum::<f64>().ln() + max;
+    let max = x
+        .iter()
+        .fold(f64::NEG_INFINITY, |m, &v| m.max(f64::from(v)));
+    let lse = x
+        .iter()
+        .map(|&v| (f64::from(v) - max).exp())
+        .sum::<f64>()
+        .ln()
+        + max;
     x.iter().map(|&v| f64::from(v) - lse).collect()
 }
 
@@ -50,7 +57,11 @@ pub struct Comparison {
 /// Compare two logit matrices of `n_vocab` columns. Panics if their lengths differ or are not
 /// whole rows (a programming error of the caller, who loaded both files).
 pub fn compare(reference: &[f32], route: &[f32], n_vocab: usize) -> Comparison {
-    assert_eq!(reference.len(), route.len(), "logit matrices differ in size");
+    assert_eq!(
+        reference.len(),
+        route.len(),
+        "logit matrices differ in size"
+    );
     assert_eq!(reference.len() % n_vocab, 0, "not whole rows");
     let n = reference.len() / n_vocab;
     let (mut kl_sum, mut kl_max, mut agree, mut dmax) = (0.0, 0.0f64, 0usize, 0.0f64);

@@ -20,18 +20,24 @@
 //! Quantization: per sub-block, `amax = max |x|`, `d = amax / 32767`,
 //! `q = round_ties_even(x * (32767 / amax))` clamped to ±32767 (all zero when `amax == 0`).
 //!
-//! Dot products (the reference; the SIMD kernels in `a16_avx2` are bit-identical to it): eight
-//! f32 lane accumulators, one per sub-block position `j` of a group. For each sub-block the
-//! integer sum `isum = Σ w_q · a_q` is exact (i32, it always fits), and the lane update is, with
-//! every operation rounded to f32 in this order and no fused multiply-add:
-//! - Q4_K / Q5_K: `acc[j] += da * ((d·sc_j) * isum − (dmin·m_j) * asum)`;
-//! - Q6_K (two 16-value halves `lo`, `hi` with signed quants `q − 32`):
-//!   `acc[j] += da * (d * (sc_lo * isum_lo + sc_hi * isum_hi))`;
-//! - Q8_0 / Q5_0 (block `b` of 32, lane `j = b % 8`, signed quants, Q5_0 `q − 16`):
-//!   `acc[j] += da * (dw * isum)`.
+//! Dot products (the reference below; the SIMD kernels in `a16_avx2` are bit-identical to it).
+//! Per sub-block of 32 (weights `w_i` as signed integers after the format's offset: Q6_K
+//! `q − 32`, Q5_0 `q − 16`, k-quant asymmetric formats the raw `q`), eight exact integer *lane
+//! partials* `P[l] = Σ w_i·a_i` over `i ∈ {2l, 2l+1, 16+2l, 17+2l}` — the lanes of `vpmaddwd`
+//! on the two 16-value halves, summed. |P| < 2^24 for every format, so `P as f32` is exact.
+//! Eight f32 lane accumulators are updated with fused multiply-adds `acc[l] = fma(S, P[l], acc[l])`
+//! (Rust's `mul_add`: one rounding, identical in software and hardware), where the sub-block's
+//! scale `S` is, every product rounded to f32:
+//! - Q8_0 / Q5_0: `S = dw · da`;
+//! - Q4_K / Q5_K: `S = (d · sc_j) · da_j`, and separately a min accumulator per sub-block
+//!   position `j` of a group: `macc[j] = fma((dmin · m_j) · da_j, asum_j, macc[j])`;
+//! - Q6_K: halves with their own scales: lane partials of the first 16 values `Plo[l] =
+//!   w_{2l}a_{2l} + w_{2l+1}a_{2l+1}` with `S_lo = (d · sc_lo) · da`, then the second 16 with
+//!   `S_hi`, two fused updates per lane.
 //!
-//! Finally `((acc0 + acc4) + (acc2 + acc6)) + ((acc1 + acc5) + (acc3 + acc7))`.
-//! The result depends only on the two rows: never on threads, batching or the CPU's SIMD level.
+//! Result: `reduce8(acc) − reduce8(macc)` with
+//! `reduce8(a) = ((a0 + a4) + (a2 + a6)) + ((a1 + a5) + (a3 + a7))`.
+//! It depends only on the two rows: never on threads, batching or the CPU's SIMD level.
 
 use bytemuck::{Pod, Zeroable};
 use muser_gguf::GgmlType;
@@ -119,33 +125,59 @@ pub fn reduce8(a: &[f32; 8]) -> f32 {
     ((a[0] + a[4]) + (a[2] + a[6])) + ((a[1] + a[5]) + (a[3] + a[7]))
 }
 
+/// Lane partials of one 32-value sub-block (`w` already offset-corrected).
 #[inline]
-fn isum(w: &[i32], a: &[i16]) -> i32 {
-    w.iter().zip(a).map(|(&w, &a)| w * i32::from(a)).sum()
+fn lane_partials(w: &[i32], a: &[i16]) -> [i32; 8] {
+    let mut p = [0i32; 8];
+    for (l, v) in p.iter_mut().enumerate() {
+        *v = [2 * l, 2 * l + 1, 16 + 2 * l, 17 + 2 * l]
+            .iter()
+            .map(|&i| w[i] * i32::from(a[i]))
+            .sum();
+    }
+    p
 }
 
-/// Q4_K (or Q5_K, via `quants`) · A16, reference. Both rows span `x.len()` super-blocks.
+/// Lane partials of one 16-value half.
+#[inline]
+fn half_partials(w: &[i32], a: &[i16]) -> [i32; 8] {
+    let mut p = [0i32; 8];
+    for (l, v) in p.iter_mut().enumerate() {
+        *v = w[2 * l] * i32::from(a[2 * l]) + w[2 * l + 1] * i32::from(a[2 * l + 1]);
+    }
+    p
+}
+
+#[inline]
+fn fma_lanes(acc: &mut [f32; 8], s: f32, p: &[i32; 8]) {
+    for (a, &v) in acc.iter_mut().zip(p) {
+        *a = s.mul_add(v as f32, *a);
+    }
+}
+
+/// Q4_K / Q5_K reference: `blk(k)` gives super-block `k`'s (d, dmin, scales, quants).
 fn dot_asym_ref(
     n_super: usize,
     blk: impl Fn(usize) -> (f32, f32, [u8; 12], [u8; 256]),
     a: &[BlockA16],
 ) -> f32 {
     let mut acc = [0f32; 8];
+    let mut macc = [0f32; 8];
     for (k, ag) in a.iter().enumerate().take(n_super) {
         let (d, dmin, scales, q) = blk(k);
         let (sc, m) = unpack_k4_scales(&scales);
+        let w: Vec<i32> = q.iter().map(|&v| i32::from(v)).collect();
         for j in 0..8 {
-            let w: Vec<i32> = q[j * SUB..(j + 1) * SUB]
-                .iter()
-                .map(|&v| i32::from(v))
-                .collect();
-            let is = isum(&w, &ag.qs[j * SUB..(j + 1) * SUB]) as f32;
-            let dsc = d * f32::from(sc[j]);
-            let dm = dmin * f32::from(m[j]);
-            acc[j] += ag.d[j] * (dsc * is - dm * ag.sum[j] as f32);
+            let s = (d * f32::from(sc[j])) * ag.d[j];
+            let p = lane_partials(&w[j * SUB..(j + 1) * SUB], &ag.qs[j * SUB..(j + 1) * SUB]);
+            fma_lanes(&mut acc, s, &p);
+        }
+        for j in 0..8 {
+            let mm = (dmin * f32::from(m[j])) * ag.d[j];
+            macc[j] = mm.mul_add(ag.sum[j] as f32, macc[j]);
         }
     }
-    reduce8(&acc)
+    reduce8(&acc) - reduce8(&macc)
 }
 
 /// Q4_K · A16, scalar reference.
@@ -185,43 +217,46 @@ pub fn dot_q6_k_ref(x: &[BlockQ6K], a: &[BlockA16]) -> f32 {
     let mut acc = [0f32; 8];
     for (b, ag) in x.iter().zip(a) {
         let d = b.d.to_f32();
-        let q: Vec<i32> = b.quants().iter().map(|&v| i32::from(v) - 32).collect();
+        let w: Vec<i32> = b.quants().iter().map(|&v| i32::from(v) - 32).collect();
         for j in 0..8 {
-            let lo = isum(&q[j * SUB..j * SUB + 16], &ag.qs[j * SUB..j * SUB + 16]) as f32;
-            let hi = isum(
-                &q[j * SUB + 16..(j + 1) * SUB],
-                &ag.qs[j * SUB + 16..(j + 1) * SUB],
-            ) as f32;
-            let s_lo = f32::from(b.scales[2 * j]);
-            let s_hi = f32::from(b.scales[2 * j + 1]);
-            acc[j] += ag.d[j] * (d * (s_lo * lo + s_hi * hi));
+            let (o, aq) = (j * SUB, &ag.qs[j * SUB..(j + 1) * SUB]);
+            let s_lo = (d * f32::from(b.scales[2 * j])) * ag.d[j];
+            let s_hi = (d * f32::from(b.scales[2 * j + 1])) * ag.d[j];
+            fma_lanes(&mut acc, s_lo, &half_partials(&w[o..o + 16], &aq[..16]));
+            fma_lanes(
+                &mut acc,
+                s_hi,
+                &half_partials(&w[o + 16..o + 32], &aq[16..]),
+            );
         }
+    }
+    reduce8(&acc)
+}
+
+/// The 32-value block formats: block `i` pairs with sub-block `i % 8` of group `i / 8`.
+fn dot_blocks32_ref(nb: usize, blk: impl Fn(usize) -> (f32, [i32; 32]), a: &[BlockA16]) -> f32 {
+    let mut acc = [0f32; 8];
+    for i in 0..nb {
+        let (ag, j) = (&a[i / 8], i % 8);
+        let (dw, w) = blk(i);
+        let p = lane_partials(&w, &ag.qs[j * SUB..(j + 1) * SUB]);
+        fma_lanes(&mut acc, dw * ag.d[j], &p);
     }
     reduce8(&acc)
 }
 
 /// Q8_0 · A16, scalar reference.
 pub fn dot_q8_0_ref(x: &[BlockQ8_0], a: &[BlockA16]) -> f32 {
-    let mut acc = [0f32; 8];
-    for (bi, b) in x.iter().enumerate() {
-        let (ag, j) = (&a[bi / 8], bi % 8);
-        let w: Vec<i32> = b.qs.iter().map(|&v| i32::from(v)).collect();
-        let is = isum(&w, &ag.qs[j * SUB..(j + 1) * SUB]) as f32;
-        acc[j] += ag.d[j] * (b.d.to_f32() * is);
-    }
-    reduce8(&acc)
+    dot_blocks32_ref(x.len(), |i| (x[i].d.to_f32(), x[i].qs.map(i32::from)), a)
 }
 
 /// Q5_0 · A16, scalar reference.
 pub fn dot_q5_0_ref(x: &[BlockQ5_0], a: &[BlockA16]) -> f32 {
-    let mut acc = [0f32; 8];
-    for (bi, b) in x.iter().enumerate() {
-        let (ag, j) = (&a[bi / 8], bi % 8);
-        let w: Vec<i32> = b.quants().iter().map(|&v| i32::from(v) - 16).collect();
-        let is = isum(&w, &ag.qs[j * SUB..(j + 1) * SUB]) as f32;
-        acc[j] += ag.d[j] * (b.d.to_f32() * is);
-    }
-    reduce8(&acc)
+    dot_blocks32_ref(
+        x.len(),
+        |i| (x[i].d.to_f32(), x[i].quants().map(|q| i32::from(q) - 16)),
+        a,
+    )
 }
 
 /// Whether weight type `ty` has an A16 dot product.
@@ -241,9 +276,10 @@ fn cast_blocks<T: Pod>(ty: GgmlType, w: &[u8]) -> Result<&[T], QuantError> {
     })
 }
 
-/// Dot product of one weight row (`w`, whole blocks of `ty`) with an A16 row, at SIMD `level`.
-/// The result is bit-identical at every level.
-pub fn dot_at(level: SimdLevel, ty: GgmlType, w: &[u8], a: &[BlockA16]) -> Result<f32, QuantError> {
+/// Most activation rows one kernel call takes (the prefill tile height).
+pub const MAX_ROWS: usize = 4;
+
+fn check_row(ty: GgmlType, w: &[u8], a: &[BlockA16]) -> Result<(), QuantError> {
     if !supports(ty) {
         return Err(QuantError::Unsupported { ty, op: "A16 dot" });
     }
@@ -265,21 +301,10 @@ pub fn dot_at(level: SimdLevel, ty: GgmlType, w: &[u8], a: &[BlockA16]) -> Resul
             got: a.len(),
         });
     }
-    #[cfg(target_arch = "x86_64")]
-    if level == SimdLevel::Avx2 {
-        // SAFETY: `SimdLevel::Avx2` is only ever selected after `is_x86_feature_detected!("avx2")`
-        // (see `simd`); block and group counts were checked above.
-        return Ok(unsafe {
-            match ty {
-                GgmlType::Q4_K => crate::a16_avx2::dot_q4_k(cast_blocks(ty, w)?, a),
-                GgmlType::Q5_K => crate::a16_avx2::dot_q5_k(cast_blocks(ty, w)?, a),
-                GgmlType::Q6_K => crate::a16_avx2::dot_q6_k(cast_blocks(ty, w)?, a),
-                GgmlType::Q8_0 => crate::a16_avx2::dot_q8_0(cast_blocks(ty, w)?, a),
-                _ => crate::a16_avx2::dot_q5_0(cast_blocks(ty, w)?, a),
-            }
-        });
-    }
-    let _ = level;
+    Ok(())
+}
+
+fn reference(ty: GgmlType, w: &[u8], a: &[BlockA16]) -> Result<f32, QuantError> {
     Ok(match ty {
         GgmlType::Q4_K => dot_q4_k_ref(cast_blocks(ty, w)?, a),
         GgmlType::Q5_K => dot_q5_k_ref(cast_blocks(ty, w)?, a),
@@ -289,9 +314,86 @@ pub fn dot_at(level: SimdLevel, ty: GgmlType, w: &[u8], a: &[BlockA16]) -> Resul
     })
 }
 
+#[cfg(target_arch = "x86_64")]
+fn avx2_rows<const R: usize>(
+    ty: GgmlType,
+    w: &[u8],
+    a: [&[BlockA16]; R],
+    out: &mut [f32],
+) -> Result<(), QuantError> {
+    use crate::a16_avx2 as k;
+    // SAFETY: only called at `SimdLevel::Avx2`, which `simd` selects only after detecting
+    // AVX2, FMA and F16C; every row's length was checked against the weight row.
+    unsafe {
+        match ty {
+            GgmlType::Q4_K => k::dot_q4_k::<R>(cast_blocks(ty, w)?, a, out),
+            GgmlType::Q5_K => k::dot_q5_k::<R>(cast_blocks(ty, w)?, a, out),
+            GgmlType::Q6_K => k::dot_q6_k::<R>(cast_blocks(ty, w)?, a, out),
+            GgmlType::Q8_0 => k::dot_q8_0::<R>(cast_blocks(ty, w)?, a, out),
+            _ => k::dot_q5_0::<R>(cast_blocks(ty, w)?, a, out),
+        }
+    }
+    Ok(())
+}
+
+/// Dot products of one weight row (`w`, whole blocks of `ty`) with up to [`MAX_ROWS`] A16 rows
+/// (`out[r] = w · a[r]`), at SIMD `level`. Every result is bit-identical to [`dot_at`] on its
+/// row alone, at every level.
+pub fn dot_rows_at(
+    level: SimdLevel,
+    ty: GgmlType,
+    w: &[u8],
+    a: &[&[BlockA16]],
+    out: &mut [f32],
+) -> Result<(), QuantError> {
+    if a.len() != out.len() || a.is_empty() || a.len() > MAX_ROWS {
+        return Err(QuantError::Length {
+            ty,
+            what: "A16 rows per call (1..=4, one output each)",
+            expected: out.len(),
+            got: a.len(),
+        });
+    }
+    for r in a {
+        check_row(ty, w, r)?;
+    }
+    #[cfg(target_arch = "x86_64")]
+    if level == SimdLevel::Avx2 {
+        return match *a {
+            [a0] => avx2_rows::<1>(ty, w, [a0], out),
+            [a0, a1] => avx2_rows::<2>(ty, w, [a0, a1], out),
+            [a0, a1, a2] => avx2_rows::<3>(ty, w, [a0, a1, a2], out),
+            [a0, a1, a2, a3] => avx2_rows::<4>(ty, w, [a0, a1, a2, a3], out),
+            _ => Ok(()),
+        };
+    }
+    let _ = level;
+    for (o, r) in out.iter_mut().zip(a) {
+        *o = reference(ty, w, r)?;
+    }
+    Ok(())
+}
+
+/// Dot product of one weight row with one A16 row, at SIMD `level`.
+pub fn dot_at(level: SimdLevel, ty: GgmlType, w: &[u8], a: &[BlockA16]) -> Result<f32, QuantError> {
+    let mut out = [0f32];
+    dot_rows_at(level, ty, w, &[a], &mut out)?;
+    Ok(out[0])
+}
+
 /// [`dot_at`] at the process-wide SIMD level.
 pub fn dot(ty: GgmlType, w: &[u8], a: &[BlockA16]) -> Result<f32, QuantError> {
     dot_at(crate::simd::simd_level(), ty, w, a)
+}
+
+/// [`dot_rows_at`] at the process-wide SIMD level.
+pub fn dot_rows(
+    ty: GgmlType,
+    w: &[u8],
+    a: &[&[BlockA16]],
+    out: &mut [f32],
+) -> Result<(), QuantError> {
+    dot_rows_at(crate::simd::simd_level(), ty, w, a, out)
 }
 
 #[cfg(test)]
@@ -400,6 +502,41 @@ mod tests {
                 let r = dot_at(SimdLevel::Scalar, ty, &w, &a).expect("ref");
                 let v = dot_at(SimdLevel::Avx2, ty, &w, &a).expect("avx2");
                 assert_eq!(r.to_bits(), v.to_bits(), "{ty} n={n}: {r} vs {v}");
+            }
+        }
+    }
+
+    #[cfg(target_arch = "x86_64")]
+    #[test]
+    fn multi_row_tiles_equal_single_rows() {
+        if !crate::simd::avx2_available() {
+            eprintln!("skipping: no AVX2 on this CPU");
+            return;
+        }
+        for ty in [
+            GgmlType::Q4_K,
+            GgmlType::Q5_K,
+            GgmlType::Q6_K,
+            GgmlType::Q8_0,
+            GgmlType::Q5_0,
+        ] {
+            let n = 512;
+            let w = weights(ty, n, 11);
+            let rows: Vec<Vec<BlockA16>> = (0..4).map(|r| acts(n, 20 + r).1).collect();
+            let refs: Vec<&[BlockA16]> = rows.iter().map(Vec::as_slice).collect();
+            for k in 1..=4 {
+                for level in [SimdLevel::Scalar, SimdLevel::Avx2] {
+                    let mut out = vec![0f32; k];
+                    dot_rows_at(level, ty, &w, &refs[..k], &mut out).expect("rows");
+                    for (r, o) in out.iter().enumerate() {
+                        let single = dot_at(SimdLevel::Scalar, ty, &w, refs[r]).expect("single");
+                        assert_eq!(
+                            o.to_bits(),
+                            single.to_bits(),
+                            "{ty} tile {k} row {r} at {level:?}"
+                        );
+                    }
+                }
             }
         }
     }

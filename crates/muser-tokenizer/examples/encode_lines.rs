@@ -15,7 +15,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let (model, lines) = match args.as_slice() {
         [m, l, ..] => (m, l),
-        _ => return Err("usage: encode_lines MODEL.gguf LINES.jsonl [--bos] [--no-parse-special]".into()),
+        _ => {
+            return Err(
+                "usage: encode_lines MODEL.gguf LINES.jsonl [--bos] [--no-parse-special]".into(),
+            )
+        }
     };
     let add_special = args.iter().any(|a| a == "--bos");
     let parse_special = !args.iter().any(|a| a == "--no-parse-special");

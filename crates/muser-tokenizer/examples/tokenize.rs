@@ -17,7 +17,9 @@ use muser_tokenizer::Tokenizer;
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut args = std::env::args().skip(1);
-    let model = args.next().ok_or("usage: tokenize MODEL.gguf [options] [TEXT]")?;
+    let model = args
+        .next()
+        .ok_or("usage: tokenize MODEL.gguf [options] [TEXT]")?;
     let (mut text, mut add_special, mut parse_special, mut pieces, mut bench) =
         (String::new(), true, true, false, 0usize);
     while let Some(a) = args.next() {

@@ -163,6 +163,9 @@ impl Bpe {
     }
 }
 
+/// A queued merge: `(rank, left index, right index, byte size, merged symbol)`, min first.
+type Candidate = Reverse<(u32, u32, u32, u32, u32)>;
+
 #[derive(Clone, Copy)]
 struct Symbol {
     /// Byte offset in the word.
@@ -180,7 +183,7 @@ struct Symbol {
 struct Session {
     symbols: Vec<Symbol>,
     /// Min-heap on (rank, left index); `size` detects stale entries; last: merged symbol.
-    queue: BinaryHeap<Reverse<(u32, u32, u32, u32, u32)>>,
+    queue: BinaryHeap<Candidate>,
 }
 
 impl Session {

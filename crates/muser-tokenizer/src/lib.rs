@@ -43,8 +43,10 @@ use vocab::{attr, Vocab};
 
 /// Model-specific encoder state.
 enum Engine {
-    Spm { byte_tokens: [Option<u32>; 256] },
-    Bpe(Bpe),
+    Spm {
+        byte_tokens: Box<[Option<u32>; 256]>,
+    },
+    Bpe(Box<Bpe>),
 }
 
 /// A tokenizer loaded from a GGUF.
@@ -76,9 +78,9 @@ impl Tokenizer {
         let vocab = Vocab::from_gguf(g)?;
         let engine = match vocab.kind {
             ModelKind::Spm => Engine::Spm {
-                byte_tokens: spm::byte_tokens(&vocab),
+                byte_tokens: Box::new(spm::byte_tokens(&vocab)),
             },
-            ModelKind::Bpe(pre) => Engine::Bpe(Bpe::from_gguf(g, &vocab, pre)?),
+            ModelKind::Bpe(pre) => Engine::Bpe(Box::new(Bpe::from_gguf(g, &vocab, pre)?)),
         };
         let specials = Specials::new(&vocab);
         let mut t = Tokenizer {
@@ -303,4 +305,14 @@ fn byte_of_byte_token(text: &str) -> u8 {
     text.get(3..5)
         .and_then(|h| u8::from_str_radix(h, 16).ok())
         .unwrap_or(0)
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn shared_across_threads() {
+        fn send_sync<T: Send + Sync>() {}
+        send_sync::<crate::Tokenizer>();
+        send_sync::<crate::ChatTemplate>();
+    }
 }

@@ -59,7 +59,10 @@ impl Specials {
             // which `partition` treats like a vocabulary without special tokens.
             AhoCorasick::new(ids.iter().map(|&id| vocab.texts[id as usize].as_bytes())).ok()
         };
-        let texts = ids.iter().map(|&id| vocab.texts[id as usize].clone()).collect();
+        let texts = ids
+            .iter()
+            .map(|&id| vocab.texts[id as usize].clone())
+            .collect();
         Specials {
             ac,
             ids,

@@ -285,7 +285,8 @@ impl Vocab {
     /// each found token a control token. llama.cpp walks a hash map, so with several
     /// candidates its pick is unspecified; we take the lowest id.
     fn detect_by_text(&mut self) {
-        let tables: [(&[&str], fn(&mut SpecialIds) -> &mut Option<u32>); 8] = [
+        type Slot = fn(&mut SpecialIds) -> &mut Option<u32>;
+        let tables: [(&[&str], Slot); 8] = [
             (EOT_TEXTS, |s| &mut s.eot),
             (EOM_TEXTS, |s| &mut s.eom),
             (FIM_PRE_TEXTS, |s| &mut s.fim_pre),
@@ -347,14 +348,12 @@ impl Vocab {
         }
         // o200k_harmony / solar-open: `<|end|>` is not an end of generation there.
         let find = |eog: &BTreeSet<u32>, t: &str| {
-            eog.iter()
-                .copied()
-                .find(|&id| self.texts[id as usize] == t)
+            eog.iter().copied().find(|&id| self.texts[id as usize] == t)
         };
         let has = |eog: &BTreeSet<u32>, t: &str| find(eog, t).is_some();
         if let Some(end) = find(&eog, "<|end|>") {
             let call = has(&eog, "<|call|>") || has(&eog, "<|calls|>");
-            if (has(&eog, "<|return|>") && call) || (call && has(&eog, "<|flush|>")) {
+            if call && (has(&eog, "<|return|>") || has(&eog, "<|flush|>")) {
                 eog.remove(&end);
                 self.attrs[end as usize] = attr::USER_DEFINED;
             }

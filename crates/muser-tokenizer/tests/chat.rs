@@ -33,9 +33,16 @@ fn check_row(tok: &Tokenizer, tmpl: &ChatTemplate, row: &serde_json::Value) {
         .map(|x| x.as_u64().expect("id") as u32)
         .collect();
     let prompt = tmpl.render(&messages(system, user), true).expect("render");
-    let what = format!("{} / {} / {system:?} / {user:?}", row["model"], row["template"]);
+    let what = format!(
+        "{} / {} / {system:?} / {user:?}",
+        row["model"], row["template"]
+    );
     // The string llama.cpp rendered, recovered losslessly from its ids (minus the BOS it adds).
-    assert_eq!(prompt, tok.decode(&want[1..], true), "prompt string: {what}");
+    assert_eq!(
+        prompt,
+        tok.decode(&want[1..], true),
+        "prompt string: {what}"
+    );
     assert_eq!(tok.encode(&prompt, true, true), want, "prompt ids: {what}");
 }
 
@@ -89,7 +96,9 @@ fn gemma_templates_match_llama_cpp() {
 #[test]
 fn forged_template_multi_turn_by_hand() {
     let (g, tok) = forged(2048);
-    let tmpl = ChatTemplate::from_gguf(&g, &tok).expect("ok").expect("template");
+    let tmpl = ChatTemplate::from_gguf(&g, &tok)
+        .expect("ok")
+        .expect("template");
     let msgs = [
         ChatMessage::new("system", "Be nice."),
         ChatMessage::new("user", " Hi \n"),
@@ -148,7 +157,10 @@ fn gemma_template_multi_turn_by_hand() {
 #[test]
 fn chatml_fallback_by_hand() {
     let tmpl = ChatTemplate::with_tokens(CHATML_TEMPLATE, "", "", false, false).expect("ok");
-    let msgs = [ChatMessage::new("system", "S"), ChatMessage::new("user", "U")];
+    let msgs = [
+        ChatMessage::new("system", "S"),
+        ChatMessage::new("user", "U"),
+    ];
     assert_eq!(
         tmpl.render(&msgs, true).expect("render"),
         "<|im_start|>system\nS<|im_end|>\n<|im_start|>user\nU<|im_end|>\n<|im_start|>assistant\n"

@@ -14,7 +14,13 @@ fn check(name: &str, n_vocab: usize) {
     let corpus = corpus();
     let gold = golden(name).unwrap_or_else(|| panic!("tests/data/golden-{name}.jsonl"));
     let (a, b) = compare(name, &tok, &corpus, &gold);
-    assert_eq!((a, b), (corpus.len(), corpus.len()), "{name} ids differ");
+    assert_eq!(
+        (a, b),
+        (corpus.len(), corpus.len()),
+        "{name} ids differ from llama-tokenize's. If muser-forge's vocabulary changed (corpus, \
+         BPE trainer, special tokens), regenerate the golden files: \
+         scripts/gen-tokenizer-golden.py --models tiny,tiny-full,chat"
+    );
 }
 
 #[test]

@@ -44,13 +44,19 @@ fn unknown_model_and_pre() {
         (key::MODEL, Value::String("bert".into())),
         (key::TOKENS, strings(&["a"])),
     ]);
-    assert!(matches!(e, TokenizerError::UnknownModel { ref model } if model == "bert"), "{e}");
+    assert!(
+        matches!(e, TokenizerError::UnknownModel { ref model } if model == "bert"),
+        "{e}"
+    );
     let e = err(vec![
         (key::MODEL, Value::String("gpt2".into())),
         (key::PRE, Value::String("qwen2".into())),
         (key::TOKENS, strings(&["a"])),
     ]);
-    assert!(matches!(e, TokenizerError::UnknownPre { ref pre } if pre == "qwen2"), "{e}");
+    assert!(
+        matches!(e, TokenizerError::UnknownPre { ref pre } if pre == "qwen2"),
+        "{e}"
+    );
 }
 
 #[test]
@@ -67,21 +73,46 @@ fn malformed_keys() {
         (key::MODEL, Value::String("llama".into())),
         (key::TOKENS, Value::Array(Array::I32(vec![1, 2]))),
     ]);
-    assert!(matches!(e, TokenizerError::BadKey { key: k, .. } if k == key::TOKENS), "{e}");
-    let e = err(base(vec![(key::SCORES, Value::Array(Array::F32(vec![0.0])))]));
-    assert!(matches!(e, TokenizerError::BadKey { key: k, .. } if k == key::SCORES), "{e}");
+    assert!(
+        matches!(e, TokenizerError::BadKey { key: k, .. } if k == key::TOKENS),
+        "{e}"
+    );
+    let e = err(base(vec![(
+        key::SCORES,
+        Value::Array(Array::F32(vec![0.0])),
+    )]));
+    assert!(
+        matches!(e, TokenizerError::BadKey { key: k, .. } if k == key::SCORES),
+        "{e}"
+    );
     let e = err(base(vec![(
         key::TOKEN_TYPE,
         Value::Array(Array::F32(vec![1.0; 4])),
     )]));
-    assert!(matches!(e, TokenizerError::BadKey { key: k, .. } if k == key::TOKEN_TYPE), "{e}");
+    assert!(
+        matches!(e, TokenizerError::BadKey { key: k, .. } if k == key::TOKEN_TYPE),
+        "{e}"
+    );
     let e = err(base(vec![(key::BOS_ID, Value::String("1".into()))]));
-    assert!(matches!(e, TokenizerError::BadKey { key: k, .. } if k == key::BOS_ID), "{e}");
+    assert!(
+        matches!(e, TokenizerError::BadKey { key: k, .. } if k == key::BOS_ID),
+        "{e}"
+    );
     let e = err(vec![
         (key::MODEL, Value::String("llama".into())),
         (key::TOKENS, strings(&["a", "b", "a"])),
     ]);
-    assert!(matches!(e, TokenizerError::DuplicateToken { id: 2, first: 0, .. }), "{e}");
+    assert!(
+        matches!(
+            e,
+            TokenizerError::DuplicateToken {
+                id: 2,
+                first: 0,
+                ..
+            }
+        ),
+        "{e}"
+    );
     let e = err(vec![
         (key::MODEL, Value::String("gpt2".into())),
         (key::TOKENS, strings(&["a"])),
@@ -92,14 +123,19 @@ fn malformed_keys() {
         (key::TOKENS, strings(&["a"])),
         (key::MERGES, Value::Array(Array::U8(vec![1]))),
     ]);
-    assert!(matches!(e, TokenizerError::BadKey { key: k, .. } if k == key::MERGES), "{e}");
+    assert!(
+        matches!(e, TokenizerError::BadKey { key: k, .. } if k == key::MERGES),
+        "{e}"
+    );
 }
 
 /// A byte-level BPE vocab: all 256 byte tokens plus a few merges.
 fn toy_bpe(pre: &str) -> Tokenizer {
     let table = gpt2_chars();
     let mut tokens: Vec<String> = table.iter().map(|c| c.to_string()).collect();
-    let merges = ["h e", "l l", "he ll", "hell o", "Ġ w", "Ġw o", "Ġwo r", "Ġwor l", "Ġworl d"];
+    let merges = [
+        "h e", "l l", "he ll", "hell o", "Ġ w", "Ġw o", "Ġwo r", "Ġwor l", "Ġworl d",
+    ];
     for m in merges {
         tokens.push(m.replace(' ', ""));
     }
@@ -242,7 +278,10 @@ fn toy_spm_prefix_fallback_and_user_defined() {
     // decode drops the leading space the prefix added.
     assert_eq!(t.decode(&t.encode("ab ab", false, true), false), "ab ab");
     let t = toy_spm(false);
-    assert_eq!(t.encode("ab", false, true), vec![t.token_id("ab").expect("ab")]);
+    assert_eq!(
+        t.encode("ab", false, true),
+        vec![t.token_id("ab").expect("ab")]
+    );
 }
 
 #[test]

@@ -42,6 +42,7 @@ print("//! `(first code point, class)`: the class holds up to the next entry's f
 print("//! Classes: 0 undefined, 1 number, 2 letter, 3 separator, 4 mark, 5 punctuation, 6 symbol,")
 print("//! 7 control.")
 print()
+print("#[rustfmt::skip]")
 print(f"pub(crate) static RANGES: [(u32, u8); {len(ranges)}] = [")
 line = "   "
 for start, c in ranges:

@@ -135,36 +135,55 @@ impl<'x> Acts<'x> {
     }
 }
 
-/// Rows per parallel task: enough work to amortise scheduling, small enough to balance.
-const ROWS_PER_TASK: usize = 16;
+/// Tokens per cache block in the batched product: the weight rows of one task are reused across
+/// this many activation rows while both stay in L2.
+const TOKEN_BLOCK: usize = 64;
 
-/// Run `dot(weight_row, token)` for every row and token, in parallel over rows, and scatter
-/// into `out[t * n_out + r]`.
-fn for_each_row(
+/// Rows per parallel task: at least 16, and about 8 tasks per thread so work balances.
+fn rows_per_task(n_out: usize) -> usize {
+    (n_out / (rayon::current_num_threads() * 8)).max(16)
+}
+
+/// Compute `y[r][t]` (`[n_out][n_tokens]`, transposed) in parallel over row ranges with
+/// `kernel(row_bytes, first_token, outputs)`, which fills the outputs of up to
+/// `TOKEN_BLOCK` consecutive tokens; then scatter into `out[t * n_out + r]`.
+fn run_rows(
     w: &Matrix,
     g: &Gguf,
     n_tokens: usize,
     out: &mut [f32],
-    dot: impl Fn(&[u8], usize) -> Result<f32, muser_quant::QuantError> + Sync,
+    kernel: impl Fn(&[u8], usize, &mut [f32]) -> Result<(), muser_quant::QuantError> + Sync,
 ) -> Result<(), EngineError> {
     let wbytes = w.bytes(g);
+    let rpt = rows_per_task(w.n_out);
     let mut yt = vec![0f32; w.n_out * n_tokens];
-    yt.par_chunks_mut(ROWS_PER_TASK * n_tokens)
+    yt.par_chunks_mut(rpt * n_tokens)
         .enumerate()
         .try_for_each(|(chunk, dst)| {
-            for (i, row_out) in dst.chunks_mut(n_tokens).enumerate() {
-                let r = chunk * ROWS_PER_TASK + i;
-                let wrow = &wbytes[r * w.row_bytes..(r + 1) * w.row_bytes];
-                for (t, y) in row_out.iter_mut().enumerate() {
-                    *y = dot(wrow, t)?;
+            let r0 = chunk * rpt;
+            let rows = dst.len() / n_tokens;
+            for t0 in (0..n_tokens).step_by(TOKEN_BLOCK) {
+                let nt = TOKEN_BLOCK.min(n_tokens - t0);
+                for i in 0..rows {
+                    let r = r0 + i;
+                    let wrow = &wbytes[r * w.row_bytes..(r + 1) * w.row_bytes];
+                    kernel(
+                        wrow,
+                        t0,
+                        &mut dst[i * n_tokens + t0..i * n_tokens + t0 + nt],
+                    )?;
                 }
             }
             Ok(())
         })
         .map_err(|e| EngineError::quant(&w.name, e))?;
-    for (r, col) in yt.chunks(n_tokens).enumerate() {
-        for (t, &v) in col.iter().enumerate() {
-            out[t * w.n_out + r] = v;
+    if n_tokens == 1 {
+        out.copy_from_slice(&yt);
+    } else {
+        for (r, col) in yt.chunks(n_tokens).enumerate() {
+            for (t, &v) in col.iter().enumerate() {
+                out[t * w.n_out + r] = v;
+            }
         }
     }
     Ok(())
@@ -194,26 +213,40 @@ pub fn matmul(
         ActKind::A16 => {
             let groups = a16::n_groups(w.n_in);
             let a = acts.a16(&w.name)?;
-            for_each_row(w, g, n_tokens, out, |wrow, t| {
-                a16::dot(w.ty, wrow, &a[t * groups..(t + 1) * groups])
+            let row = |t: usize| &a[t * groups..(t + 1) * groups];
+            run_rows(w, g, n_tokens, out, |wrow, t0, y| {
+                for (k, ys) in y.chunks_mut(a16::MAX_ROWS).enumerate() {
+                    let t = t0 + k * a16::MAX_ROWS;
+                    let rows: Vec<&[BlockA16]> = (t..t + ys.len()).map(row).collect();
+                    a16::dot_rows(w.ty, wrow, &rows, ys)?;
+                }
+                Ok(())
             })
         }
         ActKind::F32 => {
             let x = acts.x;
             let n = w.n_in;
             let ty = w.ty;
-            for_each_row(w, g, n_tokens, out, |wrow, t| {
+            run_rows(w, g, n_tokens, out, |wrow, t0, y| {
                 let mut wf = vec![0f32; n];
                 muser_quant::dequantize(ty, wrow, &mut wf)?;
-                let xs: &[u8] = bytemuck::cast_slice(&x[t * n..(t + 1) * n]);
-                muser_quant::vec_dot(GgmlType::F32, bytemuck::cast_slice(&wf), xs)
+                for (k, o) in y.iter_mut().enumerate() {
+                    let t = t0 + k;
+                    let xs: &[u8] = bytemuck::cast_slice(&x[t * n..(t + 1) * n]);
+                    *o = muser_quant::vec_dot(GgmlType::F32, bytemuck::cast_slice(&wf), xs)?;
+                }
+                Ok(())
             })
         }
         ActKind::Ggml(vty) => {
             let a = acts.ggml(vty, &w.name)?;
             let a_row = a.len() / n_tokens.max(1);
-            for_each_row(w, g, n_tokens, out, |wrow, t| {
-                muser_quant::vec_dot(w.ty, wrow, &a[t * a_row..(t + 1) * a_row])
+            run_rows(w, g, n_tokens, out, |wrow, t0, y| {
+                for (k, o) in y.iter_mut().enumerate() {
+                    let t = t0 + k;
+                    *o = muser_quant::vec_dot(w.ty, wrow, &a[t * a_row..(t + 1) * a_row])?;
+                }
+                Ok(())
             })
         }
     }

@@ -9,7 +9,9 @@ use muser_gguf::Gguf;
 use muser_tokenizer::Tokenizer;
 
 pub fn data_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests").join("data")
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests")
+        .join("data")
 }
 
 /// The corpus strings (one JSON string per line; split on `\n` only).
@@ -62,9 +64,8 @@ pub fn gemma_path() -> Option<PathBuf> {
     let path = std::env::var_os("MUSER_GEMMA_GGUF")
         .map(PathBuf::from)
         .or_else(|| {
-            std::env::var_os("HOME").map(|h| {
-                PathBuf::from(h).join(".cache/muser/models/gemma-3-270m-q4_k_m.gguf")
-            })
+            std::env::var_os("HOME")
+                .map(|h| PathBuf::from(h).join(".cache/muser/models/gemma-3-270m-q4_k_m.gguf"))
         })?;
     if path.exists() {
         return Some(path);
@@ -89,13 +90,20 @@ pub fn gemma() -> Option<(Gguf, Tokenizer)> {
 /// Escape a string for messages.
 pub fn show(s: &str) -> String {
     let short: String = s.chars().take(120).collect();
-    format!("{short:?}{}", if s.chars().count() > 120 { "…" } else { "" })
+    format!(
+        "{short:?}{}",
+        if s.chars().count() > 120 { "…" } else { "" }
+    )
 }
 
 /// Compare every corpus string with the golden ids (both special modes). Returns the number
 /// of exact matches per mode and prints up to 20 mismatches.
 pub fn compare(name: &str, tok: &Tokenizer, corpus: &[String], gold: &[Golden]) -> (usize, usize) {
-    assert_eq!(corpus.len(), gold.len(), "golden-{name} is stale: regenerate it");
+    assert_eq!(
+        corpus.len(),
+        gold.len(),
+        "golden-{name} is stale: regenerate it"
+    );
     let mut ok = (0, 0);
     let mut shown = 0;
     for (i, (s, g)) in corpus.iter().zip(gold).enumerate() {
