@@ -9,11 +9,15 @@ use muser_engine::Model;
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let args: Vec<String> = std::env::args().collect();
-    let path = args.get(1).ok_or("usage: matvec_bench MODEL.gguf [threads]")?;
+    let path = args
+        .get(1)
+        .ok_or("usage: matvec_bench MODEL.gguf [threads]")?;
     let threads: usize = args.get(2).map_or(Ok(1), |s| s.parse())?;
     let model = Model::load(std::path::Path::new(path))?;
     let g = model.gguf();
-    let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build()?;
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(threads)
+        .build()?;
     let bytes = g.as_bytes();
     use rayon::prelude::*;
     for pass in 0..3 {
@@ -21,18 +25,27 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         let sum: u64 = pool.install(|| {
             bytes
                 .par_chunks(1 << 20)
-                .map(|c| c.chunks(64).map(|l| u64::from(l[0]) + u64::from(l[63])).sum::<u64>())
+                .map(|c| {
+                    c.chunks(64)
+                        .map(|l| u64::from(l[0]) + u64::from(l[63]))
+                        .sum::<u64>()
+                })
                 .sum()
         });
         let dt = t.elapsed().as_secs_f64();
-        println!("read pass {pass}: {:.2} GB/s (checksum {sum})", bytes.len() as f64 / dt / 1e9);
+        println!(
+            "read pass {pass}: {:.2} GB/s (checksum {sum})",
+            bytes.len() as f64 / dt / 1e9
+        );
     }
     let w = &model.weights;
     {
         // In-cache kernel throughput: one row, many times.
         let m = &w.output;
         let row = m.row(g, 0);
-        let x: Vec<f32> = (0..m.n_in).map(|i| ((i * 7919) % 1000) as f32 * 1e-3 - 0.5).collect();
+        let x: Vec<f32> = (0..m.n_in)
+            .map(|i| ((i * 7919) % 1000) as f32 * 1e-3 - 0.5)
+            .collect();
         let mut a = vec![bytemuck::Zeroable::zeroed(); muser_quant::a16::n_groups(m.n_in)];
         muser_quant::a16::quantize_row(&x, &mut a)?;
         let n = 200_000;
@@ -42,12 +55,25 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             s += muser_quant::a16::dot(m.ty, std::hint::black_box(row), &a)?;
         }
         let dt = t.elapsed().as_secs_f64();
-        println!("in-cache {} dot: {:.1} ns/row, {:.2} GMAC/s ({s})", m.ty, dt / n as f64 * 1e9, (m.n_in * n) as f64 / dt / 1e9);
+        println!(
+            "in-cache {} dot: {:.1} ns/row, {:.2} GMAC/s ({s})",
+            m.ty,
+            dt / n as f64 * 1e9,
+            (m.n_in * n) as f64 / dt / 1e9
+        );
     }
-    let mats = [&w.output, &w.layers[0].wq, &w.layers[0].ffn_up, &w.layers[0].ffn_down, &w.layers[0].wv];
+    let mats = [
+        &w.output,
+        &w.layers[0].wq,
+        &w.layers[0].ffn_up,
+        &w.layers[0].ffn_down,
+        &w.layers[0].wv,
+    ];
     for n_tok in [1usize, 64] {
         for m in mats {
-            let x: Vec<f32> = (0..m.n_in * n_tok).map(|i| ((i * 7919) % 1000) as f32 * 1e-3 - 0.5).collect();
+            let x: Vec<f32> = (0..m.n_in * n_tok)
+                .map(|i| ((i * 7919) % 1000) as f32 * 1e-3 - 0.5)
+                .collect();
             let mut out = vec![0f32; m.n_out * n_tok];
             let reps = if n_tok == 1 { 5 } else { 2 };
             let t = Instant::now();

@@ -315,23 +315,30 @@ fn reference(ty: GgmlType, w: &[u8], a: &[BlockA16]) -> Result<f32, QuantError> 
 }
 
 #[cfg(target_arch = "x86_64")]
-fn avx2_rows<const R: usize>(
+fn avx2_tile<const RW: usize, const RA: usize>(
     ty: GgmlType,
-    w: &[u8],
-    a: [&[BlockA16]; R],
+    w: [&[u8]; RW],
+    a: [&[BlockA16]; RA],
     out: &mut [f32],
 ) -> Result<(), QuantError> {
     use crate::a16_avx2 as k;
-    // SAFETY: only called at `SimdLevel::Avx2`, which `simd` selects only after detecting
-    // AVX2, FMA and F16C; every row's length was checked against the weight row.
-    unsafe {
-        match ty {
-            GgmlType::Q4_K => k::dot_q4_k::<R>(cast_blocks(ty, w)?, a, out),
-            GgmlType::Q5_K => k::dot_q5_k::<R>(cast_blocks(ty, w)?, a, out),
-            GgmlType::Q6_K => k::dot_q6_k::<R>(cast_blocks(ty, w)?, a, out),
-            GgmlType::Q8_0 => k::dot_q8_0::<R>(cast_blocks(ty, w)?, a, out),
-            _ => k::dot_q5_0::<R>(cast_blocks(ty, w)?, a, out),
-        }
+    macro_rules! go {
+        ($f:ident) => {{
+            let mut rows = [&[][..]; RW];
+            for (r, wb) in rows.iter_mut().zip(w) {
+                *r = cast_blocks(ty, wb)?;
+            }
+            // SAFETY: only called at `SimdLevel::Avx2`, which `simd` selects only after
+            // detecting AVX2, FMA and F16C; every row's length was checked by the caller.
+            unsafe { k::$f::<RW, RA>(rows, a, out) }
+        }};
+    }
+    match ty {
+        GgmlType::Q4_K => go!(dot_q4_k),
+        GgmlType::Q5_K => go!(dot_q5_k),
+        GgmlType::Q6_K => go!(dot_q6_k),
+        GgmlType::Q8_0 => go!(dot_q8_0),
+        _ => go!(dot_q5_0),
     }
     Ok(())
 }
@@ -360,10 +367,10 @@ pub fn dot_rows_at(
     #[cfg(target_arch = "x86_64")]
     if level == SimdLevel::Avx2 {
         return match *a {
-            [a0] => avx2_rows::<1>(ty, w, [a0], out),
-            [a0, a1] => avx2_rows::<2>(ty, w, [a0, a1], out),
-            [a0, a1, a2] => avx2_rows::<3>(ty, w, [a0, a1, a2], out),
-            [a0, a1, a2, a3] => avx2_rows::<4>(ty, w, [a0, a1, a2, a3], out),
+            [a0] => avx2_tile::<1, 1>(ty, [w], [a0], out),
+            [a0, a1] => avx2_tile::<1, 2>(ty, [w], [a0, a1], out),
+            [a0, a1, a2] => avx2_tile::<1, 3>(ty, [w], [a0, a1, a2], out),
+            [a0, a1, a2, a3] => avx2_tile::<1, 4>(ty, [w], [a0, a1, a2, a3], out),
             _ => Ok(()),
         };
     }
@@ -372,6 +379,93 @@ pub fn dot_rows_at(
         *o = reference(ty, w, r)?;
     }
     Ok(())
+}
+
+/// A block of a matrix product: `out[i * a.len() + t] = W[i] · a[t]` for the `w.len() /
+/// row_bytes` weight rows packed in `w` and every activation row `a[t]`. Checks everything once,
+/// then runs the kernel tiles (four weight rows at a time for a single activation row, four
+/// activation rows at a time otherwise). Bit-identical to [`dot_at`] on each pair.
+pub fn matmul_rows_at(
+    level: SimdLevel,
+    ty: GgmlType,
+    w: &[u8],
+    row_bytes: usize,
+    a: &[&[BlockA16]],
+    out: &mut [f32],
+) -> Result<(), QuantError> {
+    if row_bytes == 0 || w.len() % row_bytes != 0 || a.is_empty() {
+        return Err(QuantError::Length {
+            ty,
+            what: "weight rows (whole rows, at least one activation row)",
+            expected: row_bytes,
+            got: w.len(),
+        });
+    }
+    let n_rows = w.len() / row_bytes;
+    if out.len() != n_rows * a.len() {
+        return Err(QuantError::Length {
+            ty,
+            what: "outputs (rows × activation rows)",
+            expected: n_rows * a.len(),
+            got: out.len(),
+        });
+    }
+    for r in a {
+        check_row(ty, &w[..row_bytes], r)?;
+    }
+    let row = |i: usize| &w[i * row_bytes..(i + 1) * row_bytes];
+    #[cfg(target_arch = "x86_64")]
+    if level == SimdLevel::Avx2 {
+        if let [a0] = *a {
+            let mut i = 0;
+            while i + 4 <= n_rows {
+                avx2_tile::<4, 1>(
+                    ty,
+                    [row(i), row(i + 1), row(i + 2), row(i + 3)],
+                    [a0],
+                    &mut out[i..i + 4],
+                )?;
+                i += 4;
+            }
+            while i < n_rows {
+                avx2_tile::<1, 1>(ty, [row(i)], [a0], &mut out[i..i + 1])?;
+                i += 1;
+            }
+            return Ok(());
+        }
+        let na = a.len();
+        for i in 0..n_rows {
+            for (k, ac) in a.chunks(MAX_ROWS).enumerate() {
+                let o = &mut out[i * na + k * MAX_ROWS..i * na + k * MAX_ROWS + ac.len()];
+                match *ac {
+                    [a0] => avx2_tile::<1, 1>(ty, [row(i)], [a0], o)?,
+                    [a0, a1] => avx2_tile::<1, 2>(ty, [row(i)], [a0, a1], o)?,
+                    [a0, a1, a2] => avx2_tile::<1, 3>(ty, [row(i)], [a0, a1, a2], o)?,
+                    [a0, a1, a2, a3] => avx2_tile::<1, 4>(ty, [row(i)], [a0, a1, a2, a3], o)?,
+                    _ => {}
+                }
+            }
+        }
+        return Ok(());
+    }
+    let _ = level;
+    for i in 0..n_rows {
+        for (t, ar) in a.iter().enumerate() {
+            out[i * a.len() + t] = reference(ty, row(i), ar)?;
+        }
+    }
+    Ok(())
+}
+
+/// [`matmul_rows_at`] at the process-wide SIMD level.
+pub fn matmul_rows(
+    ty: GgmlType,
+    w: &[u8],
+    row_bytes: usize,
+    a: &[&[BlockA16]],
+    out: &mut [f32],
+) -> Result<(), QuantError> {
+    matmul_rows_at(crate::simd::simd_level(), ty, w, row_bytes, a, out)
 }
 
 /// Dot product of one weight row with one A16 row, at SIMD `level`.
@@ -535,6 +629,51 @@ mod tests {
                             single.to_bits(),
                             "{ty} tile {k} row {r} at {level:?}"
                         );
+                    }
+                }
+            }
+        }
+    }
+
+    #[cfg(target_arch = "x86_64")]
+    #[test]
+    fn matmul_blocks_equal_single_dots() {
+        if !crate::simd::avx2_available() {
+            eprintln!("skipping: no AVX2 on this CPU");
+            return;
+        }
+        for ty in [
+            GgmlType::Q4_K,
+            GgmlType::Q5_K,
+            GgmlType::Q6_K,
+            GgmlType::Q8_0,
+            GgmlType::Q5_0,
+        ] {
+            let n = if ty.block_size() == 256 { 512 } else { 608 };
+            let rows: Vec<u8> = (0..7).flat_map(|r| weights(ty, n, 40 + r)).collect();
+            let row_bytes = rows.len() / 7;
+            let acts: Vec<Vec<BlockA16>> = (0..6).map(|t| acts(n, 60 + t).1).collect();
+            let refs: Vec<&[BlockA16]> = acts.iter().map(Vec::as_slice).collect();
+            for na in [1usize, 2, 5, 6] {
+                for level in [SimdLevel::Scalar, SimdLevel::Avx2] {
+                    let mut out = vec![0f32; 7 * na];
+                    matmul_rows_at(level, ty, &rows, row_bytes, &refs[..na], &mut out)
+                        .expect("matmul");
+                    for i in 0..7 {
+                        for t in 0..na {
+                            let want = dot_at(
+                                SimdLevel::Scalar,
+                                ty,
+                                &rows[i * row_bytes..(i + 1) * row_bytes],
+                                refs[t],
+                            )
+                            .expect("dot");
+                            assert_eq!(
+                                out[i * na + t].to_bits(),
+                                want.to_bits(),
+                                "{ty} row {i} act {t} of {na} at {level:?}"
+                            );
+                        }
                     }
                 }
             }

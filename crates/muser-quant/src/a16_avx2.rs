@@ -1,14 +1,20 @@
-//! AVX2 kernels for the weight · A16 dot products, for one weight row against `R` activation
-//! rows at once (the weight is unpacked once and reused: the prefill GEMM tile).
+//! AVX2 kernels for the weight · A16 dot products, on tiles of `RW` weight rows × `RA`
+//! activation rows: `RW = 4, RA = 1` for decode (four independent accumulator chains share each
+//! activation load), `RW = 1, RA = 1..=4` for prefill (each unpacked weight sub-block is reused
+//! by up to four tokens).
 //!
 //! Bit-identical to the references in `a16`: `vpmaddwd` on the two 16-value halves of a
-//! sub-block gives exactly the reference's lane partials, which are exact in f32, and each lane
-//! is updated with the same fused multiply-add by the same scale in the same order; the final
-//! reduction is the reference's tree.
+//! sub-block gives exactly the reference's lane partials, which are exact in f32; each (weight
+//! row, activation row) pair has its own accumulators, updated with the same fused multiply-add
+//! by the same scale in the same order; the final reduction is the reference's tree. The tile
+//! shape therefore never changes a result.
 //!
-//! Safety: every function is `unsafe` and `#[target_feature(enable = "avx2,fma,f16c")]`; callers
-//! check those features at run time (`SimdLevel::Avx2`) and pass rows of matching lengths
-//! (checked by the dispatcher in `a16`).
+//! Owns: one `Fmt` implementation per weight format (per-group scale vectors and per-sub-block
+//! i16 weights) and the one tile kernel they share.
+//!
+//! Safety: the entry points are `unsafe` and `#[target_feature(enable = "avx2,fma,f16c")]`;
+//! callers check those features at run time (`SimdLevel::Avx2`) and pass rows of matching
+//! lengths (checked by the dispatcher in `a16`).
 
 #![allow(unsafe_op_in_unsafe_fn)]
 
@@ -21,26 +27,6 @@ use crate::q5_0::BlockQ5_0;
 use crate::q5_k::BlockQ5K;
 use crate::q6_k::BlockQ6K;
 use crate::q8_0::BlockQ8_0;
-
-/// Lane partials of 32 products: weights as two vectors of 16 i16 (values 0..16, 16..32).
-#[inline(always)]
-unsafe fn madd32(w0: __m256i, w1: __m256i, a: *const i16) -> __m256 {
-    let a0 = _mm256_loadu_si256(a as *const __m256i);
-    let a1 = _mm256_loadu_si256(a.add(16) as *const __m256i);
-    _mm256_cvtepi32_ps(_mm256_add_epi32(
-        _mm256_madd_epi16(w0, a0),
-        _mm256_madd_epi16(w1, a1),
-    ))
-}
-
-/// Lane partials of 16 products.
-#[inline(always)]
-unsafe fn madd16(w: __m256i, a: *const i16) -> __m256 {
-    _mm256_cvtepi32_ps(_mm256_madd_epi16(
-        w,
-        _mm256_loadu_si256(a as *const __m256i),
-    ))
-}
 
 /// `((a0 + a4) + (a2 + a6)) + ((a1 + a5) + (a3 + a7))`, as `a16::reduce8`.
 #[inline(always)]
@@ -89,209 +75,306 @@ unsafe fn scaled_u8(s: &[u8; 8], d: f32) -> __m256 {
     )
 }
 
-/// Unpacked weights of one k-quant super-block: for each sub-block, two vectors of 16 i16.
-type Unpacked = [(__m256i, __m256i); 8];
-
-/// Shared body of Q4_K/Q5_K: `unpack(k)` gives super-block `k`'s (d, dmin, scales, weights).
-// `k` indexes the weight row and all `R` activation rows alike.
-#[allow(clippy::needless_range_loop)]
-#[inline(always)]
-unsafe fn dot_asym<const R: usize>(
-    n_super: usize,
-    unpack: impl Fn(usize) -> (f32, f32, [u8; 12], Unpacked),
-    a: [&[BlockA16]; R],
-    out: &mut [f32],
-) {
-    let mut acc = [_mm256_setzero_ps(); R];
-    let mut macc = [_mm256_setzero_ps(); R];
-    for k in 0..n_super {
-        let (d, dmin, scales, w) = unpack(k);
-        let (sc, m) = unpack_k4_scales(&scales);
-        let dsc = scaled_u8(&sc, d);
-        let dm = scaled_u8(&m, dmin);
-        for r in 0..R {
-            let ag = &a[r][k];
-            let da = _mm256_loadu_ps(ag.d.as_ptr());
-            let s = _mm256_mul_ps(dsc, da);
-            let fas = _mm256_cvtepi32_ps(_mm256_loadu_si256(ag.sum.as_ptr() as *const __m256i));
-            macc[r] = _mm256_fmadd_ps(_mm256_mul_ps(dm, da), fas, macc[r]);
-            for (j, &(w0, w1)) in w.iter().enumerate() {
-                let p = madd32(w0, w1, ag.qs.as_ptr().add(SUB * j));
-                acc[r] = _mm256_fmadd_ps(lane(s, j), p, acc[r]);
-            }
-        }
-    }
-    for r in 0..R {
-        out[r] = reduce8(acc[r]) - reduce8(macc[r]);
-    }
+/// Scale vectors of one group of one weight row (lane `j` = sub-block `j`).
+#[derive(Clone, Copy)]
+struct Scales {
+    /// Weight scale of each sub-block (Q6_K: of its first half).
+    ws: __m256,
+    /// Q6_K: scale of each sub-block's second half.
+    ws_hi: __m256,
+    /// Q4_K/Q5_K: the min factor `dmin · m_j`.
+    wm: __m256,
 }
 
-/// Q4_K · A16 for `R` activation rows.
-#[target_feature(enable = "avx2,fma,f16c")]
-pub unsafe fn dot_q4_k<const R: usize>(x: &[BlockQ4K], a: [&[BlockA16]; R], out: &mut [f32]) {
-    let m4 = _mm256_set1_epi8(0x0f);
-    let unpack = |k: usize| {
-        let b = &x[k];
-        let mut w = [(_mm256_setzero_si256(), _mm256_setzero_si256()); 8];
-        for p in 0..4 {
-            let v = _mm256_loadu_si256(b.qs.as_ptr().add(32 * p) as *const __m256i);
-            w[2 * p] = u8_to_i16x2(_mm256_and_si256(v, m4));
-            w[2 * p + 1] = u8_to_i16x2(_mm256_and_si256(_mm256_srli_epi16(v, 4), m4));
-        }
-        (
-            f16_bits_to_f32(b.d.to_bits()),
-            f16_bits_to_f32(b.dmin.to_bits()),
-            b.scales,
-            w,
-        )
-    };
-    dot_asym::<R>(x.len(), unpack, a, out)
+/// How one weight format presents itself to the tile kernel.
+trait Fmt {
+    type Block;
+    /// Q6_K: two scales per sub-block.
+    const SPLIT: bool;
+    /// Q4_K/Q5_K: a min term.
+    const MINS: bool;
+    /// Sub-blocks of group `g` present in a row of `nb` blocks.
+    fn n_sub(nb: usize, g: usize) -> usize;
+    unsafe fn scales(row: &[Self::Block], g: usize) -> Scales;
+    /// Sub-block `j` of group `g` as two vectors of 16 i16 (offset-corrected).
+    unsafe fn weights(row: &[Self::Block], g: usize, j: usize) -> (__m256i, __m256i);
 }
 
-/// Q5_K · A16 for `R` activation rows.
-#[target_feature(enable = "avx2,fma,f16c")]
-pub unsafe fn dot_q5_k<const R: usize>(x: &[BlockQ5K], a: [&[BlockA16]; R], out: &mut [f32]) {
-    let m4 = _mm256_set1_epi8(0x0f);
-    let m1 = _mm256_set1_epi8(0x01);
-    let unpack = |k: usize| {
-        let b = &x[k];
-        let qh = _mm256_loadu_si256(b.qh.as_ptr() as *const __m256i);
-        let hbit = |s: i32| {
-            _mm256_slli_epi16(
-                _mm256_and_si256(_mm256_srl_epi16(qh, _mm_cvtsi32_si128(s)), m1),
-                4,
-            )
+struct Q4K;
+struct Q5K;
+struct Q6K;
+struct Q80;
+struct Q50;
+
+impl Fmt for Q4K {
+    type Block = BlockQ4K;
+    const SPLIT: bool = false;
+    const MINS: bool = true;
+    fn n_sub(_: usize, _: usize) -> usize {
+        8
+    }
+    #[inline(always)]
+    unsafe fn scales(row: &[BlockQ4K], g: usize) -> Scales {
+        let b = &row[g];
+        let (sc, m) = unpack_k4_scales(&b.scales);
+        Scales {
+            ws: scaled_u8(&sc, f16_bits_to_f32(b.d.to_bits())),
+            ws_hi: _mm256_setzero_ps(),
+            wm: scaled_u8(&m, f16_bits_to_f32(b.dmin.to_bits())),
+        }
+    }
+    #[inline(always)]
+    unsafe fn weights(row: &[BlockQ4K], g: usize, j: usize) -> (__m256i, __m256i) {
+        let v = _mm256_loadu_si256(row[g].qs.as_ptr().add(32 * (j / 2)) as *const __m256i);
+        let v = if j % 2 == 0 {
+            v
+        } else {
+            _mm256_srli_epi16(v, 4)
         };
-        let mut w = [(_mm256_setzero_si256(), _mm256_setzero_si256()); 8];
-        for p in 0..4 {
-            let v = _mm256_loadu_si256(b.qs.as_ptr().add(32 * p) as *const __m256i);
-            let lo = _mm256_or_si256(_mm256_and_si256(v, m4), hbit(2 * p as i32));
-            let hi = _mm256_or_si256(
-                _mm256_and_si256(_mm256_srli_epi16(v, 4), m4),
-                hbit(2 * p as i32 + 1),
-            );
-            w[2 * p] = u8_to_i16x2(lo);
-            w[2 * p + 1] = u8_to_i16x2(hi);
-        }
-        (
-            f16_bits_to_f32(b.d.to_bits()),
-            f16_bits_to_f32(b.dmin.to_bits()),
-            b.scales,
-            w,
-        )
-    };
-    dot_asym::<R>(x.len(), unpack, a, out)
+        u8_to_i16x2(_mm256_and_si256(v, _mm256_set1_epi8(0x0f)))
+    }
 }
 
-/// Q6_K · A16 for `R` activation rows.
-#[target_feature(enable = "avx2,fma,f16c")]
-pub unsafe fn dot_q6_k<const R: usize>(x: &[BlockQ6K], a: [&[BlockA16]; R], out: &mut [f32]) {
-    let m4 = _mm256_set1_epi8(0x0f);
-    let m3 = _mm256_set1_epi8(0x03);
-    let off = _mm256_set1_epi8(32);
-    // Even scale indices first, then odd.
-    let deint = _mm_setr_epi8(0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15);
-    let mut acc = [_mm256_setzero_ps(); R];
-    for (k, b) in x.iter().enumerate() {
-        let mut w = [(_mm256_setzero_si256(), _mm256_setzero_si256()); 8];
-        for h in 0..2 {
-            let qa = _mm256_loadu_si256(b.ql.as_ptr().add(64 * h) as *const __m256i);
-            let qb = _mm256_loadu_si256(b.ql.as_ptr().add(64 * h + 32) as *const __m256i);
-            let qh = _mm256_loadu_si256(b.qh.as_ptr().add(32 * h) as *const __m256i);
-            let hi2 = |s: i32| {
-                _mm256_slli_epi16(
-                    _mm256_and_si256(_mm256_srl_epi16(qh, _mm_cvtsi32_si128(s)), m3),
-                    4,
-                )
-            };
-            let subs = [
-                _mm256_or_si256(_mm256_and_si256(qa, m4), hi2(0)),
-                _mm256_or_si256(_mm256_and_si256(qb, m4), hi2(2)),
-                _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(qa, 4), m4), hi2(4)),
-                _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(qb, 4), m4), hi2(6)),
-            ];
-            for (s, v) in subs.into_iter().enumerate() {
-                w[4 * h + s] = i8_to_i16x2(_mm256_sub_epi8(v, off));
-            }
+impl Fmt for Q5K {
+    type Block = BlockQ5K;
+    const SPLIT: bool = false;
+    const MINS: bool = true;
+    fn n_sub(_: usize, _: usize) -> usize {
+        8
+    }
+    #[inline(always)]
+    unsafe fn scales(row: &[BlockQ5K], g: usize) -> Scales {
+        let b = &row[g];
+        let (sc, m) = unpack_k4_scales(&b.scales);
+        Scales {
+            ws: scaled_u8(&sc, f16_bits_to_f32(b.d.to_bits())),
+            ws_hi: _mm256_setzero_ps(),
+            wm: scaled_u8(&m, f16_bits_to_f32(b.dmin.to_bits())),
         }
+    }
+    #[inline(always)]
+    unsafe fn weights(row: &[BlockQ5K], g: usize, j: usize) -> (__m256i, __m256i) {
+        let b = &row[g];
+        let v = _mm256_loadu_si256(b.qs.as_ptr().add(32 * (j / 2)) as *const __m256i);
+        let v = if j % 2 == 0 {
+            v
+        } else {
+            _mm256_srli_epi16(v, 4)
+        };
+        let qh = _mm256_loadu_si256(b.qh.as_ptr() as *const __m256i);
+        let bit = _mm256_and_si256(
+            _mm256_srl_epi16(qh, _mm_cvtsi32_si128(j as i32)),
+            _mm256_set1_epi8(1),
+        );
+        let q = _mm256_or_si256(
+            _mm256_and_si256(v, _mm256_set1_epi8(0x0f)),
+            _mm256_slli_epi16(bit, 4),
+        );
+        u8_to_i16x2(q)
+    }
+}
+
+impl Fmt for Q6K {
+    type Block = BlockQ6K;
+    const SPLIT: bool = true;
+    const MINS: bool = false;
+    fn n_sub(_: usize, _: usize) -> usize {
+        8
+    }
+    #[inline(always)]
+    unsafe fn scales(row: &[BlockQ6K], g: usize) -> Scales {
+        let b = &row[g];
+        // Even scale indices first, then odd.
+        let deint = _mm_setr_epi8(0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15);
         let sc = _mm_shuffle_epi8(_mm_loadu_si128(b.scales.as_ptr() as *const __m128i), deint);
         let d = _mm256_set1_ps(f16_bits_to_f32(b.d.to_bits()));
-        let ds_lo = _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(sc)));
-        let ds_hi = _mm256_mul_ps(
-            d,
-            _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(sc, 8))),
+        Scales {
+            ws: _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(sc))),
+            ws_hi: _mm256_mul_ps(
+                d,
+                _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(sc, 8))),
+            ),
+            wm: _mm256_setzero_ps(),
+        }
+    }
+    #[inline(always)]
+    unsafe fn weights(row: &[BlockQ6K], g: usize, j: usize) -> (__m256i, __m256i) {
+        let b = &row[g];
+        let (h, s) = (j / 4, j % 4);
+        // Sub-block s of half h: low/high nibbles of ql[64h + 32(s % 2)..], 2 bits of qh at 2s.
+        let ql = _mm256_loadu_si256(b.ql.as_ptr().add(64 * h + 32 * (s % 2)) as *const __m256i);
+        let ql = if s < 2 { ql } else { _mm256_srli_epi16(ql, 4) };
+        let qh = _mm256_loadu_si256(b.qh.as_ptr().add(32 * h) as *const __m256i);
+        let hi = _mm256_and_si256(
+            _mm256_srl_epi16(qh, _mm_cvtsi32_si128(2 * s as i32)),
+            _mm256_set1_epi8(3),
         );
-        for r in 0..R {
-            let ag = &a[r][k];
-            let da = _mm256_loadu_ps(ag.d.as_ptr());
-            let s_lo = _mm256_mul_ps(ds_lo, da);
-            let s_hi = _mm256_mul_ps(ds_hi, da);
-            for (j, &(w0, w1)) in w.iter().enumerate() {
-                let ap = ag.qs.as_ptr().add(SUB * j);
-                acc[r] = _mm256_fmadd_ps(lane(s_lo, j), madd16(w0, ap), acc[r]);
-                acc[r] = _mm256_fmadd_ps(lane(s_hi, j), madd16(w1, ap.add(16)), acc[r]);
+        let q = _mm256_or_si256(
+            _mm256_and_si256(ql, _mm256_set1_epi8(0x0f)),
+            _mm256_slli_epi16(hi, 4),
+        );
+        i8_to_i16x2(_mm256_sub_epi8(q, _mm256_set1_epi8(32)))
+    }
+}
+
+impl Fmt for Q80 {
+    type Block = BlockQ8_0;
+    const SPLIT: bool = false;
+    const MINS: bool = false;
+    fn n_sub(nb: usize, g: usize) -> usize {
+        (nb - 8 * g).min(8)
+    }
+    #[inline(always)]
+    unsafe fn scales(row: &[BlockQ8_0], g: usize) -> Scales {
+        let mut bits = [0u16; 8];
+        for (j, b) in row[8 * g..].iter().take(8).enumerate() {
+            bits[j] = b.d.to_bits();
+        }
+        Scales {
+            ws: _mm256_cvtph_ps(_mm_loadu_si128(bits.as_ptr() as *const __m128i)),
+            ws_hi: _mm256_setzero_ps(),
+            wm: _mm256_setzero_ps(),
+        }
+    }
+    #[inline(always)]
+    unsafe fn weights(row: &[BlockQ8_0], g: usize, j: usize) -> (__m256i, __m256i) {
+        i8_to_i16x2(_mm256_loadu_si256(
+            row[8 * g + j].qs.as_ptr() as *const __m256i
+        ))
+    }
+}
+
+impl Fmt for Q50 {
+    type Block = BlockQ5_0;
+    const SPLIT: bool = false;
+    const MINS: bool = false;
+    fn n_sub(nb: usize, g: usize) -> usize {
+        (nb - 8 * g).min(8)
+    }
+    #[inline(always)]
+    unsafe fn scales(row: &[BlockQ5_0], g: usize) -> Scales {
+        let mut bits = [0u16; 8];
+        for (j, b) in row[8 * g..].iter().take(8).enumerate() {
+            bits[j] = b.d.to_bits();
+        }
+        Scales {
+            ws: _mm256_cvtph_ps(_mm_loadu_si128(bits.as_ptr() as *const __m128i)),
+            ws_hi: _mm256_setzero_ps(),
+            wm: _mm256_setzero_ps(),
+        }
+    }
+    #[inline(always)]
+    unsafe fn weights(row: &[BlockQ5_0], g: usize, j: usize) -> (__m256i, __m256i) {
+        let b = &row[8 * g + j];
+        let qs = _mm_loadu_si128(b.qs.as_ptr() as *const __m128i);
+        let m4 = _mm_set1_epi8(0x0f);
+        let nib = _mm256_set_m128i(
+            _mm_and_si128(_mm_srli_epi16(qs, 4), m4),
+            _mm_and_si128(qs, m4),
+        );
+        let bits = _mm256_set1_epi64x(0x8040_2010_0804_0201u64 as i64);
+        let spread = _mm256_setr_epi8(
+            0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3,
+            3, 3, 3,
+        );
+        let qh = _mm256_set1_epi32(i32::from_le_bytes(b.qh));
+        let set = _mm256_cmpeq_epi8(
+            _mm256_and_si256(_mm256_shuffle_epi8(qh, spread), bits),
+            bits,
+        );
+        let sixteen = _mm256_set1_epi8(0x10);
+        let q = _mm256_or_si256(nib, _mm256_and_si256(set, sixteen));
+        i8_to_i16x2(_mm256_sub_epi8(q, sixteen))
+    }
+}
+
+/// The shared tile kernel: `out[rw * RA + ra] = dot(w[rw], a[ra])`.
+#[inline(always)]
+unsafe fn tile<F: Fmt, const RW: usize, const RA: usize>(
+    nb: usize,
+    w: [&[F::Block]; RW],
+    a: [&[BlockA16]; RA],
+    out: &mut [f32],
+) {
+    let mut acc = [[_mm256_setzero_ps(); RA]; RW];
+    let mut macc = [[_mm256_setzero_ps(); RA]; RW];
+    for g in 0..a[0].len() {
+        let n_sub = F::n_sub(nb, g);
+        let mut s = [[_mm256_setzero_ps(); RA]; RW];
+        let mut s_hi = [[_mm256_setzero_ps(); RA]; RW];
+        for rw in 0..RW {
+            let sc = F::scales(w[rw], g);
+            for ra in 0..RA {
+                let ag = &a[ra][g];
+                let da = _mm256_loadu_ps(ag.d.as_ptr());
+                s[rw][ra] = _mm256_mul_ps(sc.ws, da);
+                if F::SPLIT {
+                    s_hi[rw][ra] = _mm256_mul_ps(sc.ws_hi, da);
+                }
+                if F::MINS {
+                    let fas =
+                        _mm256_cvtepi32_ps(_mm256_loadu_si256(ag.sum.as_ptr() as *const __m256i));
+                    macc[rw][ra] = _mm256_fmadd_ps(_mm256_mul_ps(sc.wm, da), fas, macc[rw][ra]);
+                }
+            }
+        }
+        for j in 0..n_sub {
+            let mut wv = [(_mm256_setzero_si256(), _mm256_setzero_si256()); RW];
+            for rw in 0..RW {
+                wv[rw] = F::weights(w[rw], g, j);
+            }
+            for ra in 0..RA {
+                let ap = a[ra][g].qs.as_ptr().add(SUB * j);
+                let a0 = _mm256_loadu_si256(ap as *const __m256i);
+                let a1 = _mm256_loadu_si256(ap.add(16) as *const __m256i);
+                for rw in 0..RW {
+                    let (w0, w1) = wv[rw];
+                    let p0 = _mm256_madd_epi16(w0, a0);
+                    let p1 = _mm256_madd_epi16(w1, a1);
+                    if F::SPLIT {
+                        let t = _mm256_fmadd_ps(
+                            lane(s[rw][ra], j),
+                            _mm256_cvtepi32_ps(p0),
+                            acc[rw][ra],
+                        );
+                        acc[rw][ra] =
+                            _mm256_fmadd_ps(lane(s_hi[rw][ra], j), _mm256_cvtepi32_ps(p1), t);
+                    } else {
+                        let p = _mm256_cvtepi32_ps(_mm256_add_epi32(p0, p1));
+                        acc[rw][ra] = _mm256_fmadd_ps(lane(s[rw][ra], j), p, acc[rw][ra]);
+                    }
+                }
             }
         }
     }
-    for r in 0..R {
-        out[r] = reduce8(acc[r]);
-    }
-}
-
-/// The 32-value block formats: block `i` pairs with sub-block `i % 8` of group `i / 8`.
-#[inline(always)]
-unsafe fn dot_blocks32<const R: usize>(
-    nb: usize,
-    a: [&[BlockA16]; R],
-    out: &mut [f32],
-    block: impl Fn(usize) -> (f32, __m256i, __m256i),
-) {
-    let mut acc = [_mm256_setzero_ps(); R];
-    for i in 0..nb {
-        let (g, j) = (i / 8, i % 8);
-        let (dw, w0, w1) = block(i);
-        for r in 0..R {
-            let ag = &a[r][g];
-            let p = madd32(w0, w1, ag.qs.as_ptr().add(SUB * j));
-            acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(dw * ag.d[j]), p, acc[r]);
+    for rw in 0..RW {
+        for ra in 0..RA {
+            let r = reduce8(acc[rw][ra]);
+            out[rw * RA + ra] = if F::MINS {
+                r - reduce8(macc[rw][ra])
+            } else {
+                r
+            };
         }
     }
-    for r in 0..R {
-        out[r] = reduce8(acc[r]);
-    }
 }
 
-/// Q8_0 · A16 for `R` activation rows.
-#[target_feature(enable = "avx2,fma,f16c")]
-pub unsafe fn dot_q8_0<const R: usize>(x: &[BlockQ8_0], a: [&[BlockA16]; R], out: &mut [f32]) {
-    dot_blocks32::<R>(x.len(), a, out, |i| {
-        let b = &x[i];
-        let (w0, w1) = i8_to_i16x2(_mm256_loadu_si256(b.qs.as_ptr() as *const __m256i));
-        (f16_bits_to_f32(b.d.to_bits()), w0, w1)
-    })
+macro_rules! entry {
+    ($name:ident, $fmt:ty, $block:ty) => {
+        /// `out[rw * RA + ra] = dot(w[rw], a[ra])` for this weight format.
+        #[target_feature(enable = "avx2,fma,f16c")]
+        pub unsafe fn $name<const RW: usize, const RA: usize>(
+            w: [&[$block]; RW],
+            a: [&[BlockA16]; RA],
+            out: &mut [f32],
+        ) {
+            tile::<$fmt, RW, RA>(w[0].len(), w, a, out)
+        }
+    };
 }
 
-/// Q5_0 · A16 for `R` activation rows.
-#[target_feature(enable = "avx2,fma,f16c")]
-pub unsafe fn dot_q5_0<const R: usize>(x: &[BlockQ5_0], a: [&[BlockA16]; R], out: &mut [f32]) {
-    let m4 = _mm_set1_epi8(0x0f);
-    let bits = _mm256_set1_epi64x(0x8040_2010_0804_0201u64 as i64);
-    let spread = _mm256_setr_epi8(
-        0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3,
-        3, 3,
-    );
-    let sixteen = _mm256_set1_epi8(0x10);
-    dot_blocks32::<R>(x.len(), a, out, |i| {
-        let b = &x[i];
-        let qs = _mm_loadu_si128(b.qs.as_ptr() as *const __m128i);
-        let lo = _mm_and_si128(qs, m4);
-        let hi = _mm_and_si128(_mm_srli_epi16(qs, 4), m4);
-        let nib = _mm256_set_m128i(hi, lo);
-        let qh = _mm256_set1_epi32(i32::from_le_bytes(b.qh));
-        let sel = _mm256_and_si256(_mm256_shuffle_epi8(qh, spread), bits);
-        let set = _mm256_cmpeq_epi8(sel, bits);
-        let q = _mm256_or_si256(nib, _mm256_and_si256(set, sixteen));
-        let (w0, w1) = i8_to_i16x2(_mm256_sub_epi8(q, sixteen));
-        (f16_bits_to_f32(b.d.to_bits()), w0, w1)
-    })
-}
+entry!(dot_q4_k, Q4K, BlockQ4K);
+entry!(dot_q5_k, Q5K, BlockQ5K);
+entry!(dot_q6_k, Q6K, BlockQ6K);
+entry!(dot_q8_0, Q80, BlockQ8_0);
+entry!(dot_q5_0, Q50, BlockQ5_0);

@@ -189,6 +189,51 @@ fn run_rows(
     Ok(())
 }
 
+/// Like `run_rows`, but the kernel takes a whole block: the bytes of a task's consecutive weight
+/// rows, a token range `t0..t0 + nt`, and `y` = `[rows][nt]` outputs.
+fn run_blocks(
+    w: &Matrix,
+    g: &Gguf,
+    n_tokens: usize,
+    out: &mut [f32],
+    kernel: impl Fn(&[u8], usize, usize, &mut [f32]) -> Result<(), muser_quant::QuantError> + Sync,
+) -> Result<(), EngineError> {
+    let wbytes = w.bytes(g);
+    let rpt = rows_per_task(w.n_out);
+    let mut yt = vec![0f32; w.n_out * n_tokens];
+    yt.par_chunks_mut(rpt * n_tokens)
+        .enumerate()
+        .try_for_each_init(Vec::new, |tmp, (chunk, dst)| {
+            let r0 = chunk * rpt;
+            let rows = dst.len() / n_tokens;
+            let wr = &wbytes[r0 * w.row_bytes..(r0 + rows) * w.row_bytes];
+            if n_tokens == 1 {
+                return kernel(wr, 0, 1, dst);
+            }
+            for t0 in (0..n_tokens).step_by(TOKEN_BLOCK) {
+                let nt = TOKEN_BLOCK.min(n_tokens - t0);
+                tmp.resize(rows * nt, 0f32);
+                kernel(wr, t0, nt, tmp)?;
+                for i in 0..rows {
+                    dst[i * n_tokens + t0..i * n_tokens + t0 + nt]
+                        .copy_from_slice(&tmp[i * nt..(i + 1) * nt]);
+                }
+            }
+            Ok(())
+        })
+        .map_err(|e| EngineError::quant(&w.name, e))?;
+    if n_tokens == 1 {
+        out.copy_from_slice(&yt);
+    } else {
+        for (r, col) in yt.chunks(n_tokens).enumerate() {
+            for (t, &v) in col.iter().enumerate() {
+                out[t * w.n_out + r] = v;
+            }
+        }
+    }
+    Ok(())
+}
+
 /// `out[t * w.n_out + r] = dot(W[r], acts[t])` for every token `t` and row `r`.
 pub fn matmul(
     g: &Gguf,
@@ -213,14 +258,9 @@ pub fn matmul(
         ActKind::A16 => {
             let groups = a16::n_groups(w.n_in);
             let a = acts.a16(&w.name)?;
-            let row = |t: usize| &a[t * groups..(t + 1) * groups];
-            run_rows(w, g, n_tokens, out, |wrow, t0, y| {
-                for (k, ys) in y.chunks_mut(a16::MAX_ROWS).enumerate() {
-                    let t = t0 + k * a16::MAX_ROWS;
-                    let rows: Vec<&[BlockA16]> = (t..t + ys.len()).map(row).collect();
-                    a16::dot_rows(w.ty, wrow, &rows, ys)?;
-                }
-                Ok(())
+            let rows: Vec<&[BlockA16]> = a.chunks(groups.max(1)).collect();
+            run_blocks(w, g, n_tokens, out, |wrows, t0, nt, y| {
+                a16::matmul_rows(w.ty, wrows, w.row_bytes, &rows[t0..t0 + nt], y)
             })
         }
         ActKind::F32 => {
