@@ -289,6 +289,8 @@ impl Fmt for Q50 {
 }
 
 /// The shared tile kernel: `out[rw * RA + ra] = dot(w[rw], a[ra])`.
+// Group, row and sub-block indices address several arrays at once.
+#[allow(clippy::needless_range_loop)]
 #[inline(always)]
 unsafe fn tile<F: Fmt, const RW: usize, const RA: usize>(
     nb: usize,
