@@ -70,6 +70,19 @@ pub(crate) struct Totals {
     pub(crate) by_type: BTreeMap<String, TypeTotal>,
 }
 
+/// JSON has no NaN or infinity: those floats become the strings "NaN", "inf", "-inf".
+fn float_json(x: f64) -> serde_json::Value {
+    if x.is_finite() {
+        json!(x)
+    } else if x.is_nan() {
+        json!("NaN")
+    } else if x > 0.0 {
+        json!("inf")
+    } else {
+        json!("-inf")
+    }
+}
+
 fn value_json(v: &Value) -> serde_json::Value {
     match v {
         Value::U8(x) => json!(x),
@@ -80,8 +93,8 @@ fn value_json(v: &Value) -> serde_json::Value {
         Value::I32(x) => json!(x),
         Value::U64(x) => json!(x),
         Value::I64(x) => json!(x),
-        Value::F32(x) => json!(x),
-        Value::F64(x) => json!(x),
+        Value::F32(x) => float_json(f64::from(*x)),
+        Value::F64(x) => float_json(*x),
         Value::Bool(x) => json!(x),
         Value::String(s) => json!(s),
         Value::Array(a) => array_json(a),
@@ -102,8 +115,12 @@ fn array_json(a: &Array) -> serde_json::Value {
         Array::I32(v) => v.iter().take(take).map(|x| json!(x)).collect(),
         Array::U64(v) => v.iter().take(take).map(|x| json!(x)).collect(),
         Array::I64(v) => v.iter().take(take).map(|x| json!(x)).collect(),
-        Array::F32(v) => v.iter().take(take).map(|x| json!(x)).collect(),
-        Array::F64(v) => v.iter().take(take).map(|x| json!(x)).collect(),
+        Array::F32(v) => v
+            .iter()
+            .take(take)
+            .map(|&x| float_json(f64::from(x)))
+            .collect(),
+        Array::F64(v) => v.iter().take(take).map(|&x| float_json(x)).collect(),
         Array::Bool(v) => v.iter().take(take).map(|x| json!(x)).collect(),
         Array::String(v) => v.iter().take(take).map(|x| json!(x)).collect(),
         Array::Array(v) => v.iter().take(take).map(array_json).collect(),

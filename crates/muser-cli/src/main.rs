@@ -5,6 +5,7 @@
 
 use clap::{Parser, Subcommand};
 
+mod bench_cmd;
 mod engine_opts;
 mod eval_cmd;
 mod forge_cmd;
@@ -14,6 +15,7 @@ mod inspect_text;
 mod output;
 mod parity_cmd;
 mod paths;
+mod tokenize_cmd;
 
 #[derive(Parser)]
 #[command(
@@ -36,6 +38,10 @@ enum Command {
     Eval(eval_cmd::EvalArgs),
     /// Generate text from a prompt.
     Generate(Box<generate_cmd::GenerateArgs>),
+    /// Show a text's token ids.
+    Tokenize(tokenize_cmd::TokenizeArgs),
+    /// Time prompt processing and generation (llama-bench style).
+    Bench(bench_cmd::BenchArgs),
     /// Compare logit dumps with the oracle's (accuracy metrics of the contract).
     Parity(parity_cmd::ParityArgs),
 }
@@ -48,6 +54,8 @@ fn main() -> std::process::ExitCode {
         Command::Eval(a) => eval_cmd::run(a),
         Command::Generate(a) => generate_cmd::run(*a),
         Command::Parity(a) => parity_cmd::run(a),
+        Command::Bench(a) => bench_cmd::run(a),
+        Command::Tokenize(a) => tokenize_cmd::run(a),
     };
     match result {
         Ok(code) => code,

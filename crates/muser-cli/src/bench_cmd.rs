@@ -1,0 +1,137 @@
+//! `muser bench`: llama-bench-style throughput of the CPU route — prompt processing (`pp N`:
+//! N tokens in one eval, logits of the last only) and text generation (`tg N`: N single-token
+//! evals) — with a warm-up run, several repetitions, median and spread, peak RSS, and the route
+//! identity. `--json` prints one JSON document (the receipts in docs/ are built from it by
+//! `scripts/bench-cpu.py`, which runs the pinned llama-bench in the same run).
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Instant;
+
+use anyhow::Context;
+use clap::Args;
+use muser_engine::cpu::{CpuSession, Logits};
+use muser_engine::Model;
+use serde_json::json;
+
+use crate::engine_opts::{cpu_route_identity, EngineOpts};
+
+#[derive(Args)]
+pub struct BenchArgs {
+    /// GGUF model (default: the default model).
+    #[arg(short, long)]
+    model: Option<PathBuf>,
+    /// Prompt lengths to time (comma separated; empty = none).
+    #[arg(short = 'p', long, value_delimiter = ',', default_value = "128,512")]
+    pp: Vec<usize>,
+    /// Generated tokens to time (comma separated; empty = none).
+    #[arg(short = 'n', long, value_delimiter = ',', default_value = "128")]
+    tg: Vec<usize>,
+    /// Repetitions (after one warm-up).
+    #[arg(short, long, default_value_t = 3)]
+    reps: usize,
+    /// Print JSON.
+    #[arg(long)]
+    json: bool,
+    #[command(flatten)]
+    engine: EngineOpts,
+}
+
+/// Peak resident set size of this process in bytes (Linux `ru_maxrss`).
+pub fn peak_rss_bytes() -> u64 {
+    let Ok(s) = std::fs::read_to_string("/proc/self/status") else {
+        return 0;
+    };
+    s.lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+        .map_or(0, |kb| kb * 1024)
+}
+
+fn tokens(n: usize, n_vocab: usize, seed: usize) -> Vec<u32> {
+    // Ordinary token ids away from the special ranges at either end of the vocabulary.
+    let span = (n_vocab / 2).max(1);
+    (0..n)
+        .map(|i| (100 + (i * 7919 + seed * 104_729) % span) as u32)
+        .collect()
+}
+
+fn stats(samples: &[f64]) -> (f64, f64) {
+    let mut s = samples.to_vec();
+    s.sort_by(f64::total_cmp);
+    let median = s[s.len() / 2];
+    let mean = s.iter().sum::<f64>() / s.len() as f64;
+    let sd = (s.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / s.len() as f64).sqrt();
+    (median, sd)
+}
+
+pub fn run(a: BenchArgs) -> anyhow::Result<ExitCode> {
+    let path = match &a.model {
+        Some(p) => p.clone(),
+        None => crate::paths::default_model()?,
+    };
+    let model = Model::load(&path).with_context(|| format!("loading {}", path.display()))?;
+    let n_vocab = model.config.n_vocab;
+    let max_len = a.pp.iter().chain(&a.tg).copied().max().unwrap_or(1);
+    let opts = a.engine.cpu_options(max_len)?;
+    let route = cpu_route_identity(&opts);
+    let reps = a.reps.max(1);
+    let mut results = Vec::new();
+    for &n in &a.pp {
+        let mut tps = Vec::new();
+        for rep in 0..=reps {
+            let mut s = CpuSession::new(&model, opts.clone())?;
+            let toks = tokens(n, n_vocab, rep);
+            let t = Instant::now();
+            s.eval(&toks, Logits::Last)?;
+            if rep > 0 {
+                tps.push(n as f64 / t.elapsed().as_secs_f64());
+            }
+        }
+        let (median, sd) = stats(&tps);
+        results.push(json!({"test": format!("pp{n}"), "n_tokens": n, "tok_per_s": median, "stddev": sd, "samples": tps}));
+    }
+    for &n in &a.tg {
+        let mut tps = Vec::new();
+        for rep in 0..=reps {
+            let mut s = CpuSession::new(&model, opts.clone())?;
+            let toks = tokens(n, n_vocab, rep + 17);
+            let t = Instant::now();
+            for &tok in &toks {
+                s.eval(&[tok], Logits::Last)?;
+            }
+            if rep > 0 {
+                tps.push(n as f64 / t.elapsed().as_secs_f64());
+            }
+        }
+        let (median, sd) = stats(&tps);
+        results.push(json!({"test": format!("tg{n}"), "n_tokens": n, "tok_per_s": median, "stddev": sd, "samples": tps}));
+    }
+    let doc = json!({
+        "engine": "muser",
+        "model": path.display().to_string(),
+        "route": route,
+        "threads": opts.threads,
+        "reps": reps,
+        "peak_rss_bytes": peak_rss_bytes(),
+        "results": results,
+    });
+    if a.json {
+        println!("{}", serde_json::to_string_pretty(&doc)?);
+    } else {
+        println!("route {route}, threads {}", opts.threads);
+        for r in &results {
+            println!(
+                "{:>8} {:>10.2} ± {:.2} tok/s",
+                r["test"].as_str().unwrap_or("?"),
+                r["tok_per_s"].as_f64().unwrap_or(0.0),
+                r["stddev"].as_f64().unwrap_or(0.0)
+            );
+        }
+        println!(
+            "peak RSS {:.1} MiB",
+            peak_rss_bytes() as f64 / (1u64 << 20) as f64
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}

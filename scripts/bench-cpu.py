@@ -1,0 +1,115 @@
+#!/usr/bin/env python3
+"""CPU benchmark, side by side in one run: Muser's CPU route (`muser bench`) and the pinned
+llama.cpp CPU build (`llama-bench`), same machine, same model file, same thread count.
+
+Writes a JSON receipt: machine (CPU model, logical CPUs, kernel), model path and SHA-256,
+threads, Muser's route identity and git commit, llama-bench's build receipt SHA, every figure
+(median tok/s and spread), Muser's peak RSS, and the ratios Muser ÷ llama.cpp.
+
+Usage: scripts/bench-cpu.py --model M.gguf [--threads 2] [--pp 128,512] [--tg 128] [--reps 3]
+                            [--muser target/release/muser] [--comparator DIR] --out RECEIPT.json
+"""
+import argparse
+import hashlib
+import json
+import os
+import platform
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+
+def sha256(p: Path) -> str:
+    h = hashlib.sha256()
+    with open(p, "rb") as f:
+        for b in iter(lambda: f.read(1 << 20), b""):
+            h.update(b)
+    return h.hexdigest()
+
+
+def cpu_model() -> str:
+    for line in Path("/proc/cpuinfo").read_text().splitlines():
+        if line.startswith("model name"):
+            return line.split(":", 1)[1].strip()
+    return platform.processor()
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--model", required=True)
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--pp", default="128,512")
+    ap.add_argument("--tg", default="128")
+    ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("--muser", default="target/release/muser")
+    ap.add_argument("--comparator", default=str(Path.home() / ".cache/muser/comparator-cpu"))
+    ap.add_argument("--out", required=True)
+    a = ap.parse_args()
+
+    model = Path(a.model).resolve()
+    comp = Path(a.comparator)
+    bin_dir = comp / "build" / "bin"
+    env = dict(os.environ, LD_LIBRARY_PATH=str(bin_dir))
+
+    started = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    muser = json.loads(subprocess.run(
+        [a.muser, "bench", "-m", str(model), "-t", str(a.threads), "-p", a.pp, "-n", a.tg,
+         "-r", str(a.reps), "--json"], check=True, capture_output=True, text=True).stdout)
+    llama = json.loads(subprocess.run(
+        [str(bin_dir / "llama-bench"), "-m", str(model), "-t", str(a.threads), "-p", a.pp,
+         "-n", a.tg, "-r", str(a.reps), "-o", "json"], check=True, capture_output=True, text=True,
+        env=env).stdout)
+
+    def llama_figure(test: str):
+        n = int(test[2:])
+        for r in llama:
+            if test.startswith("pp") and r["n_prompt"] == n and r["n_gen"] == 0:
+                return r["avg_ts"], r["stddev_ts"]
+            if test.startswith("tg") and r["n_gen"] == n and r["n_prompt"] == 0:
+                return r["avg_ts"], r["stddev_ts"]
+        return None, None
+
+    rows = []
+    for r in muser["results"]:
+        lt, ls = llama_figure(r["test"])
+        rows.append({
+            "test": r["test"],
+            "muser_tok_per_s": r["tok_per_s"],
+            "muser_stddev": r["stddev"],
+            "llama_tok_per_s": lt,
+            "llama_stddev": ls,
+            "ratio": (r["tok_per_s"] / lt) if lt else None,
+        })
+    commit = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
+    dirty = bool(subprocess.run(["git", "status", "--porcelain"], capture_output=True, text=True).stdout.strip())
+    receipt = {
+        "what": "CPU benchmark, Muser vs pinned llama.cpp, one run",
+        "started": started,
+        "machine": {"cpu": cpu_model(), "logical_cpus": os.cpu_count(), "kernel": platform.release(),
+                    "host": platform.node()},
+        "model": str(model),
+        "model_sha256": sha256(model),
+        "threads": a.threads,
+        "muser": {"route": muser["route"], "commit": commit, "dirty_tree": dirty,
+                  "peak_rss_bytes": muser["peak_rss_bytes"], "reps": muser["reps"]},
+        "llama_cpp": {"commit": "0c1e57098bba43ac29e6e3b677cdceebdd22334f",
+                      "build_receipt_sha256": sha256(comp / "receipt.json"),
+                      "llama_bench_build": llama[0].get("build_commit") if llama else None,
+                      "backend": llama[0].get("backends") if llama else None},
+        "results": rows,
+        "raw": {"muser": muser, "llama_bench": llama},
+    }
+    Path(a.out).parent.mkdir(parents=True, exist_ok=True)
+    Path(a.out).write_text(json.dumps(receipt, indent=2) + "\n")
+    print(f"{'test':>8} {'muser':>10} {'llama.cpp':>10} {'ratio':>7}")
+    for r in rows:
+        lt = f"{r['llama_tok_per_s']:.1f}" if r["llama_tok_per_s"] else "-"
+        ratio = f"{r['ratio']:.2f}" if r["ratio"] else "-"
+        print(f"{r['test']:>8} {r['muser_tok_per_s']:>10.1f} {lt:>10} {ratio:>7}")
+    print(f"receipt: {a.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
