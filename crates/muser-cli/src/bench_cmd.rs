@@ -77,7 +77,7 @@ pub fn run(a: BenchArgs) -> anyhow::Result<ExitCode> {
     let route = cpu_route_identity(&opts);
     let reps = a.reps.max(1);
     let mut results = Vec::new();
-    for &n in &a.pp {
+    for &n in a.pp.iter().filter(|&&n| n > 0) {
         let mut tps = Vec::new();
         for rep in 0..=reps {
             let mut s = CpuSession::new(&model, opts.clone())?;
@@ -91,7 +91,7 @@ pub fn run(a: BenchArgs) -> anyhow::Result<ExitCode> {
         let (median, sd) = stats(&tps);
         results.push(json!({"test": format!("pp{n}"), "n_tokens": n, "tok_per_s": median, "stddev": sd, "samples": tps}));
     }
-    for &n in &a.tg {
+    for &n in a.tg.iter().filter(|&&n| n > 0) {
         let mut tps = Vec::new();
         for rep in 0..=reps {
             let mut s = CpuSession::new(&model, opts.clone())?;

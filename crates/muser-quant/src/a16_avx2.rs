@@ -20,7 +20,7 @@
 
 use std::arch::x86_64::*;
 
-use crate::a16::{BlockA16, SUB};
+use crate::a16::{BlockA16, UnpackedGroup, SUB};
 use crate::common::unpack_k4_scales;
 use crate::q4_k::BlockQ4K;
 use crate::q5_0::BlockQ5_0;
@@ -34,12 +34,6 @@ unsafe fn reduce8(acc: __m256) -> f32 {
     let s = _mm_add_ps(_mm256_castps256_ps128(acc), _mm256_extractf128_ps(acc, 1));
     let t = _mm_add_ps(s, _mm_movehl_ps(s, s));
     _mm_cvtss_f32(_mm_add_ss(t, _mm_shuffle_ps(t, t, 1)))
-}
-
-/// Lane `j` of `v`, in every lane.
-#[inline(always)]
-unsafe fn lane(v: __m256, j: usize) -> __m256 {
-    _mm256_permutevar8x32_ps(v, _mm256_set1_epi32(j as i32))
 }
 
 #[inline(always)]
@@ -288,6 +282,51 @@ impl Fmt for Q50 {
     }
 }
 
+/// Weights already unpacked by `a16::unpack_row` (any format; `SPLIT`/`MINS` as that format).
+struct Unp<const SPLIT: bool, const MINS: bool>;
+
+impl<const SPLIT_: bool, const MINS_: bool> Fmt for Unp<SPLIT_, MINS_> {
+    type Block = UnpackedGroup;
+    const SPLIT: bool = SPLIT_;
+    const MINS: bool = MINS_;
+    fn n_sub(nb: usize, g: usize) -> usize {
+        (nb - 8 * g).min(8)
+    }
+    #[inline(always)]
+    unsafe fn scales(row: &[UnpackedGroup], g: usize) -> Scales {
+        let u = &row[g];
+        Scales {
+            ws: _mm256_loadu_ps(u.ws.as_ptr()),
+            ws_hi: _mm256_loadu_ps(u.ws_hi.as_ptr()),
+            wm: _mm256_loadu_ps(u.wm.as_ptr()),
+        }
+    }
+    #[inline(always)]
+    unsafe fn weights(row: &[UnpackedGroup], g: usize, j: usize) -> (__m256i, __m256i) {
+        let p = row[g].q.as_ptr().add(SUB * j);
+        (
+            _mm256_loadu_si256(p as *const __m256i),
+            _mm256_loadu_si256(p.add(16) as *const __m256i),
+        )
+    }
+}
+
+/// `out[rw * RA + ra] = dot(w[rw], a[ra])` for unpacked rows of `nb` 32-value blocks.
+#[target_feature(enable = "avx2,fma,f16c")]
+pub unsafe fn dot_unpacked<
+    const SPLIT: bool,
+    const MINS: bool,
+    const RW: usize,
+    const RA: usize,
+>(
+    nb: usize,
+    w: [&[UnpackedGroup]; RW],
+    a: [&[BlockA16]; RA],
+    out: &mut [f32],
+) {
+    tile::<Unp<SPLIT, MINS>, RW, RA>(nb, w, a, out)
+}
+
 /// The shared tile kernel: `out[rw * RA + ra] = dot(w[rw], a[ra])`.
 // Group, row and sub-block indices address several arrays at once.
 #[allow(clippy::needless_range_loop)]
@@ -302,16 +341,18 @@ unsafe fn tile<F: Fmt, const RW: usize, const RA: usize>(
     let mut macc = [[_mm256_setzero_ps(); RA]; RW];
     for g in 0..a[0].len() {
         let n_sub = F::n_sub(nb, g);
-        let mut s = [[_mm256_setzero_ps(); RA]; RW];
-        let mut s_hi = [[_mm256_setzero_ps(); RA]; RW];
+        // Per-(row, token) sub-block scales, kept in memory so each sub-block's scale is one
+        // broadcast load rather than a lane permute.
+        let mut s = [[[0f32; 8]; RA]; RW];
+        let mut s_hi = [[[0f32; 8]; RA]; RW];
         for rw in 0..RW {
             let sc = F::scales(w[rw], g);
             for ra in 0..RA {
                 let ag = &a[ra][g];
                 let da = _mm256_loadu_ps(ag.d.as_ptr());
-                s[rw][ra] = _mm256_mul_ps(sc.ws, da);
+                _mm256_storeu_ps(s[rw][ra].as_mut_ptr(), _mm256_mul_ps(sc.ws, da));
                 if F::SPLIT {
-                    s_hi[rw][ra] = _mm256_mul_ps(sc.ws_hi, da);
+                    _mm256_storeu_ps(s_hi[rw][ra].as_mut_ptr(), _mm256_mul_ps(sc.ws_hi, da));
                 }
                 if F::MINS {
                     let fas =
@@ -333,17 +374,14 @@ unsafe fn tile<F: Fmt, const RW: usize, const RA: usize>(
                     let (w0, w1) = wv[rw];
                     let p0 = _mm256_madd_epi16(w0, a0);
                     let p1 = _mm256_madd_epi16(w1, a1);
+                    let sj = _mm256_broadcast_ss(&s[rw][ra][j]);
                     if F::SPLIT {
-                        let t = _mm256_fmadd_ps(
-                            lane(s[rw][ra], j),
-                            _mm256_cvtepi32_ps(p0),
-                            acc[rw][ra],
-                        );
-                        acc[rw][ra] =
-                            _mm256_fmadd_ps(lane(s_hi[rw][ra], j), _mm256_cvtepi32_ps(p1), t);
+                        let t = _mm256_fmadd_ps(sj, _mm256_cvtepi32_ps(p0), acc[rw][ra]);
+                        let hj = _mm256_broadcast_ss(&s_hi[rw][ra][j]);
+                        acc[rw][ra] = _mm256_fmadd_ps(hj, _mm256_cvtepi32_ps(p1), t);
                     } else {
                         let p = _mm256_cvtepi32_ps(_mm256_add_epi32(p0, p1));
-                        acc[rw][ra] = _mm256_fmadd_ps(lane(s[rw][ra], j), p, acc[rw][ra]);
+                        acc[rw][ra] = _mm256_fmadd_ps(sj, p, acc[rw][ra]);
                     }
                 }
             }

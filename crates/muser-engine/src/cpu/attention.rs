@@ -1,7 +1,9 @@
 //! Causal, windowed, grouped-query softmax attention over the f16 KV cache, in f32.
 //!
 //! Owns: attention numerics of the CPU route. Q stays f32 (no conversion to the cache type),
-//! scores, softmax and the V accumulation are f32 — finer than the comparator's f16 paths.
+//! scores, softmax and the V accumulation are f32 — finer than the comparator's f16 paths. The
+//! inner loops are `f16math::{dot_f16, axpy_f16}` (fused multiply-adds in a fixed lane order,
+//! SIMD bit-identical to scalar).
 //!
 //! Invariant: the output of a (token, head) pair depends only on its query and on the key/value
 //! rows of the positions it may see, visited oldest to newest; whether those rows come from the
@@ -11,6 +13,7 @@
 use half::f16;
 use rayon::prelude::*;
 
+use super::f16math::{axpy_f16, dot_f16};
 use super::kv::LayerCache;
 
 /// Where keys/values of the current chunk live until the chunk is committed to the cache.
@@ -46,6 +49,7 @@ pub fn attention(
     let kvw = s.n_head_kv * hd;
     let vw = s.n_head_kv * hdv;
     let group = s.n_head / s.n_head_kv;
+    let level = muser_quant::simd_level();
     out.par_chunks_mut(hdv).enumerate().for_each_init(
         Vec::new,
         |scores: &mut Vec<f32>, (i, oh)| {
@@ -73,11 +77,7 @@ pub fn attention(
             scores.clear();
             let mut max = f32::NEG_INFINITY;
             for j in first..=pos {
-                let mut d = 0f32;
-                for (a, b) in qh.iter().zip(krow(j)) {
-                    d += a * b.to_f32();
-                }
-                let sc = d * s.scale;
+                let sc = dot_f16(level, qh, krow(j)) * s.scale;
                 max = max.max(sc);
                 scores.push(sc);
             }
@@ -88,9 +88,7 @@ pub fn attention(
             }
             oh.fill(0.0);
             for (j, &p) in (first..=pos).zip(scores.iter()) {
-                for (o, v) in oh.iter_mut().zip(vrow(j)) {
-                    *o += p * v.to_f32();
-                }
+                axpy_f16(level, oh, p, vrow(j));
             }
             let inv = 1.0 / sum;
             oh.iter_mut().for_each(|o| *o *= inv);

@@ -177,61 +177,45 @@ fn run_rows(
             Ok(())
         })
         .map_err(|e| EngineError::quant(&w.name, e))?;
-    if n_tokens == 1 {
-        out.copy_from_slice(&yt);
-    } else {
-        for (r, col) in yt.chunks(n_tokens).enumerate() {
-            for (t, &v) in col.iter().enumerate() {
-                out[t * w.n_out + r] = v;
-            }
-        }
-    }
+    scatter(&yt, w.n_out, n_tokens, out);
     Ok(())
 }
 
-/// Like `run_rows`, but the kernel takes a whole block: the bytes of a task's consecutive weight
-/// rows, a token range `t0..t0 + nt`, and `y` = `[rows][nt]` outputs.
+/// Like `run_rows`, but the kernel takes a whole task: the bytes of its consecutive weight rows
+/// and `y` = `[rows][n_tokens]` outputs (the kernel blocks over tokens itself).
 fn run_blocks(
     w: &Matrix,
     g: &Gguf,
     n_tokens: usize,
     out: &mut [f32],
-    kernel: impl Fn(&[u8], usize, usize, &mut [f32]) -> Result<(), muser_quant::QuantError> + Sync,
+    kernel: impl Fn(&[u8], &mut [f32]) -> Result<(), muser_quant::QuantError> + Sync,
 ) -> Result<(), EngineError> {
     let wbytes = w.bytes(g);
     let rpt = rows_per_task(w.n_out);
     let mut yt = vec![0f32; w.n_out * n_tokens];
     yt.par_chunks_mut(rpt * n_tokens)
         .enumerate()
-        .try_for_each_init(Vec::new, |tmp, (chunk, dst)| {
+        .try_for_each(|(chunk, dst)| {
             let r0 = chunk * rpt;
             let rows = dst.len() / n_tokens;
-            let wr = &wbytes[r0 * w.row_bytes..(r0 + rows) * w.row_bytes];
-            if n_tokens == 1 {
-                return kernel(wr, 0, 1, dst);
-            }
-            for t0 in (0..n_tokens).step_by(TOKEN_BLOCK) {
-                let nt = TOKEN_BLOCK.min(n_tokens - t0);
-                tmp.resize(rows * nt, 0f32);
-                kernel(wr, t0, nt, tmp)?;
-                for i in 0..rows {
-                    dst[i * n_tokens + t0..i * n_tokens + t0 + nt]
-                        .copy_from_slice(&tmp[i * nt..(i + 1) * nt]);
-                }
-            }
-            Ok(())
+            kernel(&wbytes[r0 * w.row_bytes..(r0 + rows) * w.row_bytes], dst)
         })
         .map_err(|e| EngineError::quant(&w.name, e))?;
+    scatter(&yt, w.n_out, n_tokens, out);
+    Ok(())
+}
+
+/// `out[t * n_out + r] = yt[r * n_tokens + t]`.
+fn scatter(yt: &[f32], n_out: usize, n_tokens: usize, out: &mut [f32]) {
     if n_tokens == 1 {
-        out.copy_from_slice(&yt);
-    } else {
-        for (r, col) in yt.chunks(n_tokens).enumerate() {
-            for (t, &v) in col.iter().enumerate() {
-                out[t * w.n_out + r] = v;
-            }
+        out.copy_from_slice(yt);
+        return;
+    }
+    for (r, col) in yt.chunks(n_tokens).enumerate() {
+        for (t, &v) in col.iter().enumerate() {
+            out[t * n_out + r] = v;
         }
     }
-    Ok(())
 }
 
 /// `out[t * w.n_out + r] = dot(W[r], acts[t])` for every token `t` and row `r`.
@@ -259,8 +243,8 @@ pub fn matmul(
             let groups = a16::n_groups(w.n_in);
             let a = acts.a16(&w.name)?;
             let rows: Vec<&[BlockA16]> = a.chunks(groups.max(1)).collect();
-            run_blocks(w, g, n_tokens, out, |wrows, t0, nt, y| {
-                a16::matmul_rows(w.ty, wrows, w.row_bytes, &rows[t0..t0 + nt], y)
+            run_blocks(w, g, n_tokens, out, |wrows, y| {
+                a16::matmul_rows(w.ty, wrows, w.row_bytes, &rows, y)
             })
         }
         ActKind::F32 => {

@@ -1,0 +1,144 @@
+//! The two f16 inner loops of the CPU route's attention — q·k over an f16 key row, and
+//! `out += p · v` over an f16 value row — as a scalar reference and an AVX2+F16C kernel that is
+//! bit-identical to it.
+//!
+//! Owns: their floating-point definition.
+//! - `dot_f16`: element `i` goes to lane `i % 8`, `acc[l] = fma(q[i], k[i], acc[l])` (one
+//!   rounding, Rust's `mul_add`), lanes reduced as `((a0+a4)+(a2+a6))+((a1+a5)+(a3+a7))`.
+//! - `axpy_f16`: `out[i] = fma(p, v[i], out[i])` element-wise.
+//!
+//! f16 → f32 conversion is exact, so the only roundings are the ones listed; the AVX2 path uses
+//! the same fused operations on the same lanes. The level is chosen once per process
+//! (`muser_quant::simd_level`, `MUSER_SIMD=scalar` forces the reference).
+
+use half::f16;
+use muser_quant::SimdLevel;
+
+#[inline]
+fn reduce8(a: &[f32; 8]) -> f32 {
+    ((a[0] + a[4]) + (a[2] + a[6])) + ((a[1] + a[5]) + (a[3] + a[7]))
+}
+
+/// Reference q·k.
+pub fn dot_f16_ref(q: &[f32], k: &[f16]) -> f32 {
+    let mut acc = [0f32; 8];
+    for (i, (&a, &b)) in q.iter().zip(k).enumerate() {
+        acc[i % 8] = a.mul_add(b.to_f32(), acc[i % 8]);
+    }
+    reduce8(&acc)
+}
+
+/// Reference `out += p · v`.
+pub fn axpy_f16_ref(out: &mut [f32], p: f32, v: &[f16]) {
+    for (o, &x) in out.iter_mut().zip(v) {
+        *o = p.mul_add(x.to_f32(), *o);
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+mod avx2 {
+    #![allow(unsafe_op_in_unsafe_fn)]
+    use std::arch::x86_64::*;
+
+    use half::f16;
+
+    /// # Safety
+    /// AVX2, FMA and F16C must be available; `q.len() == k.len()`, a multiple of 8.
+    #[target_feature(enable = "avx2,fma,f16c")]
+    pub unsafe fn dot(q: &[f32], k: &[f16]) -> f32 {
+        let mut acc = _mm256_setzero_ps();
+        for i in (0..q.len()).step_by(8) {
+            let kv = _mm256_cvtph_ps(_mm_loadu_si128(k.as_ptr().add(i) as *const __m128i));
+            acc = _mm256_fmadd_ps(_mm256_loadu_ps(q.as_ptr().add(i)), kv, acc);
+        }
+        let s = _mm_add_ps(_mm256_castps256_ps128(acc), _mm256_extractf128_ps(acc, 1));
+        let t = _mm_add_ps(s, _mm_movehl_ps(s, s));
+        _mm_cvtss_f32(_mm_add_ss(t, _mm_shuffle_ps(t, t, 1)))
+    }
+
+    /// # Safety
+    /// AVX2, FMA and F16C must be available; `out.len() == v.len()`, a multiple of 8.
+    #[target_feature(enable = "avx2,fma,f16c")]
+    pub unsafe fn axpy(out: &mut [f32], p: f32, v: &[f16]) {
+        let pv = _mm256_set1_ps(p);
+        for i in (0..out.len()).step_by(8) {
+            let x = _mm256_cvtph_ps(_mm_loadu_si128(v.as_ptr().add(i) as *const __m128i));
+            let o = out.as_mut_ptr().add(i);
+            _mm256_storeu_ps(o, _mm256_fmadd_ps(pv, x, _mm256_loadu_ps(o)));
+        }
+    }
+}
+
+/// q·k at `level` (bit-identical at every level).
+#[inline]
+pub fn dot_f16(level: SimdLevel, q: &[f32], k: &[f16]) -> f32 {
+    #[cfg(target_arch = "x86_64")]
+    if level == SimdLevel::Avx2 && q.len() == k.len() && q.len() % 8 == 0 {
+        // SAFETY: `SimdLevel::Avx2` is selected only after detecting AVX2, FMA and F16C;
+        // lengths checked just above.
+        return unsafe { avx2::dot(q, k) };
+    }
+    let _ = level;
+    dot_f16_ref(q, k)
+}
+
+/// `out += p · v` at `level` (bit-identical at every level).
+#[inline]
+pub fn axpy_f16(level: SimdLevel, out: &mut [f32], p: f32, v: &[f16]) {
+    #[cfg(target_arch = "x86_64")]
+    if level == SimdLevel::Avx2 && out.len() == v.len() && out.len() % 8 == 0 {
+        // SAFETY: as in `dot_f16`.
+        unsafe { avx2::axpy(out, p, v) };
+        return;
+    }
+    let _ = level;
+    axpy_f16_ref(out, p, v)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn data(n: usize, seed: u32) -> (Vec<f32>, Vec<f16>) {
+        let mut x = seed.wrapping_mul(2_654_435_761) | 1;
+        let mut next = || {
+            x ^= x << 13;
+            x ^= x >> 17;
+            x ^= x << 5;
+            (x as f32 / u32::MAX as f32) * 4.0 - 2.0
+        };
+        let q = (0..n).map(|_| next()).collect();
+        let k = (0..n).map(|_| f16::from_f32(next())).collect();
+        (q, k)
+    }
+
+    #[test]
+    fn avx2_matches_the_reference_bit_for_bit() {
+        if !muser_quant::avx2_available() {
+            eprintln!("skipping: no AVX2 on this CPU");
+            return;
+        }
+        for (n, seed) in [(64, 1), (128, 2), (256, 3), (8, 4)] {
+            let (q, k) = data(n, seed);
+            let r = dot_f16(SimdLevel::Scalar, &q, &k);
+            let v = dot_f16(SimdLevel::Avx2, &q, &k);
+            assert_eq!(r.to_bits(), v.to_bits(), "dot n={n}");
+            let mut o1 = q.clone();
+            let mut o2 = q.clone();
+            axpy_f16(SimdLevel::Scalar, &mut o1, 0.37, &k);
+            axpy_f16(SimdLevel::Avx2, &mut o2, 0.37, &k);
+            assert_eq!(o1, o2, "axpy n={n}");
+        }
+    }
+
+    #[test]
+    fn dot_is_close_to_f64() {
+        let (q, k) = data(256, 9);
+        let exact: f64 = q
+            .iter()
+            .zip(&k)
+            .map(|(a, b)| f64::from(*a) * f64::from(b.to_f32()))
+            .sum();
+        assert!((f64::from(dot_f16_ref(&q, &k)) - exact).abs() < 1e-4);
+    }
+}
