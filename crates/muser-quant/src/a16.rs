@@ -386,8 +386,8 @@ pub fn dot_unpacked_ref(ty: GgmlType, u: &[UnpackedGroup], n: usize, a: &[BlockA
             }
         }
         if mins {
-            for j in 0..8 {
-                macc[j] = (ug.wm[j] * ag.d[j]).mul_add(ag.sum[j] as f32, macc[j]);
+            for (j, m) in macc.iter_mut().enumerate() {
+                *m = (ug.wm[j] * ag.d[j]).mul_add(ag.sum[j] as f32, *m);
             }
         }
     }
