@@ -92,6 +92,17 @@ pub fn quantize_row(x: &[f32], y: &mut [BlockA16]) -> Result<(), QuantError> {
                 break;
             }
             let xs = &x[start..start + SUB];
+            #[cfg(target_arch = "x86_64")]
+            if crate::simd::simd_level() == SimdLevel::Avx2 {
+                // SAFETY: AVX2/FMA/F16C detected (`SimdLevel::Avx2`); both slices hold 32 values.
+                if let Some((d, sum)) = unsafe {
+                    crate::a16_avx2::quantize_sub(xs, &mut out.qs[j * SUB..(j + 1) * SUB])
+                } {
+                    out.d[j] = d;
+                    out.sum[j] = sum;
+                    continue;
+                }
+            }
             let amax = xs.iter().fold(0f32, |m, v| m.max(v.abs()));
             if amax == 0.0 || !amax.is_finite() {
                 continue;
@@ -775,6 +786,48 @@ mod tests {
         let mut a = vec![BlockA16::zeroed(); n_groups(n)];
         quantize_row(&x, &mut a).expect("quantize");
         (x, a)
+    }
+
+    #[cfg(target_arch = "x86_64")]
+    #[test]
+    fn simd_quantization_matches_the_reference() {
+        if !crate::simd::avx2_available() {
+            eprintln!("skipping: no AVX2 on this CPU");
+            return;
+        }
+        for seed in 0..50u64 {
+            let mut x = noise(seed, 96, 10.0);
+            x[3] = 0.5; // ties at the top of the range are exercised by the scale
+            if seed % 7 == 0 {
+                x[40] = f32::NAN;
+            }
+            if seed % 11 == 0 {
+                x[70] = f32::INFINITY;
+            }
+            for sb in x.chunks(32) {
+                let amax = sb.iter().fold(0f32, |m, v| m.max(v.abs()));
+                let mut q = [0i16; 32];
+                // SAFETY: AVX2 checked above.
+                let got = unsafe { crate::a16_avx2::quantize_sub(sb, &mut q) };
+                if sb.iter().any(|v| v.is_nan()) {
+                    assert!(got.is_none());
+                    continue;
+                }
+                let (d, sum) = got.expect("no NaN");
+                if amax == 0.0 || !amax.is_finite() {
+                    assert_eq!((d, sum), (0.0, 0));
+                    continue;
+                }
+                let id = QMAX / amax;
+                let want: Vec<i16> = sb
+                    .iter()
+                    .map(|&v| (v * id).round_ties_even().clamp(-QMAX, QMAX) as i16)
+                    .collect();
+                assert_eq!(q.to_vec(), want);
+                assert_eq!(d.to_bits(), (amax / QMAX).to_bits());
+                assert_eq!(sum, want.iter().map(|&v| i32::from(v)).sum::<i32>());
+            }
+        }
     }
 
     #[test]

@@ -418,3 +418,62 @@ entry!(dot_q5_k, Q5K, BlockQ5K);
 entry!(dot_q6_k, Q6K, BlockQ6K);
 entry!(dot_q8_0, Q80, BlockQ8_0);
 entry!(dot_q5_0, Q50, BlockQ5_0);
+
+/// Quantize one 32-value sub-block as `a16::quantize_row` does (same scale arithmetic, `cvtps`
+/// rounds to nearest-even like `round_ties_even`); returns `None` when the sub-block holds a NaN
+/// (the caller then uses the reference, whose NaN handling differs from `cvtps`'s).
+///
+/// # Safety
+/// AVX2, FMA and F16C must be available; `x.len() >= 32`, `q.len() >= 32`.
+#[target_feature(enable = "avx2,fma,f16c")]
+pub unsafe fn quantize_sub(x: &[f32], q: &mut [i16]) -> Option<(f32, i32)> {
+    let p = x.as_ptr();
+    let v = [
+        _mm256_loadu_ps(p),
+        _mm256_loadu_ps(p.add(8)),
+        _mm256_loadu_ps(p.add(16)),
+        _mm256_loadu_ps(p.add(24)),
+    ];
+    let mut nan = _mm256_setzero_ps();
+    for &x in &v {
+        nan = _mm256_or_ps(nan, _mm256_cmp_ps(x, x, _CMP_UNORD_Q));
+    }
+    if _mm256_movemask_ps(nan) != 0 {
+        return None;
+    }
+    let abs = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fff_ffff));
+    let m = _mm256_max_ps(
+        _mm256_max_ps(_mm256_and_ps(v[0], abs), _mm256_and_ps(v[1], abs)),
+        _mm256_max_ps(_mm256_and_ps(v[2], abs), _mm256_and_ps(v[3], abs)),
+    );
+    let m4 = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
+    let m2 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
+    let amax = _mm_cvtss_f32(_mm_max_ss(m2, _mm_shuffle_ps(m2, m2, 1)));
+    if amax == 0.0 || !amax.is_finite() {
+        q[..32].fill(0);
+        return Some((0.0, 0));
+    }
+    let id = _mm256_set1_ps(crate::a16::QMAX / amax);
+    let lo = _mm256_set1_epi32(-32767);
+    let hi = _mm256_set1_epi32(32767);
+    let mut ints = [_mm256_setzero_si256(); 4];
+    let mut sum = _mm256_setzero_si256();
+    for k in 0..4 {
+        let i = _mm256_cvtps_epi32(_mm256_mul_ps(v[k], id));
+        ints[k] = _mm256_min_epi32(_mm256_max_epi32(i, lo), hi);
+        sum = _mm256_add_epi32(sum, ints[k]);
+    }
+    let s4 = _mm_add_epi32(
+        _mm256_castsi256_si128(sum),
+        _mm256_extracti128_si256(sum, 1),
+    );
+    let s2 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0b01_00_11_10));
+    let s1 = _mm_add_epi32(s2, _mm_shuffle_epi32(s2, 0b10_11_00_01));
+    let qp = q.as_mut_ptr();
+    for k in 0..2 {
+        let packed = _mm256_packs_epi32(ints[2 * k], ints[2 * k + 1]);
+        let ordered = _mm256_permute4x64_epi64(packed, 0b11_01_10_00);
+        _mm256_storeu_si256(qp.add(16 * k) as *mut __m256i, ordered);
+    }
+    Some((amax / crate::a16::QMAX, _mm_cvtsi128_si32(s1)))
+}

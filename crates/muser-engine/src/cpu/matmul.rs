@@ -205,17 +205,26 @@ fn run_blocks(
     Ok(())
 }
 
-/// `out[t * n_out + r] = yt[r * n_tokens + t]`.
+/// `out[t * n_out + r] = yt[r * n_tokens + t]`: a transpose, in parallel over blocks of 16
+/// tokens so each task reads short contiguous runs and writes rows that stay in cache.
 fn scatter(yt: &[f32], n_out: usize, n_tokens: usize, out: &mut [f32]) {
     if n_tokens == 1 {
         out.copy_from_slice(yt);
         return;
     }
-    for (r, col) in yt.chunks(n_tokens).enumerate() {
-        for (t, &v) in col.iter().enumerate() {
-            out[t * n_out + r] = v;
-        }
-    }
+    const TB: usize = 16;
+    out.par_chunks_mut(n_out * TB)
+        .enumerate()
+        .for_each(|(b, dst)| {
+            let t0 = b * TB;
+            let nt = dst.len() / n_out;
+            for r in 0..n_out {
+                let src = &yt[r * n_tokens + t0..r * n_tokens + t0 + nt];
+                for (k, &v) in src.iter().enumerate() {
+                    dst[k * n_out + r] = v;
+                }
+            }
+        });
 }
 
 /// `out[t * w.n_out + r] = dot(W[r], acts[t])` for every token `t` and row `r`.

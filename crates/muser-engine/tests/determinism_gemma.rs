@@ -1,0 +1,63 @@
+//! Determinism on the real gemma-3-270m (BRIEF §2, part 3): the CPU route's logits are
+//! bit-identical run to run, across thread counts (1, 2, all cores), prefill chunk sizes, and
+//! batched vs one-at-a-time evaluation.
+
+use std::path::PathBuf;
+
+use muser_engine::cpu::matmul::ActFormat;
+use muser_engine::cpu::{CpuOptions, CpuSession, Logits};
+use muser_engine::Model;
+
+fn gemma() -> Option<Model> {
+    let path = std::env::var_os("MUSER_GEMMA_GGUF")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            let home = std::env::var_os("HOME").unwrap_or_default();
+            PathBuf::from(home).join(".cache/muser/models/gemma-3-270m-q4_k_m.gguf")
+        });
+    if !path.is_file() {
+        assert!(
+            std::env::var_os("MUSER_REQUIRE_MODELS").is_none(),
+            "MUSER_REQUIRE_MODELS is set but {} is missing",
+            path.display()
+        );
+        eprintln!(
+            "skipping: gemma-3-270m not found at {}; run scripts/fetch-default-model.sh",
+            path.display()
+        );
+        return None;
+    }
+    Some(Model::load(&path).expect("gemma loads"))
+}
+
+#[test]
+fn gemma_logits_are_bit_identical_across_threads_chunks_and_batching() {
+    let Some(m) = gemma() else { return };
+    let toks: Vec<u32> = vec![
+        2, 818, 5279, 529, 7001, 563, 236764, 532, 506, 5279, 529, 9405, 563, 9405, 236761, 107,
+    ];
+    let all = std::thread::available_parallelism().map_or(2, |n| n.get());
+    let run = |threads: usize, chunk: usize, one_by_one: bool| -> Vec<u32> {
+        let opts = CpuOptions {
+            threads,
+            n_ctx: 64,
+            chunk,
+            acts: ActFormat::A16,
+        };
+        let mut s = CpuSession::new(&m, opts).expect("session");
+        let logits: Vec<f32> = if one_by_one {
+            toks.iter()
+                .flat_map(|&t| s.eval(&[t], Logits::All).expect("eval"))
+                .collect()
+        } else {
+            s.eval(&toks, Logits::All).expect("eval")
+        };
+        logits.iter().map(|v| v.to_bits()).collect()
+    };
+    let reference = run(1, 512, false);
+    assert_eq!(reference, run(2, 512, false), "2 threads");
+    assert_eq!(reference, run(all, 512, false), "all cores");
+    assert_eq!(reference, run(2, 5, false), "chunks of 5");
+    assert_eq!(reference, run(2, 512, true), "one token at a time");
+    assert_eq!(reference, run(1, 512, false), "run to run");
+}
