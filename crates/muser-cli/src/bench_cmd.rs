@@ -84,6 +84,11 @@ pub fn run(a: BenchArgs) -> anyhow::Result<ExitCode> {
             let toks = tokens(n, n_vocab, rep);
             let t = Instant::now();
             s.eval(&toks, Logits::Last)?;
+            if rep == reps {
+                if let Some(r) = s.profile_report() {
+                    eprintln!("phase profile, pp{n} (last repetition):\n{r}");
+                }
+            }
             if rep > 0 {
                 tps.push(n as f64 / t.elapsed().as_secs_f64());
             }
@@ -99,6 +104,11 @@ pub fn run(a: BenchArgs) -> anyhow::Result<ExitCode> {
             let t = Instant::now();
             for &tok in &toks {
                 s.eval(&[tok], Logits::Last)?;
+            }
+            if rep == reps {
+                if let Some(r) = s.profile_report() {
+                    eprintln!("phase profile, tg{n} (last repetition):\n{r}");
+                }
             }
             if rep > 0 {
                 tps.push(n as f64 / t.elapsed().as_secs_f64());

@@ -61,6 +61,28 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             dt / n as f64 * 1e9,
             (m.n_in * n) as f64 / dt / 1e9
         );
+        // In-cache tile throughput: 256 rows (L2-resident) through the 4-row decode tile.
+        let rows = 256;
+        let wr = &m.bytes(g)[..rows * m.row_bytes];
+        let mut out = vec![0f32; rows];
+        let reps = 2000;
+        let t = Instant::now();
+        for _ in 0..reps {
+            muser_quant::a16::matmul_rows(
+                m.ty,
+                std::hint::black_box(wr),
+                m.row_bytes,
+                &[&a],
+                &mut out,
+            )?;
+        }
+        let dt = t.elapsed().as_secs_f64();
+        println!(
+            "in-cache {} 4-row tiles: {:.2} GB/s, {:.2} GMAC/s",
+            m.ty,
+            (wr.len() * reps) as f64 / dt / 1e9,
+            (m.n_in * rows * reps) as f64 / dt / 1e9
+        );
     }
     let mats = [
         &w.output,

@@ -89,6 +89,12 @@ trait Fmt {
     const MINS: bool;
     /// Sub-blocks of group `g` present in a row of `nb` blocks.
     fn n_sub(nb: usize, g: usize) -> usize;
+    /// Bytes of one group (256 values) of a row.
+    fn group_bytes() -> usize {
+        std::mem::size_of::<Self::Block>() * 256 / Self::VALUES_PER_BLOCK
+    }
+    /// Values per `Block`.
+    const VALUES_PER_BLOCK: usize;
     unsafe fn scales(row: &[Self::Block], g: usize) -> Scales;
     /// Sub-block `j` of group `g` as two vectors of 16 i16 (offset-corrected).
     unsafe fn weights(row: &[Self::Block], g: usize, j: usize) -> (__m256i, __m256i);
@@ -102,6 +108,7 @@ struct Q50;
 
 impl Fmt for Q4K {
     type Block = BlockQ4K;
+    const VALUES_PER_BLOCK: usize = 256;
     const SPLIT: bool = false;
     const MINS: bool = true;
     fn n_sub(_: usize, _: usize) -> usize {
@@ -131,6 +138,7 @@ impl Fmt for Q4K {
 
 impl Fmt for Q5K {
     type Block = BlockQ5K;
+    const VALUES_PER_BLOCK: usize = 256;
     const SPLIT: bool = false;
     const MINS: bool = true;
     fn n_sub(_: usize, _: usize) -> usize {
@@ -170,6 +178,7 @@ impl Fmt for Q5K {
 
 impl Fmt for Q6K {
     type Block = BlockQ6K;
+    const VALUES_PER_BLOCK: usize = 256;
     const SPLIT: bool = true;
     const MINS: bool = false;
     fn n_sub(_: usize, _: usize) -> usize {
@@ -213,6 +222,7 @@ impl Fmt for Q6K {
 
 impl Fmt for Q80 {
     type Block = BlockQ8_0;
+    const VALUES_PER_BLOCK: usize = 32;
     const SPLIT: bool = false;
     const MINS: bool = false;
     fn n_sub(nb: usize, g: usize) -> usize {
@@ -240,6 +250,7 @@ impl Fmt for Q80 {
 
 impl Fmt for Q50 {
     type Block = BlockQ5_0;
+    const VALUES_PER_BLOCK: usize = 32;
     const SPLIT: bool = false;
     const MINS: bool = false;
     fn n_sub(nb: usize, g: usize) -> usize {
@@ -287,6 +298,7 @@ struct Unp<const SPLIT: bool, const MINS: bool>;
 
 impl<const SPLIT_: bool, const MINS_: bool> Fmt for Unp<SPLIT_, MINS_> {
     type Block = UnpackedGroup;
+    const VALUES_PER_BLOCK: usize = 256;
     const SPLIT: bool = SPLIT_;
     const MINS: bool = MINS_;
     fn n_sub(nb: usize, g: usize) -> usize {
@@ -339,8 +351,22 @@ unsafe fn tile<F: Fmt, const RW: usize, const RA: usize>(
 ) {
     let mut acc = [[_mm256_setzero_ps(); RA]; RW];
     let mut macc = [[_mm256_setzero_ps(); RA]; RW];
-    for g in 0..a[0].len() {
+    let groups = a[0].len();
+    for g in 0..groups {
         let n_sub = F::n_sub(nb, g);
+        // Decode streams weights from memory: ask for the group after next now.
+        if RA == 1 && g + 6 < groups {
+            for row in w.iter() {
+                let base = row.as_ptr() as *const i8;
+                let bytes = F::group_bytes();
+                let start = base.add((g + 6) * bytes);
+                let mut off = 0;
+                while off < bytes {
+                    _mm_prefetch::<_MM_HINT_T0>(start.add(off));
+                    off += 64;
+                }
+            }
+        }
         // Per-(row, token) sub-block scales, kept in memory so each sub-block's scale is one
         // broadcast load rather than a lane permute.
         let mut s = [[[0f32; 8]; RA]; RW];

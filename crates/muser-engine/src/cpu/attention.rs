@@ -13,7 +13,7 @@
 use half::f16;
 use rayon::prelude::*;
 
-use super::f16math::{axpy_f16, dot_f16};
+use super::f16math::{axpy_f16_many, dot_f16_many};
 use super::kv::LayerCache;
 
 /// Where keys/values of the current chunk live until the chunk is committed to the cache.
@@ -38,6 +38,10 @@ pub struct AttnShape {
 }
 
 /// `out[t][h*hdv..]` for every token `t` of the chunk. `q`: `[n_tokens][n_head * head_dim]`.
+///
+/// One task per (token, KV head): the group's query heads share every key and value row
+/// (`dot_f16_many` / `axpy_f16_many` convert each f16 row once); each head's numbers are exactly
+/// those of a head computed alone.
 pub fn attention(
     s: &AttnShape,
     cache: &LayerCache,
@@ -50,14 +54,17 @@ pub fn attention(
     let vw = s.n_head_kv * hdv;
     let group = s.n_head / s.n_head_kv;
     let level = muser_quant::simd_level();
-    out.par_chunks_mut(hdv).enumerate().for_each_init(
+    out.par_chunks_mut(group * hdv).enumerate().for_each_init(
         Vec::new,
-        |scores: &mut Vec<f32>, (i, oh)| {
-            let (t, h) = (i / s.n_head, i % s.n_head);
+        |scores: &mut Vec<f32>, (i, og)| {
+            let (t, kh) = (i / s.n_head_kv, i % s.n_head_kv);
             let pos = chunk.pos0 + t;
             let first = s.window.map_or(0, |w| (pos + 1).saturating_sub(w));
-            let kh = h / group;
-            let qh = &q[t * s.n_head * hd + h * hd..t * s.n_head * hd + (h + 1) * hd];
+            let n_keys = pos + 1 - first;
+            let qbase = t * s.n_head * hd + kh * group * hd;
+            let qs: Vec<&[f32]> = (0..group)
+                .map(|g| &q[qbase + g * hd..qbase + (g + 1) * hd])
+                .collect();
             let krow = |j: usize| -> &[f16] {
                 if j >= chunk.pos0 {
                     let r = j - chunk.pos0;
@@ -74,24 +81,39 @@ pub fn attention(
                     &cache.v_row(j)[kh * hdv..(kh + 1) * hdv]
                 }
             };
+            // scores: [n_keys][group]
             scores.clear();
-            let mut max = f32::NEG_INFINITY;
-            for j in first..=pos {
-                let sc = dot_f16(level, qh, krow(j)) * s.scale;
-                max = max.max(sc);
-                scores.push(sc);
+            scores.resize(n_keys * group, 0.0);
+            let mut max = vec![f32::NEG_INFINITY; group];
+            for (jj, j) in (first..=pos).enumerate() {
+                let row = &mut scores[jj * group..(jj + 1) * group];
+                dot_f16_many(level, &qs, krow(j), row);
+                for (sc, m) in row.iter_mut().zip(max.iter_mut()) {
+                    *sc *= s.scale;
+                    *m = m.max(*sc);
+                }
             }
-            let mut sum = 0f32;
-            for sc in scores.iter_mut() {
-                *sc = (*sc - max).exp();
-                sum += *sc;
+            let mut sum = vec![0f32; group];
+            for row in scores.chunks_mut(group) {
+                for ((sc, m), z) in row.iter_mut().zip(&max).zip(sum.iter_mut()) {
+                    *sc = (*sc - m).exp();
+                    *z += *sc;
+                }
             }
-            oh.fill(0.0);
-            for (j, &p) in (first..=pos).zip(scores.iter()) {
-                axpy_f16(level, oh, p, vrow(j));
+            og.fill(0.0);
+            let mut outs: Vec<&mut [f32]> = og.chunks_mut(hdv).collect();
+            for (jj, j) in (first..=pos).enumerate() {
+                axpy_f16_many(
+                    level,
+                    &mut outs,
+                    &scores[jj * group..(jj + 1) * group],
+                    vrow(j),
+                );
             }
-            let inv = 1.0 / sum;
-            oh.iter_mut().for_each(|o| *o *= inv);
+            for (oh, z) in outs.iter_mut().zip(&sum) {
+                let inv = 1.0 / z;
+                oh.iter_mut().for_each(|o| *o *= inv);
+            }
         },
     );
 }

@@ -56,6 +56,47 @@ mod avx2 {
         _mm_cvtss_f32(_mm_add_ss(t, _mm_shuffle_ps(t, t, 1)))
     }
 
+    #[inline(always)]
+    unsafe fn hsum(acc: __m256) -> f32 {
+        let s = _mm_add_ps(_mm256_castps256_ps128(acc), _mm256_extractf128_ps(acc, 1));
+        let t = _mm_add_ps(s, _mm_movehl_ps(s, s));
+        _mm_cvtss_f32(_mm_add_ss(t, _mm_shuffle_ps(t, t, 1)))
+    }
+
+    /// # Safety
+    /// AVX2, FMA and F16C; `q.len() <= 8`, every `q[h].len() == k.len()`, a multiple of 8.
+    #[target_feature(enable = "avx2,fma,f16c")]
+    pub unsafe fn dot_many(q: &[&[f32]], k: &[f16], out: &mut [f32]) {
+        let mut acc = [_mm256_setzero_ps(); 8];
+        let nq = q.len().min(8);
+        for i in (0..k.len()).step_by(8) {
+            let kv = _mm256_cvtph_ps(_mm_loadu_si128(k.as_ptr().add(i) as *const __m128i));
+            for h in 0..nq {
+                acc[h] = _mm256_fmadd_ps(_mm256_loadu_ps(q[h].as_ptr().add(i)), kv, acc[h]);
+            }
+        }
+        for h in 0..nq {
+            out[h] = hsum(acc[h]);
+        }
+    }
+
+    /// # Safety
+    /// AVX2, FMA and F16C; `out.len() <= 8`, every `out[h].len() == v.len()`, a multiple of 8.
+    #[target_feature(enable = "avx2,fma,f16c")]
+    pub unsafe fn axpy_many(out: &mut [&mut [f32]], p: &[f32], v: &[f16]) {
+        let n = out.len().min(8);
+        for i in (0..v.len()).step_by(8) {
+            let x = _mm256_cvtph_ps(_mm_loadu_si128(v.as_ptr().add(i) as *const __m128i));
+            for h in 0..n {
+                let o = out[h].as_mut_ptr().add(i);
+                _mm256_storeu_ps(
+                    o,
+                    _mm256_fmadd_ps(_mm256_set1_ps(p[h]), x, _mm256_loadu_ps(o)),
+                );
+            }
+        }
+    }
+
     /// # Safety
     /// AVX2, FMA and F16C must be available; `out.len() == v.len()`, a multiple of 8.
     #[target_feature(enable = "avx2,fma,f16c")]
@@ -66,6 +107,44 @@ mod avx2 {
             let o = out.as_mut_ptr().add(i);
             _mm256_storeu_ps(o, _mm256_fmadd_ps(pv, x, _mm256_loadu_ps(o)));
         }
+    }
+}
+
+/// `out[h] = q[h]·k` for several queries against one key (each exactly `dot_f16`), converting
+/// the key once.
+#[inline]
+pub fn dot_f16_many(level: SimdLevel, q: &[&[f32]], k: &[f16], out: &mut [f32]) {
+    #[cfg(target_arch = "x86_64")]
+    if level == SimdLevel::Avx2
+        && q.len() <= 8
+        && k.len().is_multiple_of(8)
+        && q.iter().all(|x| x.len() == k.len())
+    {
+        // SAFETY: AVX2/FMA/F16C detected (`SimdLevel::Avx2`); lengths checked just above.
+        unsafe { avx2::dot_many(q, k, out) };
+        return;
+    }
+    for (o, qh) in out.iter_mut().zip(q) {
+        *o = dot_f16(level, qh, k);
+    }
+}
+
+/// `out[h] += p[h] · v` for several outputs and one value row (each exactly `axpy_f16`),
+/// converting the value row once.
+#[inline]
+pub fn axpy_f16_many(level: SimdLevel, out: &mut [&mut [f32]], p: &[f32], v: &[f16]) {
+    #[cfg(target_arch = "x86_64")]
+    if level == SimdLevel::Avx2
+        && out.len() <= 8
+        && v.len().is_multiple_of(8)
+        && out.iter().all(|x| x.len() == v.len())
+    {
+        // SAFETY: as in `dot_f16_many`.
+        unsafe { avx2::axpy_many(out, p, v) };
+        return;
+    }
+    for (o, &ph) in out.iter_mut().zip(p) {
+        axpy_f16(level, o, ph, v);
     }
 }
 
@@ -128,6 +207,28 @@ mod tests {
             axpy_f16(SimdLevel::Scalar, &mut o1, 0.37, &k);
             axpy_f16(SimdLevel::Avx2, &mut o2, 0.37, &k);
             assert_eq!(o1, o2, "axpy n={n}");
+        }
+    }
+
+    #[test]
+    fn many_variants_equal_single_calls() {
+        let (q0, k) = data(128, 5);
+        let (q1, _) = data(128, 6);
+        let (q2, v) = data(128, 7);
+        for level in [SimdLevel::Scalar, muser_quant::simd_level()] {
+            let qs: Vec<&[f32]> = vec![&q0, &q1, &q2];
+            let mut out = [0f32; 3];
+            dot_f16_many(level, &qs, &k, &mut out);
+            for (o, q) in out.iter().zip(&qs) {
+                assert_eq!(o.to_bits(), dot_f16(SimdLevel::Scalar, q, &k).to_bits());
+            }
+            let (mut a, mut b) = (q0.clone(), q1.clone());
+            let (mut a2, mut b2) = (q0.clone(), q1.clone());
+            axpy_f16_many(level, &mut [&mut a, &mut b], &[0.3, -1.7], &v);
+            axpy_f16(SimdLevel::Scalar, &mut a2, 0.3, &v);
+            axpy_f16(SimdLevel::Scalar, &mut b2, -1.7, &v);
+            assert_eq!((a, b), (a2, b2));
+            let _ = &q2;
         }
     }
 

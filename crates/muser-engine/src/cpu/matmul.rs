@@ -135,83 +135,15 @@ impl<'x> Acts<'x> {
     }
 }
 
-/// Tokens per cache block in the batched product: the weight rows of one task are reused across
-/// this many activation rows while both stay in L2.
-const TOKEN_BLOCK: usize = 64;
-
-/// Rows per parallel task: at least 16, and about 8 tasks per thread so work balances.
+/// Rows per parallel task: about two tasks per thread per matrix (a token's work is already
+/// split over several matrices in one parallel region), at least 16 rows.
 fn rows_per_task(n_out: usize) -> usize {
-    (n_out / (rayon::current_num_threads() * 8)).max(16)
-}
-
-/// Compute `y[r][t]` (`[n_out][n_tokens]`, transposed) in parallel over row ranges with
-/// `kernel(row_bytes, first_token, outputs)`, which fills the outputs of up to
-/// `TOKEN_BLOCK` consecutive tokens; then scatter into `out[t * n_out + r]`.
-fn run_rows(
-    w: &Matrix,
-    g: &Gguf,
-    n_tokens: usize,
-    out: &mut [f32],
-    kernel: impl Fn(&[u8], usize, &mut [f32]) -> Result<(), muser_quant::QuantError> + Sync,
-) -> Result<(), EngineError> {
-    let wbytes = w.bytes(g);
-    let rpt = rows_per_task(w.n_out);
-    let mut yt = vec![0f32; w.n_out * n_tokens];
-    yt.par_chunks_mut(rpt * n_tokens)
-        .enumerate()
-        .try_for_each(|(chunk, dst)| {
-            let r0 = chunk * rpt;
-            let rows = dst.len() / n_tokens;
-            for t0 in (0..n_tokens).step_by(TOKEN_BLOCK) {
-                let nt = TOKEN_BLOCK.min(n_tokens - t0);
-                for i in 0..rows {
-                    let r = r0 + i;
-                    let wrow = &wbytes[r * w.row_bytes..(r + 1) * w.row_bytes];
-                    kernel(
-                        wrow,
-                        t0,
-                        &mut dst[i * n_tokens + t0..i * n_tokens + t0 + nt],
-                    )?;
-                }
-            }
-            Ok(())
-        })
-        .map_err(|e| EngineError::quant(&w.name, e))?;
-    scatter(&yt, w.n_out, n_tokens, out);
-    Ok(())
-}
-
-/// Like `run_rows`, but the kernel takes a whole task: the bytes of its consecutive weight rows
-/// and `y` = `[rows][n_tokens]` outputs (the kernel blocks over tokens itself).
-fn run_blocks(
-    w: &Matrix,
-    g: &Gguf,
-    n_tokens: usize,
-    out: &mut [f32],
-    kernel: impl Fn(&[u8], &mut [f32]) -> Result<(), muser_quant::QuantError> + Sync,
-) -> Result<(), EngineError> {
-    let wbytes = w.bytes(g);
-    let rpt = rows_per_task(w.n_out);
-    let mut yt = vec![0f32; w.n_out * n_tokens];
-    yt.par_chunks_mut(rpt * n_tokens)
-        .enumerate()
-        .try_for_each(|(chunk, dst)| {
-            let r0 = chunk * rpt;
-            let rows = dst.len() / n_tokens;
-            kernel(&wbytes[r0 * w.row_bytes..(r0 + rows) * w.row_bytes], dst)
-        })
-        .map_err(|e| EngineError::quant(&w.name, e))?;
-    scatter(&yt, w.n_out, n_tokens, out);
-    Ok(())
+    (n_out / (rayon::current_num_threads() * 2)).max(16)
 }
 
 /// `out[t * n_out + r] = yt[r * n_tokens + t]`: a transpose, in parallel over blocks of 16
 /// tokens so each task reads short contiguous runs and writes rows that stay in cache.
 fn scatter(yt: &[f32], n_out: usize, n_tokens: usize, out: &mut [f32]) {
-    if n_tokens == 1 {
-        out.copy_from_slice(yt);
-        return;
-    }
     const TB: usize = 16;
     out.par_chunks_mut(n_out * TB)
         .enumerate()
@@ -227,6 +159,138 @@ fn scatter(yt: &[f32], n_out: usize, n_tokens: usize, out: &mut [f32]) {
         });
 }
 
+/// The activation operand of one product, borrowed for the parallel part.
+enum Operand<'a> {
+    A16(Vec<&'a [BlockA16]>),
+    F32(&'a [f32]),
+    Ggml(&'a [u8], usize),
+}
+
+/// One task: rows `r0..` of product `p`, outputs `[rows][n_tokens]`.
+struct Task<'a> {
+    p: usize,
+    r0: usize,
+    dst: &'a mut [f32],
+}
+
+/// Several products with the same input in one parallel region:
+/// `outs[i][t * w_i.n_out + r] = dot(W_i[r], acts[t])`. Sharing the region (Q/K/V/gate;
+/// FFN gate/up) saves a fork-join per matrix, which matters at one token.
+pub fn matmul_many(
+    g: &Gguf,
+    acts: &mut Acts<'_>,
+    products: &mut [(&Matrix, &mut [f32])],
+) -> Result<(), EngineError> {
+    let n_tokens = acts.n_tokens;
+    let mut kinds = Vec::with_capacity(products.len());
+    for (w, out) in products.iter() {
+        if acts.n != w.n_in || out.len() != n_tokens * w.n_out {
+            return Err(EngineError::Shape(format!(
+                "{}: [{} x {}] times {} rows of {} into {} outputs",
+                w.name,
+                w.n_out,
+                w.n_in,
+                n_tokens,
+                acts.n,
+                out.len()
+            )));
+        }
+        let kind = act_kind(acts.format, w.ty).map_err(|e| EngineError::quant(&w.name, e))?;
+        match kind {
+            ActKind::A16 => {
+                acts.a16(&w.name)?;
+            }
+            ActKind::Ggml(t) => {
+                acts.ggml(t, &w.name)?;
+            }
+            ActKind::F32 => {}
+        }
+        kinds.push(kind);
+    }
+    let acts = &*acts;
+    let groups = a16::n_groups(acts.n).max(1);
+    let operands: Vec<Operand<'_>> = kinds
+        .iter()
+        .map(|k| match k {
+            ActKind::A16 => {
+                Operand::A16(acts.a16.as_deref().unwrap_or(&[]).chunks(groups).collect())
+            }
+            ActKind::F32 => Operand::F32(acts.x),
+            ActKind::Ggml(t) => {
+                let b = acts
+                    .ggml
+                    .get(t)
+                    .map(|(w, len)| &bytemuck::cast_slice::<u64, u8>(w)[..*len])
+                    .unwrap_or(&[]);
+                Operand::Ggml(b, b.len() / n_tokens.max(1))
+            }
+        })
+        .collect();
+
+    // Row-major outputs ([row][token]) for every product: the final buffer itself at one token.
+    let mut yts: Vec<Vec<f32>> = products
+        .iter()
+        .map(|(w, _)| {
+            if n_tokens == 1 {
+                Vec::new()
+            } else {
+                vec![0f32; w.n_out * n_tokens]
+            }
+        })
+        .collect();
+    let mats: Vec<&Matrix> = products.iter().map(|(w, _)| *w).collect();
+    let mut tasks: Vec<Task<'_>> = Vec::new();
+    for (p, ((w, out), yt)) in products.iter_mut().zip(yts.iter_mut()).enumerate() {
+        let rpt = rows_per_task(w.n_out);
+        let buf: &mut [f32] = if n_tokens == 1 { out } else { yt };
+        for (c, dst) in buf.chunks_mut(rpt * n_tokens).enumerate() {
+            tasks.push(Task {
+                p,
+                r0: c * rpt,
+                dst,
+            });
+        }
+    }
+    tasks.into_par_iter().try_for_each(|task| {
+        let w = mats[task.p];
+        let rows = task.dst.len() / n_tokens;
+        let wbytes = &w.bytes(g)[task.r0 * w.row_bytes..(task.r0 + rows) * w.row_bytes];
+        let y = task.dst;
+        let r = match &operands[task.p] {
+            Operand::A16(a) => a16::matmul_rows(w.ty, wbytes, w.row_bytes, a, y),
+            Operand::F32(x) => (|| {
+                let n = w.n_in;
+                let mut wf = vec![0f32; n];
+                for (i, wrow) in wbytes.chunks(w.row_bytes).enumerate() {
+                    muser_quant::dequantize(w.ty, wrow, &mut wf)?;
+                    for t in 0..n_tokens {
+                        let xs: &[u8] = bytemuck::cast_slice(&x[t * n..(t + 1) * n]);
+                        y[i * n_tokens + t] =
+                            muser_quant::vec_dot(GgmlType::F32, bytemuck::cast_slice(&wf), xs)?;
+                    }
+                }
+                Ok(())
+            })(),
+            Operand::Ggml(a, a_row) => (|| {
+                for (i, wrow) in wbytes.chunks(w.row_bytes).enumerate() {
+                    for t in 0..n_tokens {
+                        y[i * n_tokens + t] =
+                            muser_quant::vec_dot(w.ty, wrow, &a[t * a_row..(t + 1) * a_row])?;
+                    }
+                }
+                Ok(())
+            })(),
+        };
+        r.map_err(|e| EngineError::quant(&w.name, e))
+    })?;
+    if n_tokens > 1 {
+        for ((w, out), yt) in products.iter_mut().zip(&yts) {
+            scatter(yt, w.n_out, n_tokens, out);
+        }
+    }
+    Ok(())
+}
+
 /// `out[t * w.n_out + r] = dot(W[r], acts[t])` for every token `t` and row `r`.
 pub fn matmul(
     g: &Gguf,
@@ -234,53 +298,5 @@ pub fn matmul(
     acts: &mut Acts<'_>,
     out: &mut [f32],
 ) -> Result<(), EngineError> {
-    let n_tokens = acts.n_tokens;
-    if acts.n != w.n_in || out.len() != n_tokens * w.n_out {
-        return Err(EngineError::Shape(format!(
-            "{}: [{} x {}] times {} rows of {} into {} outputs",
-            w.name,
-            w.n_out,
-            w.n_in,
-            n_tokens,
-            acts.n,
-            out.len()
-        )));
-    }
-    let kind = act_kind(acts.format, w.ty).map_err(|e| EngineError::quant(&w.name, e))?;
-    match kind {
-        ActKind::A16 => {
-            let groups = a16::n_groups(w.n_in);
-            let a = acts.a16(&w.name)?;
-            let rows: Vec<&[BlockA16]> = a.chunks(groups.max(1)).collect();
-            run_blocks(w, g, n_tokens, out, |wrows, y| {
-                a16::matmul_rows(w.ty, wrows, w.row_bytes, &rows, y)
-            })
-        }
-        ActKind::F32 => {
-            let x = acts.x;
-            let n = w.n_in;
-            let ty = w.ty;
-            run_rows(w, g, n_tokens, out, |wrow, t0, y| {
-                let mut wf = vec![0f32; n];
-                muser_quant::dequantize(ty, wrow, &mut wf)?;
-                for (k, o) in y.iter_mut().enumerate() {
-                    let t = t0 + k;
-                    let xs: &[u8] = bytemuck::cast_slice(&x[t * n..(t + 1) * n]);
-                    *o = muser_quant::vec_dot(GgmlType::F32, bytemuck::cast_slice(&wf), xs)?;
-                }
-                Ok(())
-            })
-        }
-        ActKind::Ggml(vty) => {
-            let a = acts.ggml(vty, &w.name)?;
-            let a_row = a.len() / n_tokens.max(1);
-            run_rows(w, g, n_tokens, out, |wrow, t0, y| {
-                for (k, o) in y.iter_mut().enumerate() {
-                    let t = t0 + k;
-                    *o = muser_quant::vec_dot(w.ty, wrow, &a[t * a_row..(t + 1) * a_row])?;
-                }
-                Ok(())
-            })
-        }
-    }
+    matmul_many(g, acts, &mut [(w, out)])
 }

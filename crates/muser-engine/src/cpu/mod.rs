@@ -12,6 +12,7 @@ pub mod f16math;
 pub mod kv;
 pub mod matmul;
 pub mod ops;
+pub mod profile;
 
 use std::sync::Arc;
 
@@ -22,7 +23,7 @@ use crate::model::Model;
 use crate::EngineError;
 use attention::{AttnShape, ChunkKv};
 use kv::LayerCache;
-use matmul::{matmul, ActFormat, Acts};
+use matmul::{matmul, matmul_many, ActFormat, Acts};
 use ops::Rope;
 
 /// Which logit rows `eval` returns.
@@ -55,6 +56,7 @@ pub struct CpuSession<'m> {
     pool: Arc<rayon::ThreadPool>,
     opts: CpuOptions,
     n_past: usize,
+    profile: profile::PhaseProfile,
 }
 
 impl<'m> CpuSession<'m> {
@@ -84,12 +86,18 @@ impl<'m> CpuSession<'m> {
             pool,
             opts,
             n_past: 0,
+            profile: profile::PhaseProfile::from_env(),
         })
     }
 
     /// Tokens evaluated so far.
     pub fn n_past(&self) -> usize {
         self.n_past
+    }
+
+    /// The phase profile (`MUSER_CPU_PROFILE=1`), if enabled.
+    pub fn profile_report(&self) -> Option<String> {
+        self.profile.enabled().then(|| self.profile.report())
     }
 
     /// Forget the sequence.
@@ -138,6 +146,7 @@ impl<'m> CpuSession<'m> {
         let e = c.n_embd;
         let pos0 = self.n_past;
 
+        self.profile.start();
         // x: [n][n_embd]
         let mut x = vec![0f32; n * e];
         for (t, &tok) in tokens.iter().enumerate() {
@@ -176,14 +185,27 @@ impl<'m> CpuSession<'m> {
                     &mut h[t * e..(t + 1) * e],
                 );
             }
+            self.profile.mark("norms+embed");
             let mut acts = Acts::new(&h, e, self.opts.acts);
-            matmul(g, &lw.wq, &mut acts, &mut q)?;
-            matmul(g, &lw.wk, &mut acts, &mut k)?;
-            matmul(g, &lw.wv, &mut acts, &mut v)?;
-            if let Some(wg) = &lw.wgate {
-                matmul(g, wg, &mut acts, &mut gate)?;
+            match &lw.wgate {
+                Some(wg) => matmul_many(
+                    g,
+                    &mut acts,
+                    &mut [
+                        (&lw.wq, &mut q),
+                        (&lw.wk, &mut k),
+                        (&lw.wv, &mut v),
+                        (wg, &mut gate),
+                    ],
+                )?,
+                None => matmul_many(
+                    g,
+                    &mut acts,
+                    &mut [(&lw.wq, &mut q), (&lw.wk, &mut k), (&lw.wv, &mut v)],
+                )?,
             }
             drop(acts);
+            self.profile.mark("matmul qkv+gate");
             for t in 0..n {
                 let qt = &mut q[t * qw..(t + 1) * qw];
                 let kt = &mut k[t * kvw..(t + 1) * kvw];
@@ -209,7 +231,9 @@ impl<'m> CpuSession<'m> {
                 k: &k16,
                 v: &v16,
             };
+            self.profile.mark("qk-norm+rope+f16");
             attention::attention(&shape, &self.cache[il], &chunk_kv, &q, &mut a);
+            self.profile.mark("attention");
             for t in 0..n {
                 self.cache[il].append(
                     pos0 + t,
@@ -223,6 +247,7 @@ impl<'m> CpuSession<'m> {
             let mut acts = Acts::new(&a, aw, self.opts.acts);
             matmul(g, &lw.wo, &mut acts, &mut o)?;
             drop(acts);
+            self.profile.mark("matmul o");
             for t in 0..n {
                 ops::rmsnorm(
                     &o[t * e..(t + 1) * e],
@@ -242,16 +267,22 @@ impl<'m> CpuSession<'m> {
                 );
             }
             let mut acts = Acts::new(&h, e, self.opts.acts);
-            matmul(g, &lw.ffn_gate, &mut acts, &mut fg)?;
-            matmul(g, &lw.ffn_up, &mut acts, &mut fu)?;
+            matmul_many(
+                g,
+                &mut acts,
+                &mut [(&lw.ffn_gate, &mut fg), (&lw.ffn_up, &mut fu)],
+            )?;
             drop(acts);
+            self.profile.mark("matmul gate+up");
             match c.ffn_activation {
                 FfnActivation::Silu => ops::swiglu(&mut fg, &fu),
                 FfnActivation::GeluTanh => ops::geglu(&mut fg, &fu),
             }
             let mut acts = Acts::new(&fg, c.n_ff, self.opts.acts);
+            self.profile.mark("ffn activation");
             matmul(g, &lw.ffn_down, &mut acts, &mut o)?;
             drop(acts);
+            self.profile.mark("matmul down");
             for t in 0..n {
                 ops::rmsnorm(
                     &o[t * e..(t + 1) * e],
@@ -283,8 +314,11 @@ impl<'m> CpuSession<'m> {
         }
         let mut logits = vec![0f32; rows.len() * c.n_vocab];
         let mut acts = Acts::new(&xn, e, self.opts.acts);
+        self.profile.mark("norms+embed");
         matmul(g, &w.output, &mut acts, &mut logits)?;
+        self.profile.mark("matmul output");
         ops::scale_softcap(&mut logits, c.logit_scale, c.softcap);
+        self.profile.mark("softcap");
         Ok(logits)
     }
 }
