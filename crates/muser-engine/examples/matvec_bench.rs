@@ -41,7 +41,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let w = &model.weights;
     {
         // In-cache kernel throughput: one row, many times.
-        let m = if std::env::var_os("BENCH_FFN").is_some() { &w.layers[0].ffn_up } else { &w.output };
+        let m = if std::env::var_os("BENCH_FFN").is_some() {
+            &w.layers[0].ffn_up
+        } else {
+            &w.output
+        };
         let row = m.row(g, 0);
         let x: Vec<f32> = (0..m.n_in)
             .map(|i| ((i * 7919) % 1000) as f32 * 1e-3 - 0.5)

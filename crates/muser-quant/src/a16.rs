@@ -20,22 +20,21 @@
 //! Quantization: per sub-block, `amax = max |x|`, `d = amax / 32767`,
 //! `q = round_ties_even(x * (32767 / amax))` clamped to ±32767 (all zero when `amax == 0`).
 //!
-//! Dot products (the reference below; the SIMD kernels in `a16_avx2` are bit-identical to it).
-//! Per sub-block of 32 (weights `w_i` as signed integers after the format's offset: Q6_K
-//! `q − 32`, Q5_0 `q − 16`, k-quant asymmetric formats the raw `q`), eight exact integer *lane
-//! partials* `P[l] = Σ w_i·a_i` over `i ∈ {2l, 2l+1, 16+2l, 17+2l}` — the lanes of `vpmaddwd`
-//! on the two 16-value halves, summed. |P| < 2^24 for every format, so `P as f32` is exact.
-//! Eight f32 lane accumulators are updated with fused multiply-adds `acc[l] = fma(S, P[l], acc[l])`
-//! (Rust's `mul_add`: one rounding, identical in software and hardware), where the sub-block's
-//! scale `S` is, every product rounded to f32:
-//! - Q8_0 / Q5_0: `S = dw · da`;
-//! - Q4_K / Q5_K: `S = (d · sc_j) · da_j`, and separately a min accumulator per sub-block
-//!   position `j` of a group: `macc[j] = fma((dmin · m_j) · da_j, asum_j, macc[j])`;
-//! - Q6_K: halves with their own scales: lane partials of the first 16 values `Plo[l] =
-//!   w_{2l}a_{2l} + w_{2l+1}a_{2l+1}` with `S_lo = (d · sc_lo) · da`, then the second 16 with
-//!   `S_hi`, two fused updates per lane.
+//! Dot products (the reference below; the SIMD kernels in `a16_avx2` / `a16_avx512` are
+//! bit-identical to it). Per sub-block of 32 (weights `w_i` as signed integers after the
+//! format's offset: Q6_K `q − 32`, Q5_0 `q − 16`, the asymmetric k-quants the raw `q`), sixteen
+//! exact integer *lane partials* `P[l] = w_{2l}·a_{2l} + w_{2l+1}·a_{2l+1}` — the lanes of
+//! `vpmaddwd` over the sub-block's 32 values. |P| < 2^24 for every format, so `P as f32` is
+//! exact. Sixteen f32 lane accumulators are updated with fused multiply-adds
+//! `acc[l] = fma(S_l, P[l], acc[l])` (Rust's `mul_add`: one rounding, identical in software and
+//! hardware), where the sub-block's scale is, every product rounded to f32:
+//! - Q8_0 / Q5_0: `S = dw · da` for every lane;
+//! - Q4_K / Q5_K: `S = (d · sc_j) · da_j` for every lane, and separately a min accumulator per
+//!   sub-block position `j` of a group: `macc[j] = fma((dmin · m_j) · da_j, asum_j, macc[j])`;
+//! - Q6_K: lanes 0–7 cover the sub-block's first 16 values and use `S_lo = (d · sc_lo) · da`,
+//!   lanes 8–15 the second 16 with `S_hi`.
 //!
-//! Result: `reduce8(acc) − reduce8(macc)` with
+//! Result: `reduce8(acc[0..8] + acc[8..16]) − reduce8(macc)` (lane-wise sum first) with
 //! `reduce8(a) = ((a0 + a4) + (a2 + a6)) + ((a1 + a5) + (a3 + a7))`.
 //! It depends only on the two rows: never on threads, batching or the CPU's SIMD level.
 
@@ -76,7 +75,7 @@ pub fn n_groups(n: usize) -> usize {
 
 /// Quantize one row. `x.len()` must be a multiple of 32 and `y.len() == n_groups(x.len())`.
 pub fn quantize_row(x: &[f32], y: &mut [BlockA16]) -> Result<(), QuantError> {
-    if x.len() % SUB != 0 || y.len() != n_groups(x.len()) {
+    if !x.len().is_multiple_of(SUB) || y.len() != n_groups(x.len()) {
         return Err(QuantError::Length {
             ty: GgmlType::F32,
             what: "A16 row (elements must be a multiple of 32, groups = ceil(n/256))",
@@ -93,7 +92,7 @@ pub fn quantize_row(x: &[f32], y: &mut [BlockA16]) -> Result<(), QuantError> {
             }
             let xs = &x[start..start + SUB];
             #[cfg(target_arch = "x86_64")]
-            if crate::simd::simd_level() == SimdLevel::Avx2 {
+            if crate::simd::simd_level().avx2() {
                 // SAFETY: AVX2/FMA/F16C detected (`SimdLevel::Avx2`); both slices hold 32 values.
                 if let Some((d, sum)) = unsafe {
                     crate::a16_avx2::quantize_sub(xs, &mut out.qs[j * SUB..(j + 1) * SUB])
@@ -136,34 +135,33 @@ pub fn reduce8(a: &[f32; 8]) -> f32 {
     ((a[0] + a[4]) + (a[2] + a[6])) + ((a[1] + a[5]) + (a[3] + a[7]))
 }
 
-/// Lane partials of one 32-value sub-block (`w` already offset-corrected).
+/// The sixteen lane partials of one 32-value sub-block (`w` already offset-corrected).
 #[inline]
-fn lane_partials(w: &[i32], a: &[i16]) -> [i32; 8] {
-    let mut p = [0i32; 8];
-    for (l, v) in p.iter_mut().enumerate() {
-        *v = [2 * l, 2 * l + 1, 16 + 2 * l, 17 + 2 * l]
-            .iter()
-            .map(|&i| w[i] * i32::from(a[i]))
-            .sum();
-    }
-    p
-}
-
-/// Lane partials of one 16-value half.
-#[inline]
-fn half_partials(w: &[i32], a: &[i16]) -> [i32; 8] {
-    let mut p = [0i32; 8];
+fn lane_partials(w: &[i32], a: &[i16]) -> [i32; 16] {
+    let mut p = [0i32; 16];
     for (l, v) in p.iter_mut().enumerate() {
         *v = w[2 * l] * i32::from(a[2 * l]) + w[2 * l + 1] * i32::from(a[2 * l + 1]);
     }
     p
 }
 
+/// `acc[l] = fma(s_lo, P[l], acc[l])` for lanes 0–7, `s_hi` for lanes 8–15.
 #[inline]
-fn fma_lanes(acc: &mut [f32; 8], s: f32, p: &[i32; 8]) {
-    for (a, &v) in acc.iter_mut().zip(p) {
+fn fma_lanes(acc: &mut [f32; 16], s_lo: f32, s_hi: f32, p: &[i32; 16]) {
+    for (l, (a, &v)) in acc.iter_mut().zip(p).enumerate() {
+        let s = if l < 8 { s_lo } else { s_hi };
         *a = s.mul_add(v as f32, *a);
     }
+}
+
+/// The final reduction of the sixteen lane accumulators.
+#[inline]
+pub fn reduce16(a: &[f32; 16]) -> f32 {
+    let mut b = [0f32; 8];
+    for (l, x) in b.iter_mut().enumerate() {
+        *x = a[l] + a[l + 8];
+    }
+    reduce8(&b)
 }
 
 /// Q4_K / Q5_K reference: `blk(k)` gives super-block `k`'s (d, dmin, scales, quants).
@@ -172,7 +170,7 @@ fn dot_asym_ref(
     blk: impl Fn(usize) -> (f32, f32, [u8; 12], [u8; 256]),
     a: &[BlockA16],
 ) -> f32 {
-    let mut acc = [0f32; 8];
+    let mut acc = [0f32; 16];
     let mut macc = [0f32; 8];
     for (k, ag) in a.iter().enumerate().take(n_super) {
         let (d, dmin, scales, q) = blk(k);
@@ -181,14 +179,14 @@ fn dot_asym_ref(
         for j in 0..8 {
             let s = (d * f32::from(sc[j])) * ag.d[j];
             let p = lane_partials(&w[j * SUB..(j + 1) * SUB], &ag.qs[j * SUB..(j + 1) * SUB]);
-            fma_lanes(&mut acc, s, &p);
+            fma_lanes(&mut acc, s, s, &p);
         }
         for j in 0..8 {
             let mm = (dmin * f32::from(m[j])) * ag.d[j];
             macc[j] = mm.mul_add(ag.sum[j] as f32, macc[j]);
         }
     }
-    reduce8(&acc) - reduce8(&macc)
+    reduce16(&acc) - reduce8(&macc)
 }
 
 /// Q4_K · A16, scalar reference.
@@ -225,7 +223,7 @@ pub fn dot_q5_k_ref(x: &[BlockQ5K], a: &[BlockA16]) -> f32 {
 
 /// Q6_K · A16, scalar reference.
 pub fn dot_q6_k_ref(x: &[BlockQ6K], a: &[BlockA16]) -> f32 {
-    let mut acc = [0f32; 8];
+    let mut acc = [0f32; 16];
     for (b, ag) in x.iter().zip(a) {
         let d = b.d.to_f32();
         let w: Vec<i32> = b.quants().iter().map(|&v| i32::from(v) - 32).collect();
@@ -233,27 +231,23 @@ pub fn dot_q6_k_ref(x: &[BlockQ6K], a: &[BlockA16]) -> f32 {
             let (o, aq) = (j * SUB, &ag.qs[j * SUB..(j + 1) * SUB]);
             let s_lo = (d * f32::from(b.scales[2 * j])) * ag.d[j];
             let s_hi = (d * f32::from(b.scales[2 * j + 1])) * ag.d[j];
-            fma_lanes(&mut acc, s_lo, &half_partials(&w[o..o + 16], &aq[..16]));
-            fma_lanes(
-                &mut acc,
-                s_hi,
-                &half_partials(&w[o + 16..o + 32], &aq[16..]),
-            );
+            fma_lanes(&mut acc, s_lo, s_hi, &lane_partials(&w[o..o + 32], aq));
         }
     }
-    reduce8(&acc)
+    reduce16(&acc)
 }
 
 /// The 32-value block formats: block `i` pairs with sub-block `i % 8` of group `i / 8`.
 fn dot_blocks32_ref(nb: usize, blk: impl Fn(usize) -> (f32, [i32; 32]), a: &[BlockA16]) -> f32 {
-    let mut acc = [0f32; 8];
+    let mut acc = [0f32; 16];
     for i in 0..nb {
         let (ag, j) = (&a[i / 8], i % 8);
         let (dw, w) = blk(i);
         let p = lane_partials(&w, &ag.qs[j * SUB..(j + 1) * SUB]);
-        fma_lanes(&mut acc, dw * ag.d[j], &p);
+        let s = dw * ag.d[j];
+        fma_lanes(&mut acc, s, s, &p);
     }
-    reduce8(&acc)
+    reduce16(&acc)
 }
 
 /// Q8_0 · A16, scalar reference.
@@ -308,7 +302,7 @@ pub fn unpack_row(ty: GgmlType, w: &[u8], out: &mut [UnpackedGroup]) -> Result<(
         });
     }
     let n = w.len() / ty.type_size() * ty.block_size();
-    if out.len() != n_groups(n) || w.len() % ty.type_size() != 0 {
+    if out.len() != n_groups(n) || !w.len().is_multiple_of(ty.type_size()) {
         return Err(QuantError::Length {
             ty,
             what: "unpacked groups for the weight row",
@@ -368,7 +362,7 @@ pub fn unpack_row(ty: GgmlType, w: &[u8], out: &mut [UnpackedGroup]) -> Result<(
 /// Reference dot of an unpacked row (of a weight of type `ty`, `n` values) with an A16 row:
 /// the same numbers as [`dot_at`] on the packed row.
 pub fn dot_unpacked_ref(ty: GgmlType, u: &[UnpackedGroup], n: usize, a: &[BlockA16]) -> f32 {
-    let mut acc = [0f32; 8];
+    let mut acc = [0f32; 16];
     let mut macc = [0f32; 8];
     let nb = n / SUB;
     let mins = matches!(ty, GgmlType::Q4_K | GgmlType::Q5_K);
@@ -377,24 +371,9 @@ pub fn dot_unpacked_ref(ty: GgmlType, u: &[UnpackedGroup], n: usize, a: &[BlockA
         let w: Vec<i32> = ug.q.iter().map(|&v| i32::from(v)).collect();
         for j in 0..(nb - 8 * g).min(8) {
             let (o, aq) = (j * SUB, &ag.qs[j * SUB..(j + 1) * SUB]);
-            if split {
-                fma_lanes(
-                    &mut acc,
-                    ug.ws[j] * ag.d[j],
-                    &half_partials(&w[o..o + 16], &aq[..16]),
-                );
-                fma_lanes(
-                    &mut acc,
-                    ug.ws_hi[j] * ag.d[j],
-                    &half_partials(&w[o + 16..o + 32], &aq[16..]),
-                );
-            } else {
-                fma_lanes(
-                    &mut acc,
-                    ug.ws[j] * ag.d[j],
-                    &lane_partials(&w[o..o + 32], aq),
-                );
-            }
+            let s_lo = ug.ws[j] * ag.d[j];
+            let s_hi = if split { ug.ws_hi[j] * ag.d[j] } else { s_lo };
+            fma_lanes(&mut acc, s_lo, s_hi, &lane_partials(&w[o..o + 32], aq));
         }
         if mins {
             for (j, m) in macc.iter_mut().enumerate() {
@@ -403,9 +382,9 @@ pub fn dot_unpacked_ref(ty: GgmlType, u: &[UnpackedGroup], n: usize, a: &[BlockA
         }
     }
     if mins {
-        reduce8(&acc) - reduce8(&macc)
+        reduce16(&acc) - reduce8(&macc)
     } else {
-        reduce8(&acc)
+        reduce16(&acc)
     }
 }
 
@@ -434,7 +413,7 @@ fn check_row(ty: GgmlType, w: &[u8], a: &[BlockA16]) -> Result<(), QuantError> {
         return Err(QuantError::Unsupported { ty, op: "A16 dot" });
     }
     let ts = ty.type_size();
-    if w.len() % ts != 0 {
+    if !w.len().is_multiple_of(ts) {
         return Err(QuantError::NotBlockMultiple {
             ty,
             what: "weight row bytes",
@@ -465,30 +444,39 @@ fn reference(ty: GgmlType, w: &[u8], a: &[BlockA16]) -> Result<f32, QuantError> 
 }
 
 #[cfg(target_arch = "x86_64")]
-fn avx2_tile<const RW: usize, const RA: usize>(
+fn x86_tile<const RW: usize, const RA: usize>(
+    level: SimdLevel,
     ty: GgmlType,
     w: [&[u8]; RW],
     a: [&[BlockA16]; RA],
     out: &mut [f32],
 ) -> Result<(), QuantError> {
-    use crate::a16_avx2 as k;
     macro_rules! go {
-        ($f:ident) => {{
+        ($m:ident, $f:ident) => {{
             let mut rows = [&[][..]; RW];
             for (r, wb) in rows.iter_mut().zip(w) {
                 *r = cast_blocks(ty, wb)?;
             }
-            // SAFETY: only called at `SimdLevel::Avx2`, which `simd` selects only after
-            // detecting AVX2, FMA and F16C; every row's length was checked by the caller.
-            unsafe { k::$f::<RW, RA>(rows, a, out) }
+            // SAFETY: `level` is AVX2 or AVX-512, selected by `simd` only after detecting the
+            // features the module's kernels enable; every row's length was checked by the caller.
+            unsafe { crate::$m::$f::<RW, RA>(rows, a, out) }
         }};
     }
-    match ty {
-        GgmlType::Q4_K => go!(dot_q4_k),
-        GgmlType::Q5_K => go!(dot_q5_k),
-        GgmlType::Q6_K => go!(dot_q6_k),
-        GgmlType::Q8_0 => go!(dot_q8_0),
-        _ => go!(dot_q5_0),
+    macro_rules! by_type {
+        ($m:ident) => {
+            match ty {
+                GgmlType::Q4_K => go!($m, dot_q4_k),
+                GgmlType::Q5_K => go!($m, dot_q5_k),
+                GgmlType::Q6_K => go!($m, dot_q6_k),
+                GgmlType::Q8_0 => go!($m, dot_q8_0),
+                _ => go!($m, dot_q5_0),
+            }
+        };
+    }
+    if level == SimdLevel::Avx512 {
+        by_type!(a16_avx512)
+    } else {
+        by_type!(a16_avx2)
     }
     Ok(())
 }
@@ -515,12 +503,12 @@ pub fn dot_rows_at(
         check_row(ty, w, r)?;
     }
     #[cfg(target_arch = "x86_64")]
-    if level == SimdLevel::Avx2 {
+    if level.avx2() {
         return match *a {
-            [a0] => avx2_tile::<1, 1>(ty, [w], [a0], out),
-            [a0, a1] => avx2_tile::<1, 2>(ty, [w], [a0, a1], out),
-            [a0, a1, a2] => avx2_tile::<1, 3>(ty, [w], [a0, a1, a2], out),
-            [a0, a1, a2, a3] => avx2_tile::<1, 4>(ty, [w], [a0, a1, a2, a3], out),
+            [a0] => x86_tile::<1, 1>(level, ty, [w], [a0], out),
+            [a0, a1] => x86_tile::<1, 2>(level, ty, [w], [a0, a1], out),
+            [a0, a1, a2] => x86_tile::<1, 3>(level, ty, [w], [a0, a1, a2], out),
+            [a0, a1, a2, a3] => x86_tile::<1, 4>(level, ty, [w], [a0, a1, a2, a3], out),
             _ => Ok(()),
         };
     }
@@ -543,7 +531,7 @@ pub fn matmul_rows_at(
     a: &[&[BlockA16]],
     out: &mut [f32],
 ) -> Result<(), QuantError> {
-    if row_bytes == 0 || w.len() % row_bytes != 0 || a.is_empty() {
+    if row_bytes == 0 || !w.len().is_multiple_of(row_bytes) || a.is_empty() {
         return Err(QuantError::Length {
             ty,
             what: "weight rows (whole rows, at least one activation row)",
@@ -575,11 +563,12 @@ pub fn matmul_rows_at(
         return Ok(());
     }
     #[cfg(target_arch = "x86_64")]
-    if level == SimdLevel::Avx2 {
+    if level.avx2() {
         if let [a0] = *a {
             let mut i = 0;
             while i + 4 <= n_rows {
-                avx2_tile::<4, 1>(
+                x86_tile::<4, 1>(
+                    level,
                     ty,
                     [row(i), row(i + 1), row(i + 2), row(i + 3)],
                     [a0],
@@ -588,7 +577,7 @@ pub fn matmul_rows_at(
                 i += 4;
             }
             while i < n_rows {
-                avx2_tile::<1, 1>(ty, [row(i)], [a0], &mut out[i..i + 1])?;
+                x86_tile::<1, 1>(level, ty, [row(i)], [a0], &mut out[i..i + 1])?;
                 i += 1;
             }
             return Ok(());
@@ -598,10 +587,10 @@ pub fn matmul_rows_at(
             for (k, ac) in a.chunks(MAX_ROWS).enumerate() {
                 let o = &mut out[i * na + k * MAX_ROWS..i * na + k * MAX_ROWS + ac.len()];
                 match *ac {
-                    [a0] => avx2_tile::<1, 1>(ty, [row(i)], [a0], o)?,
-                    [a0, a1] => avx2_tile::<1, 2>(ty, [row(i)], [a0, a1], o)?,
-                    [a0, a1, a2] => avx2_tile::<1, 3>(ty, [row(i)], [a0, a1, a2], o)?,
-                    [a0, a1, a2, a3] => avx2_tile::<1, 4>(ty, [row(i)], [a0, a1, a2, a3], o)?,
+                    [a0] => x86_tile::<1, 1>(level, ty, [row(i)], [a0], o)?,
+                    [a0, a1] => x86_tile::<1, 2>(level, ty, [row(i)], [a0, a1], o)?,
+                    [a0, a1, a2] => x86_tile::<1, 3>(level, ty, [row(i)], [a0, a1, a2], o)?,
+                    [a0, a1, a2, a3] => x86_tile::<1, 4>(level, ty, [row(i)], [a0, a1, a2, a3], o)?,
                     _ => {}
                 }
             }
@@ -625,22 +614,34 @@ pub const UNPACK_MIN_ROWS: usize = 8;
 const TOKEN_BLOCK: usize = 16;
 
 #[cfg(target_arch = "x86_64")]
-fn avx2_unpacked_tile<const RW: usize, const RA: usize>(
+fn x86_unpacked_tile<const RW: usize, const RA: usize>(
+    level: SimdLevel,
     ty: GgmlType,
     nb: usize,
     w: [&[UnpackedGroup]; RW],
     a: [&[BlockA16]; RA],
     out: &mut [f32],
 ) {
-    use crate::a16_avx2::dot_unpacked;
-    // SAFETY: only called at `SimdLevel::Avx2` (AVX2, FMA and F16C detected); the unpacked rows
-    // and activation rows were built for the same length by the caller.
-    unsafe {
-        match ty {
-            GgmlType::Q4_K | GgmlType::Q5_K => dot_unpacked::<false, true, RW, RA>(nb, w, a, out),
-            GgmlType::Q6_K => dot_unpacked::<true, false, RW, RA>(nb, w, a, out),
-            _ => dot_unpacked::<false, false, RW, RA>(nb, w, a, out),
-        }
+    macro_rules! by_type {
+        ($m:ident) => {
+            // SAFETY: `level` is AVX2 or AVX-512, selected by `simd` only after detecting the
+            // features the module's kernels enable; the unpacked rows and activation rows were
+            // built for the same length by the caller.
+            unsafe {
+                match ty {
+                    GgmlType::Q4_K | GgmlType::Q5_K => {
+                        crate::$m::dot_unpacked::<false, true, RW, RA>(nb, w, a, out)
+                    }
+                    GgmlType::Q6_K => crate::$m::dot_unpacked::<true, false, RW, RA>(nb, w, a, out),
+                    _ => crate::$m::dot_unpacked::<false, false, RW, RA>(nb, w, a, out),
+                }
+            }
+        };
+    }
+    if level == SimdLevel::Avx512 {
+        by_type!(a16_avx512)
+    } else {
+        by_type!(a16_avx2)
     }
 }
 
@@ -660,7 +661,7 @@ fn matmul_unpacked(
     let nb = n / SUB;
     let row = |i: usize| &u[i * groups..(i + 1) * groups];
     #[cfg(target_arch = "x86_64")]
-    if level == SimdLevel::Avx2 {
+    if level.avx2() {
         let mut tmp = [0f32; 2 * MAX_ROWS];
         for t0 in (0..na).step_by(TOKEN_BLOCK) {
             let tb = &a[t0..(t0 + TOKEN_BLOCK).min(na)];
@@ -671,34 +672,43 @@ fn matmul_unpacked(
                     let t = t0 + k * MAX_ROWS;
                     let o = &mut tmp[..rw * ac.len()];
                     match (rw, ac) {
-                        (2, &[a0, a1, a2, a3]) => avx2_unpacked_tile::<2, 4>(
+                        (2, &[a0, a1, a2, a3]) => x86_unpacked_tile::<2, 4>(
+                            level,
                             ty,
                             nb,
                             [row(i), row(i + 1)],
                             [a0, a1, a2, a3],
                             o,
                         ),
-                        (2, &[a0, a1, a2]) => avx2_unpacked_tile::<2, 3>(
+                        (2, &[a0, a1, a2]) => x86_unpacked_tile::<2, 3>(
+                            level,
                             ty,
                             nb,
                             [row(i), row(i + 1)],
                             [a0, a1, a2],
                             o,
                         ),
-                        (2, &[a0, a1]) => {
-                            avx2_unpacked_tile::<2, 2>(ty, nb, [row(i), row(i + 1)], [a0, a1], o)
-                        }
+                        (2, &[a0, a1]) => x86_unpacked_tile::<2, 2>(
+                            level,
+                            ty,
+                            nb,
+                            [row(i), row(i + 1)],
+                            [a0, a1],
+                            o,
+                        ),
                         (2, &[a0]) => {
-                            avx2_unpacked_tile::<2, 1>(ty, nb, [row(i), row(i + 1)], [a0], o)
+                            x86_unpacked_tile::<2, 1>(level, ty, nb, [row(i), row(i + 1)], [a0], o)
                         }
                         (_, &[a0, a1, a2, a3]) => {
-                            avx2_unpacked_tile::<1, 4>(ty, nb, [row(i)], [a0, a1, a2, a3], o)
+                            x86_unpacked_tile::<1, 4>(level, ty, nb, [row(i)], [a0, a1, a2, a3], o)
                         }
                         (_, &[a0, a1, a2]) => {
-                            avx2_unpacked_tile::<1, 3>(ty, nb, [row(i)], [a0, a1, a2], o)
+                            x86_unpacked_tile::<1, 3>(level, ty, nb, [row(i)], [a0, a1, a2], o)
                         }
-                        (_, &[a0, a1]) => avx2_unpacked_tile::<1, 2>(ty, nb, [row(i)], [a0, a1], o),
-                        (_, &[a0]) => avx2_unpacked_tile::<1, 1>(ty, nb, [row(i)], [a0], o),
+                        (_, &[a0, a1]) => {
+                            x86_unpacked_tile::<1, 2>(level, ty, nb, [row(i)], [a0, a1], o)
+                        }
+                        (_, &[a0]) => x86_unpacked_tile::<1, 1>(level, ty, nb, [row(i)], [a0], o),
                         _ => {}
                     }
                     for r in 0..rw {
@@ -877,6 +887,14 @@ mod tests {
         }
     }
 
+    /// Every level this CPU can run.
+    fn test_levels() -> Vec<SimdLevel> {
+        [SimdLevel::Scalar, SimdLevel::Avx2, SimdLevel::Avx512]
+            .into_iter()
+            .filter(|l| l.is_available())
+            .collect()
+    }
+
     #[cfg(target_arch = "x86_64")]
     #[test]
     fn avx2_is_bit_identical_to_the_reference() {
@@ -898,8 +916,14 @@ mod tests {
                 let w = weights(ty, n, seed);
                 let (_, a) = acts(n, seed + 100);
                 let r = dot_at(SimdLevel::Scalar, ty, &w, &a).expect("ref");
-                let v = dot_at(SimdLevel::Avx2, ty, &w, &a).expect("avx2");
-                assert_eq!(r.to_bits(), v.to_bits(), "{ty} n={n}: {r} vs {v}");
+                for level in test_levels() {
+                    let v = dot_at(level, ty, &w, &a).expect("simd");
+                    assert_eq!(
+                        r.to_bits(),
+                        v.to_bits(),
+                        "{ty} n={n} at {level:?}: {r} vs {v}"
+                    );
+                }
             }
         }
     }
@@ -923,7 +947,7 @@ mod tests {
             let rows: Vec<Vec<BlockA16>> = (0..4).map(|r| acts(n, 20 + r).1).collect();
             let refs: Vec<&[BlockA16]> = rows.iter().map(Vec::as_slice).collect();
             for k in 1..=4 {
-                for level in [SimdLevel::Scalar, SimdLevel::Avx2] {
+                for level in test_levels() {
                     let mut out = vec![0f32; k];
                     dot_rows_at(level, ty, &w, &refs[..k], &mut out).expect("rows");
                     for (r, o) in out.iter().enumerate() {
@@ -959,7 +983,7 @@ mod tests {
             let acts: Vec<Vec<BlockA16>> = (0..14).map(|t| acts(n, 60 + t).1).collect();
             let refs: Vec<&[BlockA16]> = acts.iter().map(Vec::as_slice).collect();
             for na in [1usize, 2, 5, 6, 9, 14] {
-                for level in [SimdLevel::Scalar, SimdLevel::Avx2] {
+                for level in test_levels() {
                     let mut out = vec![0f32; 7 * na];
                     matmul_rows_at(level, ty, &rows, row_bytes, &refs[..na], &mut out)
                         .expect("matmul");

@@ -1,19 +1,19 @@
 //! AVX2 kernels for the weight · A16 dot products, on tiles of `RW` weight rows × `RA`
-//! activation rows: `RW = 4, RA = 1` for decode (four independent accumulator chains share each
-//! activation load), `RW = 1, RA = 1..=4` for prefill (each unpacked weight sub-block is reused
-//! by up to four tokens).
+//! activation rows: `RW = 4, RA = 1` for decode (independent accumulator chains share each
+//! activation load), `RW ≤ 2, RA ≤ 4` for prefill (each weight sub-block is reused by up to four
+//! tokens).
 //!
 //! Bit-identical to the references in `a16`: `vpmaddwd` on the two 16-value halves of a
-//! sub-block gives exactly the reference's lane partials, which are exact in f32; each (weight
-//! row, activation row) pair has its own accumulators, updated with the same fused multiply-add
-//! by the same scale in the same order; the final reduction is the reference's tree. The tile
-//! shape therefore never changes a result.
+//! sub-block gives exactly the reference's 16 lane partials (lanes 0–7 from the first half, in
+//! the low accumulator; 8–15 from the second, in the high one), exact in f32; each (weight row,
+//! activation row) pair has its own accumulators, updated with the same fused multiply-add by
+//! the same scale in the same order; the final reduction is the reference's tree. The tile shape
+//! therefore never changes a result.
 //!
-//! Owns: one `Fmt` implementation per weight format (per-group scale vectors and per-sub-block
-//! i16 weights) and the one tile kernel they share.
+//! Owns: the AVX2 tile kernel and its entry points; the formats' byte layouts are in `a16_fmt`.
 //!
 //! Safety: the entry points are `unsafe` and `#[target_feature(enable = "avx2,fma,f16c")]`;
-//! callers check those features at run time (`SimdLevel::Avx2`) and pass rows of matching
+//! callers check those features at run time (`SimdLevel::avx2()`) and pass rows of matching
 //! lengths (checked by the dispatcher in `a16`).
 
 #![allow(unsafe_op_in_unsafe_fn)]
@@ -21,7 +21,7 @@
 use std::arch::x86_64::*;
 
 use crate::a16::{BlockA16, UnpackedGroup, SUB};
-use crate::common::unpack_k4_scales;
+use crate::a16_fmt::{Fmt, Unp, Q4K, Q50, Q5K, Q6K, Q80};
 use crate::q4_k::BlockQ4K;
 use crate::q5_0::BlockQ5_0;
 use crate::q5_k::BlockQ5K;
@@ -30,316 +30,32 @@ use crate::q8_0::BlockQ8_0;
 
 /// `((a0 + a4) + (a2 + a6)) + ((a1 + a5) + (a3 + a7))`, as `a16::reduce8`.
 #[inline(always)]
-unsafe fn reduce8(acc: __m256) -> f32 {
+pub(crate) unsafe fn reduce8(acc: __m256) -> f32 {
     let s = _mm_add_ps(_mm256_castps256_ps128(acc), _mm256_extractf128_ps(acc, 1));
     let t = _mm_add_ps(s, _mm_movehl_ps(s, s));
     _mm_cvtss_f32(_mm_add_ss(t, _mm_shuffle_ps(t, t, 1)))
 }
 
+/// Sub-block `j` of group `g` as two vectors of 16 i16 (values 0..16, 16..32).
 #[inline(always)]
-unsafe fn f16_bits_to_f32(bits: u16) -> f32 {
-    _mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtsi32_si128(i32::from(bits))))
-}
-
-/// 32 unsigned bytes to two vectors of 16 i16.
-#[inline(always)]
-unsafe fn u8_to_i16x2(v: __m256i) -> (__m256i, __m256i) {
-    (
-        _mm256_cvtepu8_epi16(_mm256_castsi256_si128(v)),
-        _mm256_cvtepu8_epi16(_mm256_extracti128_si256(v, 1)),
-    )
-}
-
-/// 32 signed bytes to two vectors of 16 i16.
-#[inline(always)]
-unsafe fn i8_to_i16x2(v: __m256i) -> (__m256i, __m256i) {
-    (
-        _mm256_cvtepi8_epi16(_mm256_castsi256_si128(v)),
-        _mm256_cvtepi8_epi16(_mm256_extracti128_si256(v, 1)),
-    )
-}
-
-/// Eight u8 scales as f32 lanes multiplied by `d`: `d * (s as f32)` per lane.
-#[inline(always)]
-unsafe fn scaled_u8(s: &[u8; 8], d: f32) -> __m256 {
-    let v = _mm_loadl_epi64(s.as_ptr() as *const __m128i);
-    _mm256_mul_ps(
-        _mm256_set1_ps(d),
-        _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(v)),
-    )
-}
-
-/// Scale vectors of one group of one weight row (lane `j` = sub-block `j`).
-#[derive(Clone, Copy)]
-struct Scales {
-    /// Weight scale of each sub-block (Q6_K: of its first half).
-    ws: __m256,
-    /// Q6_K: scale of each sub-block's second half.
-    ws_hi: __m256,
-    /// Q4_K/Q5_K: the min factor `dmin · m_j`.
-    wm: __m256,
-}
-
-/// How one weight format presents itself to the tile kernel.
-trait Fmt {
-    type Block;
-    /// Q6_K: two scales per sub-block.
-    const SPLIT: bool;
-    /// Q4_K/Q5_K: a min term.
-    const MINS: bool;
-    /// Sub-blocks of group `g` present in a row of `nb` blocks.
-    fn n_sub(nb: usize, g: usize) -> usize;
-    /// Bytes of one group (256 values) of a row.
-    fn group_bytes() -> usize {
-        std::mem::size_of::<Self::Block>() * 256 / Self::VALUES_PER_BLOCK
-    }
-    /// Values per `Block`.
-    const VALUES_PER_BLOCK: usize;
-    unsafe fn scales(row: &[Self::Block], g: usize) -> Scales;
-    /// Sub-block `j` of group `g` as two vectors of 16 i16 (offset-corrected).
-    unsafe fn weights(row: &[Self::Block], g: usize, j: usize) -> (__m256i, __m256i);
-}
-
-struct Q4K;
-struct Q5K;
-struct Q6K;
-struct Q80;
-struct Q50;
-
-impl Fmt for Q4K {
-    type Block = BlockQ4K;
-    const VALUES_PER_BLOCK: usize = 256;
-    const SPLIT: bool = false;
-    const MINS: bool = true;
-    fn n_sub(_: usize, _: usize) -> usize {
-        8
-    }
-    #[inline(always)]
-    unsafe fn scales(row: &[BlockQ4K], g: usize) -> Scales {
-        let b = &row[g];
-        let (sc, m) = unpack_k4_scales(&b.scales);
-        Scales {
-            ws: scaled_u8(&sc, f16_bits_to_f32(b.d.to_bits())),
-            ws_hi: _mm256_setzero_ps(),
-            wm: scaled_u8(&m, f16_bits_to_f32(b.dmin.to_bits())),
-        }
-    }
-    #[inline(always)]
-    unsafe fn weights(row: &[BlockQ4K], g: usize, j: usize) -> (__m256i, __m256i) {
-        let v = _mm256_loadu_si256(row[g].qs.as_ptr().add(32 * (j / 2)) as *const __m256i);
-        let v = if j % 2 == 0 {
-            v
-        } else {
-            _mm256_srli_epi16(v, 4)
-        };
-        u8_to_i16x2(_mm256_and_si256(v, _mm256_set1_epi8(0x0f)))
-    }
-}
-
-impl Fmt for Q5K {
-    type Block = BlockQ5K;
-    const VALUES_PER_BLOCK: usize = 256;
-    const SPLIT: bool = false;
-    const MINS: bool = true;
-    fn n_sub(_: usize, _: usize) -> usize {
-        8
-    }
-    #[inline(always)]
-    unsafe fn scales(row: &[BlockQ5K], g: usize) -> Scales {
-        let b = &row[g];
-        let (sc, m) = unpack_k4_scales(&b.scales);
-        Scales {
-            ws: scaled_u8(&sc, f16_bits_to_f32(b.d.to_bits())),
-            ws_hi: _mm256_setzero_ps(),
-            wm: scaled_u8(&m, f16_bits_to_f32(b.dmin.to_bits())),
-        }
-    }
-    #[inline(always)]
-    unsafe fn weights(row: &[BlockQ5K], g: usize, j: usize) -> (__m256i, __m256i) {
-        let b = &row[g];
-        let v = _mm256_loadu_si256(b.qs.as_ptr().add(32 * (j / 2)) as *const __m256i);
-        let v = if j % 2 == 0 {
-            v
-        } else {
-            _mm256_srli_epi16(v, 4)
-        };
-        let qh = _mm256_loadu_si256(b.qh.as_ptr() as *const __m256i);
-        let bit = _mm256_and_si256(
-            _mm256_srl_epi16(qh, _mm_cvtsi32_si128(j as i32)),
-            _mm256_set1_epi8(1),
-        );
-        let q = _mm256_or_si256(
-            _mm256_and_si256(v, _mm256_set1_epi8(0x0f)),
-            _mm256_slli_epi16(bit, 4),
-        );
-        u8_to_i16x2(q)
-    }
-}
-
-impl Fmt for Q6K {
-    type Block = BlockQ6K;
-    const VALUES_PER_BLOCK: usize = 256;
-    const SPLIT: bool = true;
-    const MINS: bool = false;
-    fn n_sub(_: usize, _: usize) -> usize {
-        8
-    }
-    #[inline(always)]
-    unsafe fn scales(row: &[BlockQ6K], g: usize) -> Scales {
-        let b = &row[g];
-        // Even scale indices first, then odd.
-        let deint = _mm_setr_epi8(0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15);
-        let sc = _mm_shuffle_epi8(_mm_loadu_si128(b.scales.as_ptr() as *const __m128i), deint);
-        let d = _mm256_set1_ps(f16_bits_to_f32(b.d.to_bits()));
-        Scales {
-            ws: _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(sc))),
-            ws_hi: _mm256_mul_ps(
-                d,
-                _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(sc, 8))),
-            ),
-            wm: _mm256_setzero_ps(),
-        }
-    }
-    #[inline(always)]
-    unsafe fn weights(row: &[BlockQ6K], g: usize, j: usize) -> (__m256i, __m256i) {
-        let b = &row[g];
-        let (h, s) = (j / 4, j % 4);
-        // Sub-block s of half h: low/high nibbles of ql[64h + 32(s % 2)..], 2 bits of qh at 2s.
-        let ql = _mm256_loadu_si256(b.ql.as_ptr().add(64 * h + 32 * (s % 2)) as *const __m256i);
-        let ql = if s < 2 { ql } else { _mm256_srli_epi16(ql, 4) };
-        let qh = _mm256_loadu_si256(b.qh.as_ptr().add(32 * h) as *const __m256i);
-        let hi = _mm256_and_si256(
-            _mm256_srl_epi16(qh, _mm_cvtsi32_si128(2 * s as i32)),
-            _mm256_set1_epi8(3),
-        );
-        let q = _mm256_or_si256(
-            _mm256_and_si256(ql, _mm256_set1_epi8(0x0f)),
-            _mm256_slli_epi16(hi, 4),
-        );
-        i8_to_i16x2(_mm256_sub_epi8(q, _mm256_set1_epi8(32)))
-    }
-}
-
-impl Fmt for Q80 {
-    type Block = BlockQ8_0;
-    const VALUES_PER_BLOCK: usize = 32;
-    const SPLIT: bool = false;
-    const MINS: bool = false;
-    fn n_sub(nb: usize, g: usize) -> usize {
-        (nb - 8 * g).min(8)
-    }
-    #[inline(always)]
-    unsafe fn scales(row: &[BlockQ8_0], g: usize) -> Scales {
-        let mut bits = [0u16; 8];
-        for (j, b) in row[8 * g..].iter().take(8).enumerate() {
-            bits[j] = b.d.to_bits();
-        }
-        Scales {
-            ws: _mm256_cvtph_ps(_mm_loadu_si128(bits.as_ptr() as *const __m128i)),
-            ws_hi: _mm256_setzero_ps(),
-            wm: _mm256_setzero_ps(),
-        }
-    }
-    #[inline(always)]
-    unsafe fn weights(row: &[BlockQ8_0], g: usize, j: usize) -> (__m256i, __m256i) {
-        i8_to_i16x2(_mm256_loadu_si256(
-            row[8 * g + j].qs.as_ptr() as *const __m256i
-        ))
-    }
-}
-
-impl Fmt for Q50 {
-    type Block = BlockQ5_0;
-    const VALUES_PER_BLOCK: usize = 32;
-    const SPLIT: bool = false;
-    const MINS: bool = false;
-    fn n_sub(nb: usize, g: usize) -> usize {
-        (nb - 8 * g).min(8)
-    }
-    #[inline(always)]
-    unsafe fn scales(row: &[BlockQ5_0], g: usize) -> Scales {
-        let mut bits = [0u16; 8];
-        for (j, b) in row[8 * g..].iter().take(8).enumerate() {
-            bits[j] = b.d.to_bits();
-        }
-        Scales {
-            ws: _mm256_cvtph_ps(_mm_loadu_si128(bits.as_ptr() as *const __m128i)),
-            ws_hi: _mm256_setzero_ps(),
-            wm: _mm256_setzero_ps(),
-        }
-    }
-    #[inline(always)]
-    unsafe fn weights(row: &[BlockQ5_0], g: usize, j: usize) -> (__m256i, __m256i) {
-        let b = &row[8 * g + j];
-        let qs = _mm_loadu_si128(b.qs.as_ptr() as *const __m128i);
-        let m4 = _mm_set1_epi8(0x0f);
-        let nib = _mm256_set_m128i(
-            _mm_and_si128(_mm_srli_epi16(qs, 4), m4),
-            _mm_and_si128(qs, m4),
-        );
-        let bits = _mm256_set1_epi64x(0x8040_2010_0804_0201u64 as i64);
-        let spread = _mm256_setr_epi8(
-            0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3,
-            3, 3, 3,
-        );
-        let qh = _mm256_set1_epi32(i32::from_le_bytes(b.qh));
-        let set = _mm256_cmpeq_epi8(
-            _mm256_and_si256(_mm256_shuffle_epi8(qh, spread), bits),
-            bits,
-        );
-        let sixteen = _mm256_set1_epi8(0x10);
-        let q = _mm256_or_si256(nib, _mm256_and_si256(set, sixteen));
-        i8_to_i16x2(_mm256_sub_epi8(q, sixteen))
-    }
-}
-
-/// Weights already unpacked by `a16::unpack_row` (any format; `SPLIT`/`MINS` as that format).
-struct Unp<const SPLIT: bool, const MINS: bool>;
-
-impl<const SPLIT_: bool, const MINS_: bool> Fmt for Unp<SPLIT_, MINS_> {
-    type Block = UnpackedGroup;
-    const VALUES_PER_BLOCK: usize = 256;
-    const SPLIT: bool = SPLIT_;
-    const MINS: bool = MINS_;
-    fn n_sub(nb: usize, g: usize) -> usize {
-        (nb - 8 * g).min(8)
-    }
-    #[inline(always)]
-    unsafe fn scales(row: &[UnpackedGroup], g: usize) -> Scales {
-        let u = &row[g];
-        Scales {
-            ws: _mm256_loadu_ps(u.ws.as_ptr()),
-            ws_hi: _mm256_loadu_ps(u.ws_hi.as_ptr()),
-            wm: _mm256_loadu_ps(u.wm.as_ptr()),
-        }
-    }
-    #[inline(always)]
-    unsafe fn weights(row: &[UnpackedGroup], g: usize, j: usize) -> (__m256i, __m256i) {
-        let p = row[g].q.as_ptr().add(SUB * j);
-        (
+unsafe fn weights<F: Fmt>(row: &[F::Block], g: usize, j: usize) -> (__m256i, __m256i) {
+    if F::UNPACKED {
+        let p = F::i16_ptr(row, g, j);
+        return (
             _mm256_loadu_si256(p as *const __m256i),
             _mm256_loadu_si256(p.add(16) as *const __m256i),
-        )
+        );
+    }
+    let v = F::bytes(row, g, j);
+    let (lo, hi) = (_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+    if F::SIGNED {
+        (_mm256_cvtepi8_epi16(lo), _mm256_cvtepi8_epi16(hi))
+    } else {
+        (_mm256_cvtepu8_epi16(lo), _mm256_cvtepu8_epi16(hi))
     }
 }
 
-/// `out[rw * RA + ra] = dot(w[rw], a[ra])` for unpacked rows of `nb` 32-value blocks.
-#[target_feature(enable = "avx2,fma,f16c")]
-pub unsafe fn dot_unpacked<
-    const SPLIT: bool,
-    const MINS: bool,
-    const RW: usize,
-    const RA: usize,
->(
-    nb: usize,
-    w: [&[UnpackedGroup]; RW],
-    a: [&[BlockA16]; RA],
-    out: &mut [f32],
-) {
-    tile::<Unp<SPLIT, MINS>, RW, RA>(nb, w, a, out)
-}
-
-/// The shared tile kernel: `out[rw * RA + ra] = dot(w[rw], a[ra])`.
+/// The tile kernel: `out[rw * RA + ra] = dot(w[rw], a[ra])`.
 // Group, row and sub-block indices address several arrays at once.
 #[allow(clippy::needless_range_loop)]
 #[inline(always)]
@@ -349,17 +65,17 @@ unsafe fn tile<F: Fmt, const RW: usize, const RA: usize>(
     a: [&[BlockA16]; RA],
     out: &mut [f32],
 ) {
-    let mut acc = [[_mm256_setzero_ps(); RA]; RW];
+    let mut acc_lo = [[_mm256_setzero_ps(); RA]; RW];
+    let mut acc_hi = [[_mm256_setzero_ps(); RA]; RW];
     let mut macc = [[_mm256_setzero_ps(); RA]; RW];
     let groups = a[0].len();
     for g in 0..groups {
         let n_sub = F::n_sub(nb, g);
-        // Decode streams weights from memory: ask for the group after next now.
-        if RA == 1 && g + 6 < groups {
+        // Decode streams weights from memory: ask for a group a few ahead now.
+        if RA == 1 && !F::UNPACKED && g + 6 < groups {
             for row in w.iter() {
-                let base = row.as_ptr() as *const i8;
                 let bytes = F::group_bytes();
-                let start = base.add((g + 6) * bytes);
+                let start = (row.as_ptr() as *const i8).add((g + 6) * bytes);
                 let mut off = 0;
                 while off < bytes {
                     _mm_prefetch::<_MM_HINT_T0>(start.add(off));
@@ -368,7 +84,7 @@ unsafe fn tile<F: Fmt, const RW: usize, const RA: usize>(
             }
         }
         // Per-(row, token) sub-block scales, kept in memory so each sub-block's scale is one
-        // broadcast load rather than a lane permute.
+        // broadcast load.
         let mut s = [[[0f32; 8]; RA]; RW];
         let mut s_hi = [[[0f32; 8]; RA]; RW];
         for rw in 0..RW {
@@ -390,7 +106,7 @@ unsafe fn tile<F: Fmt, const RW: usize, const RA: usize>(
         for j in 0..n_sub {
             let mut wv = [(_mm256_setzero_si256(), _mm256_setzero_si256()); RW];
             for rw in 0..RW {
-                wv[rw] = F::weights(w[rw], g, j);
+                wv[rw] = weights::<F>(w[rw], g, j);
             }
             for ra in 0..RA {
                 let ap = a[ra][g].qs.as_ptr().add(SUB * j);
@@ -398,24 +114,23 @@ unsafe fn tile<F: Fmt, const RW: usize, const RA: usize>(
                 let a1 = _mm256_loadu_si256(ap.add(16) as *const __m256i);
                 for rw in 0..RW {
                     let (w0, w1) = wv[rw];
-                    let p0 = _mm256_madd_epi16(w0, a0);
-                    let p1 = _mm256_madd_epi16(w1, a1);
-                    let sj = _mm256_broadcast_ss(&s[rw][ra][j]);
-                    if F::SPLIT {
-                        let t = _mm256_fmadd_ps(sj, _mm256_cvtepi32_ps(p0), acc[rw][ra]);
-                        let hj = _mm256_broadcast_ss(&s_hi[rw][ra][j]);
-                        acc[rw][ra] = _mm256_fmadd_ps(hj, _mm256_cvtepi32_ps(p1), t);
+                    let p0 = _mm256_cvtepi32_ps(_mm256_madd_epi16(w0, a0));
+                    let p1 = _mm256_cvtepi32_ps(_mm256_madd_epi16(w1, a1));
+                    let s_lo = _mm256_broadcast_ss(&s[rw][ra][j]);
+                    let s_hi = if F::SPLIT {
+                        _mm256_broadcast_ss(&s_hi[rw][ra][j])
                     } else {
-                        let p = _mm256_cvtepi32_ps(_mm256_add_epi32(p0, p1));
-                        acc[rw][ra] = _mm256_fmadd_ps(sj, p, acc[rw][ra]);
-                    }
+                        s_lo
+                    };
+                    acc_lo[rw][ra] = _mm256_fmadd_ps(s_lo, p0, acc_lo[rw][ra]);
+                    acc_hi[rw][ra] = _mm256_fmadd_ps(s_hi, p1, acc_hi[rw][ra]);
                 }
             }
         }
     }
     for rw in 0..RW {
         for ra in 0..RA {
-            let r = reduce8(acc[rw][ra]);
+            let r = reduce8(_mm256_add_ps(acc_lo[rw][ra], acc_hi[rw][ra]));
             out[rw * RA + ra] = if F::MINS {
                 r - reduce8(macc[rw][ra])
             } else {
@@ -423,6 +138,22 @@ unsafe fn tile<F: Fmt, const RW: usize, const RA: usize>(
             };
         }
     }
+}
+
+/// `out[rw * RA + ra] = dot(w[rw], a[ra])` for unpacked rows of `nb` 32-value blocks.
+#[target_feature(enable = "avx2,fma,f16c")]
+pub unsafe fn dot_unpacked<
+    const SPLIT: bool,
+    const MINS: bool,
+    const RW: usize,
+    const RA: usize,
+>(
+    nb: usize,
+    w: [&[UnpackedGroup]; RW],
+    a: [&[BlockA16]; RA],
+    out: &mut [f32],
+) {
+    tile::<Unp<SPLIT, MINS>, RW, RA>(nb, w, a, out)
 }
 
 macro_rules! entry {

@@ -20,6 +20,10 @@
 pub mod a16;
 #[cfg(target_arch = "x86_64")]
 mod a16_avx2;
+#[cfg(target_arch = "x86_64")]
+mod a16_avx512;
+#[cfg(target_arch = "x86_64")]
+mod a16_fmt;
 pub mod bf16;
 pub mod f16;
 pub mod f32;
@@ -111,7 +115,7 @@ pub fn vec_dot_type(ty: GgmlType) -> Result<GgmlType, QuantError> {
 
 fn cast<'a, T: Pod>(ty: GgmlType, what: &'static str, b: &'a [u8]) -> Result<&'a [T], QuantError> {
     let size = std::mem::size_of::<T>();
-    if b.len() % size != 0 {
+    if !b.len().is_multiple_of(size) {
         return Err(QuantError::NotBlockMultiple {
             ty,
             what,
@@ -133,7 +137,7 @@ fn cast_mut<'a, T: Pod>(
     b: &'a mut [u8],
 ) -> Result<&'a mut [T], QuantError> {
     let size = std::mem::size_of::<T>();
-    if b.len() % size != 0 {
+    if !b.len().is_multiple_of(size) {
         return Err(QuantError::NotBlockMultiple {
             ty,
             what,
@@ -158,7 +162,7 @@ fn check_sizes(
     what: &'static str,
 ) -> Result<(), QuantError> {
     let bs = ty.block_size();
-    if n_elems % bs != 0 {
+    if !n_elems.is_multiple_of(bs) {
         return Err(QuantError::NotBlockMultiple {
             ty,
             what: "element count",
@@ -296,7 +300,7 @@ pub fn vec_dot(ty: GgmlType, w: &[u8], act: &[u8]) -> Result<f32, QuantError> {
 pub fn vec_dot_at(level: SimdLevel, ty: GgmlType, w: &[u8], act: &[u8]) -> Result<f32, QuantError> {
     let vty = vec_dot_type(ty)?;
     let ts = ty.type_size();
-    if w.len() % ts != 0 {
+    if !w.len().is_multiple_of(ts) {
         return Err(QuantError::NotBlockMultiple {
             ty,
             what: "weight bytes",
@@ -353,7 +357,7 @@ pub fn matvec_at(
             })
         };
     }
-    if w.len() % out.len() != 0 {
+    if !w.len().is_multiple_of(out.len()) {
         return Err(QuantError::NotBlockMultiple {
             ty,
             what: "weight bytes per row",
@@ -363,7 +367,7 @@ pub fn matvec_at(
     }
     let row = w.len() / out.len();
     let ts = ty.type_size();
-    if row % ts != 0 {
+    if !row.is_multiple_of(ts) {
         return Err(QuantError::NotBlockMultiple {
             ty,
             what: "row bytes",

@@ -9,6 +9,7 @@
 //! - `avx2`: demand the AVX2 kernels; on a CPU without AVX2+FMA+F16C this is an error
 //!   ([`init_simd`] returns it, [`simd_level`] panics with the message), never a silent
 //!   fallback;
+//! - `avx512`: demand the AVX-512 kernels, likewise;
 //! - anything else: an error, the same way.
 //!
 //! Invariant: every kernel's AVX2 path returns bit-identical results to its scalar
@@ -25,6 +26,8 @@ pub enum SimdLevel {
     Scalar,
     /// x86-64 AVX2 + FMA + F16C kernels.
     Avx2,
+    /// AVX-512 (F, BW) kernels where Muser has them (the A16 dots), AVX2 kernels elsewhere.
+    Avx512,
 }
 
 impl SimdLevel {
@@ -33,7 +36,13 @@ impl SimdLevel {
         match self {
             SimdLevel::Scalar => "scalar",
             SimdLevel::Avx2 => "avx2",
+            SimdLevel::Avx512 => "avx512",
         }
+    }
+
+    /// Whether the AVX2 kernels may run at this level (AVX-512 implies them).
+    pub fn avx2(self) -> bool {
+        matches!(self, SimdLevel::Avx2 | SimdLevel::Avx512)
     }
 
     /// Whether this CPU can run the level.
@@ -41,6 +50,7 @@ impl SimdLevel {
         match self {
             SimdLevel::Scalar => true,
             SimdLevel::Avx2 => avx2_available(),
+            SimdLevel::Avx512 => avx512_available(),
         }
     }
 }
@@ -62,9 +72,28 @@ pub fn avx2_available() -> bool {
     }
 }
 
+/// Whether the AVX-512 kernels can run here (the AVX2 set plus AVX-512 F and BW).
+pub fn avx512_available() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        static HAS: OnceLock<bool> = OnceLock::new();
+        *HAS.get_or_init(|| {
+            avx2_available()
+                && is_x86_feature_detected!("avx512f")
+                && is_x86_feature_detected!("avx512bw")
+        })
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        false
+    }
+}
+
 /// The best level the hardware supports, ignoring `MUSER_SIMD`.
 pub fn detected_level() -> SimdLevel {
-    if avx2_available() {
+    if avx512_available() {
+        SimdLevel::Avx512
+    } else if avx2_available() {
         SimdLevel::Avx2
     } else {
         SimdLevel::Scalar
@@ -82,8 +111,18 @@ fn resolve(var: Option<&str>) -> Result<SimdLevel, String> {
                 Err("MUSER_SIMD=avx2 but this CPU lacks AVX2/FMA/F16C".to_string())
             }
         }
+        Some("avx512") => {
+            if avx512_available() {
+                Ok(SimdLevel::Avx512)
+            } else {
+                Err(
+                    "MUSER_SIMD=avx512 but this CPU lacks AVX-512 F/BW (or AVX2/FMA/F16C)"
+                        .to_string(),
+                )
+            }
+        }
         Some(other) => Err(format!(
-            "MUSER_SIMD={other:?} is not one of: auto, scalar, avx2"
+            "MUSER_SIMD={other:?} is not one of: auto, scalar, avx2, avx512"
         )),
     }
 }

@@ -115,7 +115,7 @@ mod avx2 {
 #[inline]
 pub fn dot_f16_many(level: SimdLevel, q: &[&[f32]], k: &[f16], out: &mut [f32]) {
     #[cfg(target_arch = "x86_64")]
-    if level == SimdLevel::Avx2
+    if level.avx2()
         && q.len() <= 8
         && k.len().is_multiple_of(8)
         && q.iter().all(|x| x.len() == k.len())
@@ -134,7 +134,7 @@ pub fn dot_f16_many(level: SimdLevel, q: &[&[f32]], k: &[f16], out: &mut [f32]) 
 #[inline]
 pub fn axpy_f16_many(level: SimdLevel, out: &mut [&mut [f32]], p: &[f32], v: &[f16]) {
     #[cfg(target_arch = "x86_64")]
-    if level == SimdLevel::Avx2
+    if level.avx2()
         && out.len() <= 8
         && v.len().is_multiple_of(8)
         && out.iter().all(|x| x.len() == v.len())
@@ -152,7 +152,7 @@ pub fn axpy_f16_many(level: SimdLevel, out: &mut [&mut [f32]], p: &[f32], v: &[f
 #[inline]
 pub fn dot_f16(level: SimdLevel, q: &[f32], k: &[f16]) -> f32 {
     #[cfg(target_arch = "x86_64")]
-    if level == SimdLevel::Avx2 && q.len() == k.len() && q.len().is_multiple_of(8) {
+    if level.avx2() && q.len() == k.len() && q.len().is_multiple_of(8) {
         // SAFETY: `SimdLevel::Avx2` is selected only after detecting AVX2, FMA and F16C;
         // lengths checked just above.
         return unsafe { avx2::dot(q, k) };
@@ -165,7 +165,7 @@ pub fn dot_f16(level: SimdLevel, q: &[f32], k: &[f16]) -> f32 {
 #[inline]
 pub fn axpy_f16(level: SimdLevel, out: &mut [f32], p: f32, v: &[f16]) {
     #[cfg(target_arch = "x86_64")]
-    if level == SimdLevel::Avx2 && out.len() == v.len() && out.len().is_multiple_of(8) {
+    if level.avx2() && out.len() == v.len() && out.len().is_multiple_of(8) {
         // SAFETY: as in `dot_f16`.
         unsafe { avx2::axpy(out, p, v) };
         return;
