@@ -473,7 +473,11 @@ fn x86_tile<const RW: usize, const RA: usize>(
             }
         };
     }
-    if level == SimdLevel::Avx512 {
+    // Single-token tiles stay on AVX2 even at the AVX-512 level: measured in-cache on the dev
+    // VM (matvec_bench, 4-row tiles, 1 thread): Q8_0 14.7 GMAC/s AVX2 vs 12.5 AVX-512, Q4_K
+    // 14.0 vs 12.9. Multi-token tiles use AVX-512 (see `x86_unpacked_tile`). Both give the
+    // same bits; `MUSER_SIMD=avx2` is the A/B switch for the whole choice.
+    if level == SimdLevel::Avx512 && RA > 1 {
         by_type!(a16_avx512)
     } else {
         by_type!(a16_avx2)
@@ -638,6 +642,8 @@ fn x86_unpacked_tile<const RW: usize, const RA: usize>(
             }
         };
     }
+    // Prefill tiles on unpacked rows: AVX-512 measured 25–27 GMAC/s vs AVX2 18 (forged small,
+    // 64 tokens, 1 thread, matvec_bench).
     if level == SimdLevel::Avx512 {
         by_type!(a16_avx512)
     } else {

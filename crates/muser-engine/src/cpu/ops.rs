@@ -128,11 +128,11 @@ pub fn sigmoid_gate(a: &mut [f32], g: &[f32]) {
 /// `x = cap * tanh(x * scale / cap)` (or just `x * scale` without a cap).
 pub fn scale_softcap(x: &mut [f32], scale: f32, cap: Option<f32>) {
     match cap {
-        Some(cap) => {
-            for v in x.iter_mut() {
-                *v = cap * (*v * scale / cap).tanh();
+        Some(cap) => x.par_chunks_mut(ACT_CHUNK).for_each(|c| {
+            for v in c.iter_mut() {
+                *v = cap * tanh_exp(*v * scale / cap);
             }
-        }
+        }),
         None if scale != 1.0 => x.iter_mut().for_each(|v| *v *= scale),
         None => {}
     }
