@@ -22,8 +22,10 @@ pub mod a16;
 mod a16_avx2;
 #[cfg(target_arch = "x86_64")]
 mod a16_avx512;
+mod a16_dispatch;
 #[cfg(target_arch = "x86_64")]
 mod a16_fmt;
+mod a16_unpack;
 pub mod bf16;
 pub mod f16;
 pub mod f32;

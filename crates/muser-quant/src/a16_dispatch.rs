@@ -1,0 +1,269 @@
+//! Dispatch of the A16 dot products: checks rows once, then runs the scalar references or the
+//! x86 tiles (`a16_avx2`, `a16_avx512`) for single dots, multi-token tiles and whole blocks of
+//! weight rows (`matmul_rows_at`, which unpacks rows first when enough tokens share them).
+//! Every path gives the references' bits.
+
+use bytemuck::{Pod, Zeroable};
+use muser_gguf::GgmlType;
+
+use crate::a16::{
+    dot_q4_k_ref, dot_q5_0_ref, dot_q5_k_ref, dot_q6_k_ref, dot_q8_0_ref, n_groups, BlockA16,
+};
+use crate::a16_unpack::{matmul_unpacked, unpack_row, UnpackedGroup, UNPACK_MIN_ROWS};
+use crate::simd::SimdLevel;
+use crate::QuantError;
+
+/// Whether weight type `ty` has an A16 dot product.
+pub fn supports(ty: GgmlType) -> bool {
+    matches!(
+        ty,
+        GgmlType::Q4_K | GgmlType::Q5_K | GgmlType::Q6_K | GgmlType::Q8_0 | GgmlType::Q5_0
+    )
+}
+
+pub(crate) fn cast_blocks<T: Pod>(ty: GgmlType, w: &[u8]) -> Result<&[T], QuantError> {
+    bytemuck::try_cast_slice(w).map_err(|_| QuantError::Misaligned {
+        ty,
+        what: "weight row",
+        align: std::mem::align_of::<T>(),
+        addr: w.as_ptr() as usize,
+    })
+}
+
+/// Most activation rows one kernel call takes (the prefill tile height).
+pub const MAX_ROWS: usize = 4;
+
+fn check_row(ty: GgmlType, w: &[u8], a: &[BlockA16]) -> Result<(), QuantError> {
+    if !supports(ty) {
+        return Err(QuantError::Unsupported { ty, op: "A16 dot" });
+    }
+    let ts = ty.type_size();
+    if !w.len().is_multiple_of(ts) {
+        return Err(QuantError::NotBlockMultiple {
+            ty,
+            what: "weight row bytes",
+            len: w.len(),
+            unit: ts,
+        });
+    }
+    let n = w.len() / ts * ty.block_size();
+    if a.len() != n_groups(n) {
+        return Err(QuantError::Length {
+            ty,
+            what: "A16 groups for the weight row",
+            expected: n_groups(n),
+            got: a.len(),
+        });
+    }
+    Ok(())
+}
+
+fn reference(ty: GgmlType, w: &[u8], a: &[BlockA16]) -> Result<f32, QuantError> {
+    Ok(match ty {
+        GgmlType::Q4_K => dot_q4_k_ref(cast_blocks(ty, w)?, a),
+        GgmlType::Q5_K => dot_q5_k_ref(cast_blocks(ty, w)?, a),
+        GgmlType::Q6_K => dot_q6_k_ref(cast_blocks(ty, w)?, a),
+        GgmlType::Q8_0 => dot_q8_0_ref(cast_blocks(ty, w)?, a),
+        _ => dot_q5_0_ref(cast_blocks(ty, w)?, a),
+    })
+}
+
+#[cfg(target_arch = "x86_64")]
+fn x86_tile<const RW: usize, const RA: usize>(
+    level: SimdLevel,
+    ty: GgmlType,
+    w: [&[u8]; RW],
+    a: [&[BlockA16]; RA],
+    out: &mut [f32],
+) -> Result<(), QuantError> {
+    macro_rules! go {
+        ($m:ident, $f:ident) => {{
+            let mut rows = [&[][..]; RW];
+            for (r, wb) in rows.iter_mut().zip(w) {
+                *r = cast_blocks(ty, wb)?;
+            }
+            // SAFETY: `level` is AVX2 or AVX-512, selected by `simd` only after detecting the
+            // features the module's kernels enable; every row's length was checked by the caller.
+            unsafe { crate::$m::$f::<RW, RA>(rows, a, out) }
+        }};
+    }
+    macro_rules! by_type {
+        ($m:ident) => {
+            match ty {
+                GgmlType::Q4_K => go!($m, dot_q4_k),
+                GgmlType::Q5_K => go!($m, dot_q5_k),
+                GgmlType::Q6_K => go!($m, dot_q6_k),
+                GgmlType::Q8_0 => go!($m, dot_q8_0),
+                _ => go!($m, dot_q5_0),
+            }
+        };
+    }
+    // Single-token tiles stay on AVX2 even at the AVX-512 level: measured in-cache on the dev
+    // VM (matvec_bench, 4-row tiles, 1 thread): Q8_0 14.7 GMAC/s AVX2 vs 12.5 AVX-512, Q4_K
+    // 14.0 vs 12.9. Multi-token tiles use AVX-512 (see `x86_unpacked_tile`). Both give the
+    // same bits; `MUSER_SIMD=avx2` is the A/B switch for the whole choice.
+    if level == SimdLevel::Avx512 && RA > 1 {
+        by_type!(a16_avx512)
+    } else {
+        by_type!(a16_avx2)
+    }
+    Ok(())
+}
+
+/// Dot products of one weight row (`w`, whole blocks of `ty`) with up to [`MAX_ROWS`] A16 rows
+/// (`out[r] = w · a[r]`), at SIMD `level`. Every result is bit-identical to [`dot_at`] on its
+/// row alone, at every level.
+pub fn dot_rows_at(
+    level: SimdLevel,
+    ty: GgmlType,
+    w: &[u8],
+    a: &[&[BlockA16]],
+    out: &mut [f32],
+) -> Result<(), QuantError> {
+    if a.len() != out.len() || a.is_empty() || a.len() > MAX_ROWS {
+        return Err(QuantError::Length {
+            ty,
+            what: "A16 rows per call (1..=4, one output each)",
+            expected: out.len(),
+            got: a.len(),
+        });
+    }
+    for r in a {
+        check_row(ty, w, r)?;
+    }
+    #[cfg(target_arch = "x86_64")]
+    if level.avx2() {
+        return match *a {
+            [a0] => x86_tile::<1, 1>(level, ty, [w], [a0], out),
+            [a0, a1] => x86_tile::<1, 2>(level, ty, [w], [a0, a1], out),
+            [a0, a1, a2] => x86_tile::<1, 3>(level, ty, [w], [a0, a1, a2], out),
+            [a0, a1, a2, a3] => x86_tile::<1, 4>(level, ty, [w], [a0, a1, a2, a3], out),
+            _ => Ok(()),
+        };
+    }
+    let _ = level;
+    for (o, r) in out.iter_mut().zip(a) {
+        *o = reference(ty, w, r)?;
+    }
+    Ok(())
+}
+
+/// A block of a matrix product: `out[i * a.len() + t] = W[i] · a[t]` for the `w.len() /
+/// row_bytes` weight rows packed in `w` and every activation row `a[t]`. Checks everything once,
+/// then runs the kernel tiles (four weight rows at a time for a single activation row, four
+/// activation rows at a time otherwise). Bit-identical to [`dot_at`] on each pair.
+pub fn matmul_rows_at(
+    level: SimdLevel,
+    ty: GgmlType,
+    w: &[u8],
+    row_bytes: usize,
+    a: &[&[BlockA16]],
+    out: &mut [f32],
+) -> Result<(), QuantError> {
+    if row_bytes == 0 || !w.len().is_multiple_of(row_bytes) || a.is_empty() {
+        return Err(QuantError::Length {
+            ty,
+            what: "weight rows (whole rows, at least one activation row)",
+            expected: row_bytes,
+            got: w.len(),
+        });
+    }
+    let n_rows = w.len() / row_bytes;
+    if out.len() != n_rows * a.len() {
+        return Err(QuantError::Length {
+            ty,
+            what: "outputs (rows × activation rows)",
+            expected: n_rows * a.len(),
+            got: out.len(),
+        });
+    }
+    for r in a {
+        check_row(ty, &w[..row_bytes], r)?;
+    }
+    let row = |i: usize| &w[i * row_bytes..(i + 1) * row_bytes];
+    if a.len() >= UNPACK_MIN_ROWS {
+        let n = row_bytes / ty.type_size() * ty.block_size();
+        let groups = n_groups(n);
+        let mut u = vec![UnpackedGroup::zeroed(); n_rows * groups];
+        for (i, ug) in u.chunks_mut(groups).enumerate() {
+            unpack_row(ty, row(i), ug)?;
+        }
+        matmul_unpacked(level, ty, &u, groups, n, a, out);
+        return Ok(());
+    }
+    #[cfg(target_arch = "x86_64")]
+    if level.avx2() {
+        if let [a0] = *a {
+            let mut i = 0;
+            while i + 4 <= n_rows {
+                x86_tile::<4, 1>(
+                    level,
+                    ty,
+                    [row(i), row(i + 1), row(i + 2), row(i + 3)],
+                    [a0],
+                    &mut out[i..i + 4],
+                )?;
+                i += 4;
+            }
+            while i < n_rows {
+                x86_tile::<1, 1>(level, ty, [row(i)], [a0], &mut out[i..i + 1])?;
+                i += 1;
+            }
+            return Ok(());
+        }
+        let na = a.len();
+        for i in 0..n_rows {
+            for (k, ac) in a.chunks(MAX_ROWS).enumerate() {
+                let o = &mut out[i * na + k * MAX_ROWS..i * na + k * MAX_ROWS + ac.len()];
+                match *ac {
+                    [a0] => x86_tile::<1, 1>(level, ty, [row(i)], [a0], o)?,
+                    [a0, a1] => x86_tile::<1, 2>(level, ty, [row(i)], [a0, a1], o)?,
+                    [a0, a1, a2] => x86_tile::<1, 3>(level, ty, [row(i)], [a0, a1, a2], o)?,
+                    [a0, a1, a2, a3] => x86_tile::<1, 4>(level, ty, [row(i)], [a0, a1, a2, a3], o)?,
+                    _ => {}
+                }
+            }
+        }
+        return Ok(());
+    }
+    let _ = level;
+    for i in 0..n_rows {
+        for (t, ar) in a.iter().enumerate() {
+            out[i * a.len() + t] = reference(ty, row(i), ar)?;
+        }
+    }
+    Ok(())
+}
+
+/// [`matmul_rows_at`] at the process-wide SIMD level.
+pub fn matmul_rows(
+    ty: GgmlType,
+    w: &[u8],
+    row_bytes: usize,
+    a: &[&[BlockA16]],
+    out: &mut [f32],
+) -> Result<(), QuantError> {
+    matmul_rows_at(crate::simd::simd_level(), ty, w, row_bytes, a, out)
+}
+
+/// Dot product of one weight row with one A16 row, at SIMD `level`.
+pub fn dot_at(level: SimdLevel, ty: GgmlType, w: &[u8], a: &[BlockA16]) -> Result<f32, QuantError> {
+    let mut out = [0f32];
+    dot_rows_at(level, ty, w, &[a], &mut out)?;
+    Ok(out[0])
+}
+
+/// [`dot_at`] at the process-wide SIMD level.
+pub fn dot(ty: GgmlType, w: &[u8], a: &[BlockA16]) -> Result<f32, QuantError> {
+    dot_at(crate::simd::simd_level(), ty, w, a)
+}
+
+/// [`dot_rows_at`] at the process-wide SIMD level.
+pub fn dot_rows(
+    ty: GgmlType,
+    w: &[u8],
+    a: &[&[BlockA16]],
+    out: &mut [f32],
+) -> Result<(), QuantError> {
+    dot_rows_at(crate::simd::simd_level(), ty, w, a, out)
+}
