@@ -55,6 +55,58 @@ unsafe fn weights<F: Fmt>(row: &[F::Block], g: usize, j: usize) -> (__m256i, __m
     }
 }
 
+/// Per-(row, token) sub-block scales of group `g`, kept in memory so each sub-block's scale is
+/// one broadcast load (`s`, and `s_hi` for Q6_K's second halves), and the min accumulators'
+/// update for the k-quants. Shared by the AVX2 and AVX-512 tiles.
+// Row and token indices address several arrays at once.
+#[allow(clippy::needless_range_loop)]
+#[inline(always)]
+pub(crate) unsafe fn group_scales<F: Fmt, const RW: usize, const RA: usize>(
+    w: [&[F::Block]; RW],
+    a: [&[BlockA16]; RA],
+    g: usize,
+    s: &mut [[[f32; 8]; RA]; RW],
+    s_hi: &mut [[[f32; 8]; RA]; RW],
+    macc: &mut [[__m256; RA]; RW],
+) {
+    for rw in 0..RW {
+        let sc = F::scales(w[rw], g);
+        for ra in 0..RA {
+            let ag = &a[ra][g];
+            let da = _mm256_loadu_ps(ag.d.as_ptr());
+            _mm256_storeu_ps(s[rw][ra].as_mut_ptr(), _mm256_mul_ps(sc.ws, da));
+            if F::SPLIT {
+                _mm256_storeu_ps(s_hi[rw][ra].as_mut_ptr(), _mm256_mul_ps(sc.ws_hi, da));
+            }
+            if F::MINS {
+                let fas = _mm256_cvtepi32_ps(_mm256_loadu_si256(ag.sum.as_ptr() as *const __m256i));
+                macc[rw][ra] = _mm256_fmadd_ps(_mm256_mul_ps(sc.wm, da), fas, macc[rw][ra]);
+            }
+        }
+    }
+}
+
+/// Ask for group `g + 6` of each row now: decode streams weights from memory.
+#[inline(always)]
+pub(crate) unsafe fn prefetch_ahead<F: Fmt, const RW: usize>(
+    w: [&[F::Block]; RW],
+    g: usize,
+    groups: usize,
+) {
+    if F::UNPACKED || g + 6 >= groups {
+        return;
+    }
+    for row in w.iter() {
+        let bytes = F::group_bytes();
+        let start = (row.as_ptr() as *const i8).add((g + 6) * bytes);
+        let mut off = 0;
+        while off < bytes {
+            _mm_prefetch::<_MM_HINT_T0>(start.add(off));
+            off += 64;
+        }
+    }
+}
+
 /// The tile kernel: `out[rw * RA + ra] = dot(w[rw], a[ra])`.
 // Group, row and sub-block indices address several arrays at once.
 #[allow(clippy::needless_range_loop)]
@@ -71,38 +123,12 @@ unsafe fn tile<F: Fmt, const RW: usize, const RA: usize>(
     let groups = a[0].len();
     for g in 0..groups {
         let n_sub = F::n_sub(nb, g);
-        // Decode streams weights from memory: ask for a group a few ahead now.
-        if RA == 1 && !F::UNPACKED && g + 6 < groups {
-            for row in w.iter() {
-                let bytes = F::group_bytes();
-                let start = (row.as_ptr() as *const i8).add((g + 6) * bytes);
-                let mut off = 0;
-                while off < bytes {
-                    _mm_prefetch::<_MM_HINT_T0>(start.add(off));
-                    off += 64;
-                }
-            }
+        if RA == 1 {
+            prefetch_ahead::<F, RW>(w, g, groups);
         }
-        // Per-(row, token) sub-block scales, kept in memory so each sub-block's scale is one
-        // broadcast load.
         let mut s = [[[0f32; 8]; RA]; RW];
         let mut s_hi = [[[0f32; 8]; RA]; RW];
-        for rw in 0..RW {
-            let sc = F::scales(w[rw], g);
-            for ra in 0..RA {
-                let ag = &a[ra][g];
-                let da = _mm256_loadu_ps(ag.d.as_ptr());
-                _mm256_storeu_ps(s[rw][ra].as_mut_ptr(), _mm256_mul_ps(sc.ws, da));
-                if F::SPLIT {
-                    _mm256_storeu_ps(s_hi[rw][ra].as_mut_ptr(), _mm256_mul_ps(sc.ws_hi, da));
-                }
-                if F::MINS {
-                    let fas =
-                        _mm256_cvtepi32_ps(_mm256_loadu_si256(ag.sum.as_ptr() as *const __m256i));
-                    macc[rw][ra] = _mm256_fmadd_ps(_mm256_mul_ps(sc.wm, da), fas, macc[rw][ra]);
-                }
-            }
-        }
+        group_scales::<F, RW, RA>(w, a, g, &mut s, &mut s_hi, &mut macc);
         for j in 0..n_sub {
             let mut wv = [(_mm256_setzero_si256(), _mm256_setzero_si256()); RW];
             for rw in 0..RW {

@@ -17,7 +17,7 @@
 use std::arch::x86_64::*;
 
 use crate::a16::{BlockA16, UnpackedGroup, SUB};
-use crate::a16_avx2::reduce8;
+use crate::a16_avx2::{group_scales, prefetch_ahead, reduce8};
 use crate::a16_fmt::{Fmt, Unp, Q4K, Q50, Q5K, Q6K, Q80};
 use crate::q4_k::BlockQ4K;
 use crate::q5_0::BlockQ5_0;
@@ -65,35 +65,12 @@ unsafe fn tile<F: Fmt, const RW: usize, const RA: usize>(
     let groups = a[0].len();
     for g in 0..groups {
         let n_sub = F::n_sub(nb, g);
-        if RA == 1 && !F::UNPACKED && g + 6 < groups {
-            for row in w.iter() {
-                let bytes = F::group_bytes();
-                let start = (row.as_ptr() as *const i8).add((g + 6) * bytes);
-                let mut off = 0;
-                while off < bytes {
-                    _mm_prefetch::<_MM_HINT_T0>(start.add(off));
-                    off += 64;
-                }
-            }
+        if RA == 1 {
+            prefetch_ahead::<F, RW>(w, g, groups);
         }
         let mut s = [[[0f32; 8]; RA]; RW];
         let mut s_hi = [[[0f32; 8]; RA]; RW];
-        for rw in 0..RW {
-            let sc = F::scales(w[rw], g);
-            for ra in 0..RA {
-                let ag = &a[ra][g];
-                let da = _mm256_loadu_ps(ag.d.as_ptr());
-                _mm256_storeu_ps(s[rw][ra].as_mut_ptr(), _mm256_mul_ps(sc.ws, da));
-                if F::SPLIT {
-                    _mm256_storeu_ps(s_hi[rw][ra].as_mut_ptr(), _mm256_mul_ps(sc.ws_hi, da));
-                }
-                if F::MINS {
-                    let fas =
-                        _mm256_cvtepi32_ps(_mm256_loadu_si256(ag.sum.as_ptr() as *const __m256i));
-                    macc[rw][ra] = _mm256_fmadd_ps(_mm256_mul_ps(sc.wm, da), fas, macc[rw][ra]);
-                }
-            }
-        }
+        group_scales::<F, RW, RA>(w, a, g, &mut s, &mut s_hi, &mut macc);
         for j in 0..n_sub {
             let mut wv = [_mm512_setzero_si512(); RW];
             for rw in 0..RW {

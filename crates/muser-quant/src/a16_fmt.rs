@@ -34,6 +34,20 @@ unsafe fn scaled_u8(s: &[u8; 8], d: f32) -> __m256 {
     )
 }
 
+/// The scales of up to eight 32-value blocks (f16 bits) as lanes; missing lanes are 0.
+#[inline(always)]
+unsafe fn block_scales(d: impl Iterator<Item = u16>) -> Scales {
+    let mut bits = [0u16; 8];
+    for (j, b) in d.enumerate() {
+        bits[j] = b;
+    }
+    Scales {
+        ws: _mm256_cvtph_ps(_mm_loadu_si128(bits.as_ptr() as *const __m128i)),
+        ws_hi: _mm256_setzero_ps(),
+        wm: _mm256_setzero_ps(),
+    }
+}
+
 /// Scale vectors of one group of one weight row (lane `j` = sub-block `j`).
 #[derive(Clone, Copy)]
 pub(crate) struct Scales {
@@ -207,15 +221,7 @@ impl Fmt for Q80 {
     }
     #[inline(always)]
     unsafe fn scales(row: &[BlockQ8_0], g: usize) -> Scales {
-        let mut bits = [0u16; 8];
-        for (j, b) in row[8 * g..].iter().take(8).enumerate() {
-            bits[j] = b.d.to_bits();
-        }
-        Scales {
-            ws: _mm256_cvtph_ps(_mm_loadu_si128(bits.as_ptr() as *const __m128i)),
-            ws_hi: _mm256_setzero_ps(),
-            wm: _mm256_setzero_ps(),
-        }
+        block_scales(row[8 * g..].iter().take(8).map(|b| b.d.to_bits()))
     }
     #[inline(always)]
     unsafe fn bytes(row: &[BlockQ8_0], g: usize, j: usize) -> __m256i {
@@ -234,15 +240,7 @@ impl Fmt for Q50 {
     }
     #[inline(always)]
     unsafe fn scales(row: &[BlockQ5_0], g: usize) -> Scales {
-        let mut bits = [0u16; 8];
-        for (j, b) in row[8 * g..].iter().take(8).enumerate() {
-            bits[j] = b.d.to_bits();
-        }
-        Scales {
-            ws: _mm256_cvtph_ps(_mm_loadu_si128(bits.as_ptr() as *const __m128i)),
-            ws_hi: _mm256_setzero_ps(),
-            wm: _mm256_setzero_ps(),
-        }
+        block_scales(row[8 * g..].iter().take(8).map(|b| b.d.to_bits()))
     }
     #[inline(always)]
     unsafe fn bytes(row: &[BlockQ5_0], g: usize, j: usize) -> __m256i {
