@@ -48,6 +48,30 @@ unsafe fn block_scales(d: impl Iterator<Item = u16>) -> Scales {
     }
 }
 
+/// Q4_K/Q5_K: `d · sc_j` and `dmin · m_j` lanes from the 12 packed scale bytes.
+#[inline(always)]
+unsafe fn asym_scales(scales: &[u8; 12], d: u16, dmin: u16) -> Scales {
+    let (sc, m) = unpack_k4_scales(scales);
+    Scales {
+        ws: scaled_u8(&sc, f16_bits_to_f32(d)),
+        ws_hi: _mm256_setzero_ps(),
+        wm: scaled_u8(&m, f16_bits_to_f32(dmin)),
+    }
+}
+
+/// Q4_K/Q5_K: the 4-bit part of sub-block `j` (low nibbles of `qs[32(j/2)..]` for even `j`,
+/// high nibbles for odd `j`).
+#[inline(always)]
+unsafe fn nibbles(qs: *const u8, j: usize) -> __m256i {
+    let v = _mm256_loadu_si256(qs.add(32 * (j / 2)) as *const __m256i);
+    let v = if j.is_multiple_of(2) {
+        v
+    } else {
+        _mm256_srli_epi16(v, 4)
+    };
+    _mm256_and_si256(v, _mm256_set1_epi8(0x0f))
+}
+
 /// Scale vectors of one group of one weight row (lane `j` = sub-block `j`).
 #[derive(Clone, Copy)]
 pub(crate) struct Scales {
@@ -105,22 +129,11 @@ impl Fmt for Q4K {
     #[inline(always)]
     unsafe fn scales(row: &[BlockQ4K], g: usize) -> Scales {
         let b = &row[g];
-        let (sc, m) = unpack_k4_scales(&b.scales);
-        Scales {
-            ws: scaled_u8(&sc, f16_bits_to_f32(b.d.to_bits())),
-            ws_hi: _mm256_setzero_ps(),
-            wm: scaled_u8(&m, f16_bits_to_f32(b.dmin.to_bits())),
-        }
+        asym_scales(&b.scales, b.d.to_bits(), b.dmin.to_bits())
     }
     #[inline(always)]
     unsafe fn bytes(row: &[BlockQ4K], g: usize, j: usize) -> __m256i {
-        let v = _mm256_loadu_si256(row[g].qs.as_ptr().add(32 * (j / 2)) as *const __m256i);
-        let v = if j.is_multiple_of(2) {
-            v
-        } else {
-            _mm256_srli_epi16(v, 4)
-        };
-        _mm256_and_si256(v, _mm256_set1_epi8(0x0f))
+        nibbles(row[g].qs.as_ptr(), j)
     }
 }
 
@@ -136,32 +149,17 @@ impl Fmt for Q5K {
     #[inline(always)]
     unsafe fn scales(row: &[BlockQ5K], g: usize) -> Scales {
         let b = &row[g];
-        let (sc, m) = unpack_k4_scales(&b.scales);
-        Scales {
-            ws: scaled_u8(&sc, f16_bits_to_f32(b.d.to_bits())),
-            ws_hi: _mm256_setzero_ps(),
-            wm: scaled_u8(&m, f16_bits_to_f32(b.dmin.to_bits())),
-        }
+        asym_scales(&b.scales, b.d.to_bits(), b.dmin.to_bits())
     }
     #[inline(always)]
     unsafe fn bytes(row: &[BlockQ5K], g: usize, j: usize) -> __m256i {
         let b = &row[g];
-        let v = _mm256_loadu_si256(b.qs.as_ptr().add(32 * (j / 2)) as *const __m256i);
-        let v = if j.is_multiple_of(2) {
-            v
-        } else {
-            _mm256_srli_epi16(v, 4)
-        };
         let qh = _mm256_loadu_si256(b.qh.as_ptr() as *const __m256i);
         let bit = _mm256_and_si256(
             _mm256_srl_epi16(qh, _mm_cvtsi32_si128(j as i32)),
             _mm256_set1_epi8(1),
         );
-
-        _mm256_or_si256(
-            _mm256_and_si256(v, _mm256_set1_epi8(0x0f)),
-            _mm256_slli_epi16(bit, 4),
-        )
+        _mm256_or_si256(nibbles(b.qs.as_ptr(), j), _mm256_slli_epi16(bit, 4))
     }
 }
 
