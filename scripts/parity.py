@@ -14,8 +14,17 @@ Writes docs/receipts/parity-cpu-<fixture>.json (token ids included: the CI test
 `crates/muser-engine/tests/parity_fixtures.rs` replays the forged fixtures from them) and prints
 a Markdown table.
 
+`--class cuda` (issue 4, on the GPU machine) measures the CUDA route instead: Muser CUDA
+(`muser eval --route cuda`) against the pinned llama.cpp CUDA build (`--llama-cuda DIR`, the
+unpacked prebuilt from shared/comparator, full offload), with Muser's CPU route reported for
+agreement. It also checks the CUDA route's determinism on every prompt: a second run, serial
+capture (`MUSER_CUDA_SERIAL=1`), one token per step through the decode graph (`--chunk 1`), the
+same eagerly (`MUSER_CUDA_GRAPH=0`), and an odd chunk (`--chunk 37`) must all give byte-identical
+logits. Receipts: parity-cuda-<fixture>.json.
+
 Usage: scripts/parity.py [--fixtures tiny,small,gemma] [--muser target/release/muser]
-                         [--threads 2] [--work /tmp/muser-parity]
+                         [--threads 2] [--work /tmp/muser-parity] [--class cpu|cuda]
+                         [--llama-cuda DIR] [--bindings DIR] [--gemma FILE]
 """
 import argparse
 import hashlib
@@ -44,8 +53,10 @@ def run(cmd, **kw):
     return subprocess.run([str(c) for c in cmd], check=True, capture_output=True, text=True, **kw).stdout
 
 
-def model_for(fixture: str, muser: str, work: Path) -> Path:
+def model_for(fixture: str, muser: str, work: Path, gemma=None) -> Path:
     if fixture == "gemma":
+        if gemma:
+            return Path(gemma)
         return Path(run([ROOT / "scripts/fetch-default-model.sh"]).strip())
     path = work / f"forged-{fixture}-seed{FORGE_SEED}.gguf"
     if not path.exists():
@@ -69,14 +80,21 @@ def main() -> int:
     ap.add_argument("--work", default="/tmp/muser-parity")
     ap.add_argument("--comparator", default=str(CACHE / "comparator-cpu"))
     ap.add_argument("--out-dir", default=str(ROOT / "docs/receipts"))
+    ap.add_argument("--class", dest="klass", choices=["cpu", "cuda"], default="cpu")
+    ap.add_argument("--llama-cuda", default=str(Path.home() / "llama"))
+    ap.add_argument("--bindings", default=None, help="folder with the sdist's llama_cpp/ (+ diskcache)")
+    ap.add_argument("--gemma", default=None, help="gemma-3-270m GGUF (default: fetch script)")
     a = ap.parse_args()
+    cuda = a.klass == "cuda"
+    mine, theirs = ("muser-cuda", "llama-cuda") if cuda else ("muser-cpu", "llama-cpu")
     work = Path(a.work)
     work.mkdir(parents=True, exist_ok=True)
     spec = json.loads(PROMPTS.read_text())
     lib = Path(a.comparator) / "build" / "bin"
     table = []
     for fixture in a.fixtures.split(","):
-        model = model_for(fixture, a.muser, work)
+        model = model_for(fixture, a.muser, work, a.gemma)
+        determinism = []
         per_prompt = []
         pooled = {}
         for i, prompt in enumerate(spec["prompts"]):
@@ -87,11 +105,37 @@ def main() -> int:
             common = ["-m", model, "--tokens", tok_file, "-t", a.threads]
             run([a.muser, "eval", *common, "--route", "oracle", "--dump-logits", f"{base}.oracle.f32"])
             run([a.muser, "eval", *common, "--route", "cpu", "--dump-logits", f"{base}.muser.f32"])
-            run([sys.executable, ROOT / "scripts/comparator-logits.py", "--lib", lib, "--model", model,
-                 "--tokens", tok_file, "--out", f"{base}.llama.f32", "--threads", a.threads])
+            if cuda:
+                run([a.muser, "eval", *common, "--route", "cuda", "--dump-logits", f"{base}.cuda.f32"])
+                variants = {
+                    "second run": ({}, []),
+                    "serial capture": ({"MUSER_CUDA_SERIAL": "1"}, []),
+                    "decode graph, 1 token per step": ({}, ["--chunk", "1"]),
+                    "eager, 1 token per step": ({"MUSER_CUDA_GRAPH": "0"}, ["--chunk", "1"]),
+                    "chunk 37": ({}, ["--chunk", "37"]),
+                }
+                ref = sha256(Path(f"{base}.cuda.f32"))
+                for vi, (name, (env, extra)) in enumerate(variants.items()):
+                    out = f"{base}.cuda-v{vi}.f32"
+                    run([a.muser, "eval", *common, "--route", "cuda", *extra, "--dump-logits", out],
+                        env={**os.environ, **env})
+                    got = sha256(Path(out))
+                    determinism.append({"prompt": i, "variant": name, "sha256": got, "identical": got == ref})
+                    os.remove(out)
+                llama_cmd = [sys.executable, ROOT / "scripts/comparator-logits.py", "--lib", a.llama_cuda,
+                             "--model", model, "--tokens", tok_file, "--out", f"{base}.llama.f32",
+                             "--threads", a.threads, "--gpu"]
+                if a.bindings:
+                    llama_cmd += ["--bindings", a.bindings]
+                run(llama_cmd)
+                routes = ["--route", f"muser-cuda={base}.cuda.f32", "--route", f"llama-cuda={base}.llama.f32",
+                          "--route", f"muser-cpu={base}.muser.f32"]
+            else:
+                run([sys.executable, ROOT / "scripts/comparator-logits.py", "--lib", lib, "--model", model,
+                     "--tokens", tok_file, "--out", f"{base}.llama.f32", "--threads", a.threads])
+                routes = ["--route", f"muser-cpu={base}.muser.f32", "--route", f"llama-cpu={base}.llama.f32"]
             run([a.muser, "parity", "--oracle", f"{base}.oracle.f32", "--positions", len(ids),
-                 "--route", f"muser-cpu={base}.muser.f32", "--route", f"llama-cpu={base}.llama.f32",
-                 "--json", f"{base}.parity.json"])
+                 *routes, "--json", f"{base}.parity.json"])
             rep = json.loads(Path(f"{base}.parity.json").read_text())
             per_prompt.append({"prompt": i, "tokens": ids, "report": rep})
             for r in rep["vs_oracle"]:
@@ -108,36 +152,42 @@ def main() -> int:
                 "max_plausible_dlogp": max(m["max_plausible_dlogp"] for _, m in items),
                 "first_divergence_per_prompt": [m["first_divergence"] for _, m in items],
             }
-        mu, ll = summary["muser-cpu"], summary["llama-cpu"]
+        mu, ll = summary[mine], summary[theirs]
         accept = {
             "kl_ok": mu["mean_kl"] <= 1.10 * ll["mean_kl"],
             "top1_ok": mu["top1"] >= ll["top1"] - 0.01,
             "max_err_ok": mu["max_plausible_dlogp"] <= 1.25 * ll["max_plausible_dlogp"],
         }
+        if cuda:
+            accept["deterministic"] = all(d["identical"] for d in determinism)
         accept["pass"] = all(accept.values())
+        route_file = f"{work}/{fixture}-0.cuda.f32.json" if cuda else f"{work}/{fixture}-0.muser.f32.json"
         receipt = {
-            "what": "CPU accuracy parity vs the f64 oracle (teacher-forced)",
+            "what": f"{a.klass.upper()} accuracy parity vs the f64 oracle (teacher-forced)",
             "fixture": fixture,
             "model": str(model),
             "model_sha256": sha256(model),
             "forge": None if fixture == "gemma" else f"muser forge --preset {fixture} --seed {FORGE_SEED}",
-            "muser_route": json.loads(Path(f"{work}/{fixture}-0.muser.f32.json").read_text())["route"],
+            "muser_route": json.loads(Path(route_file).read_text())["route"],
             "muser_commit": run(["git", "-C", ROOT, "rev-parse", "HEAD"]).strip(),
             "llama_cpp": json.loads(Path(f"{work}/{fixture}-0.llama.f32.json").read_text()),
             "threads": a.threads,
             "summary": summary,
             "acceptance": accept,
+            "determinism": determinism if cuda else None,
+            "host": os.uname().nodename,
             "prompts": per_prompt,
         }
-        out = Path(a.out_dir) / f"parity-cpu-{fixture}.json"
+        out = Path(a.out_dir) / f"parity-{a.klass}-{fixture}.json"
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text(json.dumps(receipt, indent=1) + "\n")
-        table.append((fixture, mu, ll, summary["muser-cpu~llama-cpu"], accept))
+        table.append((fixture, mu, ll, summary[f"{mine}~{theirs}"], accept))
     print("| fixture | route | mean KL | top-1 | max plausible Δlogp |")
     print("|---|---|---:|---:|---:|")
     for fixture, mu, ll, pair, acc in table:
-        print(f"| {fixture} | Muser CPU | {mu['mean_kl']:.3e} | {mu['top1']:.4f} | {mu['max_plausible_dlogp']:.3e} |")
-        print(f"| {fixture} | llama.cpp CPU | {ll['mean_kl']:.3e} | {ll['top1']:.4f} | {ll['max_plausible_dlogp']:.3e} |")
+        k = a.klass.upper()
+        print(f"| {fixture} | Muser {k} | {mu['mean_kl']:.3e} | {mu['top1']:.4f} | {mu['max_plausible_dlogp']:.3e} |")
+        print(f"| {fixture} | llama.cpp {k} | {ll['mean_kl']:.3e} | {ll['top1']:.4f} | {ll['max_plausible_dlogp']:.3e} |")
         print(f"| {fixture} | Muser ~ llama.cpp | {pair['mean_kl']:.3e} | {pair['top1']:.4f} | {pair['max_plausible_dlogp']:.3e} |")
         print(f"| {fixture} | acceptance | {'PASS' if acc['pass'] else 'FAIL'} | | |")
     return 0 if all(t[4]["pass"] for t in table) else 1

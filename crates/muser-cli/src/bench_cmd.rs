@@ -10,11 +10,11 @@ use std::time::Instant;
 
 use anyhow::Context;
 use clap::Args;
-use muser_engine::cpu::{CpuSession, Logits};
+use muser_engine::cpu::Logits;
 use muser_engine::Model;
 use serde_json::json;
 
-use crate::engine_opts::{cpu_route_identity, EngineOpts};
+use crate::engine_opts::EngineOpts;
 
 #[derive(Args)]
 pub struct BenchArgs {
@@ -74,13 +74,15 @@ pub fn run(a: BenchArgs) -> anyhow::Result<ExitCode> {
     let n_vocab = model.config.n_vocab;
     let max_len = a.pp.iter().chain(&a.tg).copied().max().unwrap_or(1);
     let opts = a.engine.cpu_options(max_len)?;
-    let route = cpu_route_identity(&opts);
+    // One session for all tests (the CUDA route uploads weights once); cleared per repetition.
+    let mut s = a.engine.open_session(&model, max_len)?;
+    let route = s.route_identity();
     let reps = a.reps.max(1);
     let mut results = Vec::new();
     for &n in a.pp.iter().filter(|&&n| n > 0) {
         let mut tps = Vec::new();
         for rep in 0..=reps {
-            let mut s = CpuSession::new(&model, opts.clone())?;
+            s.clear();
             let toks = tokens(n, n_vocab, rep);
             let t = Instant::now();
             s.eval(&toks, Logits::Last)?;
@@ -99,7 +101,7 @@ pub fn run(a: BenchArgs) -> anyhow::Result<ExitCode> {
     for &n in a.tg.iter().filter(|&&n| n > 0) {
         let mut tps = Vec::new();
         for rep in 0..=reps {
-            let mut s = CpuSession::new(&model, opts.clone())?;
+            s.clear();
             let toks = tokens(n, n_vocab, rep + 17);
             let t = Instant::now();
             for &tok in &toks {
@@ -121,6 +123,8 @@ pub fn run(a: BenchArgs) -> anyhow::Result<ExitCode> {
         "engine": "muser",
         "model": path.display().to_string(),
         "route": route,
+        "load_report": s.load_report(),
+        "kernel_modules": s.module_fingerprints(),
         "threads": opts.threads,
         "reps": reps,
         "peak_rss_bytes": peak_rss_bytes(),

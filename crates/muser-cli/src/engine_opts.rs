@@ -1,8 +1,21 @@
 //! Engine options shared by the commands that run a model (`eval`, `generate`).
 
-use clap::Args;
+use clap::{Args, ValueEnum};
 use muser_engine::cpu::matmul::ActFormat;
 use muser_engine::cpu::CpuOptions;
+use muser_engine::session::{Backend, Session};
+use muser_engine::Model;
+
+/// `--backend`.
+#[derive(Clone, Copy, Debug, ValueEnum, PartialEq, Eq)]
+pub enum BackendArg {
+    /// The CPU route.
+    Cpu,
+    /// The CUDA route; an error when no CUDA device is present.
+    Cuda,
+    /// CUDA when a device is present, else CPU (says which on stderr).
+    Auto,
+}
 
 #[derive(Args, Clone, Debug)]
 pub struct EngineOpts {
@@ -15,6 +28,9 @@ pub struct EngineOpts {
     /// Prefill chunk size (tokens evaluated together). Results do not depend on it.
     #[arg(long, default_value_t = 512)]
     pub chunk: usize,
+    /// Backend: cpu, cuda or auto (CUDA if a device is present).
+    #[arg(long, value_enum, default_value = "auto")]
+    pub backend: BackendArg,
 }
 
 /// Physical cores (logical CPUs when the topology cannot be read).
@@ -63,11 +79,36 @@ impl EngineOpts {
     }
 }
 
-/// The CPU route's identity: what produced the numbers.
-pub fn cpu_route_identity(o: &CpuOptions) -> String {
-    format!(
-        "cpu:acts={},kv=f16,attn=f32,simd={}",
-        o.acts.name(),
-        muser_quant::simd_level().name()
-    )
+impl EngineOpts {
+    /// Resolve the backend and open a session for a context of at least `needed` tokens.
+    /// Prints the backend choice (and for CUDA the load report) to stderr.
+    pub fn open_session<'m>(&self, model: &'m Model, needed: usize) -> anyhow::Result<Session<'m>> {
+        let b = match self.backend {
+            BackendArg::Cpu => Backend::Cpu,
+            BackendArg::Cuda => Backend::Cuda,
+            BackendArg::Auto => Backend::Auto,
+        };
+        let (b, why) = b.resolve()?;
+        if self.backend == BackendArg::Auto {
+            eprintln!("backend: {why}");
+        }
+        let opts = self.cpu_options(needed)?;
+        let bar = indicatif::ProgressBar::new(0);
+        bar.set_style(
+            indicatif::ProgressStyle::with_template(
+                "uploading weights {bar:40} {bytes}/{total_bytes} {bytes_per_sec}",
+            )
+            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+        );
+        let mut progress = |done: u64, total: u64| {
+            bar.set_length(total);
+            bar.set_position(done);
+        };
+        let s = Session::open(model, b, opts, &mut progress)?;
+        bar.finish_and_clear();
+        if let Some(r) = s.load_report() {
+            eprintln!("{r}");
+        }
+        Ok(s)
+    }
 }

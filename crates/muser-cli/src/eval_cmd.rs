@@ -11,16 +11,18 @@ use std::time::Instant;
 
 use anyhow::Context;
 use clap::{Args, ValueEnum};
-use muser_engine::cpu::{CpuSession, Logits};
+use muser_engine::cpu::Logits;
 use muser_engine::{Model, Oracle};
 use serde_json::json;
 
-use crate::engine_opts::EngineOpts;
+use crate::engine_opts::{BackendArg, EngineOpts};
 
 #[derive(Clone, Copy, Debug, ValueEnum)]
 pub enum EvalRoute {
     /// The fast CPU route.
     Cpu,
+    /// The CUDA route (error without a device).
+    Cuda,
     /// The f64 oracle (slow; small models).
     Oracle,
 }
@@ -73,12 +75,14 @@ pub fn run(a: EvalArgs) -> anyhow::Result<ExitCode> {
     let n_vocab = model.config.n_vocab;
     let t1 = Instant::now();
     let (logits, route) = match a.route {
-        EvalRoute::Cpu => {
-            let opts = a
-                .engine
-                .cpu_options(tokens.len().max(a.engine.ctx.unwrap_or(0)))?;
-            let route = crate::engine_opts::cpu_route_identity(&opts);
-            let mut s = CpuSession::new(&model, opts)?;
+        EvalRoute::Cpu | EvalRoute::Cuda => {
+            let mut engine = a.engine.clone();
+            engine.backend = match a.route {
+                EvalRoute::Cuda => BackendArg::Cuda,
+                _ => BackendArg::Cpu,
+            };
+            let mut s = engine.open_session(&model, tokens.len().max(a.engine.ctx.unwrap_or(0)))?;
+            let route = s.route_identity();
             (s.eval(&tokens, Logits::All)?, route)
         }
         EvalRoute::Oracle => {

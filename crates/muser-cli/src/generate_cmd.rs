@@ -12,14 +12,14 @@ use std::time::Instant;
 
 use anyhow::Context;
 use clap::Args;
-use muser_engine::cpu::{CpuSession, Logits};
+use muser_engine::cpu::Logits;
 use muser_engine::metrics::log_softmax;
 use muser_engine::sampling::{Sampler, SamplerConfig};
 use muser_engine::{Arch, Model};
 use muser_tokenizer::{ChatMessage, ChatTemplate, StreamDecoder, Tokenizer, CHATML_TEMPLATE};
 use serde_json::json;
 
-use crate::engine_opts::{cpu_route_identity, EngineOpts};
+use crate::engine_opts::EngineOpts;
 
 /// A Gemma-style template for GGUFs that carry none (the real gemma-3-270m file has none).
 const GEMMA_TEMPLATE: &str = "{{- bos_token -}}\n\
@@ -132,16 +132,18 @@ pub fn run(a: GenerateArgs) -> anyhow::Result<ExitCode> {
         "the prompt is {} tokens but the context holds {n_ctx} (model trained on {n_ctx_train}); use a shorter prompt or a larger --ctx",
         prompt.len()
     );
-    let opts = a.engine.cpu_options(n_ctx)?;
-    let route = cpu_route_identity(&opts);
+    let mut session = a.engine.open_session(&model, n_ctx)?;
+    let route = session.route_identity();
     if a.verbose {
         eprintln!(
             "route {route}, threads {}, ctx {n_ctx}, prompt {} tokens: {prompt:?}",
-            opts.threads,
+            a.engine.threads(),
             prompt.len()
         );
+        for m in session.module_fingerprints() {
+            eprintln!("  kernel module {m}");
+        }
     }
-    let mut session = CpuSession::new(&model, opts)?;
     let mut sampler = Sampler::new(SamplerConfig {
         temp: a.temp,
         top_k: a.top_k,

@@ -3,17 +3,21 @@
 //! - `config`: typed hyperparameters for `muse-glimmer` and `gemma3`;
 //! - `model`: the mapped GGUF with every weight bound and validated;
 //! - `oracle`: the f64 reference forward pass (BRIEF §2);
-//! - `cpu`: the fast CPU route (quantized-activation matmuls, f16 KV cache, threads).
+//! - `cpu`: the fast CPU route (quantized-activation matmuls, f16 KV cache, threads);
+//! - `cuda`: the CUDA route (kernels from `muser-cuda`, decode as one CUDA graph per token);
+//! - `session`: backend choice (`cpu|cuda|auto`) and one type over both routes.
 //!
 //! Invariant: model code (config, weights, tokenizer, sampling) never depends on a backend;
 //! backends implement the forward pass behind `Route`.
 
 pub mod config;
 pub mod cpu;
+pub mod cuda;
 pub mod metrics;
 pub mod model;
 pub mod oracle;
 pub mod sampling;
+pub mod session;
 
 pub use config::{Arch, ConfigError, FfnActivation, ModelConfig, RopeMode};
 pub use model::{Model, ModelError};
@@ -32,6 +36,8 @@ pub enum EngineError {
     Threads(String),
     #[error("shape mismatch: {0}")]
     Shape(String),
+    #[error(transparent)]
+    Cuda(#[from] muser_cuda::CudaError),
     #[error("quantized math on '{tensor}': {source}")]
     Quant {
         tensor: String,

@@ -61,6 +61,11 @@ impl Matrix {
         &g.as_bytes()[self.offset..self.offset + self.len]
     }
 
+    /// Byte range of the matrix in the mapped file: `(offset, len)`.
+    pub fn file_range(&self) -> (usize, usize) {
+        (self.offset, self.len)
+    }
+
     /// Bytes of row `r` (`r < n_out`).
     pub fn row<'a>(&self, g: &'a Gguf, r: usize) -> &'a [u8] {
         let start = self.offset + r * self.row_bytes;

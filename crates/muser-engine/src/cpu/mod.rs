@@ -90,6 +90,15 @@ impl<'m> CpuSession<'m> {
         })
     }
 
+    /// What produces this session's numbers.
+    pub fn route_identity(&self) -> String {
+        format!(
+            "cpu:acts={},kv=f16,attn=f32,simd={}",
+            self.opts.acts.name(),
+            muser_quant::simd_level().name()
+        )
+    }
+
     /// Tokens evaluated so far.
     pub fn n_past(&self) -> usize {
         self.n_past

@@ -1,0 +1,321 @@
+//! Opening the GPU: probing for the driver library at run time, the context and streams that
+//! one `Gpu` owns, raw device buffers, events, and bounded waits.
+//!
+//! Invariants: every wait on the device is bounded (`Gpu::wait` polls an event against a
+//! deadline and returns `CudaError::Deadline` naming the work); one `Gpu` owns its streams — the
+//! engine's scheduler is the only user.
+
+use std::ffi::c_void;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use cudarc::driver::{result, sys, CudaContext, CudaStream};
+
+use crate::error::{drv, CudaError};
+
+/// A stream of an open `Gpu` (only a `Gpu` hands these out, so the handle is live while the
+/// `Gpu` is).
+#[derive(Clone, Copy, Debug)]
+pub struct Stream(sys::CUstream);
+
+impl Stream {
+    pub(crate) fn raw(self) -> sys::CUstream {
+        self.0
+    }
+}
+
+/// What `probe` found.
+#[derive(Clone, Debug)]
+pub struct GpuInfo {
+    pub ordinal: usize,
+    pub name: String,
+    pub compute_capability: (i32, i32),
+    pub total_mem: u64,
+    pub driver_version: i32,
+}
+
+/// An open device: context, the main stream and side streams for parallel graph branches.
+pub struct Gpu {
+    pub info: GpuInfo,
+    ctx: Arc<CudaContext>,
+    stream: Arc<CudaStream>,
+    side: Vec<Arc<CudaStream>>,
+    deadline: Duration,
+}
+
+/// Number of side streams (parallel branches of a captured graph).
+pub const SIDE_STREAMS: usize = 3;
+
+impl Gpu {
+    /// Whether a CUDA driver library is loadable and reports at least one device.
+    /// Never panics when CUDA is absent.
+    pub fn probe() -> Result<Option<GpuInfo>, CudaError> {
+        // SAFETY: only tries to dlopen the driver library; no symbol is called if absent.
+        if !unsafe { sys::is_culib_present() } {
+            return Ok(None);
+        }
+        result::init().map_err(drv("cuInit"))?;
+        let n = CudaContext::device_count().map_err(drv("cuDeviceGetCount"))?;
+        if n < 1 {
+            return Ok(None);
+        }
+        let ctx = CudaContext::new(0).map_err(drv("cuCtxCreate"))?;
+        Ok(Some(info_of(&ctx)?))
+    }
+
+    /// Open device `ordinal`. Errors (never panics) when there is no driver or no device.
+    pub fn open(ordinal: usize) -> Result<Gpu, CudaError> {
+        // SAFETY: see `probe`.
+        if !unsafe { sys::is_culib_present() } {
+            return Err(CudaError::NoDevice(
+                "the CUDA driver library (libcuda.so) is not loadable".into(),
+            ));
+        }
+        // SAFETY: nvrtc presence check only dlopens.
+        if !unsafe { cudarc::nvrtc::sys::is_culib_present() } {
+            return Err(CudaError::NoDevice(
+                "the NVRTC library (libnvrtc.so) is not loadable; kernels cannot be compiled"
+                    .into(),
+            ));
+        }
+        result::init().map_err(drv("cuInit"))?;
+        let n = CudaContext::device_count().map_err(drv("cuDeviceGetCount"))?;
+        if (ordinal as i32) >= n {
+            return Err(CudaError::NoDevice(format!(
+                "device {ordinal} requested, {n} present"
+            )));
+        }
+        let ctx = CudaContext::new(ordinal).map_err(drv("cuCtxCreate"))?;
+        // SAFETY: Muser orders all work itself (one stream + explicit events); cudarc's
+        // automatic per-buffer event tracking would add events inside captured graphs.
+        unsafe { ctx.disable_event_tracking() };
+        let info = info_of(&ctx)?;
+        let stream = ctx.new_stream().map_err(drv("cuStreamCreate"))?;
+        let side = (0..SIDE_STREAMS)
+            .map(|_| ctx.new_stream().map_err(drv("cuStreamCreate")))
+            .collect::<Result<_, _>>()?;
+        let secs = std::env::var("MUSER_CUDA_DEADLINE_S")
+            .ok()
+            .and_then(|s| s.parse::<f64>().ok())
+            .filter(|s| *s > 0.0)
+            .unwrap_or(300.0);
+        Ok(Gpu {
+            info,
+            ctx,
+            stream,
+            side,
+            deadline: Duration::from_secs_f64(secs),
+        })
+    }
+
+    pub fn ctx(&self) -> &Arc<CudaContext> {
+        &self.ctx
+    }
+
+    /// The main stream.
+    pub fn stream(&self) -> Stream {
+        Stream(self.stream.cu_stream())
+    }
+
+    pub(crate) fn stream_arc(&self) -> &Arc<CudaStream> {
+        &self.stream
+    }
+
+    /// Side stream `i` (< SIDE_STREAMS).
+    pub fn side(&self, i: usize) -> Stream {
+        Stream(self.side[i].cu_stream())
+    }
+
+    /// Make this thread's current context the device's.
+    pub fn bind(&self) -> Result<(), CudaError> {
+        self.ctx.bind_to_thread().map_err(drv("cuCtxSetCurrent"))
+    }
+
+    /// (free, total) device memory in bytes.
+    pub fn mem_info(&self) -> Result<(u64, u64), CudaError> {
+        let (f, t) = self.ctx.mem_get_info().map_err(drv("cuMemGetInfo"))?;
+        Ok((f as u64, t as u64))
+    }
+
+    /// Allocate `bytes` (zeroed) of device memory.
+    pub fn alloc(&self, bytes: usize, what: &str) -> Result<DeviceBuffer, CudaError> {
+        self.bind()?;
+        let (free, total) = self.mem_info()?;
+        if bytes as u64 > free {
+            return Err(CudaError::OutOfMemory {
+                what: what.to_string(),
+                need: bytes as u64,
+                free,
+                total,
+            });
+        }
+        // SAFETY: context bound above; the pointer is owned by the returned buffer.
+        let ptr = unsafe { result::malloc_sync(bytes.max(1)) }.map_err(drv("cuMemAlloc"))?;
+        let buf = DeviceBuffer {
+            ptr,
+            bytes,
+            ctx: Arc::clone(&self.ctx),
+        };
+        // SAFETY: ptr..ptr+bytes was just allocated.
+        unsafe { result::memset_d8_sync(ptr, 0, bytes.max(1)) }.map_err(drv("cuMemsetD8"))?;
+        Ok(buf)
+    }
+
+    /// Copy host data to `dst` on the main stream (stream-ordered). `src` must outlive the copy:
+    /// callers wait (bounded) before dropping it, or pass long-lived data.
+    pub fn upload<T: Copy>(&self, dst: u64, src: &[T]) -> Result<(), CudaError> {
+        // SAFETY: the caller passes a device range at least `size_of_val(src)` long; pageable
+        // host memory makes the copy complete before the call returns.
+        unsafe { result::memcpy_htod_async(dst, src, self.stream().raw()) }
+            .map_err(drv("cuMemcpyHtoD"))
+    }
+
+    /// Copy from the device into `dst` after waiting (bounded) for the stream.
+    pub fn download<T: Copy>(&self, dst: &mut [T], src: u64, label: &str) -> Result<(), CudaError> {
+        self.wait(label)?;
+        // SAFETY: `src` holds at least `size_of_val(dst)` bytes (caller's contract); the stream
+        // is idle, so the copy is immediate.
+        unsafe { result::memcpy_dtoh_async(dst, src, self.stream().raw()) }
+            .map_err(drv("cuMemcpyDtoH"))?;
+        self.wait(label)
+    }
+
+    /// Wait for everything queued on the main stream, bounded by the deadline
+    /// (`MUSER_CUDA_DEADLINE_S`, default 300 s).
+    pub fn wait(&self, label: &str) -> Result<(), CudaError> {
+        let ev = Event::new(false)?;
+        ev.record(self.stream())?;
+        ev.wait_bounded(label, self.deadline)
+    }
+}
+
+fn info_of(ctx: &Arc<CudaContext>) -> Result<GpuInfo, CudaError> {
+    let mut drv_ver = 0i32;
+    // SAFETY: plain query with a valid out-pointer.
+    unsafe { sys::cuDriverGetVersion(&mut drv_ver) }
+        .result()
+        .map_err(drv("cuDriverGetVersion"))?;
+    Ok(GpuInfo {
+        ordinal: ctx.ordinal(),
+        name: ctx.name().map_err(drv("cuDeviceGetName"))?,
+        compute_capability: ctx
+            .compute_capability()
+            .map_err(drv("cuDeviceGetAttribute"))?,
+        total_mem: ctx.total_mem().map_err(drv("cuDeviceTotalMem"))? as u64,
+        driver_version: drv_ver,
+    })
+}
+
+/// A raw device allocation, freed on drop. Sub-ranges are addressed as `ptr + offset`.
+pub struct DeviceBuffer {
+    ptr: u64,
+    bytes: usize,
+    ctx: Arc<CudaContext>,
+}
+
+impl DeviceBuffer {
+    pub fn ptr(&self) -> u64 {
+        self.ptr
+    }
+    pub fn bytes(&self) -> usize {
+        self.bytes
+    }
+    /// Device address of byte `off` (checked against the allocation).
+    pub fn at(&self, off: usize) -> u64 {
+        assert!(
+            off <= self.bytes,
+            "offset {off} beyond buffer of {} bytes",
+            self.bytes
+        );
+        self.ptr + off as u64
+    }
+}
+
+impl Drop for DeviceBuffer {
+    fn drop(&mut self) {
+        if self.ctx.bind_to_thread().is_ok() {
+            // SAFETY: `ptr` came from cuMemAlloc in this context and is freed once.
+            let _ = unsafe { result::free_sync(self.ptr) };
+        }
+    }
+}
+
+/// A CUDA event (timing optional).
+pub struct Event(sys::CUevent);
+
+impl Event {
+    pub fn new(timing: bool) -> Result<Event, CudaError> {
+        let flags = if timing {
+            sys::CUevent_flags::CU_EVENT_DEFAULT
+        } else {
+            sys::CUevent_flags::CU_EVENT_DISABLE_TIMING
+        };
+        result::event::create(flags)
+            .map(Event)
+            .map_err(drv("cuEventCreate"))
+    }
+    pub fn raw(&self) -> sys::CUevent {
+        self.0
+    }
+    pub fn record(&self, stream: Stream) -> Result<(), CudaError> {
+        // SAFETY: both handles are live (owned by self / the Gpu).
+        unsafe { result::event::record(self.0, stream.raw()) }.map_err(drv("cuEventRecord"))
+    }
+    /// Make `stream` wait for this event (a graph edge while capturing).
+    pub fn wait_on(&self, stream: Stream) -> Result<(), CudaError> {
+        // SAFETY: both handles are live.
+        unsafe {
+            result::stream::wait_event(
+                stream.raw(),
+                self.0,
+                sys::CUevent_wait_flags::CU_EVENT_WAIT_DEFAULT,
+            )
+        }
+        .map_err(drv("cuStreamWaitEvent"))
+    }
+    /// Milliseconds from `start` to this event (both recorded with timing, both complete).
+    pub fn since(&self, start: &Event) -> Result<f32, CudaError> {
+        // SAFETY: both events are live.
+        unsafe { result::event::elapsed(start.0, self.0) }.map_err(drv("cuEventElapsedTime"))
+    }
+    /// Poll until the event completes or `deadline` passes.
+    pub fn wait_bounded(&self, label: &str, deadline: Duration) -> Result<(), CudaError> {
+        let start = Instant::now();
+        let mut spin = 0u32;
+        loop {
+            // SAFETY: the event is live.
+            match unsafe { result::event::query(self.0) } {
+                Ok(()) => return Ok(()),
+                Err(e) if e.0 == sys::CUresult::CUDA_ERROR_NOT_READY => {}
+                Err(e) => {
+                    return Err(CudaError::Driver {
+                        op: "cuEventQuery",
+                        source: e,
+                    })
+                }
+            }
+            if start.elapsed() > deadline {
+                return Err(CudaError::Deadline {
+                    label: label.to_string(),
+                    secs: deadline.as_secs_f64(),
+                });
+            }
+            spin += 1;
+            if spin > 2000 {
+                std::thread::sleep(Duration::from_micros(50));
+            } else {
+                std::hint::spin_loop();
+            }
+        }
+    }
+}
+
+impl Drop for Event {
+    fn drop(&mut self) {
+        // SAFETY: created by cuEventCreate, destroyed once.
+        let _ = unsafe { result::event::destroy(self.0) };
+    }
+}
+
+/// Raw pointer type used in kernel argument lists.
+pub type RawArg = *mut c_void;

@@ -1,0 +1,135 @@
+// attention.cu — causal attention over the f16 KV cache, split over key ranges and combined in a
+// fixed order (deterministic flash-decoding). Decode and prefill use the same kernels and the
+// same absolute key partition, so a query's result depends only on its position and the cache.
+//
+// Q:  [n_tok][n_head*hd] f32          Kc: [cap][n_head_kv*hd] f16   Vc: [cap][n_head_kv*hd_v] f16
+// Op: [n_tok][n_head][n_super][hd_v] f32 (unnormalised partial outputs)
+// Mp, Lp: [n_tok][n_head][n_super] f32 (running max and sum of each partial)
+// A:  [n_tok][n_head*hd_v] f32
+// Query t sits at pos = pos0 + t and sees keys lo..=pos, lo = window ? max(0, pos-window+1) : 0.
+// Key p lives at cache row p % cap (the caller guarantees rows lo..=pos are all present).
+//
+// attn_partial: grid (n_super, n_head_kv, n_tok), block = (n_head / n_head_kv) warps, one warp
+// per query head of the KV group. Block b owns keys [b*SUPER, (b+1)*SUPER), processed in tiles
+// of 32 (tile boundaries absolute), online softmax in f32, tiles in order.
+// attn_combine: grid (n_head, n_tok), 32 threads; merges the partials of the visible blocks in
+// block order.
+
+#define TILE 32
+#define SUPER 512
+
+extern "C" __global__ void attn_partial(const float* Q, const u16* Kc, const u16* Vc, int cap,
+                                        int window, float scale, int n_head, int n_head_kv,
+                                        int hd, int hd_v, int n_super, float* Op, float* Mp,
+                                        float* Lp, const StepParams* sp) {
+    extern __shared__ float smem[];
+    const int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
+    const int G = blockDim.x >> 5;
+    const int sb = blockIdx.x, kvh = blockIdx.y, t = blockIdx.z;
+    if ((u32)t >= sp->n_tok) return;
+    const int pos = (int)(sp->pos0 + t);
+    const int lo = window > 0 ? max(0, pos - window + 1) : 0;
+    const int b0 = max(lo, sb * SUPER), b1 = min(pos, sb * SUPER + SUPER - 1);
+    if (b0 > b1) return;
+    const int h = kvh * G + w;
+    const int kst = hd + 2, vst = hd_v + 2;  // padded f16 row strides (bank spread)
+    float* qs = smem;                           // [G][hd]
+    u16* Ks = (u16*)(smem + G * hd);            // [TILE][kst]
+    u16* Vs = Ks + TILE * kst;                  // [TILE][vst]
+    const float* q = Q + (size_t)t * n_head * hd + (size_t)h * hd;
+    for (int d = lane; d < hd; d += 32) qs[w * hd + d] = q[d];
+    const int kw = n_head_kv * hd, vw = n_head_kv * hd_v;
+    float m = -MUSER_INF, l = 0.f;
+    float acc[8];
+#pragma unroll
+    for (int r = 0; r < 8; ++r) acc[r] = 0.f;
+    const int nr = hd_v / 32;
+    for (int ts = sb * SUPER; ts < sb * SUPER + SUPER; ts += TILE) {
+        const int k0 = max(b0, ts), k1 = min(b1, ts + TILE - 1);
+        if (k0 > k1) continue;
+        __syncthreads();
+        for (int idx = threadIdx.x; idx < TILE * (hd / 2); idx += blockDim.x) {
+            const int j = idx / (hd / 2), d2 = idx % (hd / 2);
+            const int p = ts + j;
+            u32 val = 0;
+            if (p >= k0 && p <= k1)
+                val = *(const u32*)(Kc + (u64)(p % cap) * kw + kvh * hd + 2 * d2);
+            Ks[j * kst + 2 * d2] = (u16)(val & 0xFFFF);
+            Ks[j * kst + 2 * d2 + 1] = (u16)(val >> 16);
+        }
+        for (int idx = threadIdx.x; idx < TILE * (hd_v / 2); idx += blockDim.x) {
+            const int j = idx / (hd_v / 2), d2 = idx % (hd_v / 2);
+            const int p = ts + j;
+            u32 val = 0;
+            if (p >= k0 && p <= k1)
+                val = *(const u32*)(Vc + (u64)(p % cap) * vw + kvh * hd_v + 2 * d2);
+            Vs[j * vst + 2 * d2] = (u16)(val & 0xFFFF);
+            Vs[j * vst + 2 * d2 + 1] = (u16)(val >> 16);
+        }
+        __syncthreads();
+        const int p = ts + lane;
+        const bool valid = p >= k0 && p <= k1;
+        float s = -MUSER_INF;
+        if (valid) {
+            float dot = 0.f;
+            const u16* kr = Ks + lane * kst;
+            const float* qw = qs + w * hd;
+            for (int d = 0; d < hd; ++d) dot = fmaf(qw[d], h2f(kr[d]), dot);
+            s = dot * scale;
+        }
+        const float m_new = fmaxf(m, warp_max(s));
+        const float corr = expf(m - m_new);
+        const float pj = valid ? expf(s - m_new) : 0.f;
+        l = l * corr + warp_sum(pj);
+#pragma unroll
+        for (int r = 0; r < 8; ++r) {
+            if (r < nr) {
+                float a = acc[r] * corr;
+                const int d = lane + 32 * r;
+                for (int j = 0; j < TILE; ++j) {
+                    const float pb = __shfl_sync(0xffffffffu, pj, j);
+                    a = fmaf(pb, h2f(Vs[j * vst + d]), a);
+                }
+                acc[r] = a;
+            }
+        }
+        m = m_new;
+    }
+    const size_t slot = ((size_t)t * n_head + h) * n_super + sb;
+#pragma unroll
+    for (int r = 0; r < 8; ++r)
+        if (r < nr) Op[slot * hd_v + lane + 32 * r] = acc[r];
+    if (lane == 0) {
+        Mp[slot] = m;
+        Lp[slot] = l;
+    }
+}
+
+extern "C" __global__ void attn_combine(const float* Op, const float* Mp, const float* Lp,
+                                        int window, int n_head, int hd_v, int n_super, float* A,
+                                        const StepParams* sp) {
+    const int h = blockIdx.x, t = blockIdx.y, lane = threadIdx.x;
+    if ((u32)t >= sp->n_tok) return;
+    const int pos = (int)(sp->pos0 + t);
+    const int lo = window > 0 ? max(0, pos - window + 1) : 0;
+    const int s0 = lo / SUPER, s1 = pos / SUPER;
+    const size_t base = ((size_t)t * n_head + h) * n_super;
+    float M = -MUSER_INF;
+    for (int s = s0; s <= s1; ++s) M = fmaxf(M, Mp[base + s]);
+    float L = 0.f;
+    float acc[8];
+#pragma unroll
+    for (int r = 0; r < 8; ++r) acc[r] = 0.f;
+    const int nr = hd_v / 32;
+    for (int s = s0; s <= s1; ++s) {
+        const float c = expf(Mp[base + s] - M);
+        L = fmaf(c, Lp[base + s], L);
+#pragma unroll
+        for (int r = 0; r < 8; ++r)
+            if (r < nr) acc[r] = fmaf(c, Op[(base + s) * hd_v + lane + 32 * r], acc[r]);
+    }
+    const float inv = 1.0f / L;
+#pragma unroll
+    for (int r = 0; r < 8; ++r)
+        if (r < nr) A[(size_t)t * n_head * hd_v + (size_t)h * hd_v + lane + 32 * r] = acc[r] * inv;
+}

@@ -1,0 +1,74 @@
+// common.cuh — prepended to every Muser kernel module by the registry (NVRTC, no system headers).
+// Owns: fixed-width typedefs, f16 <-> f32 conversion through PTX (no cuda_fp16.h needed), and
+// the deterministic reductions every kernel uses. Invariant: every reduction here combines its
+// inputs in one fixed order, so a value never depends on launch shape or timing.
+
+typedef unsigned char u8;
+typedef signed char i8;
+typedef unsigned short u16;
+typedef unsigned int u32;
+typedef int i32;
+typedef unsigned long long u64;
+
+#define MUSER_INF __int_as_float(0x7f800000)
+
+// Per-step scalars, read from device memory so a captured graph replays without re-capture.
+struct StepParams {
+    u32 pos0;   // position of the first token of this step
+    u32 n_tok;  // tokens in this step
+};
+
+__device__ __forceinline__ float h2f(u16 h) {
+    float f;
+    asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h));
+    return f;
+}
+
+__device__ __forceinline__ u16 f2h(float f) {
+    u16 h;
+    asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(f));
+    return h;
+}
+
+// Unaligned little-endian loads from byte arrays (block layouts are not 4-byte aligned).
+__device__ __forceinline__ u16 ld_u16(const u8* p) { return (u16)p[0] | ((u16)p[1] << 8); }
+__device__ __forceinline__ u32 ld_u32(const u8* p) {
+    return (u32)p[0] | ((u32)p[1] << 8) | ((u32)p[2] << 16) | ((u32)p[3] << 24);
+}
+
+// Butterfly sums: every lane ends with the same value (IEEE addition commutes), and the
+// pairing is fixed, so the result is a fixed function of the 32 inputs.
+__device__ __forceinline__ float warp_sum(float v) {
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}
+__device__ __forceinline__ double warp_sum_f64(double v) {
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}
+__device__ __forceinline__ float warp_max(float v) {
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+    return v;
+}
+
+// Block-wide f64 sum for blocks of up to 32 warps; `red` is >= 32 doubles of shared memory.
+// Warp partials are added in warp order by warp 0.
+__device__ __forceinline__ double block_sum_f64(double v, double* red) {
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = (blockDim.x + 31) >> 5;
+    v = warp_sum_f64(v);
+    __syncthreads();
+    if (lane == 0) red[warp] = v;
+    __syncthreads();
+    if (warp == 0) {
+        double s = 0.0;
+        if (lane == 0) {
+            for (int i = 0; i < nw; ++i) s += red[i];
+            red[32] = s;
+        }
+    }
+    __syncthreads();
+    return red[32];
+}

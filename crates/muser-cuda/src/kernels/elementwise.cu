@@ -1,0 +1,46 @@
+// elementwise.cu — element-wise activations, gates and the logit soft-cap. Each element is
+// computed alone (no reductions), in the same formulas as the CPU route (cpu/ops.rs).
+// This module is compiled twice (strict and fast-math); the route picks per kernel.
+//
+// sigmoid_gate: A[i] /= 1 + exp(-G[i])                    A, G: [n_tok][width]
+// swiglu:       G[i] = G[i] / (1 + exp(-G[i])) * U[i]     G, U: [n_tok][n_ff]
+// geglu:        G[i] = 0.5 G (1 + tanh(k (G + 0.044715 G^3))) U
+// scale_softcap: X[i] = cap * tanh(X[i] * scale / cap)  (cap <= 0: X[i] *= scale)
+// `width` is the row width; rows beyond sp->n_tok are not touched.
+
+__device__ __forceinline__ float tanh_exp(float y) {
+    const float e = expf(2.0f * fabsf(y));
+    return copysignf(1.0f - 2.0f / (e + 1.0f), y);
+}
+
+#define EW_GUARD                                                         \
+    const u64 i = (u64)blockIdx.x * blockDim.x + threadIdx.x;           \
+    if (i >= (u64)sp->n_tok * (u64)width) return;
+
+extern "C" __global__ void sigmoid_gate(float* A, const float* G, int width, const StepParams* sp) {
+    EW_GUARD
+    A[i] = A[i] / (1.0f + expf(-G[i]));
+}
+
+extern "C" __global__ void swiglu(float* G, const float* U, int width, const StepParams* sp) {
+    EW_GUARD
+    const float x = G[i];
+    G[i] = x / (1.0f + expf(-x)) * U[i];
+}
+
+extern "C" __global__ void geglu(float* G, const float* U, int width, const StepParams* sp) {
+    EW_GUARD
+    const float K = 0.7978846f;
+    const float x = G[i];
+    G[i] = 0.5f * x * (1.0f + tanh_exp(K * (x + 0.044715f * x * x * x))) * U[i];
+}
+
+extern "C" __global__ void scale_softcap(float* X, float scale, float cap, int width, int n_rows) {
+    const u64 i = (u64)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= (u64)n_rows * (u64)width) return;
+    if (cap > 0.0f) {
+        X[i] = cap * tanh_exp(X[i] * scale / cap);
+    } else {
+        X[i] = X[i] * scale;
+    }
+}

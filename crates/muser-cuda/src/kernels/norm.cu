@@ -1,0 +1,61 @@
+// norm.cu — RMSNorm family. One block per token row; sums of squares in f64 (like the CPU
+// route), combined in a fixed order (block_sum_f64), so a row's result never depends on
+// anything but the row.
+//
+// rmsnorm_rows:       Y[t] = X[t] * s(X[t]) (* W)                   (W may be null)
+// embed_finish:       X[t] = rmsnorm(X[t]) if do_norm, then * scale (embedding post-processing)
+// residual_norm:      X[t] += (O[t] * s(O[t], eps_post)) * W_post;  H[t] = X[t] * s(X[t], eps) * W_next
+// All buffers [n_tok][n] f32, rows contiguous.
+
+#define NORM_THREADS 256
+
+__device__ __forceinline__ float rms_scale(const float* x, int n, float eps, double* red) {
+    double s = 0.0;
+    for (int i = threadIdx.x; i < n; i += blockDim.x) s += (double)x[i] * (double)x[i];
+    s = block_sum_f64(s, red);
+    return (float)(1.0 / sqrt(s / (double)n + (double)eps));
+}
+
+extern "C" __global__ void __launch_bounds__(NORM_THREADS)
+    rmsnorm_rows(const float* X, const float* W, float* Y, int n, float eps, const StepParams* sp) {
+    __shared__ double red[33];
+    const int t = blockIdx.x;
+    if ((u32)t >= sp->n_tok) return;
+    const float* x = X + (size_t)t * n;
+    float* y = Y + (size_t)t * n;
+    const float s = rms_scale(x, n, eps, red);
+    for (int i = threadIdx.x; i < n; i += blockDim.x) y[i] = W ? (x[i] * s) * W[i] : x[i] * s;
+}
+
+extern "C" __global__ void __launch_bounds__(NORM_THREADS)
+    embed_finish(float* X, int n, int do_norm, float eps, float scale, const StepParams* sp) {
+    __shared__ double red[33];
+    const int t = blockIdx.x;
+    if ((u32)t >= sp->n_tok) return;
+    float* x = X + (size_t)t * n;
+    const float s = do_norm ? rms_scale(x, n, eps, red) : 1.0f;
+    __syncthreads();
+    for (int i = threadIdx.x; i < n; i += blockDim.x) {
+        float v = do_norm ? x[i] * s : x[i];
+        if (scale != 1.0f) v *= scale;
+        x[i] = v;
+    }
+}
+
+extern "C" __global__ void __launch_bounds__(NORM_THREADS)
+    residual_norm(const float* O, const float* Wpost, float eps_post, float* X, const float* Wnext,
+                  float eps, float* H, int n, const StepParams* sp) {
+    __shared__ double red[33];
+    const int t = blockIdx.x;
+    if ((u32)t >= sp->n_tok) return;
+    const float* o = O + (size_t)t * n;
+    float* x = X + (size_t)t * n;
+    const float so = rms_scale(o, n, eps_post, red);
+    for (int i = threadIdx.x; i < n; i += blockDim.x) x[i] += (o[i] * so) * Wpost[i];
+    __syncthreads();
+    if (Wnext) {
+        const float sx = rms_scale(x, n, eps, red);
+        float* h = H + (size_t)t * n;
+        for (int i = threadIdx.x; i < n; i += blockDim.x) h[i] = (x[i] * sx) * Wnext[i];
+    }
+}

@@ -1,0 +1,62 @@
+// rope.cu — per-head QK-norm, RoPE, and the K/V append into the f16 cache, fused.
+// One warp per (token, head) over the n_head query heads, then n_head_kv key heads, then
+// n_head_kv value heads. Angles in f64 (pos * inv_freq[i], inv_freq computed on the host in
+// f64), rounded once — like the CPU route.
+//
+// Q: [n_tok][n_head*hd] f32 (in place)   K: [n_tok][n_head_kv*hd] f32 (in place)
+// V: [n_tok][n_head_kv*hd_v] f32
+// Kc: [cap][n_head_kv*hd] f16, Vc: [cap][n_head_kv*hd_v] f16; position p lives at row p % cap.
+// mode: 0 = no rope, 1 = NORM (pairs 2i, 2i+1), 2 = NEOX (pairs i, i + hd/2).
+
+#define ROPE_MAX_HD 512
+
+extern "C" __global__ void qk_norm_rope_kv(float* Q, float* K, const float* V, const float* qn,
+                                           const float* kn, float eps, const double* inv_freq,
+                                           int mode, int n_head, int n_head_kv, int hd, int hd_v,
+                                           u16* Kc, u16* Vc, int cap, const StepParams* sp) {
+    __shared__ float buf[4][ROPE_MAX_HD];
+    const int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
+    const int t = blockIdx.y;
+    const int head = blockIdx.x * 4 + w;
+    if ((u32)t >= sp->n_tok || head >= n_head + 2 * n_head_kv) return;
+    const u32 pos = sp->pos0 + t;
+    const u64 crow = (u64)(pos % (u32)cap);
+    if (head >= n_head + n_head_kv) {
+        const int hv = head - n_head - n_head_kv;
+        const float* v = V + (size_t)t * n_head_kv * hd_v + hv * hd_v;
+        u16* dst = Vc + crow * n_head_kv * hd_v + hv * hd_v;
+        for (int i = lane; i < hd_v; i += 32) dst[i] = f2h(v[i]);
+        return;
+    }
+    const bool is_q = head < n_head;
+    float* x = is_q ? Q + (size_t)t * n_head * hd + head * hd
+                    : K + (size_t)t * n_head_kv * hd + (head - n_head) * hd;
+    const float* wn = is_q ? qn : kn;
+    double ss = 0.0;
+    for (int i = lane; i < hd; i += 32) ss += (double)x[i] * (double)x[i];
+    ss = warp_sum_f64(ss);
+    const float s = (float)(1.0 / sqrt(ss / (double)hd + (double)eps));
+    float* b = buf[w];
+    for (int i = lane; i < hd; i += 32) b[i] = (x[i] * s) * wn[i];
+    __syncwarp();
+    const int half = hd / 2;
+    if (mode != 0) {
+        for (int i = lane; i < half; i += 32) {
+            double sd, cd;
+            sincos((double)pos * inv_freq[i], &sd, &cd);
+            const float c = (float)cd, sn = (float)sd;
+            const int a = mode == 1 ? 2 * i : i, bb = mode == 1 ? 2 * i + 1 : i + half;
+            const float x0 = b[a], x1 = b[bb];
+            x[a] = x0 * c - x1 * sn;
+            x[bb] = x0 * sn + x1 * c;
+        }
+    } else {
+        for (int i = lane; i < hd; i += 32) x[i] = b[i];
+    }
+    __syncwarp();
+    if (!is_q) {
+        const int hk = head - n_head;
+        u16* dst = Kc + crow * n_head_kv * hd + hk * hd;
+        for (int i = lane; i < hd; i += 32) dst[i] = f2h(x[i]);
+    }
+}

@@ -1,0 +1,31 @@
+//! Muser's CUDA backend runtime: everything that touches the CUDA driver, and nothing that
+//! knows about models.
+//!
+//! - `device`: probing and opening a GPU (the driver library is loaded at run time, so builds
+//!   and CI work without CUDA), device buffers, events and bounded waits;
+//! - `registry`: the typed kernel list, compiled by NVRTC at init into one registry (route
+//!   identity = SHA-256 over every compiled module and its options);
+//! - `launch`: kernel argument packing and launches;
+//! - `graph`: stream capture into CUDA graphs, parallel branches, replay;
+//! - `arena`: the device weight arena (one allocation, tensors as offsets);
+//! - `profile`: the phase profiler on CUDA events.
+//!
+//! Kernel sources live in `src/kernels/*.cu` (one family per file) and are embedded with
+//! `include_str!`. The model layer (`muser-engine`) composes these pieces into a forward pass.
+
+pub mod arena;
+pub mod device;
+pub mod error;
+pub mod graph;
+pub mod launch;
+pub mod profile;
+pub mod registry;
+
+pub use arena::{Arena, ArenaSlice};
+pub use device::{DeviceBuffer, Gpu, GpuInfo, Stream};
+pub use error::CudaError;
+pub use graph::{Graph, GraphMode};
+pub use launch::KArgs;
+pub use registry::{Kernel, Math, Module, Registry};
+
+pub use cudarc::driver::CudaFunction;

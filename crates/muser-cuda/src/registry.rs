@@ -1,0 +1,347 @@
+//! The typed kernel registry. Every kernel Muser launches is a `Kernel` variant, defined once
+//! here with its module (`.cu` family) and symbol. `Registry::build` compiles every module with
+//! NVRTC for the device's architecture — strict, and where the module allows it also fast-math
+//! — loads every kernel of it, and fingerprints each compiled module (SHA-256 over the options
+//! and the PTX). A compile or load failure is a typed error naming the module or kernel with
+//! the NVRTC log; asking for a kernel/math pair that was never built is a programming error and
+//! panics (fail closed: there is no fallback kernel).
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Instant;
+
+use cudarc::driver::{CudaFunction, CudaModule};
+use cudarc::nvrtc::{compile_ptx_with_opts, CompileError, CompileOptions, Ptx};
+use sha2::{Digest, Sha256};
+
+use crate::device::Gpu;
+use crate::error::CudaError;
+
+const COMMON: &str = include_str!("kernels/common.cuh");
+const FORMATS: &str = include_str!("kernels/formats.cuh");
+
+/// Numerics of a compiled module variant.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Math {
+    /// IEEE division/sqrt, no automatic FMA contraction (`--fmad=false`), denormals kept.
+    Strict,
+    /// `--use_fast_math`.
+    Fast,
+}
+
+impl Math {
+    pub fn label(self) -> &'static str {
+        match self {
+            Math::Strict => "strict",
+            Math::Fast => "fast",
+        }
+    }
+    fn options(self) -> Vec<String> {
+        match self {
+            Math::Strict => vec![
+                "--fmad=false".into(),
+                "--prec-div=true".into(),
+                "--prec-sqrt=true".into(),
+                "--ftz=false".into(),
+            ],
+            Math::Fast => vec!["--use_fast_math".into()],
+        }
+    }
+}
+
+/// One `.cu` kernel family.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Module {
+    Matvec,
+    Norm,
+    Rope,
+    Attention,
+    Elementwise,
+}
+
+impl Module {
+    pub const ALL: [Module; 5] = [
+        Module::Matvec,
+        Module::Norm,
+        Module::Rope,
+        Module::Attention,
+        Module::Elementwise,
+    ];
+    pub fn file(self) -> &'static str {
+        match self {
+            Module::Matvec => "matvec.cu",
+            Module::Norm => "norm.cu",
+            Module::Rope => "rope.cu",
+            Module::Attention => "attention.cu",
+            Module::Elementwise => "elementwise.cu",
+        }
+    }
+    /// Full source as compiled (shared headers first).
+    pub fn source(self) -> String {
+        let body = match self {
+            Module::Matvec => include_str!("kernels/matvec.cu"),
+            Module::Norm => include_str!("kernels/norm.cu"),
+            Module::Rope => include_str!("kernels/rope.cu"),
+            Module::Attention => include_str!("kernels/attention.cu"),
+            Module::Elementwise => include_str!("kernels/elementwise.cu"),
+        };
+        let formats = if self == Module::Matvec { FORMATS } else { "" };
+        format!("{COMMON}\n{formats}\n{body}")
+    }
+    /// The math variants this module is compiled in.
+    pub fn maths(self) -> &'static [Math] {
+        match self {
+            Module::Elementwise => &[Math::Strict, Math::Fast],
+            _ => &[Math::Strict],
+        }
+    }
+}
+
+macro_rules! kernels {
+    ($($v:ident => $m:ident, $sym:literal;)*) => {
+        /// Every kernel Muser launches.
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+        pub enum Kernel { $($v,)* }
+        impl Kernel {
+            pub const ALL: &'static [Kernel] = &[$(Kernel::$v,)*];
+            pub fn module(self) -> Module { match self { $(Kernel::$v => Module::$m,)* } }
+            pub fn symbol(self) -> &'static str { match self { $(Kernel::$v => $sym,)* } }
+        }
+    };
+}
+
+kernels! {
+    MvQ4kT1 => Matvec, "mv_q4_k_t1"; MvQ4kT8 => Matvec, "mv_q4_k_t8";
+    MvQ5kT1 => Matvec, "mv_q5_k_t1"; MvQ5kT8 => Matvec, "mv_q5_k_t8";
+    MvQ6kT1 => Matvec, "mv_q6_k_t1"; MvQ6kT8 => Matvec, "mv_q6_k_t8";
+    MvQ80T1 => Matvec, "mv_q8_0_t1"; MvQ80T8 => Matvec, "mv_q8_0_t8";
+    MvQ50T1 => Matvec, "mv_q5_0_t1"; MvQ50T8 => Matvec, "mv_q5_0_t8";
+    MvF16T1 => Matvec, "mv_f16_t1"; MvF16T8 => Matvec, "mv_f16_t8";
+    MvF32T1 => Matvec, "mv_f32_t1"; MvF32T8 => Matvec, "mv_f32_t8";
+    EmbedQ4k => Matvec, "embed_q4_k"; EmbedQ5k => Matvec, "embed_q5_k";
+    EmbedQ6k => Matvec, "embed_q6_k"; EmbedQ80 => Matvec, "embed_q8_0";
+    EmbedQ50 => Matvec, "embed_q5_0"; EmbedF16 => Matvec, "embed_f16";
+    EmbedF32 => Matvec, "embed_f32";
+    RmsnormRows => Norm, "rmsnorm_rows";
+    EmbedFinish => Norm, "embed_finish";
+    ResidualNorm => Norm, "residual_norm";
+    QkNormRopeKv => Rope, "qk_norm_rope_kv";
+    AttnPartial => Attention, "attn_partial";
+    AttnCombine => Attention, "attn_combine";
+    SigmoidGate => Elementwise, "sigmoid_gate";
+    Swiglu => Elementwise, "swiglu";
+    Geglu => Elementwise, "geglu";
+    ScaleSoftcap => Elementwise, "scale_softcap";
+}
+
+/// One compiled module variant.
+#[derive(Clone, Debug)]
+pub struct CompiledModule {
+    pub module: Module,
+    pub math: Math,
+    pub options: Vec<String>,
+    /// SHA-256 (hex) over options and PTX.
+    pub sha256: String,
+    pub compile_ms: f64,
+    pub ptx_bytes: usize,
+}
+
+/// All kernels, compiled and loaded.
+pub struct Registry {
+    functions: HashMap<(Kernel, Math), CudaFunction>,
+    modules: Vec<CompiledModule>,
+    _loaded: Vec<Arc<CudaModule>>,
+    pub arch: String,
+    pub init_ms: f64,
+}
+
+impl Registry {
+    /// Compile and load every module variant for `gpu`'s architecture.
+    pub fn build(gpu: &Gpu) -> Result<Registry, CudaError> {
+        let t0 = Instant::now();
+        gpu.bind()?;
+        let (maj, min) = gpu.info.compute_capability;
+        // sm_90 gets the architecture-specific `a` target (Hopper features); others plain.
+        let arch: &'static str = match (maj, min) {
+            (9, 0) => "sm_90a",
+            _ => Box::leak(format!("sm_{maj}{min}").into_boxed_str()),
+        };
+        let mut functions = HashMap::new();
+        let mut modules = Vec::new();
+        let mut loaded = Vec::new();
+        for m in Module::ALL {
+            let src = m.source();
+            for &math in m.maths() {
+                let t = Instant::now();
+                let (ptx, options, sha256, ptx_bytes) = compile_module(m, math, arch, &src)?;
+                let module = gpu.ctx().load_module(ptx).map_err(|e| CudaError::Load {
+                    module: m.file().into(),
+                    kernel: "(module)".into(),
+                    source: e,
+                })?;
+                for &k in Kernel::ALL.iter().filter(|k| k.module() == m) {
+                    let f = module
+                        .load_function(k.symbol())
+                        .map_err(|e| CudaError::Load {
+                            module: m.file().into(),
+                            kernel: k.symbol().into(),
+                            source: e,
+                        })?;
+                    functions.insert((k, math), f);
+                }
+                loaded.push(module);
+                modules.push(CompiledModule {
+                    module: m,
+                    math,
+                    options,
+                    sha256,
+                    compile_ms: t.elapsed().as_secs_f64() * 1e3,
+                    ptx_bytes,
+                });
+            }
+        }
+        Ok(Registry {
+            functions,
+            modules,
+            _loaded: loaded,
+            arch: arch.to_string(),
+            init_ms: t0.elapsed().as_secs_f64() * 1e3,
+        })
+    }
+
+    /// The loaded function. Panics if `(kernel, math)` was never built: that is a programming
+    /// error in the route, not an input error.
+    pub fn get(&self, kernel: Kernel, math: Math) -> &CudaFunction {
+        match self.functions.get(&(kernel, math)) {
+            Some(f) => f,
+            None => panic!(
+                "kernel {kernel:?} ({}) in {} math was never registered",
+                kernel.symbol(),
+                math.label()
+            ),
+        }
+    }
+
+    pub fn modules(&self) -> &[CompiledModule] {
+        &self.modules
+    }
+
+    /// SHA-256 over every compiled module's fingerprint, in registry order.
+    pub fn identity(&self) -> String {
+        let mut h = Sha256::new();
+        for m in &self.modules {
+            h.update(m.sha256.as_bytes());
+        }
+        hex(&h.finalize())
+    }
+}
+
+/// Compile one module variant to PTX (no device needed). Returns the PTX, the full option list
+/// (architecture included), the fingerprint and the PTX size.
+pub fn compile_module(
+    m: Module,
+    math: Math,
+    arch: &'static str,
+    src: &str,
+) -> Result<(Ptx, Vec<String>, String, usize), CudaError> {
+    let mut options = math.options();
+    options.push("-std=c++17".into());
+    options.push(format!("-DMUSER_MATH_{}", math.label().to_uppercase()));
+    let opts = CompileOptions {
+        arch: Some(arch),
+        options: options.clone(),
+        name: Some(format!("{}[{}]", m.file(), math.label())),
+        ..Default::default()
+    };
+    let ptx = compile_ptx_with_opts(src, opts).map_err(|e| compile_error(m, &options, e))?;
+    let text = ptx.to_src();
+    options.push(format!("--gpu-architecture={arch}"));
+    let mut h = Sha256::new();
+    for o in &options {
+        h.update(o.as_bytes());
+        h.update([0]);
+    }
+    h.update(text.as_bytes());
+    Ok((ptx, options, hex(&h.finalize()), text.len()))
+}
+
+/// Whether the NVRTC library can be loaded (kernels can be compiled without a device).
+pub fn nvrtc_present() -> bool {
+    // SAFETY: only tries to dlopen the library.
+    unsafe { cudarc::nvrtc::sys::is_culib_present() }
+}
+
+fn compile_error(m: Module, options: &[String], e: CompileError) -> CudaError {
+    let log = match &e {
+        CompileError::CompileError { log, .. } => log.to_string_lossy().into_owned(),
+        other => format!("{other:?}"),
+    };
+    CudaError::Compile {
+        module: m.file().into(),
+        options: options.join(" "),
+        log,
+    }
+}
+
+pub(crate) fn hex(b: &[u8]) -> String {
+    b.iter().map(|x| format!("{x:02x}")).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_kernel_symbol_is_defined_in_its_module() {
+        for &k in Kernel::ALL {
+            let src = k.module().source();
+            let needle = format!("{}(", k.symbol());
+            let macro_use = format!("({},", k.symbol());
+            assert!(
+                src.contains(&needle) || src.contains(&macro_use),
+                "{k:?}: symbol {} not found in {}",
+                k.symbol(),
+                k.module().file()
+            );
+        }
+    }
+
+    /// Every module variant compiles with NVRTC for sm_90a and defines every kernel symbol the
+    /// registry lists. Needs only libnvrtc (no GPU); CI installs it from PyPI
+    /// (`nvidia-cuda-nvrtc`), elsewhere the test says loudly that it skipped.
+    #[test]
+    fn every_module_compiles_with_nvrtc() {
+        if !nvrtc_present() {
+            eprintln!("skipping: NVRTC (libnvrtc.so) not loadable; kernels not compiled");
+            if std::env::var("MUSER_REQUIRE_NVRTC").as_deref() == Ok("1") {
+                panic!("MUSER_REQUIRE_NVRTC=1 but libnvrtc is not loadable");
+            }
+            return;
+        }
+        for m in Module::ALL {
+            for &math in m.maths() {
+                let (ptx, _, sha, _) = compile_module(m, math, "sm_90a", &m.source())
+                    .unwrap_or_else(|e| panic!("{e}"));
+                let text = ptx.to_src();
+                for &k in Kernel::ALL.iter().filter(|k| k.module() == m) {
+                    assert!(
+                        text.contains(&format!(".entry {}(", k.symbol())),
+                        "{}[{}]: no entry {}",
+                        m.file(),
+                        math.label(),
+                        k.symbol()
+                    );
+                }
+                assert_eq!(sha.len(), 64);
+            }
+        }
+    }
+
+    #[test]
+    fn kernel_symbols_are_unique() {
+        let mut seen = std::collections::HashSet::new();
+        for &k in Kernel::ALL {
+            assert!(seen.insert(k.symbol()), "duplicate symbol {}", k.symbol());
+        }
+    }
+}

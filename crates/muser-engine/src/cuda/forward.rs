@@ -1,0 +1,370 @@
+//! The forward pass on the device: the launch sequence of one step (embedding → layers →
+//! logits), the decode graph, and the host side of a step (upload ids/position, download rows).
+//! Every launch names its kernel through the typed registry.
+
+use muser_cuda::launch::{launch, Dims};
+use muser_cuda::profile::PhaseProfiler;
+use muser_cuda::{CudaError, Graph, KArgs, Kernel, Math};
+
+use super::weights::{kernels_for, DevMatrix};
+use super::CudaSession;
+use crate::config::{FfnActivation, RopeMode};
+use crate::EngineError;
+
+use muser_cuda::Stream;
+
+const MV_WARPS: u32 = 4;
+const EW_THREADS: u32 = 256;
+
+impl<'m> CudaSession<'m> {
+    /// Run one chunk of `tokens` and return its last `rows` logit rows.
+    pub(super) fn step(&mut self, tokens: &[u32], rows: usize) -> Result<Vec<f32>, EngineError> {
+        let n = tokens.len();
+        self.gpu.bind()?;
+        self.gpu.upload(self.b.tokens.ptr(), tokens)?;
+        self.gpu
+            .upload(self.b.step.ptr(), &[self.n_past as u32, n as u32])?;
+        let use_graph = self.opts.graphs && n == 1 && rows == 1 && !self.profile.enabled();
+        if use_graph {
+            if self.decode_graph.is_none() {
+                let g = Graph::capture(&self.gpu, "decode step", || {
+                    self.enqueue(1, 1, &mut PhaseProfiler::default())
+                })?;
+                self.decode_graph = Some(g);
+            }
+            if let Some(g) = &self.decode_graph {
+                g.launch()?;
+            }
+        } else {
+            let mut prof = std::mem::take(&mut self.profile);
+            let r = self.enqueue(n, rows, &mut prof);
+            let label_count = 1 + 5 * self.model.config.n_layer + usize::from(rows > 0);
+            let r2 = r.and_then(|()| {
+                self.gpu.wait("prefill step")?;
+                prof.end(label_count)
+            });
+            self.profile = prof;
+            r2?;
+        }
+        self.n_past += n;
+        let n_vocab = self.model.config.n_vocab;
+        let mut out = vec![0f32; rows * n_vocab];
+        if rows > 0 {
+            let label = if use_graph {
+                "decode graph"
+            } else {
+                "prefill step"
+            };
+            self.gpu.download(&mut out, self.b.logits.ptr(), label)?;
+        }
+        Ok(out)
+    }
+
+    fn f(&self, k: Kernel) -> &muser_cuda::CudaFunction {
+        self.reg.get(k, Math::Strict)
+    }
+
+    /// `y[t] = m · x[t]` for `n` tokens; `x`, `y` are (device pointer, row stride in f32).
+    fn mv(
+        &self,
+        s: Stream,
+        m: &DevMatrix,
+        (x, ldx): (u64, usize),
+        (y, ldy): (u64, usize),
+        n: usize,
+    ) -> Result<(), CudaError> {
+        let (k1, k8, _) = kernels_for(m.ty).expect("checked at upload");
+        let (k, nt) = if n == 1 { (k1, 1) } else { (k8, 8) };
+        let dims = Dims {
+            grid: (
+                (m.n_out as u32).div_ceil(MV_WARPS),
+                (n as u32).div_ceil(nt),
+                1,
+            ),
+            block: 32 * MV_WARPS,
+            smem: 0,
+        };
+        let args = KArgs::new()
+            .ptr(m.ptr)
+            .u64(m.row_bytes as u64)
+            .ptr(x)
+            .int(ldx)
+            .ptr(y)
+            .int(ldy)
+            .int(m.n_in)
+            .int(m.n_out)
+            .int(n);
+        launch(self.f(k), dims, s, args)
+    }
+
+    fn ew(&self, k: Kernel, s: Stream, args: KArgs, elems: usize) -> Result<(), CudaError> {
+        let dims = Dims {
+            grid: ((elems as u32).div_ceil(EW_THREADS), 1, 1),
+            block: EW_THREADS,
+            smem: 0,
+        };
+        launch(self.reg.get(k, self.opts.act_math), dims, s, args)
+    }
+
+    /// Queue one step of `n` tokens (ids and StepParams already on the device) producing the
+    /// last `rows` logit rows.
+    fn enqueue(&self, n: usize, rows: usize, prof: &mut PhaseProfiler) -> Result<(), CudaError> {
+        let c = &self.model.config;
+        let b = &self.b;
+        let w = &self.w;
+        let s = self.gpu.stream();
+        let e = c.n_embd;
+        let (qw, kvw) = (c.q_width(), c.kv_width());
+        let vw = c.n_head_kv * c.head_dim_v;
+        let aw = c.n_head * c.head_dim_v;
+        let step = b.step.ptr();
+        let rows_dims = |threads: u32| Dims {
+            grid: (n as u32, 1, 1),
+            block: threads,
+            smem: 0,
+        };
+        prof.begin(s)?;
+        let (_, _, kemb) = kernels_for(w.token_embd.ty).expect("checked at upload");
+        launch(
+            self.f(kemb),
+            rows_dims(256),
+            s,
+            KArgs::new()
+                .ptr(w.token_embd.ptr)
+                .u64(w.token_embd.row_bytes as u64)
+                .ptr(b.tokens.ptr())
+                .ptr(step)
+                .ptr(b.x.ptr())
+                .int(e),
+        )?;
+        launch(
+            self.f(Kernel::EmbedFinish),
+            rows_dims(256),
+            s,
+            KArgs::new()
+                .ptr(b.x.ptr())
+                .int(e)
+                .i32(i32::from(c.embd_norm))
+                .f32(c.rms_eps)
+                .f32(c.embd_scale)
+                .ptr(step),
+        )?;
+        launch(
+            self.f(Kernel::RmsnormRows),
+            rows_dims(256),
+            s,
+            KArgs::new()
+                .ptr(b.x.ptr())
+                .ptr(w.layers[0].attn_norm)
+                .ptr(b.h.ptr())
+                .int(e)
+                .f32(c.rms_eps)
+                .ptr(step),
+        )?;
+        prof.mark("embed+norm", s)?;
+
+        let g = c.gqa_ratio();
+        let smem =
+            (g * c.head_dim * 4 + 32 * (c.head_dim + 2) * 2 + 32 * (c.head_dim_v + 2) * 2) as u32;
+        assert!(
+            smem <= 48 * 1024,
+            "attention tile does not fit 48 KiB of shared memory"
+        );
+        for (il, lw) in w.layers.iter().enumerate() {
+            let h = b.h.ptr();
+            {
+                let mut bq = |st: Stream| self.mv(st, &lw.wq, (h, e), (b.q.ptr(), qw), n);
+                let mut bk = |st: Stream| self.mv(st, &lw.wk, (h, e), (b.k.ptr(), kvw), n);
+                let mut bv = |st: Stream| self.mv(st, &lw.wv, (h, e), (b.v.ptr(), vw), n);
+                match &lw.wgate {
+                    Some(wg) => {
+                        let mut bg = |st: Stream| self.mv(st, wg, (h, e), (b.gate.ptr(), aw), n);
+                        self.fork.run(
+                            &self.gpu,
+                            self.opts.mode,
+                            &mut [&mut bq, &mut bk, &mut bv, &mut bg],
+                        )?
+                    }
+                    None => self.fork.run(
+                        &self.gpu,
+                        self.opts.mode,
+                        &mut [&mut bq, &mut bk, &mut bv],
+                    )?,
+                }
+            }
+            prof.mark("qkv+gate", s)?;
+            let kv = &self.kv[il];
+            let (inv, mode) = match (&b.rope[il], c.rope_mode) {
+                (Some(t), RopeMode::Norm) => (t.ptr(), 1),
+                (Some(t), RopeMode::Neox) => (t.ptr(), 2),
+                (None, _) => (0, 0),
+            };
+            let heads = (c.n_head + 2 * c.n_head_kv) as u32;
+            launch(
+                self.f(Kernel::QkNormRopeKv),
+                Dims {
+                    grid: (heads.div_ceil(4), n as u32, 1),
+                    block: 128,
+                    smem: 0,
+                },
+                s,
+                KArgs::new()
+                    .ptr(b.q.ptr())
+                    .ptr(b.k.ptr())
+                    .ptr(b.v.ptr())
+                    .ptr(lw.q_norm)
+                    .ptr(lw.k_norm)
+                    .f32(c.rms_eps)
+                    .ptr(inv)
+                    .i32(mode)
+                    .int(c.n_head)
+                    .int(c.n_head_kv)
+                    .int(c.head_dim)
+                    .int(c.head_dim_v)
+                    .ptr(kv.k.ptr())
+                    .ptr(kv.v.ptr())
+                    .int(kv.cap)
+                    .ptr(step),
+            )?;
+            let window = if c.swa_layers[il] {
+                c.sliding_window
+            } else {
+                0
+            };
+            launch(
+                self.f(Kernel::AttnPartial),
+                Dims {
+                    grid: (self.n_super as u32, c.n_head_kv as u32, n as u32),
+                    block: 32 * g as u32,
+                    smem,
+                },
+                s,
+                KArgs::new()
+                    .ptr(b.q.ptr())
+                    .ptr(kv.k.ptr())
+                    .ptr(kv.v.ptr())
+                    .int(kv.cap)
+                    .int(window)
+                    .f32(c.attn_scale)
+                    .int(c.n_head)
+                    .int(c.n_head_kv)
+                    .int(c.head_dim)
+                    .int(c.head_dim_v)
+                    .int(self.n_super)
+                    .ptr(b.op.ptr())
+                    .ptr(b.mp.ptr())
+                    .ptr(b.lp.ptr())
+                    .ptr(step),
+            )?;
+            launch(
+                self.f(Kernel::AttnCombine),
+                Dims {
+                    grid: (c.n_head as u32, n as u32, 1),
+                    block: 32,
+                    smem: 0,
+                },
+                s,
+                KArgs::new()
+                    .ptr(b.op.ptr())
+                    .ptr(b.mp.ptr())
+                    .ptr(b.lp.ptr())
+                    .int(window)
+                    .int(c.n_head)
+                    .int(c.head_dim_v)
+                    .int(self.n_super)
+                    .ptr(b.a.ptr())
+                    .ptr(step),
+            )?;
+            if lw.wgate.is_some() {
+                self.ew(
+                    Kernel::SigmoidGate,
+                    s,
+                    KArgs::new()
+                        .ptr(b.a.ptr())
+                        .ptr(b.gate.ptr())
+                        .int(aw)
+                        .ptr(step),
+                    n * aw,
+                )?;
+            }
+            prof.mark("attention", s)?;
+            self.mv(s, &lw.wo, (b.a.ptr(), aw), (b.o.ptr(), e), n)?;
+            self.residual_norm(s, n, lw.post_attn_norm, lw.ffn_norm)?;
+            prof.mark("attn out+norm", s)?;
+            {
+                let mut bg =
+                    |st: Stream| self.mv(st, &lw.ffn_gate, (h, e), (b.fg.ptr(), c.n_ff), n);
+                let mut bu = |st: Stream| self.mv(st, &lw.ffn_up, (h, e), (b.fu.ptr(), c.n_ff), n);
+                self.fork
+                    .run(&self.gpu, self.opts.mode, &mut [&mut bg, &mut bu])?;
+            }
+            let act = match c.ffn_activation {
+                FfnActivation::Silu => Kernel::Swiglu,
+                FfnActivation::GeluTanh => Kernel::Geglu,
+            };
+            self.ew(
+                act,
+                s,
+                KArgs::new()
+                    .ptr(b.fg.ptr())
+                    .ptr(b.fu.ptr())
+                    .int(c.n_ff)
+                    .ptr(step),
+                n * c.n_ff,
+            )?;
+            prof.mark("ffn gate+up", s)?;
+            self.mv(s, &lw.ffn_down, (b.fg.ptr(), c.n_ff), (b.o.ptr(), e), n)?;
+            let next = w.layers.get(il + 1).map_or(w.output_norm, |l| l.attn_norm);
+            self.residual_norm(s, n, lw.post_ffw_norm, next)?;
+            prof.mark("ffn down+norm", s)?;
+        }
+        if rows > 0 {
+            let x_last = b.h.ptr() + ((n - rows) * e * 4) as u64;
+            self.mv(s, &w.output, (x_last, e), (b.logits.ptr(), c.n_vocab), rows)?;
+            self.ew(
+                Kernel::ScaleSoftcap,
+                s,
+                KArgs::new()
+                    .ptr(b.logits.ptr())
+                    .f32(c.logit_scale)
+                    .f32(c.softcap.unwrap_or(0.0))
+                    .int(c.n_vocab)
+                    .int(rows),
+                rows * c.n_vocab,
+            )?;
+            prof.mark("output", s)?;
+        }
+        Ok(())
+    }
+
+    /// `x += rmsnorm(o, eps_post) * w_post; h = rmsnorm(x, eps) * w_next`.
+    fn residual_norm(
+        &self,
+        s: Stream,
+        n: usize,
+        w_post: u64,
+        w_next: u64,
+    ) -> Result<(), CudaError> {
+        let c = &self.model.config;
+        let b = &self.b;
+        launch(
+            self.f(Kernel::ResidualNorm),
+            Dims {
+                grid: (n as u32, 1, 1),
+                block: 256,
+                smem: 0,
+            },
+            s,
+            KArgs::new()
+                .ptr(b.o.ptr())
+                .ptr(w_post)
+                .f32(c.post_norm_eps)
+                .ptr(b.x.ptr())
+                .ptr(w_next)
+                .f32(c.rms_eps)
+                .ptr(b.h.ptr())
+                .int(c.n_embd)
+                .ptr(b.step.ptr()),
+        )
+    }
+}

@@ -1,0 +1,366 @@
+//! The CUDA route: one sequence's forward pass on the GPU, composed from `muser_cuda`'s kernels.
+//!
+//! Owns: `CudaSession` (device weights, f16 KV cache, activation buffers, the decode graph).
+//! Numerics: weights stay quantized in the arena and are multiplied against **f32**
+//! activations (no activation quantization: closer to the f64 oracle than 8-bit routes), f64
+//! norm reductions, f32 attention over f16 K/V with a fixed split of the key range.
+//! Invariants (BRIEF §2): a token's logits are a fixed function of the model, the token ids and
+//! its position — identical across runs, chunk sizes, eager vs graph replay and serial vs
+//! parallel capture (every kernel fixes its reduction order; see the `.cu` headers).
+//!
+//! Decode (one token) is recorded once as a CUDA graph and replayed; the position and token id
+//! are read from device memory (`StepParams`, `tokens`), so replay needs no re-capture.
+//! Prefill runs eagerly in chunks of up to `chunk` tokens (the 8-token matvec kernels).
+
+mod forward;
+pub mod weights;
+
+use std::time::Instant;
+
+use muser_cuda::graph::Fork;
+use muser_cuda::profile::PhaseProfiler;
+use muser_cuda::{DeviceBuffer, Gpu, Graph, GraphMode, Math, Registry};
+
+use crate::cpu::Logits;
+use crate::model::Model;
+use crate::EngineError;
+use weights::DevWeights;
+
+/// Keys per attention block (must match `SUPER` in attention.cu).
+pub const ATTN_SUPER: usize = 512;
+
+/// Options of a CUDA session.
+#[derive(Clone, Debug)]
+pub struct CudaOptions {
+    /// Context size (maximum positions).
+    pub n_ctx: usize,
+    /// Prefill chunk (tokens per eager step, ≤ 512).
+    pub chunk: usize,
+    /// Record decode as a CUDA graph (default) or launch eagerly (`MUSER_CUDA_GRAPH=0`).
+    pub graphs: bool,
+    /// Parallel branches or serial capture (`MUSER_CUDA_SERIAL=1`).
+    pub mode: GraphMode,
+    /// Math variant of the element-wise activation kernels (`MUSER_CUDA_FAST_ACT=1`: fast).
+    pub act_math: Math,
+}
+
+impl CudaOptions {
+    pub fn new(n_ctx: usize, chunk: usize) -> CudaOptions {
+        CudaOptions {
+            n_ctx,
+            chunk: chunk.clamp(1, 512),
+            graphs: std::env::var("MUSER_CUDA_GRAPH").as_deref() != Ok("0"),
+            mode: GraphMode::from_env(),
+            act_math: if std::env::var("MUSER_CUDA_FAST_ACT").as_deref() == Ok("1") {
+                Math::Fast
+            } else {
+                Math::Strict
+            },
+        }
+    }
+}
+
+/// Device memory a session needs, by part (bytes).
+#[derive(Clone, Debug)]
+pub struct VramPlan {
+    pub weights: u64,
+    pub kv: u64,
+    pub scratch: u64,
+}
+
+impl VramPlan {
+    pub fn total(&self) -> u64 {
+        self.weights + self.kv + self.scratch
+    }
+}
+
+/// Activation and scratch buffers (all f32 unless noted), `C` = chunk.
+struct Bufs {
+    x: DeviceBuffer,                 // [C][n_embd]
+    h: DeviceBuffer,                 // [C][n_embd]
+    q: DeviceBuffer,                 // [C][n_head*hd]
+    k: DeviceBuffer,                 // [C][n_head_kv*hd]
+    v: DeviceBuffer,                 // [C][n_head_kv*hd_v]
+    gate: DeviceBuffer,              // [C][n_head*hd_v]
+    a: DeviceBuffer,                 // [C][n_head*hd_v]
+    o: DeviceBuffer,                 // [C][n_embd]
+    fg: DeviceBuffer,                // [C][n_ff]
+    fu: DeviceBuffer,                // [C][n_ff]
+    logits: DeviceBuffer,            // [C][n_vocab]
+    tokens: DeviceBuffer,            // [C] u32
+    step: DeviceBuffer,              // StepParams {pos0, n_tok}
+    op: DeviceBuffer,                // [C][n_head][n_super][hd_v]
+    mp: DeviceBuffer,                // [C][n_head][n_super]
+    lp: DeviceBuffer,                // [C][n_head][n_super]
+    rope: Vec<Option<DeviceBuffer>>, // per layer: [hd/2] f64 inverse frequencies
+}
+
+/// Per layer f16 K/V rings: position p at row p % cap.
+struct LayerKv {
+    k: DeviceBuffer, // [cap][n_head_kv*hd] f16
+    v: DeviceBuffer, // [cap][n_head_kv*hd_v] f16
+    cap: usize,
+}
+
+/// One sequence on the GPU.
+pub struct CudaSession<'m> {
+    model: &'m Model,
+    gpu: Gpu,
+    reg: Registry,
+    w: DevWeights,
+    kv: Vec<LayerKv>,
+    b: Bufs,
+    opts: CudaOptions,
+    n_super: usize,
+    n_past: usize,
+    decode_graph: Option<Graph>,
+    fork: Fork,
+    profile: PhaseProfiler,
+    /// Load report: upload seconds and GB/s, compile ms.
+    pub load_report: String,
+}
+
+fn bytes_f32(n: usize) -> usize {
+    n * 4
+}
+
+/// Device memory needed for `model` at `opts` (computed before anything is allocated).
+pub fn vram_plan(model: &Model, opts: &CudaOptions) -> VramPlan {
+    let c = &model.config;
+    let chunk = opts.chunk;
+    let kv: usize = (0..c.n_layer)
+        .map(|il| {
+            let cap = ring_cap(model, opts, il);
+            cap * (c.kv_width() + c.n_head_kv * c.head_dim_v) * 2
+        })
+        .sum();
+    let n_super = opts.n_ctx.div_ceil(ATTN_SUPER);
+    let aw = c.n_head * c.head_dim_v;
+    let scratch = bytes_f32(
+        chunk
+            * (3 * c.n_embd
+                + c.q_width()
+                + c.kv_width()
+                + c.n_head_kv * c.head_dim_v
+                + 2 * aw
+                + 2 * c.n_ff
+                + c.n_vocab
+                + 1
+                + c.n_head * n_super * (c.head_dim_v + 2)),
+    ) + 64
+        + c.n_layer * c.head_dim * 4;
+    VramPlan {
+        weights: weights::arena_bytes(model) as u64,
+        kv: kv as u64,
+        scratch: scratch as u64,
+    }
+}
+
+/// Rows of layer `il`'s ring: sliding layers keep `window + chunk` rows (a chunk's queries need
+/// the window behind the chunk's first token while the chunk's own keys are written), full
+/// layers the whole context.
+fn ring_cap(model: &Model, opts: &CudaOptions, il: usize) -> usize {
+    let c = &model.config;
+    if c.swa_layers[il] {
+        (c.sliding_window + opts.chunk).min(opts.n_ctx)
+    } else {
+        opts.n_ctx
+    }
+}
+
+impl<'m> CudaSession<'m> {
+    /// Open the device, compile the kernels, check the VRAM plan, upload the weights.
+    pub fn new(
+        model: &'m Model,
+        opts: CudaOptions,
+        progress: &mut dyn FnMut(u64, u64),
+    ) -> Result<CudaSession<'m>, EngineError> {
+        let c = &model.config;
+        if c.head_dim_v > 256
+            || c.head_dim > 512
+            || !c.head_dim.is_multiple_of(32)
+            || !c.head_dim_v.is_multiple_of(32)
+        {
+            return Err(EngineError::Config(format!(
+                "CUDA attention supports head dims that are multiples of 32 up to 256 (got {} / {})",
+                c.head_dim, c.head_dim_v
+            )));
+        }
+        let gqa = c.gqa_ratio();
+        if gqa == 0 || gqa > 32 || !c.n_head.is_multiple_of(c.n_head_kv) {
+            return Err(EngineError::Config(format!(
+                "CUDA attention needs 1..=32 query heads per KV head (got {} / {})",
+                c.n_head, c.n_head_kv
+            )));
+        }
+        let gpu = Gpu::open(0)?;
+        let plan = vram_plan(model, &opts);
+        let (free, total) = gpu.mem_info()?;
+        if plan.total() > free {
+            return Err(muser_cuda::CudaError::OutOfMemory {
+                what: format!(
+                    "weights {} + KV {} + scratch {} at context {}",
+                    plan.weights, plan.kv, plan.scratch, opts.n_ctx
+                ),
+                need: plan.total(),
+                free,
+                total,
+            }
+            .into());
+        }
+        let reg = Registry::build(&gpu)?;
+        let t = Instant::now();
+        let w = weights::upload(&gpu, model, progress)?;
+        let up = t.elapsed().as_secs_f64();
+        let gbps = w.arena.bytes() as f64 / up / 1e9;
+        let kv = (0..c.n_layer)
+            .map(|il| {
+                let cap = ring_cap(model, &opts, il);
+                Ok(LayerKv {
+                    k: gpu.alloc(cap * c.kv_width() * 2, "K cache")?,
+                    v: gpu.alloc(cap * c.n_head_kv * c.head_dim_v * 2, "V cache")?,
+                    cap,
+                })
+            })
+            .collect::<Result<Vec<_>, muser_cuda::CudaError>>()?;
+        let n_super = opts.n_ctx.div_ceil(ATTN_SUPER);
+        let b = alloc_bufs(&gpu, model, &opts, n_super)?;
+        let load_report = format!(
+            "CUDA {} (sm_{}{}, driver {}): kernels compiled in {:.0} ms ({}), weights {:.2} GB uploaded in {:.2} s ({:.1} GB/s), KV {:.1} MB, scratch {:.1} MB",
+            gpu.info.name,
+            gpu.info.compute_capability.0,
+            gpu.info.compute_capability.1,
+            gpu.info.driver_version,
+            reg.init_ms,
+            reg.arch,
+            w.arena.bytes() as f64 / 1e9,
+            up,
+            gbps,
+            plan.kv as f64 / 1e6,
+            plan.scratch as f64 / 1e6,
+        );
+        Ok(CudaSession {
+            model,
+            gpu,
+            reg,
+            w,
+            kv,
+            b,
+            opts,
+            n_super,
+            n_past: 0,
+            decode_graph: None,
+            fork: Fork::new()?,
+            profile: PhaseProfiler::from_env(),
+            load_report,
+        })
+    }
+
+    /// What produced the numbers: route parameters and the kernel registry's SHA-256.
+    pub fn route_identity(&self) -> String {
+        format!(
+            "cuda:acts=f32,kv=f16,attn=f32,act_math={},graph={},mode={},kernels={}",
+            self.opts.act_math.label(),
+            if self.opts.graphs { "on" } else { "off" },
+            match self.opts.mode {
+                GraphMode::Parallel => "parallel",
+                GraphMode::Serial => "serial",
+            },
+            &self.reg.identity()[..16]
+        )
+    }
+
+    pub fn registry(&self) -> &Registry {
+        &self.reg
+    }
+
+    pub fn gpu(&self) -> &Gpu {
+        &self.gpu
+    }
+
+    pub fn n_past(&self) -> usize {
+        self.n_past
+    }
+
+    /// Forget the sequence (the KV rows are overwritten as new positions arrive).
+    pub fn clear(&mut self) {
+        self.n_past = 0;
+    }
+
+    /// The phase profile (`MUSER_CUDA_PROFILE=1`; forces eager launches).
+    pub fn profile_report(&self) -> Option<String> {
+        self.profile.enabled().then(|| self.profile.report())
+    }
+
+    /// Evaluate `tokens` after the ones already seen; returns the requested logit rows.
+    pub fn eval(&mut self, tokens: &[u32], which: Logits) -> Result<Vec<f32>, EngineError> {
+        let n_vocab = self.model.config.n_vocab;
+        if self.n_past + tokens.len() > self.opts.n_ctx {
+            return Err(EngineError::ContextFull {
+                requested: self.n_past + tokens.len(),
+                n_ctx: self.opts.n_ctx,
+            });
+        }
+        if let Some(&t) = tokens.iter().find(|&&t| t as usize >= n_vocab) {
+            return Err(EngineError::TokenOutOfRange { token: t, n_vocab });
+        }
+        let chunk = self.opts.chunk;
+        let n_chunks = tokens.len().div_ceil(chunk);
+        let mut out = Vec::new();
+        for (i, part) in tokens.chunks(chunk).enumerate() {
+            let rows = match which {
+                Logits::All => part.len(),
+                Logits::Last if i + 1 == n_chunks => 1,
+                Logits::Last => 0,
+            };
+            out.extend(self.step(part, rows)?);
+        }
+        Ok(out)
+    }
+}
+
+fn alloc_bufs(
+    gpu: &Gpu,
+    model: &Model,
+    opts: &CudaOptions,
+    n_super: usize,
+) -> Result<Bufs, muser_cuda::CudaError> {
+    let c = &model.config;
+    let ch = opts.chunk;
+    let f = |n: usize, what: &str| gpu.alloc(bytes_f32(ch * n), what);
+    let aw = c.n_head * c.head_dim_v;
+    let mut rope = Vec::new();
+    for il in 0..c.n_layer {
+        rope.push(match c.rope_for_layer(il) {
+            Some(base) => {
+                let d = c.head_dim as f64;
+                let inv: Vec<f64> = (0..c.head_dim / 2)
+                    .map(|i| f64::from(base).powf(-2.0 * i as f64 / d))
+                    .collect();
+                let b = gpu.alloc(inv.len() * 8, "rope table")?;
+                gpu.upload(b.ptr(), &inv)?;
+                Some(b)
+            }
+            None => None,
+        });
+    }
+    Ok(Bufs {
+        x: f(c.n_embd, "x")?,
+        h: f(c.n_embd, "h")?,
+        q: f(c.q_width(), "q")?,
+        k: f(c.kv_width(), "k")?,
+        v: f(c.n_head_kv * c.head_dim_v, "v")?,
+        gate: f(aw, "gate")?,
+        a: f(aw, "attn out")?,
+        o: f(c.n_embd, "o")?,
+        fg: f(c.n_ff, "ffn gate")?,
+        fu: f(c.n_ff, "ffn up")?,
+        logits: f(c.n_vocab, "logits")?,
+        tokens: f(1, "tokens")?,
+        step: gpu.alloc(64, "step params")?,
+        op: f(c.n_head * n_super * c.head_dim_v, "attention partials")?,
+        mp: f(c.n_head * n_super, "attention maxima")?,
+        lp: f(c.n_head * n_super, "attention sums")?,
+        rope,
+    })
+}

@@ -1,0 +1,207 @@
+//! The model's weights on the device: every matrix and norm vector planned into one arena
+//! (`muser_cuda::arena`), uploaded once from the mapped file with progress, addressed as views.
+//! A matrix shared by two roles (Gemma's tied output = token_embd) is uploaded once.
+
+use std::collections::HashMap;
+
+use muser_cuda::arena::{plan, Arena, ArenaSlice};
+use muser_cuda::{Gpu, Kernel};
+use muser_gguf::GgmlType;
+
+use crate::model::{Matrix, Model};
+use crate::EngineError;
+
+/// A matrix on the device.
+#[derive(Clone, Copy, Debug)]
+pub struct DevMatrix {
+    pub ptr: u64,
+    pub ty: GgmlType,
+    pub n_in: usize,
+    pub n_out: usize,
+    pub row_bytes: usize,
+}
+
+/// One layer's device views (norm vectors are f32 pointers).
+pub struct DevLayer {
+    pub attn_norm: u64,
+    pub wq: DevMatrix,
+    pub wk: DevMatrix,
+    pub wv: DevMatrix,
+    pub wgate: Option<DevMatrix>,
+    pub q_norm: u64,
+    pub k_norm: u64,
+    pub wo: DevMatrix,
+    pub post_attn_norm: u64,
+    pub ffn_norm: u64,
+    pub ffn_gate: DevMatrix,
+    pub ffn_up: DevMatrix,
+    pub ffn_down: DevMatrix,
+    pub post_ffw_norm: u64,
+}
+
+pub struct DevWeights {
+    pub arena: Arena,
+    pub token_embd: DevMatrix,
+    pub output: DevMatrix,
+    pub output_norm: u64,
+    pub layers: Vec<DevLayer>,
+}
+
+/// The matvec kernels (1 token, 8 tokens) and the embedding kernel for a weight type.
+pub fn kernels_for(ty: GgmlType) -> Option<(Kernel, Kernel, Kernel)> {
+    Some(match ty {
+        GgmlType::Q4_K => (Kernel::MvQ4kT1, Kernel::MvQ4kT8, Kernel::EmbedQ4k),
+        GgmlType::Q5_K => (Kernel::MvQ5kT1, Kernel::MvQ5kT8, Kernel::EmbedQ5k),
+        GgmlType::Q6_K => (Kernel::MvQ6kT1, Kernel::MvQ6kT8, Kernel::EmbedQ6k),
+        GgmlType::Q8_0 => (Kernel::MvQ80T1, Kernel::MvQ80T8, Kernel::EmbedQ80),
+        GgmlType::Q5_0 => (Kernel::MvQ50T1, Kernel::MvQ50T8, Kernel::EmbedQ50),
+        GgmlType::F16 => (Kernel::MvF16T1, Kernel::MvF16T8, Kernel::EmbedF16),
+        GgmlType::F32 => (Kernel::MvF32T1, Kernel::MvF32T8, Kernel::EmbedF32),
+        _ => return None,
+    })
+}
+
+/// Bytes the arena will need (for the VRAM plan).
+pub fn arena_bytes(model: &Model) -> usize {
+    let (_, total, _) = layout(model);
+    total
+}
+
+enum Src<'a> {
+    File(usize, usize),
+    Floats(&'a [f32]),
+}
+
+/// Plan: the distinct byte sources and their arena slices.
+fn layout(model: &Model) -> (Vec<ArenaSlice>, usize, Vec<Src<'_>>) {
+    let w = &model.weights;
+    let mut srcs: Vec<Src<'_>> = Vec::new();
+    let mut seen: HashMap<(usize, usize), usize> = HashMap::new();
+    let mut add_m = |m: &Matrix, srcs: &mut Vec<Src<'_>>| {
+        let r = m.file_range();
+        if let std::collections::hash_map::Entry::Vacant(e) = seen.entry(r) {
+            e.insert(srcs.len());
+            srcs.push(Src::File(r.0, r.1));
+        }
+    };
+    add_m(&w.token_embd, &mut srcs);
+    add_m(&w.output, &mut srcs);
+    for l in &w.layers {
+        for m in [
+            &l.wq,
+            &l.wk,
+            &l.wv,
+            &l.wo,
+            &l.ffn_gate,
+            &l.ffn_up,
+            &l.ffn_down,
+        ] {
+            add_m(m, &mut srcs);
+        }
+        if let Some(g) = &l.wgate {
+            add_m(g, &mut srcs);
+        }
+    }
+    srcs.push(Src::Floats(&w.output_norm));
+    for l in &w.layers {
+        for v in [
+            &l.attn_norm,
+            &l.q_norm,
+            &l.k_norm,
+            &l.post_attn_norm,
+            &l.ffn_norm,
+            &l.post_ffw_norm,
+        ] {
+            srcs.push(Src::Floats(v));
+        }
+    }
+    let lens: Vec<usize> = srcs
+        .iter()
+        .map(|s| match s {
+            Src::File(_, len) => *len,
+            Src::Floats(v) => v.len() * 4,
+        })
+        .collect();
+    let (slices, total) = plan(&lens);
+    (slices, total, srcs)
+}
+
+/// Upload every weight; `progress(done, total)` is called as bytes go up.
+pub fn upload(
+    gpu: &Gpu,
+    model: &Model,
+    progress: &mut dyn FnMut(u64, u64),
+) -> Result<DevWeights, EngineError> {
+    let (slices, total, srcs) = layout(model);
+    let bytes = model.gguf().as_bytes();
+    let parts: Vec<(ArenaSlice, &[u8])> = slices
+        .iter()
+        .zip(&srcs)
+        .map(|(s, src)| {
+            let b: &[u8] = match src {
+                Src::File(off, len) => &bytes[*off..*off + *len],
+                Src::Floats(v) => bytemuck::cast_slice(v),
+            };
+            (*s, b)
+        })
+        .collect();
+    let arena = Arena::upload(gpu, total, &parts, progress)?;
+    // Resolve views in the same order the plan was made.
+    let mut file_ptr: HashMap<(usize, usize), u64> = HashMap::new();
+    let mut float_ptrs = Vec::new();
+    for (s, src) in slices.iter().zip(&srcs) {
+        match src {
+            Src::File(off, len) => {
+                file_ptr.insert((*off, *len), arena.ptr(*s));
+            }
+            Src::Floats(_) => float_ptrs.push(arena.ptr(*s)),
+        }
+    }
+    let dm = |m: &Matrix| -> Result<DevMatrix, EngineError> {
+        if kernels_for(m.ty).is_none() {
+            return Err(EngineError::Config(format!(
+                "tensor '{}' has type {:?}, which the CUDA route has no kernel for",
+                m.name, m.ty
+            )));
+        }
+        Ok(DevMatrix {
+            ptr: file_ptr[&m.file_range()],
+            ty: m.ty,
+            n_in: m.n_in,
+            n_out: m.n_out,
+            row_bytes: m.row_bytes,
+        })
+    };
+    let w = &model.weights;
+    let mut fl = float_ptrs.into_iter();
+    let mut next = || fl.next().expect("float plan and upload agree");
+    let output_norm = next();
+    let mut layers = Vec::with_capacity(w.layers.len());
+    for l in &w.layers {
+        let (attn_norm, q_norm, k_norm, post_attn_norm, ffn_norm, post_ffw_norm) =
+            (next(), next(), next(), next(), next(), next());
+        layers.push(DevLayer {
+            attn_norm,
+            wq: dm(&l.wq)?,
+            wk: dm(&l.wk)?,
+            wv: dm(&l.wv)?,
+            wgate: l.wgate.as_ref().map(dm).transpose()?,
+            q_norm,
+            k_norm,
+            wo: dm(&l.wo)?,
+            post_attn_norm,
+            ffn_norm,
+            ffn_gate: dm(&l.ffn_gate)?,
+            ffn_up: dm(&l.ffn_up)?,
+            ffn_down: dm(&l.ffn_down)?,
+            post_ffw_norm,
+        });
+    }
+    Ok(DevWeights {
+        token_embd: dm(&w.token_embd)?,
+        output: dm(&w.output)?,
+        output_norm,
+        layers,
+        arena,
+    })
+}

@@ -1,0 +1,141 @@
+//! Backend choice and one session type over the routes. `auto` picks CUDA when a device is
+//! present and says so; an explicit `cuda` without a device is an error, never a CPU run.
+
+use crate::cpu::{CpuOptions, CpuSession, Logits};
+use crate::cuda::{CudaOptions, CudaSession};
+use crate::model::Model;
+use crate::EngineError;
+
+/// `--backend`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Backend {
+    Cpu,
+    Cuda,
+    Auto,
+}
+
+impl Backend {
+    pub fn parse(s: &str) -> Option<Backend> {
+        match s {
+            "cpu" => Some(Backend::Cpu),
+            "cuda" => Some(Backend::Cuda),
+            "auto" => Some(Backend::Auto),
+            _ => None,
+        }
+    }
+
+    /// Resolve `auto`: CUDA if a device is present. Returns the backend and why.
+    pub fn resolve(self) -> Result<(Backend, String), EngineError> {
+        match self {
+            Backend::Cpu => Ok((Backend::Cpu, "cpu (requested)".into())),
+            Backend::Cuda => Ok((Backend::Cuda, "cuda (requested)".into())),
+            Backend::Auto => match muser_cuda::Gpu::probe()? {
+                Some(info) => Ok((
+                    Backend::Cuda,
+                    format!(
+                        "cuda (auto: found {} with {:.0} GiB)",
+                        info.name,
+                        info.total_mem as f64 / (1u64 << 30) as f64
+                    ),
+                )),
+                None => Ok((Backend::Cpu, "cpu (auto: no CUDA device)".into())),
+            },
+        }
+    }
+}
+
+/// A sequence on either route.
+pub enum Session<'m> {
+    Cpu(Box<CpuSession<'m>>),
+    Cuda(Box<CudaSession<'m>>),
+}
+
+impl<'m> Session<'m> {
+    /// Open a session on a resolved backend (`Auto` must be resolved first).
+    pub fn open(
+        model: &'m Model,
+        backend: Backend,
+        cpu: CpuOptions,
+        progress: &mut dyn FnMut(u64, u64),
+    ) -> Result<Session<'m>, EngineError> {
+        match backend {
+            Backend::Cpu => Ok(Session::Cpu(Box::new(CpuSession::new(model, cpu)?))),
+            Backend::Cuda => {
+                let opts = CudaOptions::new(cpu.n_ctx, cpu.chunk);
+                Ok(Session::Cuda(Box::new(CudaSession::new(
+                    model, opts, progress,
+                )?)))
+            }
+            Backend::Auto => Err(EngineError::Config(
+                "backend 'auto' must be resolved before opening a session".into(),
+            )),
+        }
+    }
+
+    pub fn eval(&mut self, tokens: &[u32], which: Logits) -> Result<Vec<f32>, EngineError> {
+        match self {
+            Session::Cpu(s) => s.eval(tokens, which),
+            Session::Cuda(s) => s.eval(tokens, which),
+        }
+    }
+
+    pub fn n_past(&self) -> usize {
+        match self {
+            Session::Cpu(s) => s.n_past(),
+            Session::Cuda(s) => s.n_past(),
+        }
+    }
+
+    pub fn clear(&mut self) {
+        match self {
+            Session::Cpu(s) => s.clear(),
+            Session::Cuda(s) => s.clear(),
+        }
+    }
+
+    /// The route identity (printed by `--verbose`, written into every receipt).
+    pub fn route_identity(&self) -> String {
+        match self {
+            Session::Cpu(s) => s.route_identity(),
+            Session::Cuda(s) => s.route_identity(),
+        }
+    }
+
+    /// Per compiled kernel module: `file[math] sha256` (CUDA only).
+    pub fn module_fingerprints(&self) -> Vec<String> {
+        match self {
+            Session::Cpu(_) => Vec::new(),
+            Session::Cuda(s) => s
+                .registry()
+                .modules()
+                .iter()
+                .map(|m| {
+                    format!(
+                        "{}[{}] {} ({} ms, {})",
+                        m.module.file(),
+                        m.math.label(),
+                        m.sha256,
+                        m.compile_ms.round(),
+                        m.options.join(" ")
+                    )
+                })
+                .collect(),
+        }
+    }
+
+    /// Load report of the CUDA route (compile time, upload GB/s); `None` on CPU.
+    pub fn load_report(&self) -> Option<&str> {
+        match self {
+            Session::Cpu(_) => None,
+            Session::Cuda(s) => Some(&s.load_report),
+        }
+    }
+
+    /// Phase profile, when the route's profiler is enabled.
+    pub fn profile_report(&self) -> Option<String> {
+        match self {
+            Session::Cpu(s) => s.profile_report(),
+            Session::Cuda(s) => s.profile_report(),
+        }
+    }
+}

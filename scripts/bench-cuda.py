@@ -1,0 +1,108 @@
+#!/usr/bin/env python3
+"""CUDA benchmark, side by side in one run (run it on the GPU machine): Muser's CUDA route
+(`muser bench --backend cuda`) and the pinned llama.cpp CUDA build (`llama-bench -ngl 99 -fa 1`,
+the prebuilt from shared/comparator), same GPU, same model file.
+
+Writes a JSON receipt: GPU (name, driver, memory), host CPU, model path and SHA-256, Muser's route
+identity, kernel module fingerprints, load report and git commit, llama-bench's build, every
+figure (median tok/s and spread), and the ratios Muser ÷ llama.cpp.
+
+Usage: scripts/bench-cuda.py --model M.gguf [--pp 512] [--tg 128] [--reps 3]
+                             [--muser target/release/muser] [--llama-cuda ~/llama] --out RECEIPT.json
+"""
+import argparse
+import hashlib
+import json
+import os
+import platform
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+
+def sha256(p: Path) -> str:
+    h = hashlib.sha256()
+    with open(p, "rb") as f:
+        for b in iter(lambda: f.read(1 << 20), b""):
+            h.update(b)
+    return h.hexdigest()
+
+
+def gpu_info() -> dict:
+    out = subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version,memory.total,clocks.max.sm",
+                          "--format=csv,noheader"], capture_output=True, text=True).stdout.strip()
+    f = [x.strip() for x in out.split(",")]
+    return {"name": f[0], "driver": f[1], "memory": f[2], "max_sm_clock": f[3]} if len(f) >= 4 else {"raw": out}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--model", required=True)
+    ap.add_argument("--pp", default="512")
+    ap.add_argument("--tg", default="128")
+    ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("--muser", default="target/release/muser")
+    ap.add_argument("--llama-cuda", default=str(Path.home() / "llama"))
+    ap.add_argument("--model-sha256", default=None, help="skip hashing (known SHA-256)")
+    ap.add_argument("--out", required=True)
+    a = ap.parse_args()
+
+    model = Path(a.model).resolve()
+    lib = Path(a.llama_cuda)
+    env = dict(os.environ, LD_LIBRARY_PATH=str(lib))
+    started = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    muser = json.loads(subprocess.run(
+        [a.muser, "bench", "-m", str(model), "--backend", "cuda", "-p", a.pp, "-n", a.tg,
+         "-r", str(a.reps), "--json"], check=True, capture_output=True, text=True).stdout)
+    llama = json.loads(subprocess.run(
+        [str(lib / "llama-bench"), "-m", str(model), "-ngl", "99", "-fa", "1", "-p", a.pp,
+         "-n", a.tg, "-r", str(a.reps), "-o", "json"], check=True, capture_output=True, text=True,
+        env=env).stdout)
+
+    def llama_figure(test: str):
+        n = int(test[2:])
+        for r in llama:
+            if test.startswith("pp") and r["n_prompt"] == n and r["n_gen"] == 0:
+                return r["avg_ts"], r["stddev_ts"]
+            if test.startswith("tg") and r["n_gen"] == n and r["n_prompt"] == 0:
+                return r["avg_ts"], r["stddev_ts"]
+        return None, None
+
+    rows = []
+    for r in muser["results"]:
+        lt, ls = llama_figure(r["test"])
+        rows.append({"test": r["test"], "muser_tok_per_s": r["tok_per_s"], "muser_stddev": r["stddev"],
+                     "llama_tok_per_s": lt, "llama_stddev": ls,
+                     "ratio": (r["tok_per_s"] / lt) if lt else None})
+    commit = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
+    receipt = {
+        "what": "CUDA benchmark, Muser vs pinned llama.cpp CUDA, one run",
+        "started": started,
+        "machine": {"gpu": gpu_info(), "cpu_count": os.cpu_count(), "kernel": platform.release(),
+                    "host": platform.node()},
+        "model": str(model),
+        "model_sha256": a.model_sha256 or sha256(model),
+        "muser": {"route": muser["route"], "commit": commit or os.environ.get("MUSER_COMMIT"),
+                  "load_report": muser.get("load_report"), "kernel_modules": muser.get("kernel_modules"),
+                  "reps": muser["reps"]},
+        "llama_cpp": {"commit": "0c1e57098bba43ac29e6e3b677cdceebdd22334f",
+                      "build": "shared/comparator/llama-cuda-sm90.tar.xz (sha256 c987ff30...)",
+                      "llama_bench_build": llama[0].get("build_commit") if llama else None,
+                      "flags": "-ngl 99 -fa 1"},
+        "results": rows,
+        "raw": {"muser": muser, "llama_bench": llama},
+    }
+    Path(a.out).parent.mkdir(parents=True, exist_ok=True)
+    Path(a.out).write_text(json.dumps(receipt, indent=2) + "\n")
+    print(f"{'test':>8} {'muser':>10} {'llama.cpp':>10} {'ratio':>7}")
+    for r in rows:
+        lt = f"{r['llama_tok_per_s']:.1f}" if r["llama_tok_per_s"] else "-"
+        ratio = f"{r['ratio']:.2f}" if r["ratio"] else "-"
+        print(f"{r['test']:>8} {r['muser_tok_per_s']:>10.1f} {lt:>10} {ratio:>7}")
+    print(f"receipt: {a.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
