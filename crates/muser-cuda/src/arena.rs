@@ -22,7 +22,11 @@ pub struct Arena {
     pub upload_secs: f64,
 }
 
-/// Offsets for a list of tensor lengths (and the total), in order.
+/// Bytes kept free after the last tensor: kernels may read a few bytes past a 2-byte-aligned
+/// 16-byte run (aligned word loads, see formats_a16.cuh).
+pub const SLACK: usize = 256;
+
+/// Offsets for a list of tensor lengths (and the total, slack included), in order.
 pub fn plan(lens: &[usize]) -> (Vec<ArenaSlice>, usize) {
     let mut off = 0usize;
     let slices = lens
@@ -33,7 +37,7 @@ pub fn plan(lens: &[usize]) -> (Vec<ArenaSlice>, usize) {
             s
         })
         .collect();
-    (slices, off)
+    (slices, off + SLACK)
 }
 
 impl Arena {
@@ -90,7 +94,7 @@ mod tests {
         let (s, total) = plan(&[10, 256, 1, 0, 300]);
         let offs: Vec<usize> = s.iter().map(|s| s.offset).collect();
         assert_eq!(offs, vec![0, 256, 512, 768, 768]);
-        assert_eq!(total, 1280);
+        assert_eq!(total, 1280 + SLACK);
         assert!(s.iter().all(|s| s.offset % ALIGN == 0));
     }
 }

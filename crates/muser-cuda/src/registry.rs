@@ -19,6 +19,7 @@ use crate::error::CudaError;
 
 const COMMON: &str = include_str!("kernels/common.cuh");
 const FORMATS: &str = include_str!("kernels/formats.cuh");
+const FORMATS_A16: &str = include_str!("kernels/formats_a16.cuh");
 
 /// Numerics of a compiled module variant.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -53,6 +54,7 @@ impl Math {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Module {
     Matvec,
+    MatvecA16,
     Norm,
     Rope,
     Attention,
@@ -60,8 +62,9 @@ pub enum Module {
 }
 
 impl Module {
-    pub const ALL: [Module; 5] = [
+    pub const ALL: [Module; 6] = [
         Module::Matvec,
+        Module::MatvecA16,
         Module::Norm,
         Module::Rope,
         Module::Attention,
@@ -70,6 +73,7 @@ impl Module {
     pub fn file(self) -> &'static str {
         match self {
             Module::Matvec => "matvec.cu",
+            Module::MatvecA16 => "matvec_a16.cu",
             Module::Norm => "norm.cu",
             Module::Rope => "rope.cu",
             Module::Attention => "attention.cu",
@@ -80,12 +84,17 @@ impl Module {
     pub fn source(self) -> String {
         let body = match self {
             Module::Matvec => include_str!("kernels/matvec.cu"),
+            Module::MatvecA16 => include_str!("kernels/matvec_a16.cu"),
             Module::Norm => include_str!("kernels/norm.cu"),
             Module::Rope => include_str!("kernels/rope.cu"),
             Module::Attention => include_str!("kernels/attention.cu"),
             Module::Elementwise => include_str!("kernels/elementwise.cu"),
         };
-        let formats = if self == Module::Matvec { FORMATS } else { "" };
+        let formats = match self {
+            Module::Matvec => FORMATS,
+            Module::MatvecA16 => FORMATS_A16,
+            _ => "",
+        };
         format!("{COMMON}\n{formats}\n{body}")
     }
     /// The math variants this module is compiled in.
@@ -118,10 +127,21 @@ kernels! {
     MvQ50T1 => Matvec, "mv_q5_0_t1"; MvQ50T8 => Matvec, "mv_q5_0_t8";
     MvF16T1 => Matvec, "mv_f16_t1"; MvF16T8 => Matvec, "mv_f16_t8";
     MvF32T1 => Matvec, "mv_f32_t1"; MvF32T8 => Matvec, "mv_f32_t8";
+    Mv2Q4k => Matvec, "mv2_q4_k"; Mv2Q5k => Matvec, "mv2_q5_k"; Mv2Q6k => Matvec, "mv2_q6_k";
+    Mv2Q80 => Matvec, "mv2_q8_0"; Mv2Q50 => Matvec, "mv2_q5_0"; Mv2F16 => Matvec, "mv2_f16";
+    Mv2F32 => Matvec, "mv2_f32";
     EmbedQ4k => Matvec, "embed_q4_k"; EmbedQ5k => Matvec, "embed_q5_k";
     EmbedQ6k => Matvec, "embed_q6_k"; EmbedQ80 => Matvec, "embed_q8_0";
     EmbedQ50 => Matvec, "embed_q5_0"; EmbedF16 => Matvec, "embed_f16";
     EmbedF32 => Matvec, "embed_f32";
+    QuantA16 => MatvecA16, "quant_a16";
+    MvaQ4kT1 => MatvecA16, "mva_q4_k_t1"; MvaQ4kT8 => MatvecA16, "mva_q4_k_t8";
+    MvaQ5kT1 => MatvecA16, "mva_q5_k_t1"; MvaQ5kT8 => MatvecA16, "mva_q5_k_t8";
+    MvaQ6kT1 => MatvecA16, "mva_q6_k_t1"; MvaQ6kT8 => MatvecA16, "mva_q6_k_t8";
+    MvaQ80T1 => MatvecA16, "mva_q8_0_t1"; MvaQ80T8 => MatvecA16, "mva_q8_0_t8";
+    MvaQ50T1 => MatvecA16, "mva_q5_0_t1"; MvaQ50T8 => MatvecA16, "mva_q5_0_t8";
+    MvaF16T1 => MatvecA16, "mva_f16_t1"; MvaF16T8 => MatvecA16, "mva_f16_t8";
+    MvaF32T1 => MatvecA16, "mva_f32_t1"; MvaF32T8 => MatvecA16, "mva_f32_t8";
     RmsnormRows => Norm, "rmsnorm_rows";
     EmbedFinish => Norm, "embed_finish";
     ResidualNorm => Norm, "residual_norm";

@@ -7,11 +7,22 @@
 // residual_norm:      X[t] += (O[t] * s(O[t], eps_post)) * W_post;  H[t] = X[t] * s(X[t], eps) * W_next
 // All buffers [n_tok][n] f32, rows contiguous.
 
-#define NORM_THREADS 256
+#define NORM_THREADS 1024
 
+// Each thread's partial sum runs over i = tid, tid + blockDim, ... in that order (loads
+// unrolled so they are in flight together); then the fixed block reduction.
 __device__ __forceinline__ float rms_scale(const float* x, int n, float eps, double* red) {
     double s = 0.0;
-    for (int i = threadIdx.x; i < n; i += blockDim.x) s += (double)x[i] * (double)x[i];
+    int i = threadIdx.x;
+    for (; i + 3 * (int)blockDim.x < n; i += 4 * blockDim.x) {
+        const double a = x[i], b = x[i + blockDim.x], c = x[i + 2 * blockDim.x],
+                     d = x[i + 3 * blockDim.x];
+        s += a * a;
+        s += b * b;
+        s += c * c;
+        s += d * d;
+    }
+    for (; i < n; i += blockDim.x) s += (double)x[i] * (double)x[i];
     s = block_sum_f64(s, red);
     return (float)(1.0 / sqrt(s / (double)n + (double)eps));
 }

@@ -7,13 +7,17 @@ use muser_cuda::profile::PhaseProfiler;
 use muser_cuda::{CudaError, Graph, KArgs, Kernel, Math};
 
 use super::weights::{kernels_for, DevMatrix};
-use super::CudaSession;
+use super::{Acts, CudaSession};
 use crate::config::{FfnActivation, RopeMode};
 use crate::EngineError;
 
 use muser_cuda::Stream;
 
 const MV_WARPS: u32 = 4;
+/// Rows per warp of the one-token A16 kernels (`MVA_R1` in matvec_a16.cu).
+const MVA_R1: u32 = 2;
+/// Threads of the norm kernels (`NORM_THREADS` in norm.cu).
+const NORM_THREADS: u32 = 1024;
 const EW_THREADS: u32 = 256;
 
 impl<'m> CudaSession<'m> {
@@ -65,6 +69,7 @@ impl<'m> CudaSession<'m> {
     }
 
     /// `y[t] = m · x[t]` for `n` tokens; `x`, `y` are (device pointer, row stride in f32).
+    /// On the A16 route `x` must already be quantized into the A16 buffers (`quantize`).
     fn mv(
         &self,
         s: Stream,
@@ -73,28 +78,111 @@ impl<'m> CudaSession<'m> {
         (y, ldy): (u64, usize),
         n: usize,
     ) -> Result<(), CudaError> {
-        let (k1, k8, _) = kernels_for(m.ty).expect("checked at upload");
-        let (k, nt) = if n == 1 { (k1, 1) } else { (k8, 8) };
+        let ks = kernels_for(m.ty).expect("checked at upload");
+        let a16 = self.opts.acts == Acts::A16;
+        let (k, nt) = match (n, a16, self.opts.mv_plain) {
+            (1, true, _) => (ks.a16_t1, 1),
+            (_, true, _) => (ks.a16_t8, 8),
+            (1, false, true) => (ks.t1, 1),
+            (1, false, false) => (ks.t1_unrolled, 1),
+            (_, false, _) => (ks.t8, 8),
+        };
+        let rows_per_block = if a16 && nt == 1 {
+            MV_WARPS * MVA_R1
+        } else {
+            MV_WARPS
+        };
         let dims = Dims {
             grid: (
-                (m.n_out as u32).div_ceil(MV_WARPS),
+                (m.n_out as u32).div_ceil(rows_per_block),
                 (n as u32).div_ceil(nt),
                 1,
             ),
             block: 32 * MV_WARPS,
             smem: 0,
         };
-        let args = KArgs::new()
-            .ptr(m.ptr)
-            .u64(m.row_bytes as u64)
-            .ptr(x)
-            .int(ldx)
-            .ptr(y)
-            .int(ldy)
-            .int(m.n_in)
-            .int(m.n_out)
-            .int(n);
+        let b = &self.b;
+        let args = if a16 {
+            KArgs::new()
+                .ptr(m.ptr)
+                .u64(m.row_bytes as u64)
+                .ptr(b.xq.ptr())
+                .ptr(b.xs.ptr())
+                .ptr(b.xsum.ptr())
+                .int(m.n_in)
+                .ptr(y)
+                .int(ldy)
+                .int(m.n_out)
+                .int(n)
+        } else {
+            KArgs::new()
+                .ptr(m.ptr)
+                .u64(m.row_bytes as u64)
+                .ptr(x)
+                .int(ldx)
+                .ptr(y)
+                .int(ldy)
+                .int(m.n_in)
+                .int(m.n_out)
+                .int(n)
+        };
         launch(self.f(k), dims, s, args)
+    }
+
+    /// Quantize `n` rows of `k` activations (row stride `ldx`) into the A16 buffers (A16 route
+    /// only; the f32 route reads activations directly).
+    fn quantize(
+        &self,
+        s: Stream,
+        (x, ldx): (u64, usize),
+        k: usize,
+        n: usize,
+    ) -> Result<(), CudaError> {
+        if self.opts.acts != Acts::A16 {
+            return Ok(());
+        }
+        let b = &self.b;
+        launch(
+            self.f(Kernel::QuantA16),
+            Dims {
+                grid: ((k as u32 / 32).div_ceil(8), n as u32, 1),
+                block: 256,
+                smem: 0,
+            },
+            s,
+            KArgs::new()
+                .ptr(x)
+                .int(ldx)
+                .int(k)
+                .int(n)
+                .ptr(b.xq.ptr())
+                .ptr(b.xs.ptr())
+                .ptr(b.xsum.ptr()),
+        )
+    }
+
+    /// Quantize `x` once, then run every `(matrix, y, ldy)` projection of it — as parallel
+    /// graph branches (or serially, `MUSER_CUDA_SERIAL=1`).
+    fn project(
+        &self,
+        x: (u64, usize),
+        k: usize,
+        n: usize,
+        outs: &[(&DevMatrix, u64, usize)],
+    ) -> Result<(), CudaError> {
+        self.quantize(self.gpu.stream(), x, k, n)?;
+        type Branch<'a> = Box<dyn FnMut(Stream) -> Result<(), CudaError> + 'a>;
+        let mut branches: Vec<Branch<'_>> = outs
+            .iter()
+            .map(|&(m, y, ldy)| {
+                Box::new(move |st: Stream| self.mv(st, m, x, (y, ldy), n)) as Branch<'_>
+            })
+            .collect();
+        let mut refs: Vec<&mut dyn FnMut(Stream) -> Result<(), CudaError>> = branches
+            .iter_mut()
+            .map(|b| b.as_mut() as &mut dyn FnMut(Stream) -> Result<(), CudaError>)
+            .collect();
+        self.fork.run(&self.gpu, self.opts.mode, &mut refs)
     }
 
     fn ew(&self, k: Kernel, s: Stream, args: KArgs, elems: usize) -> Result<(), CudaError> {
@@ -124,7 +212,9 @@ impl<'m> CudaSession<'m> {
             smem: 0,
         };
         prof.begin(s)?;
-        let (_, _, kemb) = kernels_for(w.token_embd.ty).expect("checked at upload");
+        let kemb = kernels_for(w.token_embd.ty)
+            .expect("checked at upload")
+            .embed;
         launch(
             self.f(kemb),
             rows_dims(256),
@@ -139,7 +229,7 @@ impl<'m> CudaSession<'m> {
         )?;
         launch(
             self.f(Kernel::EmbedFinish),
-            rows_dims(256),
+            rows_dims(NORM_THREADS),
             s,
             KArgs::new()
                 .ptr(b.x.ptr())
@@ -151,7 +241,7 @@ impl<'m> CudaSession<'m> {
         )?;
         launch(
             self.f(Kernel::RmsnormRows),
-            rows_dims(256),
+            rows_dims(NORM_THREADS),
             s,
             KArgs::new()
                 .ptr(b.x.ptr())
@@ -172,26 +262,15 @@ impl<'m> CudaSession<'m> {
         );
         for (il, lw) in w.layers.iter().enumerate() {
             let h = b.h.ptr();
-            {
-                let mut bq = |st: Stream| self.mv(st, &lw.wq, (h, e), (b.q.ptr(), qw), n);
-                let mut bk = |st: Stream| self.mv(st, &lw.wk, (h, e), (b.k.ptr(), kvw), n);
-                let mut bv = |st: Stream| self.mv(st, &lw.wv, (h, e), (b.v.ptr(), vw), n);
-                match &lw.wgate {
-                    Some(wg) => {
-                        let mut bg = |st: Stream| self.mv(st, wg, (h, e), (b.gate.ptr(), aw), n);
-                        self.fork.run(
-                            &self.gpu,
-                            self.opts.mode,
-                            &mut [&mut bq, &mut bk, &mut bv, &mut bg],
-                        )?
-                    }
-                    None => self.fork.run(
-                        &self.gpu,
-                        self.opts.mode,
-                        &mut [&mut bq, &mut bk, &mut bv],
-                    )?,
-                }
+            let mut outs = vec![
+                (&lw.wq, b.q.ptr(), qw),
+                (&lw.wk, b.k.ptr(), kvw),
+                (&lw.wv, b.v.ptr(), vw),
+            ];
+            if let Some(wg) = &lw.wgate {
+                outs.push((wg, b.gate.ptr(), aw));
             }
+            self.project((h, e), e, n, &outs)?;
             prof.mark("qkv+gate", s)?;
             let kv = &self.kv[il];
             let (inv, mode) = match (&b.rope[il], c.rope_mode) {
@@ -288,16 +367,18 @@ impl<'m> CudaSession<'m> {
                 )?;
             }
             prof.mark("attention", s)?;
-            self.mv(s, &lw.wo, (b.a.ptr(), aw), (b.o.ptr(), e), n)?;
+            self.project((b.a.ptr(), aw), aw, n, &[(&lw.wo, b.o.ptr(), e)])?;
             self.residual_norm(s, n, lw.post_attn_norm, lw.ffn_norm)?;
             prof.mark("attn out+norm", s)?;
-            {
-                let mut bg =
-                    |st: Stream| self.mv(st, &lw.ffn_gate, (h, e), (b.fg.ptr(), c.n_ff), n);
-                let mut bu = |st: Stream| self.mv(st, &lw.ffn_up, (h, e), (b.fu.ptr(), c.n_ff), n);
-                self.fork
-                    .run(&self.gpu, self.opts.mode, &mut [&mut bg, &mut bu])?;
-            }
+            self.project(
+                (h, e),
+                e,
+                n,
+                &[
+                    (&lw.ffn_gate, b.fg.ptr(), c.n_ff),
+                    (&lw.ffn_up, b.fu.ptr(), c.n_ff),
+                ],
+            )?;
             let act = match c.ffn_activation {
                 FfnActivation::Silu => Kernel::Swiglu,
                 FfnActivation::GeluTanh => Kernel::Geglu,
@@ -313,14 +394,24 @@ impl<'m> CudaSession<'m> {
                 n * c.n_ff,
             )?;
             prof.mark("ffn gate+up", s)?;
-            self.mv(s, &lw.ffn_down, (b.fg.ptr(), c.n_ff), (b.o.ptr(), e), n)?;
+            self.project(
+                (b.fg.ptr(), c.n_ff),
+                c.n_ff,
+                n,
+                &[(&lw.ffn_down, b.o.ptr(), e)],
+            )?;
             let next = w.layers.get(il + 1).map_or(w.output_norm, |l| l.attn_norm);
             self.residual_norm(s, n, lw.post_ffw_norm, next)?;
             prof.mark("ffn down+norm", s)?;
         }
         if rows > 0 {
             let x_last = b.h.ptr() + ((n - rows) * e * 4) as u64;
-            self.mv(s, &w.output, (x_last, e), (b.logits.ptr(), c.n_vocab), rows)?;
+            self.project(
+                (x_last, e),
+                e,
+                rows,
+                &[(&w.output, b.logits.ptr(), c.n_vocab)],
+            )?;
             self.ew(
                 Kernel::ScaleSoftcap,
                 s,
@@ -351,7 +442,7 @@ impl<'m> CudaSession<'m> {
             self.f(Kernel::ResidualNorm),
             Dims {
                 grid: (n as u32, 1, 1),
-                block: 256,
+                block: NORM_THREADS,
                 smem: 0,
             },
             s,

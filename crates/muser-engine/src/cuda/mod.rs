@@ -42,6 +42,28 @@ pub struct CudaOptions {
     pub mode: GraphMode,
     /// Math variant of the element-wise activation kernels (`MUSER_CUDA_FAST_ACT=1`: fast).
     pub act_math: Math,
+    /// Decode matvec (f32 route): plain loop (`MUSER_CUDA_MV=1`) instead of the unrolled one.
+    pub mv_plain: bool,
+    /// Activations fed to the matmuls: A16 (default) or f32 (`MUSER_CUDA_ACTS=f32`, A/B).
+    pub acts: Acts,
+}
+
+/// Activation precision of the CUDA matmuls.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Acts {
+    /// int16 quants with an f32 scale per 32 values (`muser_quant::a16`), int dot products.
+    A16,
+    /// f32 activations against dequantized weights.
+    F32,
+}
+
+impl Acts {
+    pub fn name(self) -> &'static str {
+        match self {
+            Acts::A16 => "a16",
+            Acts::F32 => "f32",
+        }
+    }
 }
 
 impl CudaOptions {
@@ -55,6 +77,11 @@ impl CudaOptions {
                 Math::Fast
             } else {
                 Math::Strict
+            },
+            mv_plain: std::env::var("MUSER_CUDA_MV").as_deref() == Ok("1"),
+            acts: match std::env::var("MUSER_CUDA_ACTS").as_deref() {
+                Ok("f32") => Acts::F32,
+                _ => Acts::A16,
             },
         }
     }
@@ -92,6 +119,9 @@ struct Bufs {
     op: DeviceBuffer,                // [C][n_head][n_super][hd_v]
     mp: DeviceBuffer,                // [C][n_head][n_super]
     lp: DeviceBuffer,                // [C][n_head][n_super]
+    xq: DeviceBuffer,                // [C][k_max] i16: A16 quants of the current matmul input
+    xs: DeviceBuffer,                // [C][k_max/32] f32: A16 scales
+    xsum: DeviceBuffer,              // [C][k_max/32] i32: A16 quant sums
     rope: Vec<Option<DeviceBuffer>>, // per layer: [hd/2] f64 inverse frequencies
 }
 
@@ -124,6 +154,12 @@ fn bytes_f32(n: usize) -> usize {
     n * 4
 }
 
+/// Widest matmul input (n_embd, attention width or n_ff).
+fn k_max(model: &Model) -> usize {
+    let c = &model.config;
+    c.n_embd.max(c.n_ff).max(c.n_head * c.head_dim_v)
+}
+
 /// Device memory needed for `model` at `opts` (computed before anything is allocated).
 pub fn vram_plan(model: &Model, opts: &CudaOptions) -> VramPlan {
     let c = &model.config;
@@ -146,7 +182,9 @@ pub fn vram_plan(model: &Model, opts: &CudaOptions) -> VramPlan {
                 + 2 * c.n_ff
                 + c.n_vocab
                 + 1
-                + c.n_head * n_super * (c.head_dim_v + 2)),
+                + c.n_head * n_super * (c.head_dim_v + 2)
+                + k_max(model) / 2
+                + k_max(model) / 16),
     ) + 64
         + c.n_layer * c.head_dim * 4;
     VramPlan {
@@ -259,7 +297,13 @@ impl<'m> CudaSession<'m> {
     /// What produced the numbers: route parameters and the kernel registry's SHA-256.
     pub fn route_identity(&self) -> String {
         format!(
-            "cuda:acts=f32,kv=f16,attn=f32,act_math={},graph={},mode={},kernels={}",
+            "cuda:acts={},kv=f16,attn=f32,mv={},act_math={},graph={},mode={},kernels={}",
+            self.opts.acts.name(),
+            if self.opts.mv_plain {
+                "plain"
+            } else {
+                "unroll4"
+            },
             self.opts.act_math.label(),
             if self.opts.graphs { "on" } else { "off" },
             match self.opts.mode {
@@ -361,6 +405,9 @@ fn alloc_bufs(
         op: f(c.n_head * n_super * c.head_dim_v, "attention partials")?,
         mp: f(c.n_head * n_super, "attention maxima")?,
         lp: f(c.n_head * n_super, "attention sums")?,
+        xq: gpu.alloc(ch * k_max(model) * 2, "A16 quants")?,
+        xs: f(k_max(model) / 32, "A16 scales")?,
+        xsum: f(k_max(model) / 32, "A16 sums")?,
         rope,
     })
 }

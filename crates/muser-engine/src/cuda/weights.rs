@@ -47,17 +47,42 @@ pub struct DevWeights {
     pub layers: Vec<DevLayer>,
 }
 
-/// The matvec kernels (1 token, 8 tokens) and the embedding kernel for a weight type.
-pub fn kernels_for(ty: GgmlType) -> Option<(Kernel, Kernel, Kernel)> {
-    Some(match ty {
-        GgmlType::Q4_K => (Kernel::MvQ4kT1, Kernel::MvQ4kT8, Kernel::EmbedQ4k),
-        GgmlType::Q5_K => (Kernel::MvQ5kT1, Kernel::MvQ5kT8, Kernel::EmbedQ5k),
-        GgmlType::Q6_K => (Kernel::MvQ6kT1, Kernel::MvQ6kT8, Kernel::EmbedQ6k),
-        GgmlType::Q8_0 => (Kernel::MvQ80T1, Kernel::MvQ80T8, Kernel::EmbedQ80),
-        GgmlType::Q5_0 => (Kernel::MvQ50T1, Kernel::MvQ50T8, Kernel::EmbedQ50),
-        GgmlType::F16 => (Kernel::MvF16T1, Kernel::MvF16T8, Kernel::EmbedF16),
-        GgmlType::F32 => (Kernel::MvF32T1, Kernel::MvF32T8, Kernel::EmbedF32),
+/// The kernels of one weight type.
+#[derive(Clone, Copy, Debug)]
+pub struct TypeKernels {
+    /// One token, plain loop (A/B: `MUSER_CUDA_MV=1`).
+    pub t1: Kernel,
+    /// One token, unrolled loop (the decode default).
+    pub t1_unrolled: Kernel,
+    /// Eight tokens per launch row-pass (prefill chunks).
+    pub t8: Kernel,
+    /// A16 activations (the default route): one token, eight tokens.
+    pub a16_t1: Kernel,
+    pub a16_t8: Kernel,
+    /// Embedding-row dequantization.
+    pub embed: Kernel,
+}
+
+/// The kernels for a weight type (`None`: the CUDA route cannot use this type).
+pub fn kernels_for(ty: GgmlType) -> Option<TypeKernels> {
+    use Kernel::*;
+    let (t1, t1_unrolled, t8, a16_t1, a16_t8, embed) = match ty {
+        GgmlType::Q4_K => (MvQ4kT1, Mv2Q4k, MvQ4kT8, MvaQ4kT1, MvaQ4kT8, EmbedQ4k),
+        GgmlType::Q5_K => (MvQ5kT1, Mv2Q5k, MvQ5kT8, MvaQ5kT1, MvaQ5kT8, EmbedQ5k),
+        GgmlType::Q6_K => (MvQ6kT1, Mv2Q6k, MvQ6kT8, MvaQ6kT1, MvaQ6kT8, EmbedQ6k),
+        GgmlType::Q8_0 => (MvQ80T1, Mv2Q80, MvQ80T8, MvaQ80T1, MvaQ80T8, EmbedQ80),
+        GgmlType::Q5_0 => (MvQ50T1, Mv2Q50, MvQ50T8, MvaQ50T1, MvaQ50T8, EmbedQ50),
+        GgmlType::F16 => (MvF16T1, Mv2F16, MvF16T8, MvaF16T1, MvaF16T8, EmbedF16),
+        GgmlType::F32 => (MvF32T1, Mv2F32, MvF32T8, MvaF32T1, MvaF32T8, EmbedF32),
         _ => return None,
+    };
+    Some(TypeKernels {
+        t1,
+        t1_unrolled,
+        t8,
+        a16_t1,
+        a16_t8,
+        embed,
     })
 }
 

@@ -1,0 +1,256 @@
+// formats_a16.cuh — weight blocks × A16 activations (int16 quants, one f32 scale and one int32
+// quant sum per 32 values; Muser's activation format, see muser_quant::a16).
+// Owns: per weight format, the integer dot product of one "unit" (the slice of a block one lane
+// handles) with the activation quants for NT tokens, via dp2a (int16 pair × int8 pair).
+// Invariants: the integer sums are exact; each unit's float contribution is one fixed formula,
+// the same for every token slot and every NT — decode, prefill chunks and packed batches agree
+// bit for bit.
+//
+//   XQ: [n_tok][K] i16   XS: [n_tok][K/32] f32   XSUM: [n_tok][K/32] i32
+//   dot<NT>(blk, u, xq, xs, xsum, K, acc): xq/xs/xsum point at the block's first value/group for
+//   token 0; token t is at +t*K (quants) and +t*K/32 (scales, sums).
+
+// 16 bytes at a 2-byte-aligned address as four little-endian words (aligned loads + funnel
+// shifts; may read up to 3 bytes past the run — the arena keeps slack after the last tensor).
+__device__ __forceinline__ void ld16_a2(const u8* p, u32* w) {
+    const u64 a = (u64)p;
+    const u32* b = (const u32*)(a & ~(u64)3);
+    const u32 sh = (u32)(a & 3) * 8;
+    u32 v[5];
+#pragma unroll
+    for (int i = 0; i < 5; ++i) v[i] = b[i];
+#pragma unroll
+    for (int i = 0; i < 4; ++i) w[i] = __funnelshift_r(v[i], v[i + 1], sh);
+}
+
+// Activation quant pairs: word j holds values 2j, 2j+1 of a run starting at `q`.
+__device__ __forceinline__ void ld_xq8(const short* q, u32* x) {  // 16 values -> 8 words
+    const uint4 a = *(const uint4*)q, b = *(const uint4*)(q + 8);
+    x[0] = a.x; x[1] = a.y; x[2] = a.z; x[3] = a.w; x[4] = b.x; x[5] = b.y; x[6] = b.z; x[7] = b.w;
+}
+
+// sum over 4 int8 weights (bytes of w) times 4 int16 activations (x0 = values 0,1; x1 = 2,3).
+__device__ __forceinline__ int dot4(u32 w, u32 x0, u32 x1, int acc) {
+    acc = __dp2a_lo((int)x0, (int)w, acc);
+    return __dp2a_hi((int)x1, (int)w, acc);
+}
+
+// Byte j (0..11) of the three little-endian scale words, with selects (no local memory).
+__device__ __forceinline__ u32 sbyte(const u32* sw, int j) {
+    const u32 w = j < 4 ? sw[0] : (j < 8 ? sw[1] : sw[2]);
+    return (w >> ((j & 3) * 8)) & 0xFFu;
+}
+
+__device__ __forceinline__ void k4_scales_w(const u32* sw, int j, float* sc, float* m) {
+    if (j < 4) {
+        *sc = (float)(sbyte(sw, j) & 63);
+        *m = (float)(sbyte(sw, j + 4) & 63);
+    } else {
+        *sc = (float)((sbyte(sw, j + 4) & 0xF) | ((sbyte(sw, j - 4) >> 6) << 4));
+        *m = (float)((sbyte(sw, j + 4) >> 4) | ((sbyte(sw, j) >> 6) << 4));
+    }
+}
+
+// ---- Q4_K (144 B, 16-aligned). Unit c: sub-blocks 2c (low nibbles) and 2c+1 (high).
+struct AQ4K {
+    static const int BLOCK_VALS = 256, BLOCK_BYTES = 144, UNITS = 4;
+    template <int NT>
+    static __device__ __forceinline__ void dot(const u8* b, int c, const short* xq, const float* xs,
+                                               const int* xsum, int K, float* acc) {
+        const u32 dm = *(const u32*)b;
+        const float d = h2f((u16)(dm & 0xFFFF)), dmin = h2f((u16)(dm >> 16));
+        u32 sw[3] = {((const u32*)b)[1], ((const u32*)b)[2], ((const u32*)b)[3]};
+        float sc0, m0, sc1, m1;
+        k4_scales_w(sw, 2 * c, &sc0, &m0);
+        k4_scales_w(sw, 2 * c + 1, &sc1, &m1);
+        const uint4 qa = ((const uint4*)(b + 16 + 32 * c))[0], qb = ((const uint4*)(b + 16 + 32 * c))[1];
+        const u32 qw[8] = {qa.x, qa.y, qa.z, qa.w, qb.x, qb.y, qb.z, qb.w};
+#pragma unroll
+        for (int t = 0; t < NT; ++t) {
+            const short* x = xq + (size_t)t * K + 64 * c;
+            u32 xa[16], xb[16];
+            ld_xq8(x, xa); ld_xq8(x + 16, xa + 8);
+            ld_xq8(x + 32, xb); ld_xq8(x + 48, xb + 8);
+            int s0 = 0, s1 = 0;
+#pragma unroll
+            for (int i = 0; i < 8; ++i) {
+                s0 = dot4(qw[i] & 0x0F0F0F0Fu, xa[2 * i], xa[2 * i + 1], s0);
+                s1 = dot4((qw[i] >> 4) & 0x0F0F0F0Fu, xb[2 * i], xb[2 * i + 1], s1);
+            }
+            const int g = (size_t)t * (K / 32) + 2 * c;
+            const float sx0 = xs[g], sx1 = xs[g + 1];
+            acc[t] += ((d * sc0) * (sx0 * (float)s0) - (dmin * m0) * (sx0 * (float)xsum[g])) +
+                      ((d * sc1) * (sx1 * (float)s1) - (dmin * m1) * (sx1 * (float)xsum[g + 1]));
+        }
+    }
+};
+
+// ---- Q5_K (176 B, 16-aligned): d, dmin, scales[12], qh[32], qs[128].
+struct AQ5K {
+    static const int BLOCK_VALS = 256, BLOCK_BYTES = 176, UNITS = 4;
+    template <int NT>
+    static __device__ __forceinline__ void dot(const u8* b, int c, const short* xq, const float* xs,
+                                               const int* xsum, int K, float* acc) {
+        const u32 dm = *(const u32*)b;
+        const float d = h2f((u16)(dm & 0xFFFF)), dmin = h2f((u16)(dm >> 16));
+        u32 sw[3] = {((const u32*)b)[1], ((const u32*)b)[2], ((const u32*)b)[3]};
+        float sc0, m0, sc1, m1;
+        k4_scales_w(sw, 2 * c, &sc0, &m0);
+        k4_scales_w(sw, 2 * c + 1, &sc1, &m1);
+        const uint4 ha = ((const uint4*)(b + 16))[0], hb = ((const uint4*)(b + 16))[1];
+        const u32 hw[8] = {ha.x, ha.y, ha.z, ha.w, hb.x, hb.y, hb.z, hb.w};
+        const uint4 qa = ((const uint4*)(b + 48 + 32 * c))[0], qb = ((const uint4*)(b + 48 + 32 * c))[1];
+        const u32 qw[8] = {qa.x, qa.y, qa.z, qa.w, qb.x, qb.y, qb.z, qb.w};
+        u32 lo[8], hi[8];
+#pragma unroll
+        for (int i = 0; i < 8; ++i) {
+            lo[i] = (qw[i] & 0x0F0F0F0Fu) | (((hw[i] >> (2 * c)) & 0x01010101u) << 4);
+            hi[i] = ((qw[i] >> 4) & 0x0F0F0F0Fu) | (((hw[i] >> (2 * c + 1)) & 0x01010101u) << 4);
+        }
+#pragma unroll
+        for (int t = 0; t < NT; ++t) {
+            const short* x = xq + (size_t)t * K + 64 * c;
+            u32 xa[16], xb[16];
+            ld_xq8(x, xa); ld_xq8(x + 16, xa + 8);
+            ld_xq8(x + 32, xb); ld_xq8(x + 48, xb + 8);
+            int s0 = 0, s1 = 0;
+#pragma unroll
+            for (int i = 0; i < 8; ++i) {
+                s0 = dot4(lo[i], xa[2 * i], xa[2 * i + 1], s0);
+                s1 = dot4(hi[i], xb[2 * i], xb[2 * i + 1], s1);
+            }
+            const int g = (size_t)t * (K / 32) + 2 * c;
+            const float sx0 = xs[g], sx1 = xs[g + 1];
+            acc[t] += ((d * sc0) * (sx0 * (float)s0) - (dmin * m0) * (sx0 * (float)xsum[g])) +
+                      ((d * sc1) * (sx1 * (float)s1) - (dmin * m1) * (sx1 * (float)xsum[g + 1]));
+        }
+    }
+};
+
+// ---- Q6_K (210 B, 2-aligned): ql[128], qh[64], scales[16] i8, d. Unit u = 2*half + part:
+// l in [16 part, 16 part + 16) of that half; four groups of 16 (values l, l+32, l+64, l+96 of
+// the half; scales part, part+2, part+4, part+6).
+struct AQ6K {
+    static const int BLOCK_VALS = 256, BLOCK_BYTES = 210, UNITS = 4;
+    template <int NT>
+    static __device__ __forceinline__ void dot(const u8* b, int u, const short* xq, const float* xs,
+                                               const int* xsum, int K, float* acc) {
+        const int half = u >> 1, part = u & 1;
+        u32 A[4], B[4], H[4];
+        ld16_a2(b + 64 * half + 16 * part, A);
+        ld16_a2(b + 64 * half + 32 + 16 * part, B);
+        ld16_a2(b + 128 + 32 * half + 16 * part, H);
+        const i8* s = (const i8*)(b + 192) + 8 * half + part;
+        const float d = h2f(ld_u16(b + 208));
+        const float sc[4] = {d * (float)s[0], d * (float)s[2], d * (float)s[4], d * (float)s[6]};
+        u32 q[4][4];
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+            q[0][i] = __vsub4((A[i] & 0x0F0F0F0Fu) | ((H[i] & 0x03030303u) << 4), 0x20202020u);
+            q[1][i] = __vsub4((B[i] & 0x0F0F0F0Fu) | (((H[i] >> 2) & 0x03030303u) << 4), 0x20202020u);
+            q[2][i] = __vsub4(((A[i] >> 4) & 0x0F0F0F0Fu) | (((H[i] >> 4) & 0x03030303u) << 4), 0x20202020u);
+            q[3][i] = __vsub4(((B[i] >> 4) & 0x0F0F0F0Fu) | (((H[i] >> 6) & 0x03030303u) << 4), 0x20202020u);
+        }
+#pragma unroll
+        for (int t = 0; t < NT; ++t) {
+            float r = 0.f;
+#pragma unroll
+            for (int g = 0; g < 4; ++g) {
+                u32 x[8];
+                ld_xq8(xq + (size_t)t * K + 128 * half + 32 * g + 16 * part, x);
+                int is = 0;
+#pragma unroll
+                for (int i = 0; i < 4; ++i) is = dot4(q[g][i], x[2 * i], x[2 * i + 1], is);
+                r += sc[g] * (xs[(size_t)t * (K / 32) + 4 * half + g] * (float)is);
+            }
+            acc[t] += r;
+        }
+    }
+};
+
+// ---- Q8_0 (34 B, 2-aligned): d, qs[32] i8. One unit per block.
+struct AQ80 {
+    static const int BLOCK_VALS = 32, BLOCK_BYTES = 34, UNITS = 1;
+    template <int NT>
+    static __device__ __forceinline__ void dot(const u8* b, int, const short* xq, const float* xs,
+                                               const int* xsum, int K, float* acc) {
+        const float d = h2f(ld_u16(b));
+        u32 w[8];
+        ld16_a2(b + 2, w);
+        ld16_a2(b + 18, w + 4);
+#pragma unroll
+        for (int t = 0; t < NT; ++t) {
+            u32 x[16];
+            ld_xq8(xq + (size_t)t * K, x);
+            ld_xq8(xq + (size_t)t * K + 16, x + 8);
+            int is = 0;
+#pragma unroll
+            for (int i = 0; i < 8; ++i) is = dot4(w[i], x[2 * i], x[2 * i + 1], is);
+            acc[t] += d * (xs[(size_t)t * (K / 32)] * (float)is);
+        }
+    }
+};
+
+// ---- Q5_0 (22 B, 2-aligned): d, qh u32, qs[16]; value j: nibble j of qs (low for j<16, high
+// for j>=16) with bit j of qh on top, minus 16.
+struct AQ50 {
+    static const int BLOCK_VALS = 32, BLOCK_BYTES = 22, UNITS = 1;
+    template <int NT>
+    static __device__ __forceinline__ void dot(const u8* b, int, const short* xq, const float* xs,
+                                               const int* xsum, int K, float* acc) {
+        const float d = h2f(ld_u16(b));
+        const u32 qh = (u32)ld_u16(b + 2) | ((u32)ld_u16(b + 4) << 16);
+        u32 qs[4];
+        ld16_a2(b + 6, qs);
+        u32 w[8];
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+            const u32 hl = (((qh >> (4 * i)) & 0xFu) * 0x00204081u) & 0x01010101u;
+            const u32 hh = (((qh >> (16 + 4 * i)) & 0xFu) * 0x00204081u) & 0x01010101u;
+            w[i] = __vsub4((qs[i] & 0x0F0F0F0Fu) | (hl << 4), 0x10101010u);
+            w[4 + i] = __vsub4(((qs[i] >> 4) & 0x0F0F0F0Fu) | (hh << 4), 0x10101010u);
+        }
+#pragma unroll
+        for (int t = 0; t < NT; ++t) {
+            u32 x[16];
+            ld_xq8(xq + (size_t)t * K, x);
+            ld_xq8(xq + (size_t)t * K + 16, x + 8);
+            int is = 0;
+#pragma unroll
+            for (int i = 0; i < 8; ++i) is = dot4(w[i], x[2 * i], x[2 * i + 1], is);
+            acc[t] += d * (xs[(size_t)t * (K / 32)] * (float)is);
+        }
+    }
+};
+
+// ---- F16 / F32 weights: float products with the dequantized activation (sx * q).
+struct AF16 {
+    static const int BLOCK_VALS = 32, BLOCK_BYTES = 64, UNITS = 1;
+    template <int NT>
+    static __device__ __forceinline__ void dot(const u8* b, int, const short* xq, const float* xs,
+                                               const int* xsum, int K, float* acc) {
+#pragma unroll
+        for (int t = 0; t < NT; ++t) {
+            const float sx = xs[(size_t)t * (K / 32)];
+            float s = 0.f;
+            for (int l = 0; l < 32; ++l)
+                s = fmaf(h2f(ld_u16(b + 2 * l)), (float)xq[(size_t)t * K + l], s);
+            acc[t] += sx * s;
+        }
+    }
+};
+struct AF32 {
+    static const int BLOCK_VALS = 32, BLOCK_BYTES = 128, UNITS = 1;
+    template <int NT>
+    static __device__ __forceinline__ void dot(const u8* b, int, const short* xq, const float* xs,
+                                               const int* xsum, int K, float* acc) {
+        const float* w = (const float*)b;
+#pragma unroll
+        for (int t = 0; t < NT; ++t) {
+            const float sx = xs[(size_t)t * (K / 32)];
+            float s = 0.f;
+            for (int l = 0; l < 32; ++l) s = fmaf(w[l], (float)xq[(size_t)t * K + l], s);
+            acc[t] += sx * s;
+        }
+    }
+};

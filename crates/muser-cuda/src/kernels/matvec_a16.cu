@@ -1,0 +1,120 @@
+// matvec_a16.cu — quantized weights × A16 activations (the CUDA route's default matmul), and
+// the activation quantizer. Needs common.cuh + formats_a16.cuh before it.
+//
+// quant_a16: X [n_tok][ldx] f32 -> XQ [n_tok][K] i16, XS/XSUM [n_tok][K/32]; one warp per group
+//   of 32: amax = max|x|, d = amax/32767, q = rint(x * (32767/amax)) clamped (all 0 if amax = 0),
+//   XSUM = sum of q (exact). The same definition as muser_quant::a16.
+// mva_*: Y[t][r] = sum_k W[r][k] x[t][k]; one warp per output row; lane l takes units l, l+32,
+//   ... (see formats_a16.cuh) in that order, then a fixed butterfly sum. Same per-(row, token)
+//   order for every NT: results do not depend on how tokens are grouped into launches.
+
+#define MVA_WARPS 4
+
+extern "C" __global__ void quant_a16(const float* X, int ldx, int K, int n_tok, short* XQ,
+                                     float* XS, int* XSUM) {
+    const int lane = threadIdx.x & 31;
+    const int grp = blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
+    const int t = blockIdx.y;
+    if (grp >= K / 32 || t >= n_tok) return;
+    const float v = X[(size_t)t * ldx + 32 * grp + lane];
+    const float amax = warp_max(fabsf(v));
+    int q = 0;
+    float d = 0.f;
+    if (amax > 0.f) {
+        const float id = 32767.0f / amax;
+        q = (int)fminf(fmaxf(rintf(v * id), -32767.f), 32767.f);
+        d = amax / 32767.0f;
+    }
+    XQ[(size_t)t * K + 32 * grp + lane] = (short)q;
+    int s = q;
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
+    if (lane == 0) {
+        XS[(size_t)t * (K / 32) + grp] = d;
+        XSUM[(size_t)t * (K / 32) + grp] = s;
+    }
+}
+
+// R rows per warp (their loads overlap), NT tokens per launch row-pass. Neither changes the
+// operation sequence of one (row, token) output.
+template <class F, int NT, int R>
+__device__ __forceinline__ void mva_body(const u8* __restrict__ W, u64 row_bytes,
+                                         const short* __restrict__ XQ, const float* __restrict__ XS,
+                                         const int* __restrict__ XSUM, int K,
+                                         float* __restrict__ Y, int ldy, int n_out, int n_tok) {
+    const int lane = threadIdx.x & 31;
+    const int row0 = (blockIdx.x * MVA_WARPS + (threadIdx.x >> 5)) * R;
+    const int t0 = blockIdx.y * NT;
+    if (row0 >= n_out) return;
+    const int nt = min(NT, n_tok - t0);
+    const short* xq = XQ + (size_t)t0 * K;
+    const float* xs = XS + (size_t)t0 * (K / 32);
+    const int* xsum = XSUM + (size_t)t0 * (K / 32);
+    const int n_units = (K / F::BLOCK_VALS) * F::UNITS;
+    const int gpb = F::BLOCK_VALS / 32;  // activation groups per weight block
+    const u8* wr[R];
+#pragma unroll
+    for (int i = 0; i < R; ++i) wr[i] = W + (u64)min(row0 + i, n_out - 1) * row_bytes;
+    float acc[R][NT];
+#pragma unroll
+    for (int i = 0; i < R; ++i)
+#pragma unroll
+        for (int t = 0; t < NT; ++t) acc[i][t] = 0.f;
+    if (nt == NT) {
+        for (int g = lane; g < n_units; g += 32) {
+            const int blk = g / F::UNITS, u = g % F::UNITS;
+#pragma unroll
+            for (int i = 0; i < R; ++i)
+                F::template dot<NT>(wr[i] + (u64)blk * F::BLOCK_BYTES, u, xq + blk * F::BLOCK_VALS,
+                                    xs + blk * gpb, xsum + blk * gpb, K, acc[i]);
+        }
+    } else {
+        for (int g = lane; g < n_units; g += 32) {
+            const int blk = g / F::UNITS, u = g % F::UNITS;
+            for (int t = 0; t < nt; ++t) {
+#pragma unroll
+                for (int i = 0; i < R; ++i) {
+                    float a1[1] = {acc[i][t]};
+                    F::template dot<1>(wr[i] + (u64)blk * F::BLOCK_BYTES, u,
+                                       xq + (size_t)t * K + blk * F::BLOCK_VALS,
+                                       xs + (size_t)t * (K / 32) + blk * gpb,
+                                       xsum + (size_t)t * (K / 32) + blk * gpb, K, a1);
+                    acc[i][t] = a1[0];
+                }
+            }
+        }
+    }
+#pragma unroll
+    for (int i = 0; i < R; ++i)
+#pragma unroll
+        for (int t = 0; t < NT; ++t) {
+            const float s = warp_sum(acc[i][t]);
+            if (lane == 0 && t < nt && row0 + i < n_out) Y[(size_t)(t0 + t) * ldy + row0 + i] = s;
+        }
+}
+
+// Rows per warp: MVA_R1 for one token (decode), 1 for eight (prefill). The host sizes the grid
+// with the same numbers (engine cuda/forward.rs).
+#define MVA_R1 2
+
+#define MVA_KERNEL(NAME, F, NT, R)                                                              \
+    extern "C" __global__ void __launch_bounds__(32 * MVA_WARPS)                               \
+        NAME(const u8* W, u64 row_bytes, const short* XQ, const float* XS, const int* XSUM,     \
+             int K, float* Y, int ldy, int n_out, int n_tok) {                                  \
+        mva_body<F, NT, R>(W, row_bytes, XQ, XS, XSUM, K, Y, ldy, n_out, n_tok);                \
+    }
+
+MVA_KERNEL(mva_q4_k_t1, AQ4K, 1, MVA_R1)
+MVA_KERNEL(mva_q4_k_t8, AQ4K, 8, 1)
+MVA_KERNEL(mva_q5_k_t1, AQ5K, 1, MVA_R1)
+MVA_KERNEL(mva_q5_k_t8, AQ5K, 8, 1)
+MVA_KERNEL(mva_q6_k_t1, AQ6K, 1, MVA_R1)
+MVA_KERNEL(mva_q6_k_t8, AQ6K, 8, 1)
+MVA_KERNEL(mva_q8_0_t1, AQ80, 1, MVA_R1)
+MVA_KERNEL(mva_q8_0_t8, AQ80, 8, 1)
+MVA_KERNEL(mva_q5_0_t1, AQ50, 1, MVA_R1)
+MVA_KERNEL(mva_q5_0_t8, AQ50, 8, 1)
+MVA_KERNEL(mva_f16_t1, AF16, 1, MVA_R1)
+MVA_KERNEL(mva_f16_t8, AF16, 8, 1)
+MVA_KERNEL(mva_f32_t1, AF32, 1, MVA_R1)
+MVA_KERNEL(mva_f32_t8, AF32, 8, 1)
