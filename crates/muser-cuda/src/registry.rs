@@ -168,6 +168,8 @@ pub struct CompiledModule {
 
 /// All kernels, compiled and loaded.
 pub struct Registry {
+    /// Rows per warp of the one-token A16 matvec kernels (`-DMVA_R1`).
+    pub mva_rows: u32,
     functions: HashMap<(Kernel, Math), CudaFunction>,
     modules: Vec<CompiledModule>,
     _loaded: Vec<Arc<CudaModule>>,
@@ -186,6 +188,7 @@ impl Registry {
             (9, 0) => "sm_90a",
             _ => Box::leak(format!("sm_{maj}{min}").into_boxed_str()),
         };
+        let mva_rows = mva_rows_from_env()?;
         let mut functions = HashMap::new();
         let mut modules = Vec::new();
         let mut loaded = Vec::new();
@@ -193,7 +196,13 @@ impl Registry {
             let src = m.source();
             for &math in m.maths() {
                 let t = Instant::now();
-                let (ptx, options, sha256, ptx_bytes) = compile_module(m, math, arch, &src)?;
+                let extra = if m == Module::MatvecA16 {
+                    vec![format!("-DMVA_R1={mva_rows}")]
+                } else {
+                    Vec::new()
+                };
+                let (ptx, options, sha256, ptx_bytes) =
+                    compile_module(m, math, arch, &src, &extra)?;
                 let module = gpu.ctx().load_module(ptx).map_err(|e| CudaError::Load {
                     module: m.file().into(),
                     kernel: "(module)".into(),
@@ -221,6 +230,7 @@ impl Registry {
             }
         }
         Ok(Registry {
+            mva_rows,
             functions,
             modules,
             _loaded: loaded,
@@ -263,8 +273,10 @@ pub fn compile_module(
     math: Math,
     arch: &'static str,
     src: &str,
+    extra: &[String],
 ) -> Result<(Ptx, Vec<String>, String, usize), CudaError> {
     let mut options = math.options();
+    options.extend(extra.iter().cloned());
     options.push("-std=c++17".into());
     options.push(format!("-DMUSER_MATH_{}", math.label().to_uppercase()));
     let opts = CompileOptions {
@@ -283,6 +295,19 @@ pub fn compile_module(
     }
     h.update(text.as_bytes());
     Ok((ptx, options, hex(&h.finalize()), text.len()))
+}
+
+/// `MUSER_CUDA_MVA_ROWS` (rows per warp of the decode matvec; 1, 2, 4 or 8; default 4).
+fn mva_rows_from_env() -> Result<u32, CudaError> {
+    match std::env::var("MUSER_CUDA_MVA_ROWS") {
+        Err(_) => Ok(4),
+        Ok(v) => match v.parse::<u32>() {
+            Ok(n @ (1 | 2 | 4 | 8)) => Ok(n),
+            _ => Err(CudaError::Invalid(format!(
+                "MUSER_CUDA_MVA_ROWS={v}: expected 1, 2, 4 or 8"
+            ))),
+        },
+    }
 }
 
 /// Whether the NVRTC library can be loaded (kernels can be compiled without a device).
@@ -340,7 +365,7 @@ mod tests {
         }
         for m in Module::ALL {
             for &math in m.maths() {
-                let (ptx, _, sha, _) = compile_module(m, math, "sm_90a", &m.source())
+                let (ptx, _, sha, _) = compile_module(m, math, "sm_90a", &m.source(), &[])
                     .unwrap_or_else(|e| panic!("{e}"));
                 let text = ptx.to_src();
                 for &k in Kernel::ALL.iter().filter(|k| k.module() == m) {

@@ -93,9 +93,11 @@ __device__ __forceinline__ void mva_body(const u8* __restrict__ W, u64 row_bytes
         }
 }
 
-// Rows per warp: MVA_R1 for one token (decode), 1 for eight (prefill). The host sizes the grid
-// with the same numbers (engine cuda/forward.rs).
-#define MVA_R1 2
+// Rows per warp: MVA_R1 for one token (decode), 1 for eight (prefill). MVA_R1 is set by the
+// registry (-DMVA_R1=N, `MUSER_CUDA_MVA_ROWS`), which tells the host the same number.
+#ifndef MVA_R1
+#define MVA_R1 4
+#endif
 
 #define MVA_KERNEL(NAME, F, NT, R)                                                              \
     extern "C" __global__ void __launch_bounds__(32 * MVA_WARPS)                               \

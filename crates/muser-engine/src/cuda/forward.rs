@@ -14,8 +14,6 @@ use crate::EngineError;
 use muser_cuda::Stream;
 
 const MV_WARPS: u32 = 4;
-/// Rows per warp of the one-token A16 kernels (`MVA_R1` in matvec_a16.cu).
-const MVA_R1: u32 = 2;
 /// Threads of the norm kernels (`NORM_THREADS` in norm.cu).
 const NORM_THREADS: u32 = 1024;
 const EW_THREADS: u32 = 256;
@@ -88,7 +86,7 @@ impl<'m> CudaSession<'m> {
             (_, false, _) => (ks.t8, 8),
         };
         let rows_per_block = if a16 && nt == 1 {
-            MV_WARPS * MVA_R1
+            MV_WARPS * self.reg.mva_rows
         } else {
             MV_WARPS
         };

@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# One call for issue 4's receipts: parity (tiny, small) vs llama.cpp CUDA, the full-size forge,
+# decode A/B of rows per warp, the side-by-side benchmark, and CUDA vs the f64 oracle on the
+# full model at a few positions. Outputs (<= 8 files): receipts/*.json, *.log.
+set -uo pipefail
+OUT=${1:?outdir}
+M=$PWD/.device/muser
+mkdir -p $HOME/llama $OUT/receipts
+[ -f $HOME/llama/llama-bench ] || cat .devllama/llama-cuda-sm90.tar.xz.part0* | xz -d | tar x -C $HOME/llama
+L=$HOME/llama; [ -f $L/llama-bench ] || L=$(dirname $(find $HOME/llama -name llama-bench | head -1))
+export LD_LIBRARY_PATH=$L
+FULL=$HOME/full.gguf
+[ -f $FULL ] || ( $M forge --preset full --seed 7 -o $FULL > $OUT/ab.log 2>&1 ) &
+FORGE=$!
+PYTHONUNBUFFERED=1 python3 scripts/parity.py --class cuda --fixtures tiny,small --muser $M \
+  --threads 16 --work $HOME/parity --llama-cuda $L --bindings $PWD/.devllama/bindings \
+  --out-dir $OUT/receipts > $OUT/parity.log 2>&1
+tail -12 $OUT/parity.log
+wait $FORGE
+for r in 2 8; do
+  echo "== MUSER_CUDA_MVA_ROWS=$r" >> $OUT/ab.log
+  MUSER_CUDA_MVA_ROWS=$r $M bench -m $FULL --backend cuda -p 0 -n 128 -r 2 >> $OUT/ab.log 2>&1
+done
+grep -E "==|tg128|route" $OUT/ab.log
+PYTHONUNBUFFERED=1 MUSER_COMMIT=${MUSER_COMMIT:-unknown} python3 scripts/bench-cuda.py --model $FULL \
+  --model-sha256 8f7f1eaf590ce4fd4c7fd71274bbe60a72fbc4d76401252fbd2d5ba977ffe36b \
+  --muser $M --llama-cuda $L --pp 512 --tg 128 --reps 3 --out $OUT/receipts/bench-cuda-full.json 2>&1 | tee $OUT/bench.log
+$M tokenize -m $FULL -p "The capital of France is Paris, and the capital of" --ids > $HOME/ft.json
+N=$(python3 -c "import json;print(len(json.load(open('$HOME/ft.json'))))")
+$M eval -m $FULL --tokens $HOME/ft.json --route cuda --dump-logits $HOME/fc.f32 2>&1 | tail -1
+timeout 300 $M eval -m $FULL --tokens $HOME/ft.json --route oracle -t 16 --dump-logits $HOME/fo.f32 2>&1 | tail -1 \
+  && $M parity --oracle $HOME/fo.f32 --positions $N --route muser-cuda=$HOME/fc.f32 --json $OUT/receipts/full-oracle.json
