@@ -17,14 +17,16 @@ PYTHONUNBUFFERED=1 python3 scripts/parity.py --class cuda --fixtures tiny,small 
   --out-dir $OUT/receipts > $OUT/parity.log 2>&1
 tail -12 $OUT/parity.log
 wait $FORGE
-for r in 2 8; do
-  echo "== MUSER_CUDA_MVA_ROWS=$r" >> $OUT/ab.log
-  MUSER_CUDA_MVA_ROWS=$r $M bench -m $FULL --backend cuda -p 0 -n 128 -r 2 >> $OUT/ab.log 2>&1
+# A/B settings, e.g. AB="MUSER_CUDA_MVA_ROWS=2 MUSER_CUDA_MVA_ROWS=8" (each one tg128 run).
+for ab in ${AB:-MUSER_CUDA_MVA_ROWS=2 MUSER_CUDA_MVA_ROWS=8}; do
+  echo "== $ab" >> $OUT/ab.log
+  env $ab $M bench -m $FULL --backend cuda -p 0 -n 128 -r ${AB_REPS:-2} >> $OUT/ab.log 2>&1
 done
 grep -E "==|tg128|route" $OUT/ab.log
 PYTHONUNBUFFERED=1 MUSER_COMMIT=${MUSER_COMMIT:-unknown} python3 scripts/bench-cuda.py --model $FULL \
   --model-sha256 8f7f1eaf590ce4fd4c7fd71274bbe60a72fbc4d76401252fbd2d5ba977ffe36b \
   --muser $M --llama-cuda $L --pp 512 --tg 128 --reps 3 --out $OUT/receipts/bench-cuda-full.json 2>&1 | tee $OUT/bench.log
+[ -n "${SKIP_ORACLE:-}" ] && exit 0
 $M tokenize -m $FULL -p "The capital of France is Paris, and the capital of" --ids > $HOME/ft.json
 N=$(python3 -c "import json;print(len(json.load(open('$HOME/ft.json'))))")
 $M eval -m $FULL --tokens $HOME/ft.json --route cuda --dump-logits $HOME/fc.f32 2>&1 | tail -1

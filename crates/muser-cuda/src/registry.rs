@@ -135,6 +135,7 @@ kernels! {
     EmbedQ50 => Matvec, "embed_q5_0"; EmbedF16 => Matvec, "embed_f16";
     EmbedF32 => Matvec, "embed_f32";
     QuantA16 => MatvecA16, "quant_a16";
+    MvpQ4kT1 => MatvecA16, "mvp_q4_k_t1"; MvpQ6kT1 => MatvecA16, "mvp_q6_k_t1";
     MvaQ4kT1 => MatvecA16, "mva_q4_k_t1"; MvaQ4kT8 => MatvecA16, "mva_q4_k_t8";
     MvaQ5kT1 => MatvecA16, "mva_q5_k_t1"; MvaQ5kT8 => MatvecA16, "mva_q5_k_t8";
     MvaQ6kT1 => MatvecA16, "mva_q6_k_t1"; MvaQ6kT8 => MatvecA16, "mva_q6_k_t8";

@@ -54,17 +54,23 @@ __device__ __forceinline__ void k4_scales_w(const u32* sw, int j, float* sc, flo
 // ---- Q4_K (144 B, 16-aligned). Unit c: sub-blocks 2c (low nibbles) and 2c+1 (high).
 struct AQ4K {
     static const int BLOCK_VALS = 256, BLOCK_BYTES = 144, UNITS = 4;
-    template <int NT>
-    static __device__ __forceinline__ void dot(const u8* b, int c, const short* xq, const float* xs,
-                                               const int* xsum, int K, float* acc) {
-        const u32 dm = *(const u32*)b;
-        const float d = h2f((u16)(dm & 0xFFFF)), dmin = h2f((u16)(dm >> 16));
-        u32 sw[3] = {((const u32*)b)[1], ((const u32*)b)[2], ((const u32*)b)[3]};
-        float sc0, m0, sc1, m1;
-        k4_scales_w(sw, 2 * c, &sc0, &m0);
-        k4_scales_w(sw, 2 * c + 1, &sc1, &m1);
+    struct W {
+        u32 dm, sw[3], q[8];
+    };
+    static __device__ __forceinline__ void load(const u8* b, int c, W& w) {
+        const uint4 h = *(const uint4*)b;
+        w.dm = h.x; w.sw[0] = h.y; w.sw[1] = h.z; w.sw[2] = h.w;
         const uint4 qa = ((const uint4*)(b + 16 + 32 * c))[0], qb = ((const uint4*)(b + 16 + 32 * c))[1];
-        const u32 qw[8] = {qa.x, qa.y, qa.z, qa.w, qb.x, qb.y, qb.z, qb.w};
+        w.q[0] = qa.x; w.q[1] = qa.y; w.q[2] = qa.z; w.q[3] = qa.w;
+        w.q[4] = qb.x; w.q[5] = qb.y; w.q[6] = qb.z; w.q[7] = qb.w;
+    }
+    template <int NT>
+    static __device__ __forceinline__ void compute(const W& w, int c, const short* xq, const float* xs,
+                                                   const int* xsum, int K, float* acc) {
+        const float d = h2f((u16)(w.dm & 0xFFFF)), dmin = h2f((u16)(w.dm >> 16));
+        float sc0, m0, sc1, m1;
+        k4_scales_w(w.sw, 2 * c, &sc0, &m0);
+        k4_scales_w(w.sw, 2 * c + 1, &sc1, &m1);
 #pragma unroll
         for (int t = 0; t < NT; ++t) {
             const short* x = xq + (size_t)t * K + 64 * c;
@@ -74,14 +80,21 @@ struct AQ4K {
             int s0 = 0, s1 = 0;
 #pragma unroll
             for (int i = 0; i < 8; ++i) {
-                s0 = dot4(qw[i] & 0x0F0F0F0Fu, xa[2 * i], xa[2 * i + 1], s0);
-                s1 = dot4((qw[i] >> 4) & 0x0F0F0F0Fu, xb[2 * i], xb[2 * i + 1], s1);
+                s0 = dot4(w.q[i] & 0x0F0F0F0Fu, xa[2 * i], xa[2 * i + 1], s0);
+                s1 = dot4((w.q[i] >> 4) & 0x0F0F0F0Fu, xb[2 * i], xb[2 * i + 1], s1);
             }
             const int g = (size_t)t * (K / 32) + 2 * c;
             const float sx0 = xs[g], sx1 = xs[g + 1];
             acc[t] += ((d * sc0) * (sx0 * (float)s0) - (dmin * m0) * (sx0 * (float)xsum[g])) +
                       ((d * sc1) * (sx1 * (float)s1) - (dmin * m1) * (sx1 * (float)xsum[g + 1]));
         }
+    }
+    template <int NT>
+    static __device__ __forceinline__ void dot(const u8* b, int c, const short* xq, const float* xs,
+                                               const int* xsum, int K, float* acc) {
+        W w;
+        load(b, c, w);
+        compute<NT>(w, c, xq, xs, xsum, K, acc);
     }
 };
 
@@ -132,24 +145,33 @@ struct AQ5K {
 // the half; scales part, part+2, part+4, part+6).
 struct AQ6K {
     static const int BLOCK_VALS = 256, BLOCK_BYTES = 210, UNITS = 4;
-    template <int NT>
-    static __device__ __forceinline__ void dot(const u8* b, int u, const short* xq, const float* xs,
-                                               const int* xsum, int K, float* acc) {
+    struct W {
+        u32 A[4], B[4], H[4], sd;  // sd: scales s[0], s[2] (low 16 bits), d (high 16 bits)
+        u32 s46;                   // scales s[4], s[6]
+    };
+    static __device__ __forceinline__ void load(const u8* b, int u, W& w) {
         const int half = u >> 1, part = u & 1;
-        u32 A[4], B[4], H[4];
-        ld16_a2(b + 64 * half + 16 * part, A);
-        ld16_a2(b + 64 * half + 32 + 16 * part, B);
-        ld16_a2(b + 128 + 32 * half + 16 * part, H);
-        const i8* s = (const i8*)(b + 192) + 8 * half + part;
-        const float d = h2f(ld_u16(b + 208));
-        const float sc[4] = {d * (float)s[0], d * (float)s[2], d * (float)s[4], d * (float)s[6]};
+        ld16_a2(b + 64 * half + 16 * part, w.A);
+        ld16_a2(b + 64 * half + 32 + 16 * part, w.B);
+        ld16_a2(b + 128 + 32 * half + 16 * part, w.H);
+        const u8* s = b + 192 + 8 * half + part;
+        w.sd = (u32)s[0] | ((u32)s[2] << 8) | ((u32)ld_u16(b + 208) << 16);
+        w.s46 = (u32)s[4] | ((u32)s[6] << 8);
+    }
+    template <int NT>
+    static __device__ __forceinline__ void compute(const W& w, int u, const short* xq, const float* xs,
+                                                   const int* xsum, int K, float* acc) {
+        const int half = u >> 1, part = u & 1;
+        const float d = h2f((u16)(w.sd >> 16));
+        const float sc[4] = {d * (float)(i8)(w.sd & 0xFF), d * (float)(i8)((w.sd >> 8) & 0xFF),
+                             d * (float)(i8)(w.s46 & 0xFF), d * (float)(i8)((w.s46 >> 8) & 0xFF)};
         u32 q[4][4];
 #pragma unroll
         for (int i = 0; i < 4; ++i) {
-            q[0][i] = __vsub4((A[i] & 0x0F0F0F0Fu) | ((H[i] & 0x03030303u) << 4), 0x20202020u);
-            q[1][i] = __vsub4((B[i] & 0x0F0F0F0Fu) | (((H[i] >> 2) & 0x03030303u) << 4), 0x20202020u);
-            q[2][i] = __vsub4(((A[i] >> 4) & 0x0F0F0F0Fu) | (((H[i] >> 4) & 0x03030303u) << 4), 0x20202020u);
-            q[3][i] = __vsub4(((B[i] >> 4) & 0x0F0F0F0Fu) | (((H[i] >> 6) & 0x03030303u) << 4), 0x20202020u);
+            q[0][i] = __vsub4((w.A[i] & 0x0F0F0F0Fu) | ((w.H[i] & 0x03030303u) << 4), 0x20202020u);
+            q[1][i] = __vsub4((w.B[i] & 0x0F0F0F0Fu) | (((w.H[i] >> 2) & 0x03030303u) << 4), 0x20202020u);
+            q[2][i] = __vsub4(((w.A[i] >> 4) & 0x0F0F0F0Fu) | (((w.H[i] >> 4) & 0x03030303u) << 4), 0x20202020u);
+            q[3][i] = __vsub4(((w.B[i] >> 4) & 0x0F0F0F0Fu) | (((w.H[i] >> 6) & 0x03030303u) << 4), 0x20202020u);
         }
 #pragma unroll
         for (int t = 0; t < NT; ++t) {
@@ -165,6 +187,13 @@ struct AQ6K {
             }
             acc[t] += r;
         }
+    }
+    template <int NT>
+    static __device__ __forceinline__ void dot(const u8* b, int u, const short* xq, const float* xs,
+                                               const int* xsum, int K, float* acc) {
+        W w;
+        load(b, u, w);
+        compute<NT>(w, u, xq, xs, xsum, K, acc);
     }
 };
 

@@ -93,6 +93,55 @@ __device__ __forceinline__ void mva_body(const u8* __restrict__ W, u64 row_bytes
         }
 }
 
+// Decode body for formats with a load/compute split (Q4_K, Q6_K): R rows per warp, and the next
+// unit's weights loaded while the current one is computed (software pipeline). Per (row, token)
+// the arithmetic is exactly `dot<1>` in the same unit order, so results equal mva_body's.
+template <class F, int R>
+__device__ __forceinline__ void mva_pipe(const u8* __restrict__ W, u64 row_bytes,
+                                         const short* __restrict__ XQ, const float* __restrict__ XS,
+                                         const int* __restrict__ XSUM, int K,
+                                         float* __restrict__ Y, int ldy, int n_out) {
+    const int lane = threadIdx.x & 31;
+    const int row0 = (blockIdx.x * MVA_WARPS + (threadIdx.x >> 5)) * R;
+    if (row0 >= n_out) return;
+    const int n_units = (K / F::BLOCK_VALS) * F::UNITS;
+    const int gpb = F::BLOCK_VALS / 32;
+    const u8* wr[R];
+#pragma unroll
+    for (int i = 0; i < R; ++i) wr[i] = W + (u64)min(row0 + i, n_out - 1) * row_bytes;
+    float acc[R][1];
+#pragma unroll
+    for (int i = 0; i < R; ++i) acc[i][0] = 0.f;
+    typename F::W cur[R], nxt[R];
+    int g = lane;
+    if (g < n_units) {
+#pragma unroll
+        for (int i = 0; i < R; ++i)
+            F::load(wr[i] + (u64)(g / F::UNITS) * F::BLOCK_BYTES, g % F::UNITS, cur[i]);
+    }
+    for (; g < n_units; g += 32) {
+        const int g2 = g + 32;
+        if (g2 < n_units) {
+#pragma unroll
+            for (int i = 0; i < R; ++i)
+                F::load(wr[i] + (u64)(g2 / F::UNITS) * F::BLOCK_BYTES, g2 % F::UNITS, nxt[i]);
+        }
+        const int blk = g / F::UNITS, u = g % F::UNITS;
+#pragma unroll
+        for (int i = 0; i < R; ++i)
+            F::template compute<1>(cur[i], u, XQ + blk * F::BLOCK_VALS, XS + blk * gpb,
+                                   XSUM + blk * gpb, K, acc[i]);
+#pragma unroll
+        for (int i = 0; i < R; ++i) cur[i] = nxt[i];
+    }
+#pragma unroll
+    for (int i = 0; i < R; ++i) {
+        const float s = warp_sum(acc[i][0]);
+        if (lane == 0 && row0 + i < n_out) Y[row0 + i] = s;
+    }
+    (void)ldy;
+}
+
 // Rows per warp: MVA_R1 for one token (decode), 1 for eight (prefill). MVA_R1 is set by the
 // registry (-DMVA_R1=N, `MUSER_CUDA_MVA_ROWS`), which tells the host the same number.
 #ifndef MVA_R1
@@ -106,6 +155,15 @@ __device__ __forceinline__ void mva_body(const u8* __restrict__ W, u64 row_bytes
         mva_body<F, NT, R>(W, row_bytes, XQ, XS, XSUM, K, Y, ldy, n_out, n_tok);                \
     }
 
+#define MVA_PIPE_KERNEL(NAME, F)                                                                \
+    extern "C" __global__ void __launch_bounds__(32 * MVA_WARPS)                               \
+        NAME(const u8* W, u64 row_bytes, const short* XQ, const float* XS, const int* XSUM,     \
+             int K, float* Y, int ldy, int n_out, int n_tok) {                                  \
+        mva_pipe<F, MVA_R1>(W, row_bytes, XQ, XS, XSUM, K, Y, ldy, n_out);                      \
+    }
+
+MVA_PIPE_KERNEL(mvp_q4_k_t1, AQ4K)
+MVA_PIPE_KERNEL(mvp_q6_k_t1, AQ6K)
 MVA_KERNEL(mva_q4_k_t1, AQ4K, 1, MVA_R1)
 MVA_KERNEL(mva_q4_k_t8, AQ4K, 8, 1)
 MVA_KERNEL(mva_q5_k_t1, AQ5K, 1, MVA_R1)

@@ -46,6 +46,8 @@ pub struct CudaOptions {
     pub mv_plain: bool,
     /// Activations fed to the matmuls: A16 (default) or f32 (`MUSER_CUDA_ACTS=f32`, A/B).
     pub acts: Acts,
+    /// Software-pipelined decode matvec for Q4_K/Q6_K (default; `MUSER_CUDA_PIPE=0` for A/B).
+    pub pipe: bool,
 }
 
 /// Activation precision of the CUDA matmuls.
@@ -79,6 +81,7 @@ impl CudaOptions {
                 Math::Strict
             },
             mv_plain: std::env::var("MUSER_CUDA_MV").as_deref() == Ok("1"),
+            pipe: std::env::var("MUSER_CUDA_PIPE").as_deref() != Ok("0"),
             acts: match std::env::var("MUSER_CUDA_ACTS").as_deref() {
                 Ok("f32") => Acts::F32,
                 _ => Acts::A16,
@@ -299,10 +302,11 @@ impl<'m> CudaSession<'m> {
         format!(
             "cuda:acts={},kv=f16,attn=f32,mv={},act_math={},graph={},mode={},kernels={}",
             self.opts.acts.name(),
-            if self.opts.mv_plain {
-                "plain"
-            } else {
-                "unroll4"
+            match self.opts.acts {
+                Acts::A16 if self.opts.pipe => format!("pipe-rows{}", self.reg.mva_rows),
+                Acts::A16 => format!("rows{}", self.reg.mva_rows),
+                Acts::F32 if self.opts.mv_plain => "plain".to_string(),
+                Acts::F32 => "unroll4".to_string(),
             },
             self.opts.act_math.label(),
             if self.opts.graphs { "on" } else { "off" },

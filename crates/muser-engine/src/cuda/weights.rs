@@ -58,6 +58,8 @@ pub struct TypeKernels {
     pub t8: Kernel,
     /// A16 activations (the default route): one token, eight tokens.
     pub a16_t1: Kernel,
+    /// One token, software-pipelined (Q4_K, Q6_K; A/B `MUSER_CUDA_PIPE=0`).
+    pub a16_pipe: Option<Kernel>,
     pub a16_t8: Kernel,
     /// Embedding-row dequantization.
     pub embed: Kernel,
@@ -76,11 +78,17 @@ pub fn kernels_for(ty: GgmlType) -> Option<TypeKernels> {
         GgmlType::F32 => (MvF32T1, Mv2F32, MvF32T8, MvaF32T1, MvaF32T8, EmbedF32),
         _ => return None,
     };
+    let a16_pipe = match ty {
+        GgmlType::Q4_K => Some(MvpQ4kT1),
+        GgmlType::Q6_K => Some(MvpQ6kT1),
+        _ => None,
+    };
     Some(TypeKernels {
         t1,
         t1_unrolled,
         t8,
         a16_t1,
+        a16_pipe,
         a16_t8,
         embed,
     })
