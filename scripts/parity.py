@@ -169,7 +169,7 @@ def main() -> int:
             "model_sha256": sha256(model),
             "forge": None if fixture == "gemma" else f"muser forge --preset {fixture} --seed {FORGE_SEED}",
             "muser_route": json.loads(Path(route_file).read_text())["route"],
-            "muser_commit": run(["git", "-C", ROOT, "rev-parse", "HEAD"]).strip(),
+            "muser_commit": os.environ.get("MUSER_COMMIT") or run(["git", "-C", ROOT, "rev-parse", "HEAD"]).strip(),
             "llama_cpp": json.loads(Path(f"{work}/{fixture}-0.llama.f32.json").read_text()),
             "threads": a.threads,
             "summary": summary,
