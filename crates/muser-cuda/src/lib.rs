@@ -8,7 +8,8 @@
 //! - `launch`: kernel argument packing and launches;
 //! - `graph`: stream capture into CUDA graphs, parallel branches, replay;
 //! - `arena`: the device weight arena (one allocation, tensors as offsets);
-//! - `profile`: the phase profiler on CUDA events.
+//! - `profile`: the phase profiler on CUDA events;
+//! - `sched`: the accelerator scheduler (the one owner of the device queue).
 //!
 //! Kernel sources live in `src/kernels/*.cu` (one family per file) and are embedded with
 //! `include_str!`. The model layer (`muser-engine`) composes these pieces into a forward pass.
@@ -20,6 +21,7 @@ pub mod graph;
 pub mod launch;
 pub mod profile;
 pub mod registry;
+pub mod sched;
 
 pub use arena::{Arena, ArenaSlice};
 pub use device::{DeviceBuffer, Gpu, GpuInfo, Stream};

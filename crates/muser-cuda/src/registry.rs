@@ -146,6 +146,10 @@ kernels! {
     RmsnormRows => Norm, "rmsnorm_rows";
     EmbedFinish => Norm, "embed_finish";
     ResidualNorm => Norm, "residual_norm";
+    ResidualNormQ => Norm, "residual_norm_q";
+    SigmoidGateQ => Elementwise, "sigmoid_gate_q";
+    SwigluQ => Elementwise, "swiglu_q";
+    GegluQ => Elementwise, "geglu_q";
     QkNormRopeKv => Rope, "qk_norm_rope_kv";
     AttnPartial => Attention, "attn_partial";
     AttnCombine => Attention, "attn_combine";

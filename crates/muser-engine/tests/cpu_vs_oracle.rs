@@ -1,27 +1,12 @@
 //! The CPU route against the f64 oracle and against itself (determinism), on a forged tiny
 //! Muse Glimmer whose prompt wraps the sliding-window ring several times.
 
-use std::sync::Arc;
+mod common;
 
+use common::{tiny_model, tokens};
 use muser_engine::cpu::matmul::ActFormat;
 use muser_engine::cpu::{CpuOptions, CpuSession, Logits};
-use muser_engine::{Model, Oracle};
-use muser_forge::ForgeConfig;
-use muser_gguf::Gguf;
-
-fn tiny_model(seed: u64) -> Model {
-    let mut cfg = ForgeConfig::preset("tiny").expect("tiny");
-    cfg.seed = seed;
-    let mut bytes = Vec::new();
-    muser_forge::forge(&cfg, &mut bytes, &mut |_| {}).expect("forge");
-    Model::from_gguf(Arc::new(Gguf::from_bytes(bytes).expect("gguf"))).expect("model")
-}
-
-fn tokens(n: usize, n_vocab: usize) -> Vec<u32> {
-    (0..n)
-        .map(|i| ((i * 7919 + 13) % (n_vocab - 64)) as u32)
-        .collect()
-}
+use muser_engine::Oracle;
 
 fn log_softmax(x: &[f64]) -> Vec<f64> {
     let max = x.iter().copied().fold(f64::NEG_INFINITY, f64::max);

@@ -72,3 +72,27 @@ __device__ __forceinline__ double block_sum_f64(double v, double* red) {
     __syncthreads();
     return red[32];
 }
+
+// A16 quantization of one group of 32 values held one per lane (the whole warp calls it):
+// amax = max|v|, d = amax/32767, q = rint(v * (32767/amax)) clamped (0 when amax = 0), and the
+// exact sum of the quants. Lane 0 writes the scale and the sum. The one definition used by
+// quant_a16 and the fused kernels (muser_quant::a16 defines the same on the CPU).
+__device__ __forceinline__ void a16_group(float v, short* q_out, float* d_out, int* sum_out) {
+    const int lane = threadIdx.x & 31;
+    const float amax = warp_max(fabsf(v));
+    int q = 0;
+    float d = 0.f;
+    if (amax > 0.f) {
+        const float id = 32767.0f / amax;
+        q = (int)fminf(fmaxf(rintf(v * id), -32767.f), 32767.f);
+        d = amax / 32767.0f;
+    }
+    q_out[lane] = (short)q;
+    int s = q;
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
+    if (lane == 0) {
+        *d_out = d;
+        *sum_out = s;
+    }
+}

@@ -44,3 +44,41 @@ extern "C" __global__ void scale_softcap(float* X, float scale, float cap, int w
         X[i] = X[i] * scale;
     }
 }
+
+// Element-wise ops fused with the A16 quantization of their output (MUSER_CUDA_FUSE=1): one warp
+// per group of 32, the same per-element formula as the kernels above, then a16_group — outputs
+// bit-identical to the unfused pair. Grid ((width/32)/8, n_tok), block 256.
+#define EWQ_HEAD                                                                   \
+    const int lane = threadIdx.x & 31;                                             \
+    const int grp = blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);           \
+    const int t = blockIdx.y;                                                      \
+    if (grp >= width / 32 || (u32)t >= sp->n_tok) return;                         \
+    const u64 i = (u64)t * width + 32 * grp + lane;                                \
+    const u64 qo = (u64)t * width + 32 * grp, so = (u64)t * (width / 32) + grp;
+
+extern "C" __global__ void sigmoid_gate_q(float* A, const float* G, int width, const StepParams* sp,
+                                          short* XQ, float* XS, int* XSUM) {
+    EWQ_HEAD
+    const float v = A[i] / (1.0f + expf(-G[i]));
+    A[i] = v;
+    a16_group(v, XQ + qo, XS + so, XSUM + so);
+}
+
+extern "C" __global__ void swiglu_q(float* G, const float* U, int width, const StepParams* sp,
+                                    short* XQ, float* XS, int* XSUM) {
+    EWQ_HEAD
+    const float x = G[i];
+    const float v = x / (1.0f + expf(-x)) * U[i];
+    G[i] = v;
+    a16_group(v, XQ + qo, XS + so, XSUM + so);
+}
+
+extern "C" __global__ void geglu_q(float* G, const float* U, int width, const StepParams* sp,
+                                   short* XQ, float* XS, int* XSUM) {
+    EWQ_HEAD
+    const float K = 0.7978846f;
+    const float x = G[i];
+    const float v = 0.5f * x * (1.0f + tanh_exp(K * (x + 0.044715f * x * x * x))) * U[i];
+    G[i] = v;
+    a16_group(v, XQ + qo, XS + so, XSUM + so);
+}

@@ -17,22 +17,9 @@ extern "C" __global__ void quant_a16(const float* X, int ldx, int K, int n_tok, 
     const int t = blockIdx.y;
     if (grp >= K / 32 || t >= n_tok) return;
     const float v = X[(size_t)t * ldx + 32 * grp + lane];
-    const float amax = warp_max(fabsf(v));
-    int q = 0;
-    float d = 0.f;
-    if (amax > 0.f) {
-        const float id = 32767.0f / amax;
-        q = (int)fminf(fmaxf(rintf(v * id), -32767.f), 32767.f);
-        d = amax / 32767.0f;
-    }
-    XQ[(size_t)t * K + 32 * grp + lane] = (short)q;
-    int s = q;
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
-    if (lane == 0) {
-        XS[(size_t)t * (K / 32) + grp] = d;
-        XSUM[(size_t)t * (K / 32) + grp] = s;
-    }
+    a16_group(v, XQ + (size_t)t * K + 32 * grp, XS + (size_t)t * (K / 32) + grp,
+              XSUM + (size_t)t * (K / 32) + grp);
+    (void)lane;
 }
 
 // R rows per warp (their loads overlap), NT tokens per launch row-pass. Neither changes the

@@ -70,3 +70,59 @@ extern "C" __global__ void __launch_bounds__(NORM_THREADS)
         for (int i = threadIdx.x; i < n; i += blockDim.x) h[i] = (x[i] * sx) * Wnext[i];
     }
 }
+
+// residual_norm fused with the A16 quantization of H (MUSER_CUDA_FUSE=1): the same arithmetic
+// as residual_norm followed by quant_a16 — bit-identical outputs — with every value of the row
+// held in registers (one latency round per pass) and one launch instead of two.
+// Needs n <= 8 * NORM_THREADS and n % 32 == 0 (checked on the host); block = NORM_THREADS.
+#define RQ_MAX 8
+extern "C" __global__ void __launch_bounds__(NORM_THREADS)
+    residual_norm_q(const float* O, const float* Wpost, float eps_post, float* X,
+                    const float* Wnext, float eps, float* H, int n, short* XQ, float* XS,
+                    int* XSUM, const StepParams* sp) {
+    __shared__ double red[33];
+    const int t = blockIdx.x;
+    if ((u32)t >= sp->n_tok) return;
+    const float* o = O + (size_t)t * n;
+    float* x = X + (size_t)t * n;
+    const int B = blockDim.x, tid = threadIdx.x;
+    float ov[RQ_MAX], xv[RQ_MAX];
+#pragma unroll
+    for (int k = 0; k < RQ_MAX; ++k) {
+        const int i = tid + k * B;
+        ov[k] = i < n ? o[i] : 0.f;
+        xv[k] = i < n ? x[i] : 0.f;
+    }
+    double s = 0.0;
+#pragma unroll
+    for (int k = 0; k < RQ_MAX; ++k)
+        if (tid + k * B < n) s += (double)ov[k] * (double)ov[k];
+    s = block_sum_f64(s, red);
+    const float so = (float)(1.0 / sqrt(s / (double)n + (double)eps_post));
+#pragma unroll
+    for (int k = 0; k < RQ_MAX; ++k) {
+        const int i = tid + k * B;
+        if (i < n) {
+            xv[k] += (ov[k] * so) * Wpost[i];
+            x[i] = xv[k];
+        }
+    }
+    double s2 = 0.0;
+#pragma unroll
+    for (int k = 0; k < RQ_MAX; ++k)
+        if (tid + k * B < n) s2 += (double)xv[k] * (double)xv[k];
+    s2 = block_sum_f64(s2, red);
+    const float sx = (float)(1.0 / sqrt(s2 / (double)n + (double)eps));
+    float* h = H + (size_t)t * n;
+#pragma unroll
+    for (int k = 0; k < RQ_MAX; ++k) {
+        const int i0 = k * B + (tid & ~31);  // first index of this warp's group
+        if (i0 < n) {                        // whole warp in or out (n % 32 == 0, B % 32 == 0)
+            const int i = tid + k * B;
+            const float hv = (xv[k] * sx) * Wnext[i];
+            h[i] = hv;
+            a16_group(hv, XQ + (size_t)t * n + i0, XS + (size_t)t * (n / 32) + i0 / 32,
+                      XSUM + (size_t)t * (n / 32) + i0 / 32);
+        }
+    }
+}

@@ -164,14 +164,18 @@ impl<'m> CudaSession<'m> {
 
     /// Quantize `x` once, then run every `(matrix, y, ldy)` projection of it — as parallel
     /// graph branches (or serially, `MUSER_CUDA_SERIAL=1`).
+    /// `prequantized`: the A16 buffers already hold `x` (a fused kernel wrote them).
     fn project(
         &self,
         x: (u64, usize),
         k: usize,
         n: usize,
         outs: &[(&DevMatrix, u64, usize)],
+        prequantized: bool,
     ) -> Result<(), CudaError> {
-        self.quantize(self.gpu.stream(), x, k, n)?;
+        if !prequantized {
+            self.quantize(self.gpu.stream(), x, k, n)?;
+        }
         type Branch<'a> = Box<dyn FnMut(Stream) -> Result<(), CudaError> + 'a>;
         let mut branches: Vec<Branch<'_>> = outs
             .iter()
@@ -212,6 +216,7 @@ impl<'m> CudaSession<'m> {
             block: threads,
             smem: 0,
         };
+        let fuse = self.opts.fuse;
         prof.begin(s)?;
         let kemb = kernels_for(w.token_embd.ty)
             .expect("checked at upload")
@@ -271,7 +276,7 @@ impl<'m> CudaSession<'m> {
             if let Some(wg) = &lw.wgate {
                 outs.push((wg, b.gate.ptr(), aw));
             }
-            self.project((h, e), e, n, &outs)?;
+            self.project((h, e), e, n, &outs, fuse && il > 0)?;
             prof.mark("qkv+gate", s)?;
             let kv = &self.kv[il];
             let (inv, mode) = match (&b.rope[il], c.rope_mode) {
@@ -355,7 +360,19 @@ impl<'m> CudaSession<'m> {
                     .ptr(b.a.ptr())
                     .ptr(step),
             )?;
-            if lw.wgate.is_some() {
+            if lw.wgate.is_some() && fuse {
+                self.ewq(
+                    Kernel::SigmoidGateQ,
+                    s,
+                    KArgs::new()
+                        .ptr(b.a.ptr())
+                        .ptr(b.gate.ptr())
+                        .int(aw)
+                        .ptr(step),
+                    aw,
+                    n,
+                )?;
+            } else if lw.wgate.is_some() {
                 self.ew(
                     Kernel::SigmoidGate,
                     s,
@@ -368,8 +385,15 @@ impl<'m> CudaSession<'m> {
                 )?;
             }
             prof.mark("attention", s)?;
-            self.project((b.a.ptr(), aw), aw, n, &[(&lw.wo, b.o.ptr(), e)])?;
-            self.residual_norm(s, n, lw.post_attn_norm, lw.ffn_norm)?;
+            let a_quantized = fuse && lw.wgate.is_some();
+            self.project(
+                (b.a.ptr(), aw),
+                aw,
+                n,
+                &[(&lw.wo, b.o.ptr(), e)],
+                a_quantized,
+            )?;
+            self.residual_norm(s, n, lw.post_attn_norm, lw.ffn_norm, fuse)?;
             prof.mark("attn out+norm", s)?;
             self.project(
                 (h, e),
@@ -379,30 +403,36 @@ impl<'m> CudaSession<'m> {
                     (&lw.ffn_gate, b.fg.ptr(), c.n_ff),
                     (&lw.ffn_up, b.fu.ptr(), c.n_ff),
                 ],
+                fuse,
             )?;
-            let act = match c.ffn_activation {
-                FfnActivation::Silu => Kernel::Swiglu,
-                FfnActivation::GeluTanh => Kernel::Geglu,
+            let act = match (c.ffn_activation, fuse) {
+                (FfnActivation::Silu, false) => Kernel::Swiglu,
+                (FfnActivation::GeluTanh, false) => Kernel::Geglu,
+                (FfnActivation::Silu, true) => Kernel::SwigluQ,
+                (FfnActivation::GeluTanh, true) => Kernel::GegluQ,
             };
-            self.ew(
-                act,
-                s,
-                KArgs::new()
-                    .ptr(b.fg.ptr())
-                    .ptr(b.fu.ptr())
-                    .int(c.n_ff)
-                    .ptr(step),
-                n * c.n_ff,
-            )?;
+            let act_args = KArgs::new()
+                .ptr(b.fg.ptr())
+                .ptr(b.fu.ptr())
+                .int(c.n_ff)
+                .ptr(step);
+            if fuse {
+                self.ewq(act, s, act_args, c.n_ff, n)?;
+            } else {
+                self.ew(act, s, act_args, n * c.n_ff)?;
+            }
             prof.mark("ffn gate+up", s)?;
             self.project(
                 (b.fg.ptr(), c.n_ff),
                 c.n_ff,
                 n,
                 &[(&lw.ffn_down, b.o.ptr(), e)],
+                fuse,
             )?;
             let next = w.layers.get(il + 1).map_or(w.output_norm, |l| l.attn_norm);
-            self.residual_norm(s, n, lw.post_ffw_norm, next)?;
+            // The last layer's h feeds only the output rows, quantized there.
+            let quantize_next = fuse && il + 1 < w.layers.len();
+            self.residual_norm(s, n, lw.post_ffw_norm, next, quantize_next)?;
             prof.mark("ffn down+norm", s)?;
         }
         if rows > 0 {
@@ -412,6 +442,7 @@ impl<'m> CudaSession<'m> {
                 e,
                 rows,
                 &[(&w.output, b.logits.ptr(), c.n_vocab)],
+                false,
             )?;
             self.ew(
                 Kernel::ScaleSoftcap,
@@ -429,34 +460,70 @@ impl<'m> CudaSession<'m> {
         Ok(())
     }
 
-    /// `x += rmsnorm(o, eps_post) * w_post; h = rmsnorm(x, eps) * w_next`.
+    /// `x += rmsnorm(o, eps_post) * w_post; h = rmsnorm(x, eps) * w_next`, and with `quantize`
+    /// also h's A16 quants (the fused kernel; same numbers as quantizing afterwards).
     fn residual_norm(
         &self,
         s: Stream,
         n: usize,
         w_post: u64,
         w_next: u64,
+        quantize: bool,
     ) -> Result<(), CudaError> {
         let c = &self.model.config;
         let b = &self.b;
+        let args = KArgs::new()
+            .ptr(b.o.ptr())
+            .ptr(w_post)
+            .f32(c.post_norm_eps)
+            .ptr(b.x.ptr())
+            .ptr(w_next)
+            .f32(c.rms_eps)
+            .ptr(b.h.ptr())
+            .int(c.n_embd);
+        let (k, args) = if quantize {
+            (
+                Kernel::ResidualNormQ,
+                args.ptr(b.xq.ptr())
+                    .ptr(b.xs.ptr())
+                    .ptr(b.xsum.ptr())
+                    .ptr(b.step.ptr()),
+            )
+        } else {
+            (Kernel::ResidualNorm, args.ptr(b.step.ptr()))
+        };
         launch(
-            self.f(Kernel::ResidualNorm),
+            self.f(k),
             Dims {
                 grid: (n as u32, 1, 1),
                 block: NORM_THREADS,
                 smem: 0,
             },
             s,
-            KArgs::new()
-                .ptr(b.o.ptr())
-                .ptr(w_post)
-                .f32(c.post_norm_eps)
-                .ptr(b.x.ptr())
-                .ptr(w_next)
-                .f32(c.rms_eps)
-                .ptr(b.h.ptr())
-                .int(c.n_embd)
-                .ptr(b.step.ptr()),
+            args,
+        )
+    }
+
+    /// A fused element-wise + A16-quantize kernel: one warp per group of 32 of `width`-wide rows;
+    /// `args` are the element-wise kernel's, the A16 buffers are appended.
+    fn ewq(
+        &self,
+        k: Kernel,
+        s: Stream,
+        args: KArgs,
+        width: usize,
+        n: usize,
+    ) -> Result<(), CudaError> {
+        let b = &self.b;
+        launch(
+            self.reg.get(k, self.opts.act_math),
+            Dims {
+                grid: ((width as u32 / 32).div_ceil(8), n as u32, 1),
+                block: 256,
+                smem: 0,
+            },
+            s,
+            args.ptr(b.xq.ptr()).ptr(b.xs.ptr()).ptr(b.xsum.ptr()),
         )
     }
 }

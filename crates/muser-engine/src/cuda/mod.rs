@@ -19,6 +19,7 @@ use std::time::Instant;
 
 use muser_cuda::graph::Fork;
 use muser_cuda::profile::PhaseProfiler;
+use muser_cuda::sched::{AcceleratorScheduler, StepKind};
 use muser_cuda::{DeviceBuffer, Gpu, Graph, GraphMode, Math, Registry};
 
 use crate::cpu::Logits;
@@ -48,6 +49,10 @@ pub struct CudaOptions {
     pub acts: Acts,
     /// Software-pipelined decode matvec for Q4_K/Q6_K (default; `MUSER_CUDA_PIPE=0` for A/B).
     pub pipe: bool,
+    /// Fuse the A16 quantization into the kernels that produce matmul inputs (residual norm,
+    /// gate, FFN activation): `MUSER_CUDA_FUSE=1`. Same logits by construction (the device
+    /// tests assert it); off until its speed is measured on the device.
+    pub fuse: bool,
 }
 
 /// Activation precision of the CUDA matmuls.
@@ -82,6 +87,7 @@ impl CudaOptions {
             },
             mv_plain: std::env::var("MUSER_CUDA_MV").as_deref() == Ok("1"),
             pipe: std::env::var("MUSER_CUDA_PIPE").as_deref() != Ok("0"),
+            fuse: std::env::var("MUSER_CUDA_FUSE").as_deref() == Ok("1"),
             acts: match std::env::var("MUSER_CUDA_ACTS").as_deref() {
                 Ok("f32") => Acts::F32,
                 _ => Acts::A16,
@@ -148,6 +154,7 @@ pub struct CudaSession<'m> {
     n_past: usize,
     decode_graph: Option<Graph>,
     fork: Fork,
+    sched: AcceleratorScheduler<(usize, usize, usize)>,
     profile: PhaseProfiler,
     /// Load report: upload seconds and GB/s, compile ms.
     pub load_report: String,
@@ -234,6 +241,18 @@ impl<'m> CudaSession<'m> {
                 c.n_head, c.n_head_kv
             )));
         }
+        if opts.fuse
+            && (opts.acts != Acts::A16
+                || c.n_embd > 8 * 1024
+                || !c.n_embd.is_multiple_of(32)
+                || !c.n_ff.is_multiple_of(32)
+                || !(c.n_head * c.head_dim_v).is_multiple_of(32))
+        {
+            return Err(EngineError::Config(format!(
+                "MUSER_CUDA_FUSE=1 needs A16 activations, n_embd <= 8192 and widths that are multiples of 32 (n_embd {}, n_ff {})",
+                c.n_embd, c.n_ff
+            )));
+        }
         let gpu = Gpu::open(0)?;
         let plan = vram_plan(model, &opts);
         let (free, total) = gpu.mem_info()?;
@@ -292,6 +311,7 @@ impl<'m> CudaSession<'m> {
             n_past: 0,
             decode_graph: None,
             fork: Fork::new()?,
+            sched: AcceleratorScheduler::new(),
             profile: PhaseProfiler::from_env(),
             load_report,
         })
@@ -300,7 +320,7 @@ impl<'m> CudaSession<'m> {
     /// What produced the numbers: route parameters and the kernel registry's SHA-256.
     pub fn route_identity(&self) -> String {
         format!(
-            "cuda:acts={},kv=f16,attn=f32,mv={},act_math={},graph={},mode={},kernels={}",
+            "cuda:acts={},kv=f16,attn=f32,mv={},fuse={},act_math={},graph={},mode={},kernels={}",
             self.opts.acts.name(),
             match self.opts.acts {
                 Acts::A16 if self.opts.pipe => format!("pipe-rows{}", self.reg.mva_rows),
@@ -308,6 +328,7 @@ impl<'m> CudaSession<'m> {
                 Acts::F32 if self.opts.mv_plain => "plain".to_string(),
                 Acts::F32 => "unroll4".to_string(),
             },
+            if self.opts.fuse { "on" } else { "off" },
             self.opts.act_math.label(),
             if self.opts.graphs { "on" } else { "off" },
             match self.opts.mode {
@@ -354,14 +375,34 @@ impl<'m> CudaSession<'m> {
         }
         let chunk = self.opts.chunk;
         let n_chunks = tokens.len().div_ceil(chunk);
-        let mut out = Vec::new();
-        for (i, part) in tokens.chunks(chunk).enumerate() {
+        // Every step goes through the scheduler, the one owner of the device queue (one
+        // sequence today: its steps come back in order).
+        for i in 0..n_chunks {
+            let start = i * chunk;
+            let len = chunk.min(tokens.len() - start);
             let rows = match which {
-                Logits::All => part.len(),
+                Logits::All => len,
                 Logits::Last if i + 1 == n_chunks => 1,
                 Logits::Last => 0,
             };
-            out.extend(self.step(part, rows)?);
+            let kind = if len == 1 {
+                StepKind::Decode
+            } else {
+                StepKind::Prefill
+            };
+            self.sched.submit(0, kind, (start, len, rows));
+        }
+        let mut out = Vec::new();
+        while let Some(job) = self.sched.take_next() {
+            let (start, len, rows) = job.payload;
+            match self.step(&tokens[start..start + len], rows) {
+                Ok(v) => out.extend(v),
+                Err(e) => {
+                    // Drop this eval's remaining steps: nothing stale runs later.
+                    while self.sched.take_next().is_some() {}
+                    return Err(e);
+                }
+            }
         }
         Ok(out)
     }

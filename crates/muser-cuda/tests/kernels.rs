@@ -1,0 +1,291 @@
+//! Kernel tests against the CPU reference, on the device. Without a CUDA device every test says
+//! "skipping: no CUDA device" and returns (CI); `scripts/device/cuda-tests.sh` runs them on the
+//! H200.
+//!
+//! Every output buffer is surrounded by guard regions filled with a sentinel; a kernel that
+//! writes outside its output fails the test.
+
+use muser_cuda::launch::{launch, Dims};
+use muser_cuda::{DeviceBuffer, Gpu, KArgs, Kernel, Math, Registry};
+use muser_gguf::GgmlType;
+use muser_quant::a16::{self, BlockA16};
+
+const GUARD: usize = 256; // f32 words each side
+const SENTINEL: u32 = 0x7FC0_DEAD;
+
+fn device() -> Option<(Gpu, Registry)> {
+    match Gpu::probe() {
+        Ok(Some(_)) => {}
+        _ => {
+            eprintln!("skipping: no CUDA device");
+            return None;
+        }
+    }
+    let gpu = Gpu::open(0).expect("open GPU");
+    let reg = Registry::build(&gpu).expect("registry");
+    Some((gpu, reg))
+}
+
+/// A device f32 buffer of `n` words with guards; returns (buffer, pointer to word 0).
+fn guarded(gpu: &Gpu, n: usize) -> (DeviceBuffer, u64) {
+    let buf = gpu
+        .alloc((n + 2 * GUARD) * 4, "test output")
+        .expect("alloc");
+    let fill = vec![SENTINEL; n + 2 * GUARD];
+    gpu.upload(buf.ptr(), &fill).expect("upload");
+    let p = buf.ptr() + (GUARD * 4) as u64;
+    (buf, p)
+}
+
+/// Read back `n` words and check both guards are intact.
+fn read_guarded(gpu: &Gpu, buf: &DeviceBuffer, n: usize, what: &str) -> Vec<f32> {
+    let mut all = vec![0u32; n + 2 * GUARD];
+    gpu.download(&mut all, buf.ptr(), what).expect("download");
+    let bad = all[..GUARD]
+        .iter()
+        .chain(&all[GUARD + n..])
+        .filter(|&&w| w != SENTINEL)
+        .count();
+    assert_eq!(bad, 0, "{what}: {bad} guard words overwritten");
+    all[GUARD..GUARD + n]
+        .iter()
+        .map(|&w| f32::from_bits(w))
+        .collect()
+}
+
+fn upload_bytes(gpu: &Gpu, bytes: &[u8]) -> DeviceBuffer {
+    // 256 bytes of slack: kernels may read a few bytes past 2-byte-aligned runs.
+    let buf = gpu.alloc(bytes.len() + 256, "test input").expect("alloc");
+    gpu.upload(buf.ptr(), bytes).expect("upload");
+    buf
+}
+
+/// Deterministic pseudo-random values in [-1, 1).
+fn rand_vec(n: usize, seed: u64) -> Vec<f32> {
+    let mut s = seed
+        .wrapping_mul(6364136223846793005)
+        .wrapping_add(1442695040888963407);
+    (0..n)
+        .map(|_| {
+            s = s
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            ((s >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
+        })
+        .collect()
+}
+
+struct A16Dev {
+    xq: DeviceBuffer,
+    xs: DeviceBuffer,
+    xsum: DeviceBuffer,
+}
+
+/// Quantize `x` ([n_tok][k]) with the device's quant_a16 and check it equals muser_quant::a16.
+fn quant_on_device(gpu: &Gpu, reg: &Registry, x: &[f32], k: usize, n_tok: usize) -> A16Dev {
+    let xd = upload_bytes(gpu, bytemuck_f32(x));
+    let xq = gpu.alloc(n_tok * k * 2, "xq").expect("alloc");
+    let xs = gpu.alloc(n_tok * k / 32 * 4, "xs").expect("alloc");
+    let xsum = gpu.alloc(n_tok * k / 32 * 4, "xsum").expect("alloc");
+    launch(
+        reg.get(Kernel::QuantA16, Math::Strict),
+        Dims {
+            grid: ((k as u32 / 32).div_ceil(8), n_tok as u32, 1),
+            block: 256,
+            smem: 0,
+        },
+        gpu.stream(),
+        KArgs::new()
+            .ptr(xd.ptr())
+            .int(k)
+            .int(k)
+            .int(n_tok)
+            .ptr(xq.ptr())
+            .ptr(xs.ptr())
+            .ptr(xsum.ptr()),
+    )
+    .expect("launch quant_a16");
+    let mut q = vec![0i16; n_tok * k];
+    let mut d = vec![0f32; n_tok * k / 32];
+    let mut sum = vec![0i32; n_tok * k / 32];
+    gpu.download(&mut q, xq.ptr(), "xq").expect("dl");
+    gpu.download(&mut d, xs.ptr(), "xs").expect("dl");
+    gpu.download(&mut sum, xsum.ptr(), "xsum").expect("dl");
+    for t in 0..n_tok {
+        let row = &x[t * k..(t + 1) * k];
+        let mut blocks = vec![BlockA16::zeroed_block(); a16::n_groups(k)];
+        a16::quantize_row(row, &mut blocks).expect("cpu a16");
+        for i in 0..k {
+            let (b, j) = (i / 256, i % 256);
+            assert_eq!(q[t * k + i], blocks[b].qs[j], "quant {t}/{i}");
+            if j % 32 == 0 {
+                assert_eq!(
+                    d[t * k / 32 + i / 32].to_bits(),
+                    blocks[b].d[j / 32].to_bits(),
+                    "scale {t}/{i}"
+                );
+                assert_eq!(
+                    sum[t * k / 32 + i / 32],
+                    blocks[b].sum[j / 32],
+                    "sum {t}/{i}"
+                );
+            }
+        }
+    }
+    A16Dev { xq, xs, xsum }
+}
+
+fn bytemuck_f32(x: &[f32]) -> &[u8] {
+    // SAFETY: f32 has no padding and any byte pattern is a valid u8.
+    unsafe { std::slice::from_raw_parts(x.as_ptr().cast::<u8>(), std::mem::size_of_val(x)) }
+}
+
+trait Zeroed {
+    fn zeroed_block() -> Self;
+}
+impl Zeroed for BlockA16 {
+    fn zeroed_block() -> Self {
+        BlockA16 {
+            d: [0.0; 8],
+            sum: [0; 8],
+            qs: [0; 256],
+        }
+    }
+}
+
+fn kernels(ty: GgmlType) -> (Kernel, Kernel, Option<Kernel>) {
+    use Kernel::*;
+    match ty {
+        GgmlType::Q4_K => (MvaQ4kT1, MvaQ4kT8, Some(MvpQ4kT1)),
+        GgmlType::Q5_K => (MvaQ5kT1, MvaQ5kT8, None),
+        GgmlType::Q6_K => (MvaQ6kT1, MvaQ6kT8, Some(MvpQ6kT1)),
+        GgmlType::Q8_0 => (MvaQ80T1, MvaQ80T8, None),
+        GgmlType::Q5_0 => (MvaQ50T1, MvaQ50T8, None),
+        GgmlType::F16 => (MvaF16T1, MvaF16T8, None),
+        GgmlType::F32 => (MvaF32T1, MvaF32T8, None),
+        _ => unreachable!(),
+    }
+}
+
+/// Every A16 matvec kernel against the f64 product of the dequantized weights and the
+/// dequantized A16 activations; one-token, eight-token (with a tail) and pipelined kernels
+/// bit-identical to each other.
+#[test]
+fn a16_matvec_kernels_match_the_cpu_reference() {
+    let Some((gpu, reg)) = device() else { return };
+    let (k, n_out, n_tok) = (1024usize, 77usize, 11usize);
+    for ty in [
+        GgmlType::Q4_K,
+        GgmlType::Q5_K,
+        GgmlType::Q6_K,
+        GgmlType::Q8_0,
+        GgmlType::Q5_0,
+        GgmlType::F16,
+        GgmlType::F32,
+    ] {
+        let row_bytes = k / ty.block_size() * ty.type_size();
+        let wf = rand_vec(n_out * k, 7 + ty as u64);
+        let mut w = vec![0u8; n_out * row_bytes];
+        for r in 0..n_out {
+            muser_quant::quantize(
+                ty,
+                &wf[r * k..(r + 1) * k],
+                &mut w[r * row_bytes..(r + 1) * row_bytes],
+            )
+            .expect("quantize");
+        }
+        let x = rand_vec(n_tok * k, 99);
+        let act = quant_on_device(&gpu, &reg, &x, k, n_tok);
+        // Reference in f64.
+        let mut xd = vec![0f64; n_tok * k];
+        for t in 0..n_tok {
+            let mut blocks = vec![BlockA16::zeroed_block(); a16::n_groups(k)];
+            a16::quantize_row(&x[t * k..(t + 1) * k], &mut blocks).expect("a16");
+            for i in 0..k {
+                let b = &blocks[i / 256];
+                xd[t * k + i] = f64::from(b.d[(i % 256) / 32]) * f64::from(b.qs[i % 256]);
+            }
+        }
+        let mut want = vec![0f64; n_tok * n_out];
+        let mut wrow = vec![0f64; k];
+        for r in 0..n_out {
+            muser_quant::dequantize_f64(ty, &w[r * row_bytes..(r + 1) * row_bytes], &mut wrow)
+                .expect("deq");
+            for t in 0..n_tok {
+                want[t * n_out + r] = wrow
+                    .iter()
+                    .zip(&xd[t * k..(t + 1) * k])
+                    .map(|(a, b)| a * b)
+                    .sum();
+            }
+        }
+        let wd = upload_bytes(&gpu, &w);
+        let (k1, k8, kp) = kernels(ty);
+        let run = |kern: Kernel, rows_per_warp: u32, nt: usize, tok_per_launch: u32| -> Vec<f32> {
+            let (buf, y) = guarded(&gpu, nt * n_out);
+            launch(
+                reg.get(kern, Math::Strict),
+                Dims {
+                    grid: (
+                        (n_out as u32).div_ceil(4 * rows_per_warp),
+                        (nt as u32).div_ceil(tok_per_launch),
+                        1,
+                    ),
+                    block: 128,
+                    smem: 0,
+                },
+                gpu.stream(),
+                KArgs::new()
+                    .ptr(wd.ptr())
+                    .u64(row_bytes as u64)
+                    .ptr(act.xq.ptr())
+                    .ptr(act.xs.ptr())
+                    .ptr(act.xsum.ptr())
+                    .int(k)
+                    .ptr(y)
+                    .int(n_out)
+                    .int(n_out)
+                    .int(nt),
+            )
+            .expect("launch");
+            read_guarded(&gpu, &buf, nt * n_out, kern.symbol())
+        };
+        let y8 = run(k8, 1, n_tok, 8);
+        let y1 = run(k1, reg.mva_rows, 1, 1);
+        assert_eq!(
+            y1.iter().map(|v| v.to_bits()).collect::<Vec<_>>(),
+            y8[..n_out].iter().map(|v| v.to_bits()).collect::<Vec<_>>(),
+            "{ty:?}: one-token kernel differs from the eight-token kernel"
+        );
+        if let Some(kp) = kp {
+            let yp = run(kp, reg.mva_rows, 1, 1);
+            assert_eq!(
+                yp.iter().map(|v| v.to_bits()).collect::<Vec<_>>(),
+                y1.iter().map(|v| v.to_bits()).collect::<Vec<_>>(),
+                "{ty:?}: pipelined kernel differs"
+            );
+        }
+        let norm = want.iter().map(|v| v * v).sum::<f64>().sqrt() / (want.len() as f64).sqrt();
+        for (i, (&g, &r)) in y8.iter().zip(&want).enumerate() {
+            let err = (f64::from(g) - r).abs();
+            assert!(
+                err <= 1e-5 * norm.max(1e-3) + 1e-6 * r.abs(),
+                "{ty:?} [{i}]: {g} vs {r} (err {err:e}, norm {norm:e})"
+            );
+        }
+        eprintln!("{ty:?}: ok ({n_out} rows x {k}, {n_tok} tokens)");
+    }
+}
+
+/// A kernel never registered is a programming error that fails loudly (no fallback).
+#[test]
+fn every_registered_kernel_loads() {
+    let Some((_gpu, reg)) = device() else { return };
+    for &k in Kernel::ALL {
+        for &m in k.module().maths() {
+            let _ = reg.get(k, m);
+        }
+    }
+    assert!(reg.init_ms > 0.0);
+    assert_eq!(reg.identity().len(), 64);
+}
