@@ -41,6 +41,7 @@ def main() -> int:
     ap.add_argument("--model", required=True)
     ap.add_argument("--pp", default="512")
     ap.add_argument("--tg", default="128")
+    ap.add_argument("--depth", default="0", help="context depths, e.g. 0,2048,8192,32768")
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--muser", default="target/release/muser")
     ap.add_argument("--llama-cuda", default=str(Path.home() / "llama"))
@@ -54,15 +55,17 @@ def main() -> int:
     started = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     muser = json.loads(subprocess.run(
         [a.muser, "bench", "-m", str(model), "--backend", "cuda", "-p", a.pp, "-n", a.tg,
-         "-r", str(a.reps), "--json"], check=True, capture_output=True, text=True).stdout)
+         "-d", a.depth, "-r", str(a.reps), "--json"], check=True, capture_output=True, text=True).stdout)
     llama = json.loads(subprocess.run(
         [str(lib / "llama-bench"), "-m", str(model), "-ngl", "99", "-fa", "1", "-p", a.pp,
-         "-n", a.tg, "-r", str(a.reps), "-o", "json"], check=True, capture_output=True, text=True,
+         "-n", a.tg, "-d", a.depth, "-r", str(a.reps), "-o", "json"], check=True, capture_output=True, text=True,
         env=env).stdout)
 
-    def llama_figure(test: str):
-        n = int(test[2:])
+    def llama_figure(test: str, depth: int):
+        n = int(test[2:].split("@")[0])
         for r in llama:
+            if r.get("n_depth", 0) != depth:
+                continue
             if test.startswith("pp") and r["n_prompt"] == n and r["n_gen"] == 0:
                 return r["avg_ts"], r["stddev_ts"]
             if test.startswith("tg") and r["n_gen"] == n and r["n_prompt"] == 0:
@@ -71,7 +74,7 @@ def main() -> int:
 
     rows = []
     for r in muser["results"]:
-        lt, ls = llama_figure(r["test"])
+        lt, ls = llama_figure(r["test"], r.get("depth", 0))
         rows.append({"test": r["test"], "muser_tok_per_s": r["tok_per_s"], "muser_stddev": r["stddev"],
                      "llama_tok_per_s": lt, "llama_stddev": ls,
                      "ratio": (r["tok_per_s"] / lt) if lt else None})

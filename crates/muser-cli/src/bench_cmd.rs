@@ -27,6 +27,10 @@ pub struct BenchArgs {
     /// Generated tokens to time (comma separated; empty = none).
     #[arg(short = 'n', long, value_delimiter = ',', default_value = "128")]
     tg: Vec<usize>,
+    /// Context depths: each test runs after this many tokens already in the context
+    /// (prefilled untimed, like llama-bench's `-d`).
+    #[arg(short = 'd', long, value_delimiter = ',', default_value = "0")]
+    depth: Vec<usize>,
     /// Repetitions (after one warm-up).
     #[arg(short, long, default_value_t = 3)]
     reps: usize,
@@ -72,52 +76,56 @@ pub fn run(a: BenchArgs) -> anyhow::Result<ExitCode> {
     };
     let model = Model::load(&path).with_context(|| format!("loading {}", path.display()))?;
     let n_vocab = model.config.n_vocab;
-    let max_len = a.pp.iter().chain(&a.tg).copied().max().unwrap_or(1);
+    let max_depth = a.depth.iter().copied().max().unwrap_or(0);
+    let max_len = a.pp.iter().chain(&a.tg).copied().max().unwrap_or(1) + max_depth;
     let opts = a.engine.cpu_options(max_len)?;
     // One session for all tests (the CUDA route uploads weights once); cleared per repetition.
     let mut s = a.engine.open_session(&model, max_len)?;
     let route = s.route_identity();
     let reps = a.reps.max(1);
     let mut results = Vec::new();
-    for &n in a.pp.iter().filter(|&&n| n > 0) {
-        let mut tps = Vec::new();
-        for rep in 0..=reps {
-            s.clear();
-            let toks = tokens(n, n_vocab, rep);
-            let t = Instant::now();
-            s.eval(&toks, Logits::Last)?;
-            if rep == reps {
-                if let Some(r) = s.profile_report() {
-                    eprintln!("phase profile, pp{n} (last repetition):\n{r}");
+    for &d in &a.depth {
+        let ctx = tokens(d, n_vocab, 5);
+        let tests =
+            a.pp.iter()
+                .filter(|&&n| n > 0)
+                .map(|&n| (true, n))
+                .chain(a.tg.iter().filter(|&&n| n > 0).map(|&n| (false, n)));
+        for (prompt, n) in tests {
+            let name = match (prompt, d) {
+                (true, 0) => format!("pp{n}"),
+                (false, 0) => format!("tg{n}"),
+                (true, _) => format!("pp{n}@d{d}"),
+                (false, _) => format!("tg{n}@d{d}"),
+            };
+            let mut tps = Vec::new();
+            for rep in 0..=reps {
+                s.clear();
+                if d > 0 {
+                    s.eval(&ctx, Logits::Last)?;
+                }
+                let toks = tokens(n, n_vocab, rep + if prompt { 0 } else { 17 });
+                let t = Instant::now();
+                if prompt {
+                    s.eval(&toks, Logits::Last)?;
+                } else {
+                    for &tok in &toks {
+                        s.eval(&[tok], Logits::Last)?;
+                    }
+                }
+                let secs = t.elapsed().as_secs_f64();
+                if rep == reps {
+                    if let Some(r) = s.profile_report() {
+                        eprintln!("phase profile, {name} (cumulative):\n{r}");
+                    }
+                }
+                if rep > 0 {
+                    tps.push(n as f64 / secs);
                 }
             }
-            if rep > 0 {
-                tps.push(n as f64 / t.elapsed().as_secs_f64());
-            }
+            let (median, sd) = stats(&tps);
+            results.push(json!({"test": name, "n_tokens": n, "depth": d, "tok_per_s": median, "stddev": sd, "samples": tps}));
         }
-        let (median, sd) = stats(&tps);
-        results.push(json!({"test": format!("pp{n}"), "n_tokens": n, "tok_per_s": median, "stddev": sd, "samples": tps}));
-    }
-    for &n in a.tg.iter().filter(|&&n| n > 0) {
-        let mut tps = Vec::new();
-        for rep in 0..=reps {
-            s.clear();
-            let toks = tokens(n, n_vocab, rep + 17);
-            let t = Instant::now();
-            for &tok in &toks {
-                s.eval(&[tok], Logits::Last)?;
-            }
-            if rep == reps {
-                if let Some(r) = s.profile_report() {
-                    eprintln!("phase profile, tg{n} (last repetition):\n{r}");
-                }
-            }
-            if rep > 0 {
-                tps.push(n as f64 / t.elapsed().as_secs_f64());
-            }
-        }
-        let (median, sd) = stats(&tps);
-        results.push(json!({"test": format!("tg{n}"), "n_tokens": n, "tok_per_s": median, "stddev": sd, "samples": tps}));
     }
     let doc = json!({
         "engine": "muser",
