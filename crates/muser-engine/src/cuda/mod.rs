@@ -456,3 +456,52 @@ fn alloc_bufs(
         rope,
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Arc;
+
+    fn tiny() -> Model {
+        let cfg = muser_forge::ForgeConfig::preset("tiny").expect("tiny");
+        let mut bytes = Vec::new();
+        muser_forge::forge(&cfg, &mut bytes, &mut |_| {}).expect("forge");
+        Model::from_gguf(Arc::new(muser_gguf::Gguf::from_bytes(bytes).expect("gguf")))
+            .expect("model")
+    }
+
+    #[test]
+    fn vram_plan_counts_rings_and_full_layers() {
+        let m = tiny();
+        let c = &m.config;
+        let opts = CudaOptions::new(1000, 100);
+        let plan = vram_plan(&m, &opts);
+        let row = (c.kv_width() + c.n_head_kv * c.head_dim_v) * 2;
+        let want_kv: usize = (0..c.n_layer)
+            .map(|il| {
+                if c.swa_layers[il] {
+                    (c.sliding_window + 100) * row
+                } else {
+                    1000 * row
+                }
+            })
+            .sum();
+        assert_eq!(plan.kv, want_kv as u64);
+        // The arena holds every weight byte at least once.
+        let file_weights: u64 = m.gguf().tensors().iter().map(|t| t.n_bytes).sum();
+        assert!(
+            plan.weights >= file_weights,
+            "{} < {file_weights}",
+            plan.weights
+        );
+        assert_eq!(plan.total(), plan.weights + plan.kv + plan.scratch);
+        // A bigger context needs more memory, never less.
+        assert!(vram_plan(&m, &CudaOptions::new(4000, 100)).total() > plan.total());
+    }
+
+    #[test]
+    fn chunk_is_clamped_to_the_kernel_limit() {
+        assert_eq!(CudaOptions::new(10, 4096).chunk, 512);
+        assert_eq!(CudaOptions::new(10, 0).chunk, 1);
+    }
+}
