@@ -75,9 +75,16 @@ def main() -> int:
     rows = []
     for r in muser["results"]:
         lt, ls = llama_figure(r["test"], r.get("depth", 0))
-        rows.append({"test": r["test"], "muser_tok_per_s": r["tok_per_s"], "muser_stddev": r["stddev"],
-                     "llama_tok_per_s": lt, "llama_stddev": ls,
-                     "ratio": (r["tok_per_s"] / lt) if lt else None})
+        row = {"test": r["test"], "depth": r.get("depth", 0), "muser_tok_per_s": r["tok_per_s"],
+               "muser_stddev": r["stddev"], "llama_tok_per_s": lt, "llama_stddev": ls,
+               "ratio": (r["tok_per_s"] / lt) if lt else None}
+        bytes_per_tok, copy = muser.get("decode_weight_bytes"), muser.get("copy_gb_per_s")
+        if r["test"].startswith("tg") and bytes_per_tok and copy:
+            for who, tps in (("muser", r["tok_per_s"]), ("llama", lt)):
+                if tps:
+                    row[f"{who}_weight_gb_per_s"] = bytes_per_tok * tps / 1e9
+                    row[f"{who}_pct_of_copy_bandwidth"] = 100 * bytes_per_tok * tps / 1e9 / copy
+        rows.append(row)
     commit = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
     receipt = {
         "what": "CUDA benchmark, Muser vs pinned llama.cpp CUDA, one run",
@@ -93,6 +100,8 @@ def main() -> int:
                       "build": "shared/comparator/llama-cuda-sm90.tar.xz (sha256 c987ff30...)",
                       "llama_bench_build": llama[0].get("build_commit") if llama else None,
                       "flags": "-ngl 99 -fa 1"},
+        "decode_weight_bytes": muser.get("decode_weight_bytes"),
+        "copy_gb_per_s": muser.get("copy_gb_per_s"),
         "results": rows,
         "raw": {"muser": muser, "llama_bench": llama},
     }

@@ -82,6 +82,7 @@ pub fn run(a: BenchArgs) -> anyhow::Result<ExitCode> {
     // One session for all tests (the CUDA route uploads weights once); cleared per repetition.
     let mut s = a.engine.open_session(&model, max_len)?;
     let route = s.route_identity();
+    let bw = s.bandwidth_facts()?;
     let reps = a.reps.max(1);
     let mut results = Vec::new();
     for &d in &a.depth {
@@ -124,7 +125,14 @@ pub fn run(a: BenchArgs) -> anyhow::Result<ExitCode> {
                 }
             }
             let (median, sd) = stats(&tps);
-            results.push(json!({"test": name, "n_tokens": n, "depth": d, "tok_per_s": median, "stddev": sd, "samples": tps}));
+            let mut r = json!({"test": name, "n_tokens": n, "depth": d, "tok_per_s": median, "stddev": sd, "samples": tps});
+            if let (false, Some((bytes, copy))) = (prompt, bw) {
+                // Decode reads every weight once per token.
+                let gbps = bytes as f64 * median / 1e9;
+                r["weight_gb_per_s"] = json!(gbps);
+                r["pct_of_copy_bandwidth"] = json!(100.0 * gbps / copy);
+            }
+            results.push(r);
         }
     }
     let doc = json!({
@@ -132,6 +140,8 @@ pub fn run(a: BenchArgs) -> anyhow::Result<ExitCode> {
         "model": path.display().to_string(),
         "route": route,
         "load_report": s.load_report(),
+        "decode_weight_bytes": bw.map(|b| b.0),
+        "copy_gb_per_s": bw.map(|b| b.1),
         "kernel_modules": s.module_fingerprints(),
         "threads": opts.threads,
         "reps": reps,
@@ -143,8 +153,17 @@ pub fn run(a: BenchArgs) -> anyhow::Result<ExitCode> {
     } else {
         println!("route {route}, threads {}", opts.threads);
         for r in &results {
+            let bw = match (
+                r["weight_gb_per_s"].as_f64(),
+                r["pct_of_copy_bandwidth"].as_f64(),
+            ) {
+                (Some(g), Some(p)) => {
+                    format!("  ({g:.0} GB/s of weights, {p:.0}% of copy bandwidth)")
+                }
+                _ => String::new(),
+            };
             println!(
-                "{:>8} {:>10.2} ± {:.2} tok/s",
+                "{:>12} {:>10.2} ± {:.2} tok/s{bw}",
                 r["test"].as_str().unwrap_or("?"),
                 r["tok_per_s"].as_f64().unwrap_or(0.0),
                 r["stddev"].as_f64().unwrap_or(0.0)

@@ -180,6 +180,28 @@ impl Gpu {
         self.wait(label)
     }
 
+    /// Measured device-to-device copy bandwidth in GB/s (bytes read + written per second) over a
+    /// `bytes`-sized buffer: one warm-up copy, then the best of `reps` timed with events.
+    pub fn copy_bandwidth(&self, bytes: usize, reps: usize) -> Result<f64, CudaError> {
+        let a = self.alloc(bytes, "bandwidth probe (src)")?;
+        let b = self.alloc(bytes, "bandwidth probe (dst)")?;
+        let (start, end) = (Event::new(true)?, Event::new(true)?);
+        let mut best = f64::MAX;
+        for rep in 0..=reps.max(1) {
+            start.record(self.stream())?;
+            // SAFETY: both buffers hold `bytes` bytes and are owned here until the wait below.
+            unsafe { result::memcpy_dtod_async(b.ptr(), a.ptr(), bytes, self.stream().raw()) }
+                .map_err(drv("cuMemcpyDtoD"))?;
+            end.record(self.stream())?;
+            end.wait_bounded("bandwidth probe", self.deadline)?;
+            let ms = f64::from(end.since(&start)?);
+            if rep > 0 {
+                best = best.min(ms);
+            }
+        }
+        Ok(2.0 * bytes as f64 / (best / 1e3) / 1e9)
+    }
+
     /// Wait for everything queued on the main stream, bounded by the deadline
     /// (`MUSER_CUDA_DEADLINE_S`, default 300 s).
     pub fn wait(&self, label: &str) -> Result<(), CudaError> {

@@ -123,6 +123,17 @@ impl<'m> Session<'m> {
         }
     }
 
+    /// CUDA only: (weight bytes read per decode token, measured copy bandwidth in GB/s).
+    pub fn bandwidth_facts(&self) -> Result<Option<(u64, f64)>, EngineError> {
+        match self {
+            Session::Cpu(_) => Ok(None),
+            Session::Cuda(s) => Ok(Some((
+                s.decode_weight_bytes(),
+                s.gpu().copy_bandwidth(1 << 30, 5)?,
+            ))),
+        }
+    }
+
     /// Load report of the CUDA route (compile time, upload GB/s); `None` on CPU.
     pub fn load_report(&self) -> Option<&str> {
         match self {

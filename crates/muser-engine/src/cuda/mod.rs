@@ -339,6 +339,32 @@ impl<'m> CudaSession<'m> {
         )
     }
 
+    /// Weight bytes one decode token reads: every matrix once, except the embedding table, of
+    /// which one row is read (a tied output matrix is read whole as the output).
+    pub fn decode_weight_bytes(&self) -> u64 {
+        let w = &self.model.weights;
+        let mut total: u64 = 0;
+        let mut add = |m: &crate::model::Matrix| total += m.file_range().1 as u64;
+        add(&w.output);
+        for l in &w.layers {
+            for m in [
+                &l.wq,
+                &l.wk,
+                &l.wv,
+                &l.wo,
+                &l.ffn_gate,
+                &l.ffn_up,
+                &l.ffn_down,
+            ] {
+                add(m);
+            }
+            if let Some(g) = &l.wgate {
+                add(g);
+            }
+        }
+        total + w.token_embd.row_bytes as u64
+    }
+
     pub fn registry(&self) -> &Registry {
         &self.reg
     }
