@@ -24,6 +24,9 @@ export LD_LIBRARY_PATH="$NVRTC_LIB${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 export MUSER_REQUIRE_NVRTC=1
 
 cargo test --workspace
+# The GPU tests again, uncaptured: without a CUDA device each says "skipping: no CUDA device".
+cargo test -q -p muser-cuda --test kernels -- --nocapture
+cargo test -q -p muser-engine --test cuda_route -- --nocapture
 
 cargo build --bin muser
 tmp=$(mktemp -d)
