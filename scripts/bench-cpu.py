@@ -10,7 +10,6 @@ Usage: scripts/bench-cpu.py --model M.gguf [--threads 2] [--pp 128,512] [--tg 12
                             [--muser target/release/muser] [--comparator DIR] --out RECEIPT.json
 """
 import argparse
-import hashlib
 import json
 import os
 import platform
@@ -19,13 +18,9 @@ import sys
 import time
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent / "lib"))
+from bench_common import paired_rows, sha256, write_receipt  # noqa: E402
 
-def sha256(p: Path) -> str:
-    h = hashlib.sha256()
-    with open(p, "rb") as f:
-        for b in iter(lambda: f.read(1 << 20), b""):
-            h.update(b)
-    return h.hexdigest()
 
 
 def cpu_model() -> str:
@@ -61,26 +56,7 @@ def main() -> int:
          "-n", a.tg, "-r", str(a.reps), "-o", "json"], check=True, capture_output=True, text=True,
         env=env).stdout)
 
-    def llama_figure(test: str):
-        n = int(test[2:])
-        for r in llama:
-            if test.startswith("pp") and r["n_prompt"] == n and r["n_gen"] == 0:
-                return r["avg_ts"], r["stddev_ts"]
-            if test.startswith("tg") and r["n_gen"] == n and r["n_prompt"] == 0:
-                return r["avg_ts"], r["stddev_ts"]
-        return None, None
-
-    rows = []
-    for r in muser["results"]:
-        lt, ls = llama_figure(r["test"])
-        rows.append({
-            "test": r["test"],
-            "muser_tok_per_s": r["tok_per_s"],
-            "muser_stddev": r["stddev"],
-            "llama_tok_per_s": lt,
-            "llama_stddev": ls,
-            "ratio": (r["tok_per_s"] / lt) if lt else None,
-        })
+    rows = paired_rows(muser, llama)
     commit = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
     dirty = bool(subprocess.run(["git", "status", "--porcelain"], capture_output=True, text=True).stdout.strip())
     receipt = {
@@ -100,14 +76,7 @@ def main() -> int:
         "results": rows,
         "raw": {"muser": muser, "llama_bench": llama},
     }
-    Path(a.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(a.out).write_text(json.dumps(receipt, indent=2) + "\n")
-    print(f"{'test':>8} {'muser':>10} {'llama.cpp':>10} {'ratio':>7}")
-    for r in rows:
-        lt = f"{r['llama_tok_per_s']:.1f}" if r["llama_tok_per_s"] else "-"
-        ratio = f"{r['ratio']:.2f}" if r["ratio"] else "-"
-        print(f"{r['test']:>8} {r['muser_tok_per_s']:>10.1f} {lt:>10} {ratio:>7}")
-    print(f"receipt: {a.out}")
+    write_receipt(a.out, receipt, rows)
     return 0
 
 

@@ -11,7 +11,6 @@ Usage: scripts/bench-cuda.py --model M.gguf [--pp 512] [--tg 128] [--reps 3]
                              [--muser target/release/muser] [--llama-cuda ~/llama] --out RECEIPT.json
 """
 import argparse
-import hashlib
 import json
 import os
 import platform
@@ -20,13 +19,9 @@ import sys
 import time
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent / "lib"))
+from bench_common import paired_rows, sha256, write_receipt  # noqa: E402
 
-def sha256(p: Path) -> str:
-    h = hashlib.sha256()
-    with open(p, "rb") as f:
-        for b in iter(lambda: f.read(1 << 20), b""):
-            h.update(b)
-    return h.hexdigest()
 
 
 def gpu_info() -> dict:
@@ -61,30 +56,15 @@ def main() -> int:
          "-n", a.tg, "-d", a.depth, "-r", str(a.reps), "-o", "json"], check=True, capture_output=True, text=True,
         env=env).stdout)
 
-    def llama_figure(test: str, depth: int):
-        n = int(test[2:].split("@")[0])
-        for r in llama:
-            if r.get("n_depth", 0) != depth:
-                continue
-            if test.startswith("pp") and r["n_prompt"] == n and r["n_gen"] == 0:
-                return r["avg_ts"], r["stddev_ts"]
-            if test.startswith("tg") and r["n_gen"] == n and r["n_prompt"] == 0:
-                return r["avg_ts"], r["stddev_ts"]
-        return None, None
-
-    rows = []
-    for r in muser["results"]:
-        lt, ls = llama_figure(r["test"], r.get("depth", 0))
-        row = {"test": r["test"], "depth": r.get("depth", 0), "muser_tok_per_s": r["tok_per_s"],
-               "muser_stddev": r["stddev"], "llama_tok_per_s": lt, "llama_stddev": ls,
-               "ratio": (r["tok_per_s"] / lt) if lt else None}
-        bytes_per_tok, copy = muser.get("decode_weight_bytes"), muser.get("copy_gb_per_s")
-        if r["test"].startswith("tg") and bytes_per_tok and copy:
-            for who, tps in (("muser", r["tok_per_s"]), ("llama", lt)):
+    rows = paired_rows(muser, llama)
+    bytes_per_tok, copy = muser.get("decode_weight_bytes"), muser.get("copy_gb_per_s")
+    for row in rows:
+        if row["test"].startswith("tg") and bytes_per_tok and copy:
+            for who in ("muser", "llama"):
+                tps = row[f"{who}_tok_per_s"]
                 if tps:
                     row[f"{who}_weight_gb_per_s"] = bytes_per_tok * tps / 1e9
                     row[f"{who}_pct_of_copy_bandwidth"] = 100 * bytes_per_tok * tps / 1e9 / copy
-        rows.append(row)
     commit = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
     receipt = {
         "what": "CUDA benchmark, Muser vs pinned llama.cpp CUDA, one run",
@@ -105,14 +85,7 @@ def main() -> int:
         "results": rows,
         "raw": {"muser": muser, "llama_bench": llama},
     }
-    Path(a.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(a.out).write_text(json.dumps(receipt, indent=2) + "\n")
-    print(f"{'test':>8} {'muser':>10} {'llama.cpp':>10} {'ratio':>7}")
-    for r in rows:
-        lt = f"{r['llama_tok_per_s']:.1f}" if r["llama_tok_per_s"] else "-"
-        ratio = f"{r['ratio']:.2f}" if r["ratio"] else "-"
-        print(f"{r['test']:>8} {r['muser_tok_per_s']:>10.1f} {lt:>10} {ratio:>7}")
-    print(f"receipt: {a.out}")
+    write_receipt(a.out, receipt, rows)
     return 0
 
 

@@ -27,7 +27,6 @@ Usage: scripts/parity.py [--fixtures tiny,small,gemma] [--muser target/release/m
                          [--llama-cuda DIR] [--bindings DIR] [--gemma FILE]
 """
 import argparse
-import hashlib
 import json
 import os
 import subprocess
@@ -37,16 +36,12 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 PROMPTS = ROOT / "crates/muser-engine/tests/data/parity-prompts.json"
 CACHE = Path(os.environ.get("MUSER_CACHE", Path.home() / ".cache" / "muser"))
+sys.path.insert(0, str(ROOT / "scripts/lib"))
+from bench_common import sha256  # noqa: E402
+
 FORGE_SEED = 7
 CONTINUATION_TOKENS = 64
 
-
-def sha256(p: Path) -> str:
-    h = hashlib.sha256()
-    with open(p, "rb") as f:
-        for b in iter(lambda: f.read(1 << 20), b""):
-            h.update(b)
-    return h.hexdigest()
 
 
 def run(cmd, **kw):

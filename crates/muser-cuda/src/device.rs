@@ -36,6 +36,9 @@ pub struct GpuInfo {
 
 /// An open device: context, the main stream and side streams for parallel graph branches.
 pub struct Gpu {
+    /// Recorded by `wait` (one event, reused: no create/destroy per token). Declared first so
+    /// it is destroyed while the context is still alive.
+    done: Event,
     pub info: GpuInfo,
     ctx: Arc<CudaContext>,
     stream: Arc<CudaStream>,
@@ -105,6 +108,7 @@ impl Gpu {
             stream,
             side,
             deadline: Duration::from_secs_f64(secs),
+            done: Event::new(false)?,
         })
     }
 
@@ -205,9 +209,8 @@ impl Gpu {
     /// Wait for everything queued on the main stream, bounded by the deadline
     /// (`MUSER_CUDA_DEADLINE_S`, default 300 s).
     pub fn wait(&self, label: &str) -> Result<(), CudaError> {
-        let ev = Event::new(false)?;
-        ev.record(self.stream())?;
-        ev.wait_bounded(label, self.deadline)
+        self.done.record(self.stream())?;
+        self.done.wait_bounded(label, self.deadline)
     }
 }
 

@@ -127,9 +127,6 @@ kernels! {
     MvQ50T1 => Matvec, "mv_q5_0_t1"; MvQ50T8 => Matvec, "mv_q5_0_t8";
     MvF16T1 => Matvec, "mv_f16_t1"; MvF16T8 => Matvec, "mv_f16_t8";
     MvF32T1 => Matvec, "mv_f32_t1"; MvF32T8 => Matvec, "mv_f32_t8";
-    Mv2Q4k => Matvec, "mv2_q4_k"; Mv2Q5k => Matvec, "mv2_q5_k"; Mv2Q6k => Matvec, "mv2_q6_k";
-    Mv2Q80 => Matvec, "mv2_q8_0"; Mv2Q50 => Matvec, "mv2_q5_0"; Mv2F16 => Matvec, "mv2_f16";
-    Mv2F32 => Matvec, "mv2_f32";
     EmbedQ4k => Matvec, "embed_q4_k"; EmbedQ5k => Matvec, "embed_q5_k";
     EmbedQ6k => Matvec, "embed_q6_k"; EmbedQ80 => Matvec, "embed_q8_0";
     EmbedQ50 => Matvec, "embed_q5_0"; EmbedF16 => Matvec, "embed_f16";

@@ -45,6 +45,26 @@ pub enum EngineError {
     },
 }
 
+/// The checks every route makes before evaluating `tokens` after `n_past` others: the context
+/// holds them and every id is in the vocabulary.
+pub(crate) fn check_eval(
+    tokens: &[u32],
+    n_past: usize,
+    n_ctx: usize,
+    n_vocab: usize,
+) -> Result<(), EngineError> {
+    if n_past + tokens.len() > n_ctx {
+        return Err(EngineError::ContextFull {
+            requested: n_past + tokens.len(),
+            n_ctx,
+        });
+    }
+    match tokens.iter().find(|&&t| t as usize >= n_vocab) {
+        Some(&token) => Err(EngineError::TokenOutOfRange { token, n_vocab }),
+        None => Ok(()),
+    }
+}
+
 impl EngineError {
     pub(crate) fn quant(tensor: &str, source: muser_quant::QuantError) -> EngineError {
         EngineError::Quant {

@@ -93,6 +93,23 @@ pub struct LayerWeights {
     pub post_ffw_norm: Vec<f32>,
 }
 
+impl LayerWeights {
+    /// Every weight matrix of the layer (the attention gate when present).
+    pub fn matrices(&self) -> impl Iterator<Item = &Matrix> {
+        [
+            &self.wq,
+            &self.wk,
+            &self.wv,
+            &self.wo,
+            &self.ffn_gate,
+            &self.ffn_up,
+            &self.ffn_down,
+        ]
+        .into_iter()
+        .chain(self.wgate.as_ref())
+    }
+}
+
 /// All weights of a model.
 #[derive(Clone, Debug)]
 pub struct Weights {

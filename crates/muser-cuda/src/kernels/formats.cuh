@@ -172,6 +172,21 @@ struct FQ6K {
     }
 };
 
+// 32 dequantized weight values v times NT tokens' activations: sequential fma, then d * sum
+// (d = 1 for float weights: exact). Shared by Q8_0, Q5_0, F16 and F32.
+template <int NT>
+__device__ __forceinline__ void dot32_f(const float* v, float d, const float* x, int ldx,
+                                        float* acc) {
+#pragma unroll
+    for (int t = 0; t < NT; ++t) {
+        const float* xt = x + (size_t)t * ldx;
+        float s = 0.f;
+#pragma unroll
+        for (int l = 0; l < 32; ++l) s = fmaf(v[l], xt[l], s);
+        acc[t] += d * s;
+    }
+}
+
 // ---- Q8_0: d f16, qs[32] (i8); 32 values, 34 bytes. One unit per block.
 struct FQ80 {
     static const int BLOCK_VALS = 32, BLOCK_BYTES = 34, UNITS = 1, UNIT_VALS = 32;
@@ -182,14 +197,7 @@ struct FQ80 {
         float v[32];
 #pragma unroll
         for (int l = 0; l < 32; ++l) v[l] = (float)q[l];
-#pragma unroll
-        for (int t = 0; t < NT; ++t) {
-            const float* xt = x + (size_t)t * ldx;
-            float s = 0.f;
-#pragma unroll
-            for (int l = 0; l < 32; ++l) s = fmaf(v[l], xt[l], s);
-            acc[t] += d * s;
-        }
+        dot32_f<NT>(v, d, x, ldx, acc);
     }
     static __device__ __forceinline__ void dequant(const u8* b, int, float* y) {
         const float d = h2f(ld_u16(b));
@@ -216,14 +224,7 @@ struct FQ50 {
         const float d = h2f(ld_u16(b));
         float v[32];
         unpack(b, v);
-#pragma unroll
-        for (int t = 0; t < NT; ++t) {
-            const float* xt = x + (size_t)t * ldx;
-            float s = 0.f;
-#pragma unroll
-            for (int l = 0; l < 32; ++l) s = fmaf(v[l], xt[l], s);
-            acc[t] += d * s;
-        }
+        dot32_f<NT>(v, d, x, ldx, acc);
     }
     static __device__ __forceinline__ void dequant(const u8* b, int, float* y) {
         const float d = h2f(ld_u16(b));
@@ -241,14 +242,7 @@ struct FF16 {
         float v[32];
 #pragma unroll
         for (int l = 0; l < 32; ++l) v[l] = h2f(ld_u16(b + 2 * l));
-#pragma unroll
-        for (int t = 0; t < NT; ++t) {
-            const float* xt = x + (size_t)t * ldx;
-            float s = 0.f;
-#pragma unroll
-            for (int l = 0; l < 32; ++l) s = fmaf(v[l], xt[l], s);
-            acc[t] += s;
-        }
+        dot32_f<NT>(v, 1.0f, x, ldx, acc);
     }
     static __device__ __forceinline__ void dequant(const u8* b, int, float* y) {
         for (int l = 0; l < 32; ++l) y[l] = h2f(ld_u16(b + 2 * l));
@@ -258,15 +252,7 @@ struct FF32 {
     static const int BLOCK_VALS = 32, BLOCK_BYTES = 128, UNITS = 1, UNIT_VALS = 32;
     template <int NT>
     static __device__ __forceinline__ void dot(const u8* b, int, const float* x, int ldx, float* acc) {
-        const float* w = (const float*)b;
-#pragma unroll
-        for (int t = 0; t < NT; ++t) {
-            const float* xt = x + (size_t)t * ldx;
-            float s = 0.f;
-#pragma unroll
-            for (int l = 0; l < 32; ++l) s = fmaf(w[l], xt[l], s);
-            acc[t] += s;
-        }
+        dot32_f<NT>((const float*)b, 1.0f, x, ldx, acc);
     }
     static __device__ __forceinline__ void dequant(const u8* b, int, float* y) {
         const float* w = (const float*)b;

@@ -197,6 +197,23 @@ struct AQ6K {
     }
 };
 
+// One 32-value block of signed 8-bit weights (8 words) with scale d, for NT tokens: exact
+// integer sum, then d * (sx * sum). Shared by Q8_0 and Q5_0 (after unpacking).
+template <int NT>
+__device__ __forceinline__ void dot32_i8(const u32* w, float d, const short* xq, const float* xs,
+                                         int K, float* acc) {
+#pragma unroll
+    for (int t = 0; t < NT; ++t) {
+        u32 x[16];
+        ld_xq8(xq + (size_t)t * K, x);
+        ld_xq8(xq + (size_t)t * K + 16, x + 8);
+        int is = 0;
+#pragma unroll
+        for (int i = 0; i < 8; ++i) is = dot4(w[i], x[2 * i], x[2 * i + 1], is);
+        acc[t] += d * (xs[(size_t)t * (K / 32)] * (float)is);
+    }
+}
+
 // ---- Q8_0 (34 B, 2-aligned): d, qs[32] i8. One unit per block.
 struct AQ80 {
     static const int BLOCK_VALS = 32, BLOCK_BYTES = 34, UNITS = 1;
@@ -207,16 +224,7 @@ struct AQ80 {
         u32 w[8];
         ld16_a2(b + 2, w);
         ld16_a2(b + 18, w + 4);
-#pragma unroll
-        for (int t = 0; t < NT; ++t) {
-            u32 x[16];
-            ld_xq8(xq + (size_t)t * K, x);
-            ld_xq8(xq + (size_t)t * K + 16, x + 8);
-            int is = 0;
-#pragma unroll
-            for (int i = 0; i < 8; ++i) is = dot4(w[i], x[2 * i], x[2 * i + 1], is);
-            acc[t] += d * (xs[(size_t)t * (K / 32)] * (float)is);
-        }
+        dot32_i8<NT>(w, d, xq, xs, K, acc);
     }
 };
 
@@ -239,16 +247,7 @@ struct AQ50 {
             w[i] = __vsub4((qs[i] & 0x0F0F0F0Fu) | (hl << 4), 0x10101010u);
             w[4 + i] = __vsub4(((qs[i] >> 4) & 0x0F0F0F0Fu) | (hh << 4), 0x10101010u);
         }
-#pragma unroll
-        for (int t = 0; t < NT; ++t) {
-            u32 x[16];
-            ld_xq8(xq + (size_t)t * K, x);
-            ld_xq8(xq + (size_t)t * K + 16, x + 8);
-            int is = 0;
-#pragma unroll
-            for (int i = 0; i < 8; ++i) is = dot4(w[i], x[2 * i], x[2 * i + 1], is);
-            acc[t] += d * (xs[(size_t)t * (K / 32)] * (float)is);
-        }
+        dot32_i8<NT>(w, d, xq, xs, K, acc);
     }
 };
 

@@ -10,7 +10,7 @@
 
 #define MV_WARPS 4
 
-template <class F, int NT, int UNROLL>
+template <class F, int NT>
 __device__ __forceinline__ void matvec_body(const u8* __restrict__ W, u64 row_bytes,
                                             const float* __restrict__ X, int ldx,
                                             float* __restrict__ Y, int ldy,
@@ -27,7 +27,6 @@ __device__ __forceinline__ void matvec_body(const u8* __restrict__ W, u64 row_by
 #pragma unroll
     for (int t = 0; t < NT; ++t) acc[t] = 0.f;
     if (nt == NT) {
-#pragma unroll UNROLL
         for (int g = lane; g < n_units; g += 32) {
             const int blk = g / F::UNITS, u = g % F::UNITS;
             F::template dot<NT>(wr + (u64)blk * F::BLOCK_BYTES, u, x + blk * F::BLOCK_VALS, ldx, acc);
@@ -55,26 +54,9 @@ __device__ __forceinline__ void matvec_body(const u8* __restrict__ W, u64 row_by
     extern "C" __global__ void __launch_bounds__(32 * MV_WARPS)                              \
         NAME(const u8* W, u64 row_bytes, const float* X, int ldx, float* Y, int ldy, int n_in, \
              int n_out, int n_tok) {                                                          \
-        matvec_body<F, NT, 1>(W, row_bytes, X, ldx, Y, ldy, n_in, n_out, n_tok);              \
+        matvec_body<F, NT>(W, row_bytes, X, ldx, Y, ldy, n_in, n_out, n_tok);              \
     }
 
-// Decode variant (A/B `MUSER_CUDA_MV=1` selects the plain kernels above): the unit loop
-// unrolled 4x so each lane keeps several weight loads in flight, and a register cap for
-// occupancy. Same per-(row, token) operation order, so results are bit-identical to mv_*_t1.
-#define MV2_KERNEL(NAME, F)                                                                   \
-    extern "C" __global__ void __launch_bounds__(32 * MV_WARPS, 8)                           \
-        NAME(const u8* W, u64 row_bytes, const float* X, int ldx, float* Y, int ldy, int n_in, \
-             int n_out, int n_tok) {                                                          \
-        matvec_body<F, 1, 4>(W, row_bytes, X, ldx, Y, ldy, n_in, n_out, n_tok);               \
-    }
-
-MV2_KERNEL(mv2_q4_k, FQ4K)
-MV2_KERNEL(mv2_q5_k, FQ5K)
-MV2_KERNEL(mv2_q6_k, FQ6K)
-MV2_KERNEL(mv2_q8_0, FQ80)
-MV2_KERNEL(mv2_q5_0, FQ50)
-MV2_KERNEL(mv2_f16, FF16)
-MV2_KERNEL(mv2_f32, FF32)
 
 MV_KERNEL(mv_q4_k_t1, FQ4K, 1)
 MV_KERNEL(mv_q4_k_t8, FQ4K, 8)

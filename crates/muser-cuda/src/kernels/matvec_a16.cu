@@ -12,14 +12,12 @@
 
 extern "C" __global__ void quant_a16(const float* X, int ldx, int K, int n_tok, short* XQ,
                                      float* XS, int* XSUM) {
-    const int lane = threadIdx.x & 31;
     const int grp = blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
     const int t = blockIdx.y;
     if (grp >= K / 32 || t >= n_tok) return;
-    const float v = X[(size_t)t * ldx + 32 * grp + lane];
+    const float v = X[(size_t)t * ldx + 32 * grp + (threadIdx.x & 31)];
     a16_group(v, XQ + (size_t)t * K + 32 * grp, XS + (size_t)t * (K / 32) + grp,
               XSUM + (size_t)t * (K / 32) + grp);
-    (void)lane;
 }
 
 // R rows per warp (their loads overlap), NT tokens per launch row-pass. Neither changes the
@@ -124,7 +122,7 @@ __device__ __forceinline__ void mva_pipe(const u8* __restrict__ W, u64 row_bytes
 #pragma unroll
     for (int i = 0; i < R; ++i) {
         const float s = warp_sum(acc[i][0]);
-        if (lane == 0 && row0 + i < n_out) Y[row0 + i] = s;
+        if (lane == 0 && row0 + i < n_out) Y[row0 + i] = s;  // one token: row 0 of Y
     }
     (void)ldy;
 }

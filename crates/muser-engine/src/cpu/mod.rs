@@ -119,15 +119,7 @@ impl<'m> CpuSession<'m> {
     /// (`[rows][n_vocab]`, flattened).
     pub fn eval(&mut self, tokens: &[u32], which: Logits) -> Result<Vec<f32>, EngineError> {
         let n_vocab = self.model.config.n_vocab;
-        if self.n_past + tokens.len() > self.opts.n_ctx {
-            return Err(EngineError::ContextFull {
-                requested: self.n_past + tokens.len(),
-                n_ctx: self.opts.n_ctx,
-            });
-        }
-        if let Some(&t) = tokens.iter().find(|&&t| t as usize >= n_vocab) {
-            return Err(EngineError::TokenOutOfRange { token: t, n_vocab });
-        }
+        crate::check_eval(tokens, self.n_past, self.opts.n_ctx, n_vocab)?;
         let pool = Arc::clone(&self.pool);
         let chunk = self.opts.chunk.max(1);
         let result = pool.install(|| {

@@ -78,15 +78,14 @@ impl<'m> CudaSession<'m> {
     ) -> Result<(), CudaError> {
         let ks = kernels_for(m.ty).expect("checked at upload");
         let a16 = self.opts.acts == Acts::A16;
-        let (k, nt) = match (n, a16, self.opts.mv_plain) {
-            (1, true, _) => (
+        let (k, nt) = match (n, a16) {
+            (1, true) => (
                 ks.a16_pipe.filter(|_| self.opts.pipe).unwrap_or(ks.a16_t1),
                 1,
             ),
-            (_, true, _) => (ks.a16_t8, 8),
-            (1, false, true) => (ks.t1, 1),
-            (1, false, false) => (ks.t1_unrolled, 1),
-            (_, false, _) => (ks.t8, 8),
+            (_, true) => (ks.a16_t8, 8),
+            (1, false) => (ks.t1, 1),
+            (_, false) => (ks.t8, 8),
         };
         let rows_per_block = if a16 && nt == 1 {
             MV_WARPS * self.reg.mva_rows

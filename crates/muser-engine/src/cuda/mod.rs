@@ -43,8 +43,6 @@ pub struct CudaOptions {
     pub mode: GraphMode,
     /// Math variant of the element-wise activation kernels (`MUSER_CUDA_FAST_ACT=1`: fast).
     pub act_math: Math,
-    /// Decode matvec (f32 route): plain loop (`MUSER_CUDA_MV=1`) instead of the unrolled one.
-    pub mv_plain: bool,
     /// Activations fed to the matmuls: A16 (default) or f32 (`MUSER_CUDA_ACTS=f32`, A/B).
     pub acts: Acts,
     /// Software-pipelined decode matvec for Q4_K/Q6_K (default; `MUSER_CUDA_PIPE=0` for A/B).
@@ -85,7 +83,6 @@ impl CudaOptions {
             } else {
                 Math::Strict
             },
-            mv_plain: std::env::var("MUSER_CUDA_MV").as_deref() == Ok("1"),
             pipe: std::env::var("MUSER_CUDA_PIPE").as_deref() != Ok("0"),
             fuse: std::env::var("MUSER_CUDA_FUSE").as_deref() == Ok("1"),
             acts: match std::env::var("MUSER_CUDA_ACTS").as_deref() {
@@ -325,8 +322,7 @@ impl<'m> CudaSession<'m> {
             match self.opts.acts {
                 Acts::A16 if self.opts.pipe => format!("pipe-rows{}", self.reg.mva_rows),
                 Acts::A16 => format!("rows{}", self.reg.mva_rows),
-                Acts::F32 if self.opts.mv_plain => "plain".to_string(),
-                Acts::F32 => "unroll4".to_string(),
+                Acts::F32 => "plain".to_string(),
             },
             if self.opts.fuse { "on" } else { "off" },
             self.opts.act_math.label(),
@@ -344,23 +340,9 @@ impl<'m> CudaSession<'m> {
     pub fn decode_weight_bytes(&self) -> u64 {
         let w = &self.model.weights;
         let mut total: u64 = 0;
-        let mut add = |m: &crate::model::Matrix| total += m.file_range().1 as u64;
-        add(&w.output);
-        for l in &w.layers {
-            for m in [
-                &l.wq,
-                &l.wk,
-                &l.wv,
-                &l.wo,
-                &l.ffn_gate,
-                &l.ffn_up,
-                &l.ffn_down,
-            ] {
-                add(m);
-            }
-            if let Some(g) = &l.wgate {
-                add(g);
-            }
+        let matrices = w.layers.iter().flat_map(|l| l.matrices());
+        for m in std::iter::once(&w.output).chain(matrices) {
+            total += m.file_range().1 as u64;
         }
         total + w.token_embd.row_bytes as u64
     }
@@ -390,15 +372,7 @@ impl<'m> CudaSession<'m> {
     /// Evaluate `tokens` after the ones already seen; returns the requested logit rows.
     pub fn eval(&mut self, tokens: &[u32], which: Logits) -> Result<Vec<f32>, EngineError> {
         let n_vocab = self.model.config.n_vocab;
-        if self.n_past + tokens.len() > self.opts.n_ctx {
-            return Err(EngineError::ContextFull {
-                requested: self.n_past + tokens.len(),
-                n_ctx: self.opts.n_ctx,
-            });
-        }
-        if let Some(&t) = tokens.iter().find(|&&t| t as usize >= n_vocab) {
-            return Err(EngineError::TokenOutOfRange { token: t, n_vocab });
-        }
+        crate::check_eval(tokens, self.n_past, self.opts.n_ctx, n_vocab)?;
         let chunk = self.opts.chunk;
         let n_chunks = tokens.len().div_ceil(chunk);
         // Every step goes through the scheduler, the one owner of the device queue (one

@@ -50,11 +50,8 @@ pub struct DevWeights {
 /// The kernels of one weight type.
 #[derive(Clone, Copy, Debug)]
 pub struct TypeKernels {
-    /// One token, plain loop (A/B: `MUSER_CUDA_MV=1`).
+    /// f32 activations (`MUSER_CUDA_ACTS=f32`): one token, eight tokens per row pass.
     pub t1: Kernel,
-    /// One token, unrolled loop (the decode default).
-    pub t1_unrolled: Kernel,
-    /// Eight tokens per launch row-pass (prefill chunks).
     pub t8: Kernel,
     /// A16 activations (the default route): one token, eight tokens.
     pub a16_t1: Kernel,
@@ -68,14 +65,14 @@ pub struct TypeKernels {
 /// The kernels for a weight type (`None`: the CUDA route cannot use this type).
 pub fn kernels_for(ty: GgmlType) -> Option<TypeKernels> {
     use Kernel::*;
-    let (t1, t1_unrolled, t8, a16_t1, a16_t8, embed) = match ty {
-        GgmlType::Q4_K => (MvQ4kT1, Mv2Q4k, MvQ4kT8, MvaQ4kT1, MvaQ4kT8, EmbedQ4k),
-        GgmlType::Q5_K => (MvQ5kT1, Mv2Q5k, MvQ5kT8, MvaQ5kT1, MvaQ5kT8, EmbedQ5k),
-        GgmlType::Q6_K => (MvQ6kT1, Mv2Q6k, MvQ6kT8, MvaQ6kT1, MvaQ6kT8, EmbedQ6k),
-        GgmlType::Q8_0 => (MvQ80T1, Mv2Q80, MvQ80T8, MvaQ80T1, MvaQ80T8, EmbedQ80),
-        GgmlType::Q5_0 => (MvQ50T1, Mv2Q50, MvQ50T8, MvaQ50T1, MvaQ50T8, EmbedQ50),
-        GgmlType::F16 => (MvF16T1, Mv2F16, MvF16T8, MvaF16T1, MvaF16T8, EmbedF16),
-        GgmlType::F32 => (MvF32T1, Mv2F32, MvF32T8, MvaF32T1, MvaF32T8, EmbedF32),
+    let (t1, t8, a16_t1, a16_t8, embed) = match ty {
+        GgmlType::Q4_K => (MvQ4kT1, MvQ4kT8, MvaQ4kT1, MvaQ4kT8, EmbedQ4k),
+        GgmlType::Q5_K => (MvQ5kT1, MvQ5kT8, MvaQ5kT1, MvaQ5kT8, EmbedQ5k),
+        GgmlType::Q6_K => (MvQ6kT1, MvQ6kT8, MvaQ6kT1, MvaQ6kT8, EmbedQ6k),
+        GgmlType::Q8_0 => (MvQ80T1, MvQ80T8, MvaQ80T1, MvaQ80T8, EmbedQ80),
+        GgmlType::Q5_0 => (MvQ50T1, MvQ50T8, MvaQ50T1, MvaQ50T8, EmbedQ50),
+        GgmlType::F16 => (MvF16T1, MvF16T8, MvaF16T1, MvaF16T8, EmbedF16),
+        GgmlType::F32 => (MvF32T1, MvF32T8, MvaF32T1, MvaF32T8, EmbedF32),
         _ => return None,
     };
     let a16_pipe = match ty {
@@ -85,7 +82,6 @@ pub fn kernels_for(ty: GgmlType) -> Option<TypeKernels> {
     };
     Some(TypeKernels {
         t1,
-        t1_unrolled,
         t8,
         a16_t1,
         a16_pipe,
@@ -119,21 +115,8 @@ fn layout(model: &Model) -> (Vec<ArenaSlice>, usize, Vec<Src<'_>>) {
     };
     add_m(&w.token_embd, &mut srcs);
     add_m(&w.output, &mut srcs);
-    for l in &w.layers {
-        for m in [
-            &l.wq,
-            &l.wk,
-            &l.wv,
-            &l.wo,
-            &l.ffn_gate,
-            &l.ffn_up,
-            &l.ffn_down,
-        ] {
-            add_m(m, &mut srcs);
-        }
-        if let Some(g) = &l.wgate {
-            add_m(g, &mut srcs);
-        }
+    for m in w.layers.iter().flat_map(|l| l.matrices()) {
+        add_m(m, &mut srcs);
     }
     srcs.push(Src::Floats(&w.output_norm));
     for l in &w.layers {
