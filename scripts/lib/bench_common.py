@@ -1,4 +1,4 @@
-"""Shared by scripts/bench-cpu.py and scripts/bench-cuda.py: file hashing, pairing Muser's
+"""Shared by scripts/bench-cpu.py, scripts/bench-cuda.py (and parity.py for hashing): file hashing, pairing Muser's
 `muser bench --json` results with llama-bench's JSON rows, writing the receipt and the table."""
 import hashlib
 import json
