@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# One call for issue 4's receipts: parity (tiny, small) vs llama.cpp CUDA, the full-size forge,
-# decode A/B of rows per warp, the side-by-side benchmark, and CUDA vs the f64 oracle on the
-# full model at a few positions. Outputs (<= 8 files): receipts/*.json, *.log.
+# One call for issue 4's receipts: parity (tiny, small, gemma) vs llama.cpp CUDA, optional decode
+# A/B settings, the side-by-side benchmark on the full-size forge, and CUDA vs the f64 oracle on
+# the full model at a few positions. Outputs (<= 8 files): receipts/*.json, *.log.
+# Route switches picked by scripts/device/cuda-ab.sh ($HOME/best.env) apply to every run here.
+# Gemma: $HOME/gemma.gguf (joined from the parts of scripts/device/gemma-parts.sh).
 set -uo pipefail
 OUT=${1:?outdir}
 M=$PWD/.device/muser
@@ -10,15 +12,18 @@ mkdir -p $HOME/llama $OUT/receipts
 L=$HOME/llama; [ -f $L/llama-bench ] || L=$(dirname $(find $HOME/llama -name llama-bench | head -1))
 export LD_LIBRARY_PATH=$L
 FULL=$HOME/full.gguf
-[ -f $FULL ] || ( $M forge --preset full --seed 7 -o $FULL > $OUT/ab.log 2>&1 ) &
-FORGE=$!
-PYTHONUNBUFFERED=1 python3 scripts/parity.py --class cuda --fixtures tiny,small --muser $M \
+[ -f $HOME/best.env ] && source $HOME/best.env
+env | grep ^MUSER_CUDA || true
+if [ ! -f $HOME/forge.done ]; then
+  ( $M forge --preset full --seed 7 -o $FULL > $OUT/ab.log 2>&1; touch $HOME/forge.done ) &
+fi
+PYTHONUNBUFFERED=1 python3 scripts/parity.py --class cuda --fixtures ${FIXTURES:-tiny,small,gemma} --muser $M \
   --threads 16 --work $HOME/parity --llama-cuda $L --bindings $PWD/.devllama/bindings \
-  --out-dir $OUT/receipts > $OUT/parity.log 2>&1
+  --gemma $HOME/gemma.gguf --out-dir $OUT/receipts > $OUT/parity.log 2>&1
 tail -12 $OUT/parity.log
-wait $FORGE
+while [ ! -f $HOME/forge.done ]; do sleep 2; done
 # A/B settings, e.g. AB="MUSER_CUDA_MVA_ROWS=2 MUSER_CUDA_MVA_ROWS=8" (each one tg128 run).
-for ab in ${AB:-MUSER_CUDA_MVA_ROWS=2 MUSER_CUDA_MVA_ROWS=8}; do
+for ab in ${AB:-}; do
   echo "== $ab" >> $OUT/ab.log
   env $ab $M bench -m $FULL --backend cuda -p 0 -n 128 -r ${AB_REPS:-2} >> $OUT/ab.log 2>&1
 done

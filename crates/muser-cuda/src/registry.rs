@@ -133,6 +133,7 @@ kernels! {
     EmbedF32 => Matvec, "embed_f32";
     QuantA16 => MatvecA16, "quant_a16";
     MvpQ4kT1 => MatvecA16, "mvp_q4_k_t1"; MvpQ6kT1 => MatvecA16, "mvp_q6_k_t1";
+    MvsQ4kT1 => MatvecA16, "mvs_q4_k_t1"; MvsQ6kT1 => MatvecA16, "mvs_q6_k_t1";
     MvaQ4kT1 => MatvecA16, "mva_q4_k_t1"; MvaQ4kT8 => MatvecA16, "mva_q4_k_t8";
     MvaQ5kT1 => MatvecA16, "mva_q5_k_t1"; MvaQ5kT8 => MatvecA16, "mva_q5_k_t8";
     MvaQ6kT1 => MatvecA16, "mva_q6_k_t1"; MvaQ6kT8 => MatvecA16, "mva_q6_k_t8";
@@ -150,6 +151,7 @@ kernels! {
     QkNormRopeKv => Rope, "qk_norm_rope_kv";
     AttnPartial => Attention, "attn_partial";
     AttnCombine => Attention, "attn_combine";
+    AttnCombineQ => Attention, "attn_combine_q";
     SigmoidGate => Elementwise, "sigmoid_gate";
     Swiglu => Elementwise, "swiglu";
     Geglu => Elementwise, "geglu";
@@ -172,6 +174,9 @@ pub struct CompiledModule {
 pub struct Registry {
     /// Rows per warp of the one-token A16 matvec kernels (`-DMVA_R1`).
     pub mva_rows: u32,
+    /// Minimum resident blocks per SM asked of the one-token A16 matvec kernels (`-DMVA_MINB`;
+    /// 0 = no register cap).
+    pub mva_minb: u32,
     functions: HashMap<(Kernel, Math), CudaFunction>,
     modules: Vec<CompiledModule>,
     _loaded: Vec<Arc<CudaModule>>,
@@ -191,6 +196,8 @@ impl Registry {
             _ => Box::leak(format!("sm_{maj}{min}").into_boxed_str()),
         };
         let mva_rows = mva_rows_from_env()?;
+        let mva_minb = mva_minb_from_env()?;
+        let ld16_window = ld16_from_env()?;
         let mut functions = HashMap::new();
         let mut modules = Vec::new();
         let mut loaded = Vec::new();
@@ -199,7 +206,11 @@ impl Registry {
             for &math in m.maths() {
                 let t = Instant::now();
                 let extra = if m == Module::MatvecA16 {
-                    vec![format!("-DMVA_R1={mva_rows}")]
+                    vec![
+                        format!("-DMVA_R1={mva_rows}"),
+                        format!("-DMVA_MINB={mva_minb}"),
+                        format!("-DMUSER_LD16_WINDOW={}", u8::from(ld16_window)),
+                    ]
                 } else {
                     Vec::new()
                 };
@@ -233,6 +244,7 @@ impl Registry {
         }
         Ok(Registry {
             mva_rows,
+            mva_minb,
             functions,
             modules,
             _loaded: loaded,
@@ -312,6 +324,32 @@ fn mva_rows_from_env() -> Result<u32, CudaError> {
     }
 }
 
+/// `MUSER_CUDA_MVA_MINB` (minimum blocks per SM for the decode matvec's register budget;
+/// 0..=8, default 0 = none).
+fn mva_minb_from_env() -> Result<u32, CudaError> {
+    match std::env::var("MUSER_CUDA_MVA_MINB") {
+        Err(_) => Ok(0),
+        Ok(v) => match v.parse::<u32>() {
+            Ok(n @ 0..=8) => Ok(n),
+            _ => Err(CudaError::Invalid(format!(
+                "MUSER_CUDA_MVA_MINB={v}: expected 0..=8"
+            ))),
+        },
+    }
+}
+
+/// `MUSER_CUDA_LD16` (how the A16 kernels read 16 bytes at 2-byte-aligned addresses: `window`,
+/// the default, or `words`; see formats_a16.cuh).
+fn ld16_from_env() -> Result<bool, CudaError> {
+    match std::env::var("MUSER_CUDA_LD16").as_deref() {
+        Err(_) | Ok("window") => Ok(true),
+        Ok("words") => Ok(false),
+        Ok(v) => Err(CudaError::Invalid(format!(
+            "MUSER_CUDA_LD16={v}: expected window or words"
+        ))),
+    }
+}
+
 /// Whether the NVRTC library can be loaded (kernels can be compiled without a device).
 pub fn nvrtc_present() -> bool {
     // SAFETY: only tries to dlopen the library.
@@ -382,6 +420,15 @@ mod tests {
                 assert_eq!(sha.len(), 64);
             }
         }
+        // The A/B variants of the decode matvec module compile too.
+        let m = Module::MatvecA16;
+        let extra = [
+            "-DMVA_R1=2".to_string(),
+            "-DMVA_MINB=6".to_string(),
+            "-DMUSER_LD16_WINDOW=0".to_string(),
+        ];
+        compile_module(m, Math::Strict, "sm_90a", &m.source(), &extra)
+            .unwrap_or_else(|e| panic!("{e}"));
     }
 
     #[test]

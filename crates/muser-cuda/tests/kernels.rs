@@ -153,16 +153,17 @@ impl Zeroed for BlockA16 {
     }
 }
 
-fn kernels(ty: GgmlType) -> (Kernel, Kernel, Option<Kernel>) {
+/// (one token, eight tokens, the decode variants: pipelined and shared-memory staged).
+fn kernels(ty: GgmlType) -> (Kernel, Kernel, &'static [Kernel]) {
     use Kernel::*;
     match ty {
-        GgmlType::Q4_K => (MvaQ4kT1, MvaQ4kT8, Some(MvpQ4kT1)),
-        GgmlType::Q5_K => (MvaQ5kT1, MvaQ5kT8, None),
-        GgmlType::Q6_K => (MvaQ6kT1, MvaQ6kT8, Some(MvpQ6kT1)),
-        GgmlType::Q8_0 => (MvaQ80T1, MvaQ80T8, None),
-        GgmlType::Q5_0 => (MvaQ50T1, MvaQ50T8, None),
-        GgmlType::F16 => (MvaF16T1, MvaF16T8, None),
-        GgmlType::F32 => (MvaF32T1, MvaF32T8, None),
+        GgmlType::Q4_K => (MvaQ4kT1, MvaQ4kT8, &[MvpQ4kT1, MvsQ4kT1]),
+        GgmlType::Q5_K => (MvaQ5kT1, MvaQ5kT8, &[]),
+        GgmlType::Q6_K => (MvaQ6kT1, MvaQ6kT8, &[MvpQ6kT1, MvsQ6kT1]),
+        GgmlType::Q8_0 => (MvaQ80T1, MvaQ80T8, &[]),
+        GgmlType::Q5_0 => (MvaQ50T1, MvaQ50T8, &[]),
+        GgmlType::F16 => (MvaF16T1, MvaF16T8, &[]),
+        GgmlType::F32 => (MvaF32T1, MvaF32T8, &[]),
         _ => unreachable!(),
     }
 }
@@ -222,6 +223,12 @@ fn a16_matvec_kernels_match_the_cpu_reference() {
         let wd = upload_bytes(&gpu, &w);
         let (k1, k8, kp) = kernels(ty);
         let run = |kern: Kernel, rows_per_warp: u32, nt: usize, tok_per_launch: u32| -> Vec<f32> {
+            // The staged kernels take the padded activation copy in dynamic shared memory.
+            let smem = if matches!(kern, Kernel::MvsQ4kT1 | Kernel::MvsQ6kT1) {
+                (k / 64 * 72 * 2) as u32
+            } else {
+                0
+            };
             let (buf, y) = guarded(&gpu, nt * n_out);
             launch(
                 reg.get(kern, Math::Strict),
@@ -232,7 +239,7 @@ fn a16_matvec_kernels_match_the_cpu_reference() {
                         1,
                     ),
                     block: 128,
-                    smem: 0,
+                    smem,
                 },
                 gpu.stream(),
                 KArgs::new()
@@ -257,12 +264,13 @@ fn a16_matvec_kernels_match_the_cpu_reference() {
             y8[..n_out].iter().map(|v| v.to_bits()).collect::<Vec<_>>(),
             "{ty:?}: one-token kernel differs from the eight-token kernel"
         );
-        if let Some(kp) = kp {
+        for &kp in kp {
             let yp = run(kp, reg.mva_rows, 1, 1);
             assert_eq!(
                 yp.iter().map(|v| v.to_bits()).collect::<Vec<_>>(),
                 y1.iter().map(|v| v.to_bits()).collect::<Vec<_>>(),
-                "{ty:?}: pipelined kernel differs"
+                "{ty:?}: {} differs from the one-token kernel",
+                kp.symbol()
             );
         }
         let norm = want.iter().map(|v| v * v).sum::<f64>().sqrt() / (want.len() as f64).sqrt();

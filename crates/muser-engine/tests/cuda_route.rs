@@ -46,6 +46,7 @@ fn run_with(m: &Model, toks: &[u32], chunk: usize, set: impl FnOnce(&mut CudaOpt
     let mut o = CudaOptions::new(256, chunk);
     o.fuse = false;
     o.pipe = true;
+    o.xsmem = true;
     set(&mut o);
     let mut s = CudaSession::new(m, o, &mut |_, _| {}).expect("CUDA session");
     s.eval(toks, Logits::All).expect("eval")
@@ -90,12 +91,45 @@ fn cuda_route_tracks_the_oracle_and_is_deterministic() {
             "chunk 1, serial graph",
             run(&m, &toks, 1, true, GraphMode::Serial),
         ),
+        (
+            "fused quantization, chunk 512",
+            run_with(&m, &toks, 512, |o| o.fuse = true),
+        ),
+        (
+            "fused quantization, chunk 1",
+            run_with(&m, &toks, 1, |o| o.fuse = true),
+        ),
+        (
+            "plain decode matvec, chunk 1",
+            run_with(&m, &toks, 1, |o| o.pipe = false),
+        ),
+        (
+            "unstaged pipelined decode matvec, chunk 1",
+            run_with(&m, &toks, 1, |o| o.xsmem = false),
+        ),
+        (
+            "one head per attention block, chunk 3",
+            run_with(&m, &toks, 3, |o| o.attn_hpb = 1),
+        ),
     ] {
         assert!(
             bits(&got) == bits(&base),
             "{name}: logits differ from chunk 512"
         );
     }
+    // Another key partition is other numerics, but again accurate and chunk-independent.
+    let s32 = |chunk: usize| run_with(&m, &toks, chunk, |o| o.attn_super = 32);
+    let a = s32(512);
+    let cmp = muser_engine::metrics::compare(&want, &a, m.config.n_vocab);
+    assert!(cmp.mean_kl < 1e-4, "super 32: mean KL {}", cmp.mean_kl);
+    assert!(bits(&s32(1)) == bits(&a), "super 32: chunk 1 differs");
+    assert!(
+        bits(&run_with(&m, &toks, 1, |o| {
+            o.attn_super = 32;
+            o.fuse = true;
+        })) == bits(&a),
+        "super 32: fused chunk 1 differs"
+    );
 }
 
 /// Bad input on the CUDA route: token ids out of range and a full context are typed errors.

@@ -9,29 +9,34 @@
 // Query t sits at pos = pos0 + t and sees keys lo..=pos, lo = window ? max(0, pos-window+1) : 0.
 // Key p lives at cache row p % cap (the caller guarantees rows lo..=pos are all present).
 //
-// attn_partial: grid (n_super, n_head_kv, n_tok), block = (n_head / n_head_kv) warps, one warp
-// per query head of the KV group. Block b owns keys [b*SUPER, (b+1)*SUPER), processed in tiles
-// of 32 (tile boundaries absolute), online softmax in f32, tiles in order.
+// attn_partial: grid (n_super, n_head / HPB, n_tok), block = HPB warps (HPB divides the GQA
+// ratio, so one block's heads share one KV head and its K/V tiles), one warp per query head.
+// Block b owns keys [b*S, (b+1)*S) (S = `super_len`, a multiple of 32), processed in tiles of
+// 32 (tile boundaries absolute), online softmax in f32, tiles in order. HPB only changes which
+// warps share a tile load, never a head's arithmetic; S fixes the partition (numerics).
 // attn_combine: grid (n_head, n_tok), 32 threads; merges the partials of the visible blocks in
-// block order.
+// block order. attn_combine_q: the same, then the output gate (G non-null: A / (1 + exp(-G)),
+// the sigmoid_gate formula) and the A16 quantization of the row (a16_group per 32 values) —
+// bit-identical to attn_combine → sigmoid_gate_q (strict math) or → quant_a16.
 
 #define TILE 32
-#define SUPER 512
 
 extern "C" __global__ void attn_partial(const float* Q, const u16* Kc, const u16* Vc, int cap,
                                         int window, float scale, int n_head, int n_head_kv,
-                                        int hd, int hd_v, int n_super, float* Op, float* Mp,
-                                        float* Lp, const StepParams* sp) {
+                                        int hd, int hd_v, int n_super, int super_len, float* Op,
+                                        float* Mp, float* Lp, const StepParams* sp) {
     extern __shared__ float smem[];
     const int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
-    const int G = blockDim.x >> 5;
-    const int sb = blockIdx.x, kvh = blockIdx.y, t = blockIdx.z;
+    const int G = blockDim.x >> 5;  // heads in this block (HPB)
+    const int sb = blockIdx.x, t = blockIdx.z;
+    const int h = blockIdx.y * G + w;
+    const int kvh = h / (n_head / n_head_kv);
     if ((u32)t >= sp->n_tok) return;
     const int pos = (int)(sp->pos0 + t);
     const int lo = window > 0 ? max(0, pos - window + 1) : 0;
+    const int SUPER = super_len;
     const int b0 = max(lo, sb * SUPER), b1 = min(pos, sb * SUPER + SUPER - 1);
     if (b0 > b1) return;
-    const int h = kvh * G + w;
     const int kst = hd + 2, vst = hd_v + 2;  // padded f16 row strides (bank spread)
     float* qs = smem;                           // [G][hd]
     u16* Ks = (u16*)(smem + G * hd);            // [TILE][kst]
@@ -105,22 +110,22 @@ extern "C" __global__ void attn_partial(const float* Q, const u16* Kc, const u16
     }
 }
 
-extern "C" __global__ void attn_combine(const float* Op, const float* Mp, const float* Lp,
-                                        int window, int n_head, int hd_v, int n_super, float* A,
-                                        const StepParams* sp) {
-    const int h = blockIdx.x, t = blockIdx.y, lane = threadIdx.x;
-    if ((u32)t >= sp->n_tok) return;
-    const int pos = (int)(sp->pos0 + t);
+// The merged (unnormalised acc, 1/L) of one head's visible partials, in block order.
+__device__ __forceinline__ float combine_head(const float* Op, const float* Mp, const float* Lp,
+                                              int window, int hd_v, int n_super, int super_len,
+                                              int pos, size_t base, float* acc) {
+    const int lane = threadIdx.x & 31;
     const int lo = window > 0 ? max(0, pos - window + 1) : 0;
-    const int s0 = lo / SUPER, s1 = pos / SUPER;
-    const size_t base = ((size_t)t * n_head + h) * n_super;
+    const int s0 = lo / super_len, s1 = pos / super_len;
+    if (s1 >= n_super) __trap();  // the host sized the partials for fewer positions: fail loudly
     float M = -MUSER_INF;
+#pragma unroll 4
     for (int s = s0; s <= s1; ++s) M = fmaxf(M, Mp[base + s]);
     float L = 0.f;
-    float acc[8];
 #pragma unroll
     for (int r = 0; r < 8; ++r) acc[r] = 0.f;
     const int nr = hd_v / 32;
+#pragma unroll 4
     for (int s = s0; s <= s1; ++s) {
         const float c = expf(Mp[base + s] - M);
         L = fmaf(c, Lp[base + s], L);
@@ -128,8 +133,50 @@ extern "C" __global__ void attn_combine(const float* Op, const float* Mp, const 
         for (int r = 0; r < 8; ++r)
             if (r < nr) acc[r] = fmaf(c, Op[(base + s) * hd_v + lane + 32 * r], acc[r]);
     }
-    const float inv = 1.0f / L;
+    return 1.0f / L;
+}
+
+extern "C" __global__ void attn_combine(const float* Op, const float* Mp, const float* Lp,
+                                        int window, int n_head, int hd_v, int n_super,
+                                        int super_len, float* A, const StepParams* sp) {
+    const int h = blockIdx.x, t = blockIdx.y, lane = threadIdx.x;
+    if ((u32)t >= sp->n_tok) return;
+    const int pos = (int)(sp->pos0 + t);
+    const size_t base = ((size_t)t * n_head + h) * n_super;
+    float acc[8];
+    const float inv =
+        combine_head(Op, Mp, Lp, window, hd_v, n_super, super_len, pos, base, acc);
+    const int nr = hd_v / 32;
 #pragma unroll
     for (int r = 0; r < 8; ++r)
         if (r < nr) A[(size_t)t * n_head * hd_v + (size_t)h * hd_v + lane + 32 * r] = acc[r] * inv;
+}
+
+// Needs hd_v % 32 == 0 (checked on the host). XQ/XS/XSUM rows are n_head*hd_v wide.
+extern "C" __global__ void attn_combine_q(const float* Op, const float* Mp, const float* Lp,
+                                          int window, int n_head, int hd_v, int n_super,
+                                          int super_len, float* A, const float* G,
+                                          const StepParams* sp, short* XQ, float* XS,
+                                          int* XSUM) {
+    const int h = blockIdx.x, t = blockIdx.y, lane = threadIdx.x;
+    if ((u32)t >= sp->n_tok) return;
+    const int pos = (int)(sp->pos0 + t);
+    const size_t base = ((size_t)t * n_head + h) * n_super;
+    float acc[8];
+    const float inv =
+        combine_head(Op, Mp, Lp, window, hd_v, n_super, super_len, pos, base, acc);
+    const int nr = hd_v / 32;
+    const size_t width = (size_t)n_head * hd_v;
+#pragma unroll
+    for (int r = 0; r < 8; ++r) {
+        if (r < nr) {
+            const size_t i0 = (size_t)h * hd_v + 32 * r;  // this group's first value in the row
+            const size_t i = (size_t)t * width + i0 + lane;
+            float v = acc[r] * inv;
+            if (G) v = v / (1.0f + expf(-G[i]));
+            A[i] = v;
+            a16_group(v, XQ + (size_t)t * width + i0, XS + (size_t)t * (width / 32) + i0 / 32,
+                      XSUM + (size_t)t * (width / 32) + i0 / 32);
+        }
+    }
 }

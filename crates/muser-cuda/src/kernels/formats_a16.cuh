@@ -10,10 +10,37 @@
 //   dot<NT>(blk, u, xq, xs, xsum, K, acc): xq/xs/xsum point at the block's first value/group for
 //   token 0; token t is at +t*K (quants) and +t*K/32 (scales, sums).
 
-// 16 bytes at a 2-byte-aligned address as four little-endian words (aligned loads + funnel
-// shifts; may read up to 3 bytes past the run — the arena keeps slack after the last tensor).
+// Activation layouts. XP = 64: plain (value v at v). XP = 72: the padded shared-memory copy
+// of the decode kernels (mvs_*): every 64 values are followed by 8 unused slots, so the 16-byte
+// reads of lanes 128 bytes apart fall in different banks. Runs read by the formats are 16-value
+// aligned and never cross a 64-value boundary, so a run stays contiguous in either layout.
+template <int XP>
+__device__ __forceinline__ int xoff(int v) {
+    return XP == 64 ? v : (v >> 6) * XP + (v & 63);
+}
+
+// 16 bytes at a 2-byte-aligned address as four little-endian words. Two forms (the A/B switch
+// MUSER_CUDA_LD16, -DMUSER_LD16_WINDOW): "words", five aligned 4-byte loads + funnel shifts
+// (may read 3 bytes past the run); "window" (default), the two aligned 16-byte loads around the
+// run + selects + funnel shifts — fewer, wider load instructions (may read up to 16 bytes past
+// the run). The arena keeps slack after the last tensor for either.
+#ifndef MUSER_LD16_WINDOW
+#define MUSER_LD16_WINDOW 1
+#endif
 __device__ __forceinline__ void ld16_a2(const u8* p, u32* w) {
     const u64 a = (u64)p;
+#if MUSER_LD16_WINDOW
+    const uint4* b = (const uint4*)(a & ~(u64)15);
+    const uint4 v0 = __ldg(b), v1 = __ldg(b + 1);
+    const u32 v[8] = {v0.x, v0.y, v0.z, v0.w, v1.x, v1.y, v1.z, v1.w};
+    const u32 k = (u32)(a & 15) >> 2, sh = (u32)(a & 3) * 8;
+    u32 s[5];
+#pragma unroll
+    for (int i = 0; i < 5; ++i)
+        s[i] = k == 0 ? v[i] : (k == 1 ? v[i + 1] : (k == 2 ? v[i + 2] : v[i + 3]));
+#pragma unroll
+    for (int i = 0; i < 4; ++i) w[i] = __funnelshift_r(s[i], s[i + 1], sh);
+#else
     const u32* b = (const u32*)(a & ~(u64)3);
     const u32 sh = (u32)(a & 3) * 8;
     u32 v[5];
@@ -21,6 +48,7 @@ __device__ __forceinline__ void ld16_a2(const u8* p, u32* w) {
     for (int i = 0; i < 5; ++i) v[i] = b[i];
 #pragma unroll
     for (int i = 0; i < 4; ++i) w[i] = __funnelshift_r(v[i], v[i + 1], sh);
+#endif
 }
 
 // Activation quant pairs: word j holds values 2j, 2j+1 of a run starting at `q`.
@@ -64,29 +92,43 @@ struct AQ4K {
         w.q[0] = qa.x; w.q[1] = qa.y; w.q[2] = qa.z; w.q[3] = qa.w;
         w.q[4] = qb.x; w.q[5] = qb.y; w.q[6] = qb.z; w.q[7] = qb.w;
     }
-    template <int NT>
-    static __device__ __forceinline__ void compute(const W& w, int c, const short* xq, const float* xs,
-                                                   const int* xsum, int K, float* acc) {
+    // One token's activations for unit c: 64 quants (two runs of 32), scales and sums.
+    struct X {
+        u32 a[16], b[16];
+        float s0, s1;
+        int m0, m1;
+    };
+    template <int XP>
+    static __device__ __forceinline__ void loadx(int c, const short* xq, const float* xs,
+                                                 const int* xsum, X& x) {
+        const short* q = xq + xoff<XP>(64 * c);
+        ld_xq8(q, x.a); ld_xq8(q + 16, x.a + 8);
+        ld_xq8(q + 32, x.b); ld_xq8(q + 48, x.b + 8);
+        x.s0 = xs[2 * c]; x.s1 = xs[2 * c + 1];
+        x.m0 = xsum[2 * c]; x.m1 = xsum[2 * c + 1];
+    }
+    static __device__ __forceinline__ void compute_x(const W& w, int c, const X& x, float* acc) {
         const float d = h2f((u16)(w.dm & 0xFFFF)), dmin = h2f((u16)(w.dm >> 16));
         float sc0, m0, sc1, m1;
         k4_scales_w(w.sw, 2 * c, &sc0, &m0);
         k4_scales_w(w.sw, 2 * c + 1, &sc1, &m1);
+        int s0 = 0, s1 = 0;
+#pragma unroll
+        for (int i = 0; i < 8; ++i) {
+            s0 = dot4(w.q[i] & 0x0F0F0F0Fu, x.a[2 * i], x.a[2 * i + 1], s0);
+            s1 = dot4((w.q[i] >> 4) & 0x0F0F0F0Fu, x.b[2 * i], x.b[2 * i + 1], s1);
+        }
+        *acc += ((d * sc0) * (x.s0 * (float)s0) - (dmin * m0) * (x.s0 * (float)x.m0)) +
+                ((d * sc1) * (x.s1 * (float)s1) - (dmin * m1) * (x.s1 * (float)x.m1));
+    }
+    template <int NT>
+    static __device__ __forceinline__ void compute(const W& w, int c, const short* xq, const float* xs,
+                                                   const int* xsum, int K, float* acc) {
 #pragma unroll
         for (int t = 0; t < NT; ++t) {
-            const short* x = xq + (size_t)t * K + 64 * c;
-            u32 xa[16], xb[16];
-            ld_xq8(x, xa); ld_xq8(x + 16, xa + 8);
-            ld_xq8(x + 32, xb); ld_xq8(x + 48, xb + 8);
-            int s0 = 0, s1 = 0;
-#pragma unroll
-            for (int i = 0; i < 8; ++i) {
-                s0 = dot4(w.q[i] & 0x0F0F0F0Fu, xa[2 * i], xa[2 * i + 1], s0);
-                s1 = dot4((w.q[i] >> 4) & 0x0F0F0F0Fu, xb[2 * i], xb[2 * i + 1], s1);
-            }
-            const int g = (size_t)t * (K / 32) + 2 * c;
-            const float sx0 = xs[g], sx1 = xs[g + 1];
-            acc[t] += ((d * sc0) * (sx0 * (float)s0) - (dmin * m0) * (sx0 * (float)xsum[g])) +
-                      ((d * sc1) * (sx1 * (float)s1) - (dmin * m1) * (sx1 * (float)xsum[g + 1]));
+            X x;
+            loadx<64>(c, xq + (size_t)t * K, xs + (size_t)t * (K / 32), xsum + (size_t)t * (K / 32), x);
+            compute_x(w, c, x, acc + t);
         }
     }
     template <int NT>
@@ -154,14 +196,32 @@ struct AQ6K {
         ld16_a2(b + 64 * half + 16 * part, w.A);
         ld16_a2(b + 64 * half + 32 + 16 * part, w.B);
         ld16_a2(b + 128 + 32 * half + 16 * part, w.H);
-        const u8* s = b + 192 + 8 * half + part;
-        w.sd = (u32)s[0] | ((u32)s[2] << 8) | ((u32)ld_u16(b + 208) << 16);
-        w.s46 = (u32)s[4] | ((u32)s[6] << 8);
+        // scales s[j], j = 8 half + part + {0, 2, 4, 6}: bytes part, part+2 of words 2 half and
+        // 2 half + 1 of the 16 scale bytes.
+        u32 sc[4];
+        ld16_a2(b + 192, sc);
+        const u32 lo = half ? sc[2] : sc[0], hi = half ? sc[3] : sc[1];
+        const u32 sh = 8 * part;
+        const u32 dbits = __ldg((const unsigned short*)(b + 208));
+        w.sd = ((lo >> sh) & 0xFFu) | (((lo >> (sh + 16)) & 0xFFu) << 8) | (dbits << 16);
+        w.s46 = ((hi >> sh) & 0xFFu) | (((hi >> (sh + 16)) & 0xFFu) << 8);
     }
-    template <int NT>
-    static __device__ __forceinline__ void compute(const W& w, int u, const short* xq, const float* xs,
-                                                   const int* xsum, int K, float* acc) {
+    // One token's activations for unit u: four runs of 16 quants and their groups' scales.
+    struct X {
+        u32 q[4][8];
+        float s[4];
+    };
+    template <int XP>
+    static __device__ __forceinline__ void loadx(int u, const short* xq, const float* xs,
+                                                 const int* xsum, X& x) {
         const int half = u >> 1, part = u & 1;
+#pragma unroll
+        for (int g = 0; g < 4; ++g) {
+            ld_xq8(xq + xoff<XP>(128 * half + 32 * g + 16 * part), x.q[g]);
+            x.s[g] = xs[4 * half + g];
+        }
+    }
+    static __device__ __forceinline__ void compute_x(const W& w, int u, const X& x, float* acc) {
         const float d = h2f((u16)(w.sd >> 16));
         const float sc[4] = {d * (float)(i8)(w.sd & 0xFF), d * (float)(i8)((w.sd >> 8) & 0xFF),
                              d * (float)(i8)(w.s46 & 0xFF), d * (float)(i8)((w.s46 >> 8) & 0xFF)};
@@ -173,19 +233,24 @@ struct AQ6K {
             q[2][i] = __vsub4(((w.A[i] >> 4) & 0x0F0F0F0Fu) | (((w.H[i] >> 4) & 0x03030303u) << 4), 0x20202020u);
             q[3][i] = __vsub4(((w.B[i] >> 4) & 0x0F0F0F0Fu) | (((w.H[i] >> 6) & 0x03030303u) << 4), 0x20202020u);
         }
+        float r = 0.f;
+#pragma unroll
+        for (int g = 0; g < 4; ++g) {
+            int is = 0;
+#pragma unroll
+            for (int i = 0; i < 4; ++i) is = dot4(q[g][i], x.q[g][2 * i], x.q[g][2 * i + 1], is);
+            r += sc[g] * (x.s[g] * (float)is);
+        }
+        *acc += r;
+    }
+    template <int NT>
+    static __device__ __forceinline__ void compute(const W& w, int u, const short* xq, const float* xs,
+                                                   const int* xsum, int K, float* acc) {
 #pragma unroll
         for (int t = 0; t < NT; ++t) {
-            float r = 0.f;
-#pragma unroll
-            for (int g = 0; g < 4; ++g) {
-                u32 x[8];
-                ld_xq8(xq + (size_t)t * K + 128 * half + 32 * g + 16 * part, x);
-                int is = 0;
-#pragma unroll
-                for (int i = 0; i < 4; ++i) is = dot4(q[g][i], x[2 * i], x[2 * i + 1], is);
-                r += sc[g] * (xs[(size_t)t * (K / 32) + 4 * half + g] * (float)is);
-            }
-            acc[t] += r;
+            X x;
+            loadx<64>(u, xq + (size_t)t * K, xs + (size_t)t * (K / 32), xsum, x);
+            compute_x(w, u, x, acc + t);
         }
     }
     template <int NT>

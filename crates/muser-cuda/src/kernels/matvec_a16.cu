@@ -79,31 +79,46 @@ __device__ __forceinline__ void mva_body(const u8* __restrict__ W, u64 row_bytes
 }
 
 // Decode body for formats with a load/compute split (Q4_K, Q6_K): R rows per warp, and the next
-// unit's weights loaded while the current one is computed (software pipeline). Per (row, token)
-// the arithmetic is exactly `dot<1>` in the same unit order, so results equal mva_body's.
-template <class F, int R>
+// unit's weights loaded while the current one is computed (software pipeline); each unit's
+// activations are read once for all R rows. Per (row, token) the arithmetic is exactly
+// `dot<1>` in the same unit order, so results equal mva_body's.
+// STAGE: the activation quants are first copied once per block into shared memory in the
+// padded layout (xoff<72>; dynamic shared memory (K/64)*72 shorts, K % 64 == 0). In the global
+// layout every 16-byte activation read of a warp touches 32 cache lines (lanes are 128 bytes
+// apart), which bounds the decode matvec by L1 wavefronts rather than DRAM; the staging copy is
+// coalesced, and the first unit's weights are requested before it. Same arithmetic either way.
+template <class F, int R, bool STAGE>
 __device__ __forceinline__ void mva_pipe(const u8* __restrict__ W, u64 row_bytes,
                                          const short* __restrict__ XQ, const float* __restrict__ XS,
                                          const int* __restrict__ XSUM, int K,
-                                         float* __restrict__ Y, int ldy, int n_out) {
+                                         float* __restrict__ Y, int n_out) {
+    extern __shared__ __align__(16) short xsh[];
+    constexpr int XP = STAGE ? 72 : 64;
     const int lane = threadIdx.x & 31;
     const int row0 = (blockIdx.x * MVA_WARPS + (threadIdx.x >> 5)) * R;
-    if (row0 >= n_out) return;
+    const bool active = row0 < n_out;
     const int n_units = (K / F::BLOCK_VALS) * F::UNITS;
     const int gpb = F::BLOCK_VALS / 32;
     const u8* wr[R];
 #pragma unroll
     for (int i = 0; i < R; ++i) wr[i] = W + (u64)min(row0 + i, n_out - 1) * row_bytes;
-    float acc[R][1];
-#pragma unroll
-    for (int i = 0; i < R; ++i) acc[i][0] = 0.f;
     typename F::W cur[R], nxt[R];
     int g = lane;
-    if (g < n_units) {
+    if (active && g < n_units) {
 #pragma unroll
         for (int i = 0; i < R; ++i)
             F::load(wr[i] + (u64)(g / F::UNITS) * F::BLOCK_BYTES, g % F::UNITS, cur[i]);
     }
+    if (STAGE) {
+        for (int i = threadIdx.x; i < K / 8; i += blockDim.x)
+            *(uint4*)(xsh + xoff<72>(8 * i)) = ((const uint4*)XQ)[i];
+        __syncthreads();
+    }
+    if (!active) return;
+    const short* xsrc = STAGE ? xsh : XQ;
+    float acc[R];
+#pragma unroll
+    for (int i = 0; i < R; ++i) acc[i] = 0.f;
     for (; g < n_units; g += 32) {
         const int g2 = g + 32;
         if (g2 < n_units) {
@@ -112,19 +127,19 @@ __device__ __forceinline__ void mva_pipe(const u8* __restrict__ W, u64 row_bytes
                 F::load(wr[i] + (u64)(g2 / F::UNITS) * F::BLOCK_BYTES, g2 % F::UNITS, nxt[i]);
         }
         const int blk = g / F::UNITS, u = g % F::UNITS;
+        typename F::X x;
+        F::template loadx<XP>(u, xsrc + xoff<XP>(blk * F::BLOCK_VALS), XS + blk * gpb,
+                              XSUM + blk * gpb, x);
 #pragma unroll
-        for (int i = 0; i < R; ++i)
-            F::template compute<1>(cur[i], u, XQ + blk * F::BLOCK_VALS, XS + blk * gpb,
-                                   XSUM + blk * gpb, K, acc[i]);
+        for (int i = 0; i < R; ++i) F::compute_x(cur[i], u, x, &acc[i]);
 #pragma unroll
         for (int i = 0; i < R; ++i) cur[i] = nxt[i];
     }
 #pragma unroll
     for (int i = 0; i < R; ++i) {
-        const float s = warp_sum(acc[i][0]);
+        const float s = warp_sum(acc[i]);
         if (lane == 0 && row0 + i < n_out) Y[row0 + i] = s;  // one token: row 0 of Y
     }
-    (void)ldy;
 }
 
 // Rows per warp: MVA_R1 for one token (decode), 1 for eight (prefill). MVA_R1 is set by the
@@ -132,34 +147,53 @@ __device__ __forceinline__ void mva_pipe(const u8* __restrict__ W, u64 row_bytes
 #ifndef MVA_R1
 #define MVA_R1 4
 #endif
+// Minimum resident blocks per SM asked of the compiler for the decode kernels (caps their
+// registers; -DMVA_MINB=N from `MUSER_CUDA_MVA_MINB`, 0 = no cap).
+#ifndef MVA_MINB
+#define MVA_MINB 0
+#endif
+#if MVA_MINB > 0
+#define MVA_BOUNDS_T1 __launch_bounds__(32 * MVA_WARPS, MVA_MINB)
+#else
+#define MVA_BOUNDS_T1 __launch_bounds__(32 * MVA_WARPS)
+#endif
 
-#define MVA_KERNEL(NAME, F, NT, R)                                                              \
-    extern "C" __global__ void __launch_bounds__(32 * MVA_WARPS)                               \
+#define MVA_KERNEL(NAME, F, NT, R, BOUNDS)                                                      \
+    extern "C" __global__ void BOUNDS                                                           \
         NAME(const u8* W, u64 row_bytes, const short* XQ, const float* XS, const int* XSUM,     \
              int K, float* Y, int ldy, int n_out, int n_tok) {                                  \
         mva_body<F, NT, R>(W, row_bytes, XQ, XS, XSUM, K, Y, ldy, n_out, n_tok);                \
     }
 
 #define MVA_PIPE_KERNEL(NAME, F)                                                                \
-    extern "C" __global__ void __launch_bounds__(32 * MVA_WARPS)                               \
+    extern "C" __global__ void MVA_BOUNDS_T1                                                    \
         NAME(const u8* W, u64 row_bytes, const short* XQ, const float* XS, const int* XSUM,     \
              int K, float* Y, int ldy, int n_out, int n_tok) {                                  \
-        mva_pipe<F, MVA_R1>(W, row_bytes, XQ, XS, XSUM, K, Y, ldy, n_out);                      \
+        mva_pipe<F, MVA_R1, false>(W, row_bytes, XQ, XS, XSUM, K, Y, n_out);                    \
     }
 
+#define MVA_SMEM_KERNEL(NAME, F)                                                                \
+    extern "C" __global__ void MVA_BOUNDS_T1                                                    \
+        NAME(const u8* W, u64 row_bytes, const short* XQ, const float* XS, const int* XSUM,     \
+             int K, float* Y, int ldy, int n_out, int n_tok) {                                  \
+        mva_pipe<F, MVA_R1, true>(W, row_bytes, XQ, XS, XSUM, K, Y, n_out);                     \
+    }
+
+MVA_SMEM_KERNEL(mvs_q4_k_t1, AQ4K)
+MVA_SMEM_KERNEL(mvs_q6_k_t1, AQ6K)
 MVA_PIPE_KERNEL(mvp_q4_k_t1, AQ4K)
 MVA_PIPE_KERNEL(mvp_q6_k_t1, AQ6K)
-MVA_KERNEL(mva_q4_k_t1, AQ4K, 1, MVA_R1)
-MVA_KERNEL(mva_q4_k_t8, AQ4K, 8, 1)
-MVA_KERNEL(mva_q5_k_t1, AQ5K, 1, MVA_R1)
-MVA_KERNEL(mva_q5_k_t8, AQ5K, 8, 1)
-MVA_KERNEL(mva_q6_k_t1, AQ6K, 1, MVA_R1)
-MVA_KERNEL(mva_q6_k_t8, AQ6K, 8, 1)
-MVA_KERNEL(mva_q8_0_t1, AQ80, 1, MVA_R1)
-MVA_KERNEL(mva_q8_0_t8, AQ80, 8, 1)
-MVA_KERNEL(mva_q5_0_t1, AQ50, 1, MVA_R1)
-MVA_KERNEL(mva_q5_0_t8, AQ50, 8, 1)
-MVA_KERNEL(mva_f16_t1, AF16, 1, MVA_R1)
-MVA_KERNEL(mva_f16_t8, AF16, 8, 1)
-MVA_KERNEL(mva_f32_t1, AF32, 1, MVA_R1)
-MVA_KERNEL(mva_f32_t8, AF32, 8, 1)
+MVA_KERNEL(mva_q4_k_t1, AQ4K, 1, MVA_R1, MVA_BOUNDS_T1)
+MVA_KERNEL(mva_q4_k_t8, AQ4K, 8, 1, __launch_bounds__(32 * MVA_WARPS))
+MVA_KERNEL(mva_q5_k_t1, AQ5K, 1, MVA_R1, MVA_BOUNDS_T1)
+MVA_KERNEL(mva_q5_k_t8, AQ5K, 8, 1, __launch_bounds__(32 * MVA_WARPS))
+MVA_KERNEL(mva_q6_k_t1, AQ6K, 1, MVA_R1, MVA_BOUNDS_T1)
+MVA_KERNEL(mva_q6_k_t8, AQ6K, 8, 1, __launch_bounds__(32 * MVA_WARPS))
+MVA_KERNEL(mva_q8_0_t1, AQ80, 1, MVA_R1, MVA_BOUNDS_T1)
+MVA_KERNEL(mva_q8_0_t8, AQ80, 8, 1, __launch_bounds__(32 * MVA_WARPS))
+MVA_KERNEL(mva_q5_0_t1, AQ50, 1, MVA_R1, MVA_BOUNDS_T1)
+MVA_KERNEL(mva_q5_0_t8, AQ50, 8, 1, __launch_bounds__(32 * MVA_WARPS))
+MVA_KERNEL(mva_f16_t1, AF16, 1, MVA_R1, MVA_BOUNDS_T1)
+MVA_KERNEL(mva_f16_t8, AF16, 8, 1, __launch_bounds__(32 * MVA_WARPS))
+MVA_KERNEL(mva_f32_t1, AF32, 1, MVA_R1, MVA_BOUNDS_T1)
+MVA_KERNEL(mva_f32_t8, AF32, 8, 1, __launch_bounds__(32 * MVA_WARPS))

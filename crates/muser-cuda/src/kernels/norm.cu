@@ -74,7 +74,9 @@ extern "C" __global__ void __launch_bounds__(NORM_THREADS)
 // residual_norm fused with the A16 quantization of H (MUSER_CUDA_FUSE=1): the same arithmetic
 // as residual_norm followed by quant_a16 — bit-identical outputs — with every value of the row
 // held in registers (one latency round per pass) and one launch instead of two.
-// Needs n <= 8 * NORM_THREADS and n % 32 == 0 (checked on the host); block = NORM_THREADS.
+// Needs n <= 8 * NORM_THREADS, n % 32 == 0 (checked on the host) and a non-null Wnext (the
+// last layer uses residual_norm: its h is quantized by the output projection); block =
+// NORM_THREADS.
 #define RQ_MAX 8
 extern "C" __global__ void __launch_bounds__(NORM_THREADS)
     residual_norm_q(const float* O, const float* Wpost, float eps_post, float* X,

@@ -1,7 +1,8 @@
 // rope.cu — per-head QK-norm, RoPE, and the K/V append into the f16 cache, fused.
 // One warp per (token, head) over the n_head query heads, then n_head_kv key heads, then
-// n_head_kv value heads. Angles in f64 (pos * inv_freq[i], inv_freq computed on the host in
-// f64), rounded once — like the CPU route.
+// n_head_kv value heads; blocks of 4 warps share one token. Angles in f64 (pos * inv_freq[i],
+// inv_freq computed on the host in f64), cos/sin rounded once to f32 — like the CPU route —
+// and computed once per block into shared memory.
 //
 // Q: [n_tok][n_head*hd] f32 (in place)   K: [n_tok][n_head_kv*hd] f32 (in place)
 // V: [n_tok][n_head_kv*hd_v] f32
@@ -15,11 +16,23 @@ extern "C" __global__ void qk_norm_rope_kv(float* Q, float* K, const float* V, c
                                            int mode, int n_head, int n_head_kv, int hd, int hd_v,
                                            u16* Kc, u16* Vc, int cap, const StepParams* sp) {
     __shared__ float buf[4][ROPE_MAX_HD];
+    __shared__ float cos_t[ROPE_MAX_HD / 2], sin_t[ROPE_MAX_HD / 2];
     const int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
     const int t = blockIdx.y;
     const int head = blockIdx.x * 4 + w;
-    if ((u32)t >= sp->n_tok || head >= n_head + 2 * n_head_kv) return;
+    if ((u32)t >= sp->n_tok) return;  // the whole block
     const u32 pos = sp->pos0 + t;
+    const int half = hd / 2;
+    if (mode != 0) {
+        for (int i = threadIdx.x; i < half; i += blockDim.x) {
+            double sd, cd;
+            sincos((double)pos * inv_freq[i], &sd, &cd);
+            cos_t[i] = (float)cd;
+            sin_t[i] = (float)sd;
+        }
+    }
+    __syncthreads();
+    if (head >= n_head + 2 * n_head_kv) return;
     const u64 crow = (u64)(pos % (u32)cap);
     if (head >= n_head + n_head_kv) {
         const int hv = head - n_head - n_head_kv;
@@ -39,12 +52,9 @@ extern "C" __global__ void qk_norm_rope_kv(float* Q, float* K, const float* V, c
     float* b = buf[w];
     for (int i = lane; i < hd; i += 32) b[i] = (x[i] * s) * wn[i];
     __syncwarp();
-    const int half = hd / 2;
     if (mode != 0) {
         for (int i = lane; i < half; i += 32) {
-            double sd, cd;
-            sincos((double)pos * inv_freq[i], &sd, &cd);
-            const float c = (float)cd, sn = (float)sd;
+            const float c = cos_t[i], sn = sin_t[i];
             const int a = mode == 1 ? 2 * i : i, bb = mode == 1 ? 2 * i + 1 : i + half;
             const float x0 = b[a], x1 = b[bb];
             x[a] = x0 * c - x1 * sn;

@@ -17,6 +17,9 @@ const MV_WARPS: u32 = 4;
 /// Threads of the norm kernels (`NORM_THREADS` in norm.cu).
 const NORM_THREADS: u32 = 1024;
 const EW_THREADS: u32 = 256;
+/// Largest activation copy the staged decode matvec takes (the default dynamic shared memory
+/// limit): K up to 21 845. Wider inputs use the unstaged pipelined kernel — same numbers.
+const XSMEM_MAX: usize = 48 * 1024;
 
 impl<'m> CudaSession<'m> {
     /// Run one chunk of `tokens` and return its last `rows` logit rows.
@@ -78,9 +81,16 @@ impl<'m> CudaSession<'m> {
     ) -> Result<(), CudaError> {
         let ks = kernels_for(m.ty).expect("checked at upload");
         let a16 = self.opts.acts == Acts::A16;
+        // The staged-activation kernel's shared memory: K/64 padded runs of 72 quants.
+        let xsmem_bytes = m.n_in.div_ceil(64) * 72 * 2;
+        let staged = ks
+            .a16_smem
+            .filter(|_| self.opts.pipe && self.opts.xsmem && xsmem_bytes <= XSMEM_MAX);
         let (k, nt) = match (n, a16) {
             (1, true) => (
-                ks.a16_pipe.filter(|_| self.opts.pipe).unwrap_or(ks.a16_t1),
+                staged
+                    .or(ks.a16_pipe.filter(|_| self.opts.pipe))
+                    .unwrap_or(ks.a16_t1),
                 1,
             ),
             (_, true) => (ks.a16_t8, 8),
@@ -99,7 +109,11 @@ impl<'m> CudaSession<'m> {
                 1,
             ),
             block: 32 * MV_WARPS,
-            smem: 0,
+            smem: if n == 1 && a16 && staged.is_some() {
+                xsmem_bytes as u32
+            } else {
+                0
+            },
         };
         let b = &self.b;
         let args = if a16 {
@@ -258,7 +272,7 @@ impl<'m> CudaSession<'m> {
         )?;
         prof.mark("embed+norm", s)?;
 
-        let g = c.gqa_ratio();
+        let g = self.attn_hpb();
         let smem =
             (g * c.head_dim * 4 + 32 * (c.head_dim + 2) * 2 + 32 * (c.head_dim_v + 2) * 2) as u32;
         assert!(
@@ -318,7 +332,7 @@ impl<'m> CudaSession<'m> {
             launch(
                 self.f(Kernel::AttnPartial),
                 Dims {
-                    grid: (self.n_super as u32, c.n_head_kv as u32, n as u32),
+                    grid: (self.n_super as u32, (c.n_head / g) as u32, n as u32),
                     block: 32 * g as u32,
                     smem,
                 },
@@ -335,31 +349,53 @@ impl<'m> CudaSession<'m> {
                     .int(c.head_dim)
                     .int(c.head_dim_v)
                     .int(self.n_super)
+                    .int(self.opts.attn_super)
                     .ptr(b.op.ptr())
                     .ptr(b.mp.ptr())
                     .ptr(b.lp.ptr())
                     .ptr(step),
             )?;
-            launch(
-                self.f(Kernel::AttnCombine),
-                Dims {
-                    grid: (c.n_head as u32, n as u32, 1),
-                    block: 32,
-                    smem: 0,
-                },
-                s,
-                KArgs::new()
-                    .ptr(b.op.ptr())
-                    .ptr(b.mp.ptr())
-                    .ptr(b.lp.ptr())
-                    .int(window)
-                    .int(c.n_head)
-                    .int(c.head_dim_v)
-                    .int(self.n_super)
-                    .ptr(b.a.ptr())
-                    .ptr(step),
-            )?;
-            if lw.wgate.is_some() && fuse {
+            // Fused (MUSER_CUDA_FUSE=1, strict activation math): combine, gate and quantize
+            // in one kernel. Otherwise combine, then the gate (fused with the quantization or
+            // not), or the projection quantizes.
+            let fused_combine = fuse && self.opts.act_math == Math::Strict;
+            let combine_args = KArgs::new()
+                .ptr(b.op.ptr())
+                .ptr(b.mp.ptr())
+                .ptr(b.lp.ptr())
+                .int(window)
+                .int(c.n_head)
+                .int(c.head_dim_v)
+                .int(self.n_super)
+                .int(self.opts.attn_super)
+                .ptr(b.a.ptr());
+            let combine_dims = Dims {
+                grid: (c.n_head as u32, n as u32, 1),
+                block: 32,
+                smem: 0,
+            };
+            if fused_combine {
+                let gate = lw.wgate.as_ref().map_or(0, |_| b.gate.ptr());
+                launch(
+                    self.f(Kernel::AttnCombineQ),
+                    combine_dims,
+                    s,
+                    combine_args
+                        .ptr(gate)
+                        .ptr(step)
+                        .ptr(b.xq.ptr())
+                        .ptr(b.xs.ptr())
+                        .ptr(b.xsum.ptr()),
+                )?;
+            } else {
+                launch(
+                    self.f(Kernel::AttnCombine),
+                    combine_dims,
+                    s,
+                    combine_args.ptr(step),
+                )?;
+            }
+            if lw.wgate.is_some() && fuse && !fused_combine {
                 self.ewq(
                     Kernel::SigmoidGateQ,
                     s,
@@ -371,7 +407,7 @@ impl<'m> CudaSession<'m> {
                     aw,
                     n,
                 )?;
-            } else if lw.wgate.is_some() {
+            } else if lw.wgate.is_some() && !fuse {
                 self.ew(
                     Kernel::SigmoidGate,
                     s,
@@ -384,7 +420,7 @@ impl<'m> CudaSession<'m> {
                 )?;
             }
             prof.mark("attention", s)?;
-            let a_quantized = fuse && lw.wgate.is_some();
+            let a_quantized = fused_combine || (fuse && lw.wgate.is_some());
             self.project(
                 (b.a.ptr(), aw),
                 aw,

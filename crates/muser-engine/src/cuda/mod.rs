@@ -1,9 +1,10 @@
 //! The CUDA route: one sequence's forward pass on the GPU, composed from `muser_cuda`'s kernels.
 //!
 //! Owns: `CudaSession` (device weights, f16 KV cache, activation buffers, the decode graph).
-//! Numerics: weights stay quantized in the arena and are multiplied against **f32**
-//! activations (no activation quantization: closer to the f64 oracle than 8-bit routes), f64
-//! norm reductions, f32 attention over f16 K/V with a fixed split of the key range.
+//! Numerics: weights stay quantized in the arena and are multiplied against **A16**
+//! activations (int16 quants with an f32 scale per 32 values, exact integer dot products; far
+//! closer to the f64 oracle than 8-bit activations), f64 norm reductions, f32 attention over
+//! f16 K/V with a fixed split of the key range (`attn_super` keys per partial).
 //! Invariants (BRIEF §2): a token's logits are a fixed function of the model, the token ids and
 //! its position — identical across runs, chunk sizes, eager vs graph replay and serial vs
 //! parallel capture (every kernel fixes its reduction order; see the `.cu` headers).
@@ -27,7 +28,7 @@ use crate::model::Model;
 use crate::EngineError;
 use weights::DevWeights;
 
-/// Keys per attention block (must match `SUPER` in attention.cu).
+/// Default keys per attention block (`MUSER_CUDA_ATTN_SUPER`); a multiple of 32.
 pub const ATTN_SUPER: usize = 512;
 
 /// Options of a CUDA session.
@@ -47,10 +48,20 @@ pub struct CudaOptions {
     pub acts: Acts,
     /// Software-pipelined decode matvec for Q4_K/Q6_K (default; `MUSER_CUDA_PIPE=0` for A/B).
     pub pipe: bool,
+    /// Stage the activation quants in shared memory for the pipelined decode matvec
+    /// (default; `MUSER_CUDA_XSMEM=0` for A/B). Same numbers either way.
+    pub xsmem: bool,
     /// Fuse the A16 quantization into the kernels that produce matmul inputs (residual norm,
     /// gate, FFN activation): `MUSER_CUDA_FUSE=1`. Same logits by construction (the device
     /// tests assert it); off until its speed is measured on the device.
     pub fuse: bool,
+    /// Keys per attention partial block (`MUSER_CUDA_ATTN_SUPER`, a multiple of 32 in
+    /// 32..=4096): the fixed partition of the key range (part of the numerics: every route
+    /// of one session uses the same partition).
+    pub attn_super: usize,
+    /// Query heads per attention block (`MUSER_CUDA_ATTN_HPB`; 0 = the whole GQA group;
+    /// must divide the GQA ratio). Launch shape only: a head's arithmetic does not change.
+    pub attn_hpb: usize,
 }
 
 /// Activation precision of the CUDA matmuls.
@@ -84,13 +95,24 @@ impl CudaOptions {
                 Math::Strict
             },
             pipe: std::env::var("MUSER_CUDA_PIPE").as_deref() != Ok("0"),
+            xsmem: std::env::var("MUSER_CUDA_XSMEM").as_deref() != Ok("0"),
             fuse: std::env::var("MUSER_CUDA_FUSE").as_deref() == Ok("1"),
+            attn_super: env_usize("MUSER_CUDA_ATTN_SUPER").unwrap_or(ATTN_SUPER),
+            attn_hpb: env_usize("MUSER_CUDA_ATTN_HPB").unwrap_or(0),
             acts: match std::env::var("MUSER_CUDA_ACTS").as_deref() {
                 Ok("f32") => Acts::F32,
                 _ => Acts::A16,
             },
         }
     }
+}
+
+/// A numeric environment switch: unset reads as `None`; a value that does not parse reads as
+/// `usize::MAX`, which `CudaSession::new`'s checks reject with the switch's name.
+fn env_usize(name: &str) -> Option<usize> {
+    std::env::var(name)
+        .ok()
+        .map(|v| v.trim().parse().unwrap_or(usize::MAX))
 }
 
 /// Device memory a session needs, by part (bytes).
@@ -177,7 +199,7 @@ pub fn vram_plan(model: &Model, opts: &CudaOptions) -> VramPlan {
             cap * (c.kv_width() + c.n_head_kv * c.head_dim_v) * 2
         })
         .sum();
-    let n_super = opts.n_ctx.div_ceil(ATTN_SUPER);
+    let n_super = opts.n_ctx.div_ceil(opts.attn_super.max(32));
     let aw = c.n_head * c.head_dim_v;
     let scratch = bytes_f32(
         chunk
@@ -238,6 +260,18 @@ impl<'m> CudaSession<'m> {
                 c.n_head, c.n_head_kv
             )));
         }
+        if opts.attn_super < 32 || opts.attn_super > 4096 || !opts.attn_super.is_multiple_of(32) {
+            return Err(EngineError::Config(format!(
+                "MUSER_CUDA_ATTN_SUPER must be a multiple of 32 in 32..=4096 (got {})",
+                opts.attn_super
+            )));
+        }
+        if opts.attn_hpb != 0 && (opts.attn_hpb > gqa || !gqa.is_multiple_of(opts.attn_hpb)) {
+            return Err(EngineError::Config(format!(
+                "MUSER_CUDA_ATTN_HPB must divide the GQA ratio {gqa} (got {})",
+                opts.attn_hpb
+            )));
+        }
         if opts.fuse
             && (opts.acts != Acts::A16
                 || c.n_embd > 8 * 1024
@@ -280,7 +314,7 @@ impl<'m> CudaSession<'m> {
                 })
             })
             .collect::<Result<Vec<_>, muser_cuda::CudaError>>()?;
-        let n_super = opts.n_ctx.div_ceil(ATTN_SUPER);
+        let n_super = opts.n_ctx.div_ceil(opts.attn_super);
         let b = alloc_bufs(&gpu, model, &opts, n_super)?;
         let load_report = format!(
             "CUDA {} (sm_{}{}, driver {}): kernels compiled in {:.0} ms ({}), weights {:.2} GB uploaded in {:.2} s ({:.1} GB/s), KV {:.1} MB, scratch {:.1} MB",
@@ -317,11 +351,18 @@ impl<'m> CudaSession<'m> {
     /// What produced the numbers: route parameters and the kernel registry's SHA-256.
     pub fn route_identity(&self) -> String {
         format!(
-            "cuda:acts={},kv=f16,attn=f32,mv={},fuse={},act_math={},graph={},mode={},kernels={}",
+            "cuda:acts={},kv=f16,attn=f32/s{}h{},mv={},fuse={},act_math={},graph={},mode={},kernels={}",
             self.opts.acts.name(),
+            self.opts.attn_super,
+            self.attn_hpb(),
             match self.opts.acts {
-                Acts::A16 if self.opts.pipe => format!("pipe-rows{}", self.reg.mva_rows),
-                Acts::A16 => format!("rows{}", self.reg.mva_rows),
+                Acts::A16 if self.opts.pipe => format!(
+                    "pipe{}-rows{}-minb{}",
+                    if self.opts.xsmem { "-xsmem" } else { "" },
+                    self.reg.mva_rows,
+                    self.reg.mva_minb
+                ),
+                Acts::A16 => format!("rows{}-minb{}", self.reg.mva_rows, self.reg.mva_minb),
                 Acts::F32 => "plain".to_string(),
             },
             if self.opts.fuse { "on" } else { "off" },
@@ -345,6 +386,14 @@ impl<'m> CudaSession<'m> {
             total += m.file_range().1 as u64;
         }
         total + w.token_embd.row_bytes as u64
+    }
+
+    /// Query heads per attention block (the GQA ratio unless `MUSER_CUDA_ATTN_HPB` says less).
+    fn attn_hpb(&self) -> usize {
+        match self.opts.attn_hpb {
+            0 => self.model.config.gqa_ratio(),
+            n => n,
+        }
     }
 
     pub fn registry(&self) -> &Registry {

@@ -57,6 +57,9 @@ pub struct TypeKernels {
     pub a16_t1: Kernel,
     /// One token, software-pipelined (Q4_K, Q6_K; A/B `MUSER_CUDA_PIPE=0`).
     pub a16_pipe: Option<Kernel>,
+    /// One token, pipelined, activations staged in shared memory (Q4_K, Q6_K; A/B
+    /// `MUSER_CUDA_XSMEM=0`).
+    pub a16_smem: Option<Kernel>,
     pub a16_t8: Kernel,
     /// Embedding-row dequantization.
     pub embed: Kernel,
@@ -80,11 +83,17 @@ pub fn kernels_for(ty: GgmlType) -> Option<TypeKernels> {
         GgmlType::Q6_K => Some(MvpQ6kT1),
         _ => None,
     };
+    let a16_smem = match ty {
+        GgmlType::Q4_K => Some(MvsQ4kT1),
+        GgmlType::Q6_K => Some(MvsQ6kT1),
+        _ => None,
+    };
     Some(TypeKernels {
         t1,
         t8,
         a16_t1,
         a16_pipe,
+        a16_smem,
         a16_t8,
         embed,
     })
