@@ -23,7 +23,8 @@ python3 scripts/device/ab-pick.py --muser $M --model $FULL --out $HOME/best.env 
   "@mv MUSER_CUDA_FUSE=1 MUSER_CUDA_MVA_MINB=4" \
   "@mv MUSER_CUDA_FUSE=1 MUSER_CUDA_MVA_ROWS=2" \
   "@mv MUSER_CUDA_FUSE=1 MUSER_CUDA_MVA_ROWS=2 MUSER_CUDA_MVA_MINB=6" \
-  "@mv MUSER_CUDA_FUSE=1 MUSER_CUDA_MVA_ROWS=8"
+  "@mv MUSER_CUDA_FUSE=1 MUSER_CUDA_MVA_ROWS=8" \
+  "@ld MUSER_CUDA_FUSE=1 MUSER_CUDA_LD16=words"
 cat $HOME/best.env
 [ -n "${NO_NCU:-}" ] && exit 0
 NCU=$(command -v ncu || ls /usr/local/cuda*/bin/ncu 2>/dev/null | head -1)
