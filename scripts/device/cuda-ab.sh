@@ -14,25 +14,19 @@ grep -E "^test |test result|skipping|panicked" $OUT/tests.log | tail -40
 while [ ! -f $HOME/forge.done ]; do sleep 2; done
 cat $HOME/forge.log | tail -2
 python3 scripts/device/ab-pick.py --muser $M --model $FULL --out $HOME/best.env --log $OUT/ab.log \
+  "MUSER_CUDA_MVA_ROWS=2" \
+  "MUSER_CUDA_FUSE=0" \
   "MUSER_CUDA_XSMEM=0" \
-  "MUSER_CUDA_XSMEM=0 MUSER_CUDA_FUSE=1" \
-  "MUSER_CUDA_FUSE=1" \
-  "@attn MUSER_CUDA_FUSE=1 MUSER_CUDA_ATTN_HPB=4" \
-  "@attn MUSER_CUDA_FUSE=1 MUSER_CUDA_ATTN_HPB=4 MUSER_CUDA_ATTN_SUPER=128" \
-  "@attn MUSER_CUDA_FUSE=1 MUSER_CUDA_ATTN_HPB=2 MUSER_CUDA_ATTN_SUPER=64" \
-  "@mv MUSER_CUDA_FUSE=1 MUSER_CUDA_MVA_MINB=4" \
-  "@mv MUSER_CUDA_FUSE=1 MUSER_CUDA_MVA_ROWS=2" \
-  "@mv MUSER_CUDA_FUSE=1 MUSER_CUDA_MVA_ROWS=2 MUSER_CUDA_MVA_MINB=6" \
-  "@mv MUSER_CUDA_FUSE=1 MUSER_CUDA_MVA_ROWS=8" \
-  "@ld MUSER_CUDA_FUSE=1 MUSER_CUDA_LD16=words"
+  "MUSER_CUDA_PIPE=0" \
+  "@mv MUSER_CUDA_MVA_ROWS=1" \
+  "@mv MUSER_CUDA_MVA_ROWS=4" \
+  "@mv MUSER_CUDA_MVA_ROWS=1 MUSER_CUDA_MVA_MINB=6" \
+  "@ld MUSER_CUDA_LD16=words"
 cat $HOME/best.env
 [ -n "${NO_NCU:-}" ] && exit 0
 NCU=$(command -v ncu || ls /usr/local/cuda*/bin/ncu 2>/dev/null | head -1)
-for x in 1 0; do
-  echo "== ncu MUSER_CUDA_XSMEM=$x" >> $OUT/ncu.txt
-  MUSER_CUDA_FUSE=1 MUSER_CUDA_XSMEM=$x MUSER_CUDA_GRAPH=0 timeout 200 $NCU --clock-control none \
-    -k regex:'mv[sp]_q[46]_k_t1' --launch-skip 40 --launch-count 3 \
-    --section SpeedOfLight --section MemoryWorkloadAnalysis --section WarpStateStats --section Occupancy --section LaunchStats \
-    $M bench -m $FULL --backend cuda -p 0 -n 1 -r 0 >> $OUT/ncu.txt 2>&1
-done
-grep -E "==|mv[sp]_q|Duration|DRAM Throughput|L1/TEX Hit|L2 Hit|Mem Busy|Max Bandwidth|L1/TEX Cache Throughput|Registers Per|Achieved Occupancy|Theoretical Occupancy|Warp Cycles Per Issued|Stall|stall" $OUT/ncu.txt | head -120
+source $HOME/best.env
+MET=gpu__time_duration.sum,dram__throughput.avg.pct_of_peak_sustained_elapsed,dram__bytes_read.sum,launch__registers_per_thread,sm__warps_active.avg.pct_of_peak_sustained_active,launch__grid_size,sm__throughput.avg.pct_of_peak_sustained_elapsed
+echo "== ncu decode, one token, eager, first ${NCU_COUNT:-400} kernels ($(cat $HOME/best.env | tr '\n' ' '))" | tee $OUT/ncu.txt
+MUSER_CUDA_GRAPH=0 timeout 240 $NCU --clock-control none --metrics $MET --csv --print-units base -c ${NCU_COUNT:-400} \
+  $M bench -m $FULL --backend cuda -p 0 -n 1 -r 0 2>/dev/null | python3 scripts/device/ncu-summary.py | tee -a $OUT/ncu.txt

@@ -311,10 +311,11 @@ pub fn compile_module(
     Ok((ptx, options, hex(&h.finalize()), text.len()))
 }
 
-/// `MUSER_CUDA_MVA_ROWS` (rows per warp of the decode matvec; 1, 2, 4 or 8; default 4).
+/// `MUSER_CUDA_MVA_ROWS` (rows per warp of the decode matvec; 1, 2, 4 or 8; default 2, measured
+/// fastest on the H200: docs/cuda.md).
 fn mva_rows_from_env() -> Result<u32, CudaError> {
     match std::env::var("MUSER_CUDA_MVA_ROWS") {
-        Err(_) => Ok(4),
+        Err(_) => Ok(2),
         Ok(v) => match v.parse::<u32>() {
             Ok(n @ (1 | 2 | 4 | 8)) => Ok(n),
             _ => Err(CudaError::Invalid(format!(

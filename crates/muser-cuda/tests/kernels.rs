@@ -174,7 +174,15 @@ fn kernels(ty: GgmlType) -> (Kernel, Kernel, &'static [Kernel]) {
 #[test]
 fn a16_matvec_kernels_match_the_cpu_reference() {
     let Some((gpu, reg)) = device() else { return };
-    let (k, n_out, n_tok) = (1024usize, 77usize, 11usize);
+    // K = 1024: 16 units per row (all in the decode kernels' packed tail); 6656: 3 full
+    // iterations + 8 tail units; 9984: 4 + 28 (tail pairs over four steps).
+    for k in [1024usize, 6656, 9984] {
+        a16_matvec_case(&gpu, &reg, k);
+    }
+}
+
+fn a16_matvec_case(gpu: &Gpu, reg: &Registry, k: usize) {
+    let (n_out, n_tok) = (77usize, 11usize);
     for ty in [
         GgmlType::Q4_K,
         GgmlType::Q5_K,
@@ -196,7 +204,7 @@ fn a16_matvec_kernels_match_the_cpu_reference() {
             .expect("quantize");
         }
         let x = rand_vec(n_tok * k, 99);
-        let act = quant_on_device(&gpu, &reg, &x, k, n_tok);
+        let act = quant_on_device(gpu, reg, &x, k, n_tok);
         // Reference in f64.
         let mut xd = vec![0f64; n_tok * k];
         for t in 0..n_tok {
@@ -220,7 +228,7 @@ fn a16_matvec_kernels_match_the_cpu_reference() {
                     .sum();
             }
         }
-        let wd = upload_bytes(&gpu, &w);
+        let wd = upload_bytes(gpu, &w);
         let (k1, k8, kp) = kernels(ty);
         let run = |kern: Kernel, rows_per_warp: u32, nt: usize, tok_per_launch: u32| -> Vec<f32> {
             // The staged kernels take the padded activation copy in dynamic shared memory.
@@ -229,7 +237,7 @@ fn a16_matvec_kernels_match_the_cpu_reference() {
             } else {
                 0
             };
-            let (buf, y) = guarded(&gpu, nt * n_out);
+            let (buf, y) = guarded(gpu, nt * n_out);
             launch(
                 reg.get(kern, Math::Strict),
                 Dims {
@@ -255,7 +263,7 @@ fn a16_matvec_kernels_match_the_cpu_reference() {
                     .int(nt),
             )
             .expect("launch");
-            read_guarded(&gpu, &buf, nt * n_out, kern.symbol())
+            read_guarded(gpu, &buf, nt * n_out, kern.symbol())
         };
         let y8 = run(k8, 1, n_tok, 8);
         let y1 = run(k1, reg.mva_rows, 1, 1);

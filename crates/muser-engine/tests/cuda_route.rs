@@ -45,6 +45,7 @@ fn run(m: &Model, toks: &[u32], chunk: usize, graphs: bool, mode: GraphMode) -> 
 fn run_with(m: &Model, toks: &[u32], chunk: usize, set: impl FnOnce(&mut CudaOptions)) -> Vec<f32> {
     let mut o = CudaOptions::new(256, chunk);
     o.fuse = false;
+    o.fuse_explicit = true;
     o.pipe = true;
     o.xsmem = true;
     set(&mut o);

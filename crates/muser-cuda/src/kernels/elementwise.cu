@@ -45,7 +45,7 @@ extern "C" __global__ void scale_softcap(float* X, float scale, float cap, int w
     }
 }
 
-// Element-wise ops fused with the A16 quantization of their output (MUSER_CUDA_FUSE=1): one warp
+// Element-wise ops fused with the A16 quantization of their output (default; MUSER_CUDA_FUSE=0 for A/B): one warp
 // per group of 32, the same per-element formula as the kernels above, then a16_group — outputs
 // bit-identical to the unfused pair. Grid ((width/32)/8, n_tok), block 256.
 #define EWQ_HEAD                                                                   \

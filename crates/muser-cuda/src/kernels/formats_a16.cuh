@@ -63,20 +63,36 @@ __device__ __forceinline__ int dot4(u32 w, u32 x0, u32 x1, int acc) {
     return __dp2a_hi((int)x1, (int)w, acc);
 }
 
-// Byte j (0..11) of the three little-endian scale words, with selects (no local memory).
-__device__ __forceinline__ u32 sbyte(const u32* sw, int j) {
-    const u32 w = j < 4 ? sw[0] : (j < 8 ? sw[1] : sw[2]);
-    return (w >> ((j & 3) * 8)) & 0xFFu;
+// An integer in [0, 2^23) as float, exactly, on the FMA pipe (no conversion unit): the same
+// value as (float)v.
+__device__ __forceinline__ float u23f(u32 v) {
+    return __uint_as_float(0x4B000000u | v) - 8388608.0f;
+}
+// A small signed integer in [-2^22, 2^22) as float, exactly: the same value as (float)v.
+__device__ __forceinline__ float i22f(int v) {
+    return __int_as_float(0x4B400000 + v) - 12582912.0f;
 }
 
-__device__ __forceinline__ void k4_scales_w(const u32* sw, int j, float* sc, float* m) {
-    if (j < 4) {
-        *sc = (float)(sbyte(sw, j) & 63);
-        *m = (float)(sbyte(sw, j + 4) & 63);
+// The 6-bit scales and mins of the sub-block pair (2c, 2c+1) of a Q4_K/Q5_K block from its 12
+// scale bytes (three little-endian words): for j < 4, sc = s[j] & 63, m = s[j+4] & 63; for
+// j >= 4, sc = (s[j+4] & 15) | (s[j-4] >> 6) << 4, m = (s[j+4] >> 4) | (s[j] >> 6) << 4.
+// Both bytes of a pair are handled at once (two 8-bit lanes of one word).
+__device__ __forceinline__ void k4_scales_pair(const u32* sw, int c, float* sc0, float* m0,
+                                               float* sc1, float* m1) {
+    const u32 sh = 16 * (c & 1);
+    const u32 A = sw[0] >> sh, B = sw[1] >> sh, C = sw[2] >> sh;
+    u32 scp, mp;
+    if (c < 2) {
+        scp = A & 0x3F3Fu;
+        mp = B & 0x3F3Fu;
     } else {
-        *sc = (float)((sbyte(sw, j + 4) & 0xF) | ((sbyte(sw, j - 4) >> 6) << 4));
-        *m = (float)((sbyte(sw, j + 4) >> 4) | ((sbyte(sw, j) >> 6) << 4));
+        scp = (C & 0x0F0Fu) | ((A >> 2) & 0x3030u);
+        mp = ((C >> 4) & 0x0F0Fu) | ((B >> 2) & 0x3030u);
     }
+    *sc0 = u23f(scp & 0xFFu);
+    *sc1 = u23f((scp >> 8) & 0xFFu);
+    *m0 = u23f(mp & 0xFFu);
+    *m1 = u23f((mp >> 8) & 0xFFu);
 }
 
 // ---- Q4_K (144 B, 16-aligned). Unit c: sub-blocks 2c (low nibbles) and 2c+1 (high).
@@ -110,16 +126,15 @@ struct AQ4K {
     static __device__ __forceinline__ void compute_x(const W& w, int c, const X& x, float* acc) {
         const float d = h2f((u16)(w.dm & 0xFFFF)), dmin = h2f((u16)(w.dm >> 16));
         float sc0, m0, sc1, m1;
-        k4_scales_w(w.sw, 2 * c, &sc0, &m0);
-        k4_scales_w(w.sw, 2 * c + 1, &sc1, &m1);
+        k4_scales_pair(w.sw, c, &sc0, &m0, &sc1, &m1);
         int s0 = 0, s1 = 0;
 #pragma unroll
         for (int i = 0; i < 8; ++i) {
             s0 = dot4(w.q[i] & 0x0F0F0F0Fu, x.a[2 * i], x.a[2 * i + 1], s0);
             s1 = dot4((w.q[i] >> 4) & 0x0F0F0F0Fu, x.b[2 * i], x.b[2 * i + 1], s1);
         }
-        *acc += ((d * sc0) * (x.s0 * (float)s0) - (dmin * m0) * (x.s0 * (float)x.m0)) +
-                ((d * sc1) * (x.s1 * (float)s1) - (dmin * m1) * (x.s1 * (float)x.m1));
+        *acc += ((d * sc0) * (x.s0 * (float)s0) - (dmin * m0) * (x.s0 * i22f(x.m0))) +
+                ((d * sc1) * (x.s1 * (float)s1) - (dmin * m1) * (x.s1 * i22f(x.m1)));
     }
     template <int NT>
     static __device__ __forceinline__ void compute(const W& w, int c, const short* xq, const float* xs,
@@ -150,8 +165,7 @@ struct AQ5K {
         const float d = h2f((u16)(dm & 0xFFFF)), dmin = h2f((u16)(dm >> 16));
         u32 sw[3] = {((const u32*)b)[1], ((const u32*)b)[2], ((const u32*)b)[3]};
         float sc0, m0, sc1, m1;
-        k4_scales_w(sw, 2 * c, &sc0, &m0);
-        k4_scales_w(sw, 2 * c + 1, &sc1, &m1);
+        k4_scales_pair(sw, c, &sc0, &m0, &sc1, &m1);
         const uint4 ha = ((const uint4*)(b + 16))[0], hb = ((const uint4*)(b + 16))[1];
         const u32 hw[8] = {ha.x, ha.y, ha.z, ha.w, hb.x, hb.y, hb.z, hb.w};
         const uint4 qa = ((const uint4*)(b + 48 + 32 * c))[0], qb = ((const uint4*)(b + 48 + 32 * c))[1];
@@ -176,8 +190,8 @@ struct AQ5K {
             }
             const int g = (size_t)t * (K / 32) + 2 * c;
             const float sx0 = xs[g], sx1 = xs[g + 1];
-            acc[t] += ((d * sc0) * (sx0 * (float)s0) - (dmin * m0) * (sx0 * (float)xsum[g])) +
-                      ((d * sc1) * (sx1 * (float)s1) - (dmin * m1) * (sx1 * (float)xsum[g + 1]));
+            acc[t] += ((d * sc0) * (sx0 * (float)s0) - (dmin * m0) * (sx0 * i22f(xsum[g]))) +
+                      ((d * sc1) * (sx1 * (float)s1) - (dmin * m1) * (sx1 * i22f(xsum[g + 1])));
         }
     }
 };
@@ -223,8 +237,8 @@ struct AQ6K {
     }
     static __device__ __forceinline__ void compute_x(const W& w, int u, const X& x, float* acc) {
         const float d = h2f((u16)(w.sd >> 16));
-        const float sc[4] = {d * (float)(i8)(w.sd & 0xFF), d * (float)(i8)((w.sd >> 8) & 0xFF),
-                             d * (float)(i8)(w.s46 & 0xFF), d * (float)(i8)((w.s46 >> 8) & 0xFF)};
+        const float sc[4] = {d * i22f((i8)(w.sd & 0xFF)), d * i22f((i8)((w.sd >> 8) & 0xFF)),
+                             d * i22f((i8)(w.s46 & 0xFF)), d * i22f((i8)((w.s46 >> 8) & 0xFF))};
         u32 q[4][4];
 #pragma unroll
         for (int i = 0; i < 4; ++i) {

@@ -80,13 +80,18 @@ __device__ __forceinline__ void mva_body(const u8* __restrict__ W, u64 row_bytes
 
 // Decode body for formats with a load/compute split (Q4_K, Q6_K): R rows per warp, and the next
 // unit's weights loaded while the current one is computed (software pipeline); each unit's
-// activations are read once for all R rows. Per (row, token) the arithmetic is exactly
-// `dot<1>` in the same unit order, so results equal mva_body's.
+// activations are read once for all R rows.
+// Packed tail: a row has n_units = 32*full + tail units. The `full` iterations give every lane
+// one unit of every row; the tail's R*tail (row, unit) pairs are then spread over the lanes
+// (pair f on lane f % 32, step f / 32) instead of running R rows on `tail` lanes, and each
+// pair's contribution is shuffled home to the lane that owns that unit in mva_body's order
+// (virtual lane v of row i), where it is added last, as there. So per (row, token) the
+// arithmetic is exactly `dot<1>` in the same unit order and butterfly: results equal
+// mva_body's bit for bit.
 // STAGE: the activation quants are first copied once per block into shared memory in the
 // padded layout (xoff<72>; dynamic shared memory (K/64)*72 shorts, K % 64 == 0). In the global
 // layout every 16-byte activation read of a warp touches 32 cache lines (lanes are 128 bytes
-// apart), which bounds the decode matvec by L1 wavefronts rather than DRAM; the staging copy is
-// coalesced, and the first unit's weights are requested before it. Same arithmetic either way.
+// apart); the staging copy is coalesced, and the first unit's weights are requested before it.
 template <class F, int R, bool STAGE>
 __device__ __forceinline__ void mva_pipe(const u8* __restrict__ W, u64 row_bytes,
                                          const short* __restrict__ XQ, const float* __restrict__ XS,
@@ -98,16 +103,33 @@ __device__ __forceinline__ void mva_pipe(const u8* __restrict__ W, u64 row_bytes
     const int row0 = (blockIdx.x * MVA_WARPS + (threadIdx.x >> 5)) * R;
     const bool active = row0 < n_out;
     const int n_units = (K / F::BLOCK_VALS) * F::UNITS;
+    const int full = n_units / 32, tail = n_units % 32, n_pairs = R * tail;
     const int gpb = F::BLOCK_VALS / 32;
     const u8* wr[R];
 #pragma unroll
     for (int i = 0; i < R; ++i) wr[i] = W + (u64)min(row0 + i, n_out - 1) * row_bytes;
     typename F::W cur[R], nxt[R];
-    int g = lane;
-    if (active && g < n_units) {
+    // The weights of this lane's tail pairs (step s: pair lane + 32 s) into dst[s].
+    auto load_tail = [&](typename F::W* dst) {
 #pragma unroll
-        for (int i = 0; i < R; ++i)
-            F::load(wr[i] + (u64)(g / F::UNITS) * F::BLOCK_BYTES, g % F::UNITS, cur[i]);
+        for (int s = 0; s < R; ++s) {
+            const int f = lane + 32 * s;
+            if (f < n_pairs) {
+                const int i = f / tail, gt = 32 * full + (f - i * tail);
+                F::load(W + (u64)min(row0 + i, n_out - 1) * row_bytes +
+                            (u64)(gt / F::UNITS) * F::BLOCK_BYTES,
+                        gt % F::UNITS, dst[s]);
+            }
+        }
+    };
+    if (active) {
+        if (full > 0) {
+#pragma unroll
+            for (int i = 0; i < R; ++i)
+                F::load(wr[i] + (u64)(lane / F::UNITS) * F::BLOCK_BYTES, lane % F::UNITS, cur[i]);
+        } else {
+            load_tail(cur);
+        }
     }
     if (STAGE) {
         for (int i = threadIdx.x; i < K / 8; i += blockDim.x)
@@ -119,12 +141,14 @@ __device__ __forceinline__ void mva_pipe(const u8* __restrict__ W, u64 row_bytes
     float acc[R];
 #pragma unroll
     for (int i = 0; i < R; ++i) acc[i] = 0.f;
-    for (; g < n_units; g += 32) {
-        const int g2 = g + 32;
-        if (g2 < n_units) {
+    for (int it = 0; it < full; ++it) {
+        const int g = lane + 32 * it, g2 = g + 32;
+        if (it + 1 < full) {
 #pragma unroll
             for (int i = 0; i < R; ++i)
                 F::load(wr[i] + (u64)(g2 / F::UNITS) * F::BLOCK_BYTES, g2 % F::UNITS, nxt[i]);
+        } else {
+            load_tail(nxt);
         }
         const int blk = g / F::UNITS, u = g % F::UNITS;
         typename F::X x;
@@ -134,6 +158,34 @@ __device__ __forceinline__ void mva_pipe(const u8* __restrict__ W, u64 row_bytes
         for (int i = 0; i < R; ++i) F::compute_x(cur[i], u, x, &acc[i]);
 #pragma unroll
         for (int i = 0; i < R; ++i) cur[i] = nxt[i];
+    }
+    // Tail: cur[s] holds pair lane + 32 s. Its contribution alone (-0 + y == y exactly), then
+    // added on its home lane.
+    const int steps = (n_pairs + 31) / 32;
+    float tv[R];
+#pragma unroll
+    for (int s = 0; s < R; ++s) {
+        tv[s] = -0.0f;
+        const int f = lane + 32 * s;
+        if (f < n_pairs) {
+            const int i = f / tail, gt = 32 * full + (f - i * tail);
+            const int blk = gt / F::UNITS, u = gt % F::UNITS;
+            typename F::X x;
+            F::template loadx<XP>(u, xsrc + xoff<XP>(blk * F::BLOCK_VALS), XS + blk * gpb,
+                                  XSUM + blk * gpb, x);
+            F::compute_x(cur[s], u, x, &tv[s]);
+        }
+    }
+#pragma unroll
+    for (int i = 0; i < R; ++i) {
+        const int src = i * tail + lane;  // pair index of (row i, virtual lane `lane`)
+#pragma unroll
+        for (int s = 0; s < R; ++s) {
+            if (s < steps) {
+                const float t = __shfl_sync(0xffffffffu, tv[s], src & 31);
+                if (lane < tail && (src >> 5) == s) acc[i] += t;
+            }
+        }
     }
 #pragma unroll
     for (int i = 0; i < R; ++i) {
@@ -145,7 +197,7 @@ __device__ __forceinline__ void mva_pipe(const u8* __restrict__ W, u64 row_bytes
 // Rows per warp: MVA_R1 for one token (decode), 1 for eight (prefill). MVA_R1 is set by the
 // registry (-DMVA_R1=N, `MUSER_CUDA_MVA_ROWS`), which tells the host the same number.
 #ifndef MVA_R1
-#define MVA_R1 4
+#define MVA_R1 2
 #endif
 // Minimum resident blocks per SM asked of the compiler for the decode kernels (caps their
 // registers; -DMVA_MINB=N from `MUSER_CUDA_MVA_MINB`, 0 = no cap).

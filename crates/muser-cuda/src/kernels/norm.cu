@@ -71,7 +71,7 @@ extern "C" __global__ void __launch_bounds__(NORM_THREADS)
     }
 }
 
-// residual_norm fused with the A16 quantization of H (MUSER_CUDA_FUSE=1): the same arithmetic
+// residual_norm fused with the A16 quantization of H (default; MUSER_CUDA_FUSE=0 for A/B): the same arithmetic
 // as residual_norm followed by quant_a16 — bit-identical outputs — with every value of the row
 // held in registers (one latency round per pass) and one launch instead of two.
 // Needs n <= 8 * NORM_THREADS, n % 32 == 0 (checked on the host) and a non-null Wnext (the

@@ -355,7 +355,7 @@ impl<'m> CudaSession<'m> {
                     .ptr(b.lp.ptr())
                     .ptr(step),
             )?;
-            // Fused (MUSER_CUDA_FUSE=1, strict activation math): combine, gate and quantize
+            // Fused (the default, MUSER_CUDA_FUSE; strict activation math): combine, gate and quantize
             // in one kernel. Otherwise combine, then the gate (fused with the quantization or
             // not), or the projection quantizes.
             let fused_combine = fuse && self.opts.act_math == Math::Strict;

@@ -52,9 +52,14 @@ pub struct CudaOptions {
     /// (default; `MUSER_CUDA_XSMEM=0` for A/B). Same numbers either way.
     pub xsmem: bool,
     /// Fuse the A16 quantization into the kernels that produce matmul inputs (residual norm,
-    /// gate, FFN activation): `MUSER_CUDA_FUSE=1`. Same logits by construction (the device
-    /// tests assert it); off until its speed is measured on the device.
+    /// gate, FFN activation, attention combine): default on, `MUSER_CUDA_FUSE=0` for A/B. Same
+    /// logits by construction (the device tests assert it); measured faster (docs/cuda.md).
+    /// Needs A16 activations, n_embd <= 8192 and widths that are multiples of 32: by default it
+    /// is then on and otherwise off (the route identity says which); asked for explicitly
+    /// (`MUSER_CUDA_FUSE=1`) on a model that does not allow it, the session is an error.
     pub fuse: bool,
+    /// `fuse` was set explicitly (environment or caller), not by default.
+    pub fuse_explicit: bool,
     /// Keys per attention partial block (`MUSER_CUDA_ATTN_SUPER`, a multiple of 32 in
     /// 32..=4096): the fixed partition of the key range (part of the numerics: every route
     /// of one session uses the same partition).
@@ -96,7 +101,8 @@ impl CudaOptions {
             },
             pipe: std::env::var("MUSER_CUDA_PIPE").as_deref() != Ok("0"),
             xsmem: std::env::var("MUSER_CUDA_XSMEM").as_deref() != Ok("0"),
-            fuse: std::env::var("MUSER_CUDA_FUSE").as_deref() == Ok("1"),
+            fuse: std::env::var("MUSER_CUDA_FUSE").as_deref() != Ok("0"),
+            fuse_explicit: std::env::var("MUSER_CUDA_FUSE").is_ok(),
             attn_super: env_usize("MUSER_CUDA_ATTN_SUPER").unwrap_or(ATTN_SUPER),
             attn_hpb: env_usize("MUSER_CUDA_ATTN_HPB").unwrap_or(0),
             acts: match std::env::var("MUSER_CUDA_ACTS").as_deref() {
@@ -239,7 +245,7 @@ impl<'m> CudaSession<'m> {
     /// Open the device, compile the kernels, check the VRAM plan, upload the weights.
     pub fn new(
         model: &'m Model,
-        opts: CudaOptions,
+        mut opts: CudaOptions,
         progress: &mut dyn FnMut(u64, u64),
     ) -> Result<CudaSession<'m>, EngineError> {
         let c = &model.config;
@@ -272,13 +278,15 @@ impl<'m> CudaSession<'m> {
                 opts.attn_hpb
             )));
         }
-        if opts.fuse
-            && (opts.acts != Acts::A16
-                || c.n_embd > 8 * 1024
-                || !c.n_embd.is_multiple_of(32)
-                || !c.n_ff.is_multiple_of(32)
-                || !(c.n_head * c.head_dim_v).is_multiple_of(32))
-        {
+        let fusable = opts.acts == Acts::A16
+            && c.n_embd <= 8 * 1024
+            && c.n_embd.is_multiple_of(32)
+            && c.n_ff.is_multiple_of(32)
+            && (c.n_head * c.head_dim_v).is_multiple_of(32);
+        if opts.fuse && !fusable && !opts.fuse_explicit {
+            opts.fuse = false;
+        }
+        if opts.fuse && !fusable {
             return Err(EngineError::Config(format!(
                 "MUSER_CUDA_FUSE=1 needs A16 activations, n_embd <= 8192 and widths that are multiples of 32 (n_embd {}, n_ff {})",
                 c.n_embd, c.n_ff
