@@ -13,15 +13,15 @@ bash scripts/device/cuda-tests.sh > $OUT/tests.log 2>&1; echo "tests rc=$?"
 grep -E "^test |test result|skipping|panicked" $OUT/tests.log | tail -40
 while [ ! -f $HOME/forge.done ]; do sleep 2; done
 cat $HOME/forge.log | tail -2
-python3 scripts/device/ab-pick.py --muser $M --model $FULL --out $HOME/best.env --log $OUT/ab.log \
-  "MUSER_CUDA_MVA_ROWS=2" \
-  "MUSER_CUDA_FUSE=0" \
-  "MUSER_CUDA_XSMEM=0" \
-  "MUSER_CUDA_PIPE=0" \
-  "@mv MUSER_CUDA_MVA_ROWS=1" \
-  "@mv MUSER_CUDA_MVA_ROWS=4" \
-  "@mv MUSER_CUDA_MVA_ROWS=1 MUSER_CUDA_MVA_MINB=6" \
-  "@ld MUSER_CUDA_LD16=words"
+# AB_VARIANTS: a bash-quoted list replacing the default variants.
+if [ -n "${AB_VARIANTS:-}" ]; then
+  eval "V=($AB_VARIANTS)"
+else
+  V=("MUSER_CUDA_MVA_ROWS=2" "MUSER_CUDA_FUSE=0" "MUSER_CUDA_XSMEM=0" "MUSER_CUDA_PIPE=0"
+     "@mv MUSER_CUDA_MVA_ROWS=1" "@mv MUSER_CUDA_MVA_ROWS=4" "@mv MUSER_CUDA_MVA_ROWS=1 MUSER_CUDA_MVA_MINB=6"
+     "@ld MUSER_CUDA_LD16=words")
+fi
+python3 scripts/device/ab-pick.py --muser $M --model $FULL --out $HOME/best.env --log $OUT/ab.log "${V[@]}"
 cat $HOME/best.env
 [ -n "${NO_NCU:-}" ] && exit 0
 NCU=$(command -v ncu || ls /usr/local/cuda*/bin/ncu 2>/dev/null | head -1)

@@ -234,30 +234,57 @@ fn row_max(want: &[f32], row: usize) -> Vec<f64> {
     out
 }
 
-/// The device's f64 sum of squares of one row (norm.cu `rms_scale` + common.cuh
-/// `block_sum_f64`; rope.cu's per-warp sum is the `threads == 32` case): thread `i` of
-/// `threads` adds x[i]², x[i+threads]², … in that order from 0; each warp's 32 partials meet in
-/// the xor butterfly (`warp_sum_f64`); warp totals are added in warp order from 0.
-fn dev_sum_sq(x: &[f32], threads: usize) -> f64 {
-    let mut part = vec![0f64; threads];
-    for (i, &v) in x.iter().enumerate() {
-        part[i % threads] += f64::from(v) * f64::from(v);
+/// The xor butterfly of 32 values (`warp_sum_f64`): lane 0's total.
+fn butterfly(mut v: [f64; 32]) -> f64 {
+    for o in [16, 8, 4, 2, 1] {
+        let old = v;
+        v = std::array::from_fn(|l| old[l] + old[l ^ o]);
     }
-    part.chunks(32).fold(0.0, |total, w| {
-        let mut v: [f64; 32] = w.try_into().expect("whole warps");
-        for o in [16, 8, 4, 2, 1] {
-            let old = v;
-            v = std::array::from_fn(|l| old[l] + old[l ^ o]);
-        }
-        total + v[0]
-    })
+    v[0]
 }
 
-/// `(x * s) * w` (or `x * s`) per `n`-long row, `s` the device's f32 RMS scale.
-fn dev_norm(x: &[f32], n: usize, w: Option<&[f32]>, eps: f32, threads: usize) -> Vec<f32> {
+/// rope.cu's per-head f64 sum of squares: lane `i` of 32 adds x[i]², x[i+32]², … in that
+/// order from 0, then the warp butterfly.
+fn dev_sum_sq_warp(x: &[f32]) -> f64 {
+    let mut part = [0f64; 32];
+    for (i, &v) in x.iter().enumerate() {
+        part[i % 32] += f64::from(v) * f64::from(v);
+    }
+    butterfly(part)
+}
+
+/// norm.cu's f64 sum of squares of one row (`rms_scale`/`sumsq8` + common.cuh
+/// `block_sum_f64`): thread `t` of `threads` owns the runs of 8 values t, t + threads, … and
+/// adds their squares in element order from 0; each warp's partials meet in the butterfly, and
+/// the warp totals (zeros past the last warp) in a second butterfly.
+fn norm_sum(x: &[f32]) -> f64 {
+    dev_sum_sq_runs(x, NORM_THREADS)
+}
+
+fn dev_sum_sq_runs(x: &[f32], threads: usize) -> f64 {
+    let mut part = vec![0f64; threads];
+    for (i, &v) in x.iter().enumerate() {
+        part[(i / 8) % threads] += f64::from(v) * f64::from(v);
+    }
+    let mut warps = [0f64; 32];
+    for (w, chunk) in part.chunks(32).enumerate() {
+        warps[w] = butterfly(chunk.try_into().expect("whole warps"));
+    }
+    butterfly(warps)
+}
+
+/// `(x * s) * w` (or `x * s`) per `n`-long row, `s` the device's f32 RMS scale from the
+/// device's sum of squares `sum_sq` (norm.cu or rope.cu order).
+fn dev_norm(
+    x: &[f32],
+    n: usize,
+    w: Option<&[f32]>,
+    eps: f32,
+    sum_sq: impl Fn(&[f32]) -> f64,
+) -> Vec<f32> {
     let mut y = Vec::with_capacity(x.len());
     for r in x.chunks(n) {
-        let ms = dev_sum_sq(r, threads) / r.len() as f64;
+        let ms = sum_sq(r) / r.len() as f64;
         let s = (1.0 / (ms + f64::from(eps)).sqrt()) as f32;
         y.extend(r.iter().enumerate().map(|(i, &v)| match w {
             Some(w) => (v * s) * w[i],
@@ -340,7 +367,7 @@ fn norm_kernels_match_the_cpu_route() {
             rows(Kernel::RmsnormRows, args);
             check(
                 &d.read(&y, "rmsnorm_rows"),
-                &dev_norm(&x, n, w, eps, NORM_THREADS),
+                &dev_norm(&x, n, w, eps, norm_sum),
                 &cpu_norm(&x, n, w, eps),
                 format!("rmsnorm_rows n={n} weight={}", w.is_some()),
             );
@@ -359,7 +386,7 @@ fn norm_kernels_match_the_cpu_route() {
             // The CPU route's embedding post-processing (cpu/mod.rs; x * 1.0 == x exactly).
             let (replica, cpu) = match do_norm {
                 true => (
-                    dev_norm(&x, n, None, eps, NORM_THREADS),
+                    dev_norm(&x, n, None, eps, norm_sum),
                     cpu_norm(&x, n, None, eps),
                 ),
                 false => (x.clone(), x.clone()),
@@ -377,8 +404,8 @@ fn norm_kernels_match_the_cpu_route() {
         // CPU route: x += rmsnorm(o, w_post, eps_post); h = rmsnorm(x, w_next, eps).
         let add =
             |x: &[f32], y: Vec<f32>| -> Vec<f32> { x.iter().zip(y).map(|(a, b)| a + b).collect() };
-        let x_rep = add(&x, dev_norm(&o, n, Some(&wa[..]), eps_post, NORM_THREADS));
-        let h_rep = dev_norm(&x_rep, n, Some(&wb[..]), eps, NORM_THREADS);
+        let x_rep = add(&x, dev_norm(&o, n, Some(&wa[..]), eps_post, norm_sum));
+        let h_rep = dev_norm(&x_rep, n, Some(&wb[..]), eps, norm_sum);
         let x_cpu = add(&x, cpu_norm(&o, n, Some(&wa[..]), eps_post));
         let h_cpu = cpu_norm(&x_cpu, n, Some(&wb[..]), eps);
         let mut plain: Option<(Vec<f32>, Vec<f32>)> = None;
@@ -498,7 +525,7 @@ fn qk_norm_rope_kv_matches_the_cpu_route() {
                 let scale = row_max(&want, hd);
                 close(got, &want, 1e-6, |i| scale[i], &format!("{name}, {what}"));
                 if mode == 0 {
-                    let replica = dev_norm(x, hd, Some(&w[..]), eps, 32);
+                    let replica = dev_norm(x, hd, Some(&w[..]), eps, dev_sum_sq_warp);
                     same_f32(got, &replica, &format!("{name} vs the replica, {what}"));
                 }
             }

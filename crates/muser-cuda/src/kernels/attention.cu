@@ -53,23 +53,41 @@ extern "C" __global__ void attn_partial(const float* Q, const u16* Kc, const u16
         const int k0 = max(b0, ts), k1 = min(b1, ts + TILE - 1);
         if (k0 > k1) continue;
         __syncthreads();
-        for (int idx = threadIdx.x; idx < TILE * (hd / 2); idx += blockDim.x) {
-            const int j = idx / (hd / 2), d2 = idx % (hd / 2);
-            const int p = ts + j;
-            u32 val = 0;
-            if (p >= k0 && p <= k1)
-                val = *(const u32*)(Kc + (u64)(p % cap) * kw + kvh * hd + 2 * d2);
-            Ks[j * kst + 2 * d2] = (u16)(val & 0xFFFF);
-            Ks[j * kst + 2 * d2 + 1] = (u16)(val >> 16);
-        }
-        for (int idx = threadIdx.x; idx < TILE * (hd_v / 2); idx += blockDim.x) {
-            const int j = idx / (hd_v / 2), d2 = idx % (hd_v / 2);
-            const int p = ts + j;
-            u32 val = 0;
-            if (p >= k0 && p <= k1)
-                val = *(const u32*)(Vc + (u64)(p % cap) * vw + kvh * hd_v + 2 * d2);
-            Vs[j * vst + 2 * d2] = (u16)(val & 0xFFFF);
-            Vs[j * vst + 2 * d2 + 1] = (u16)(val >> 16);
+        // K and V rows of the tile into shared memory: every thread issues its (up to) 4 + 4
+        // loads before the first store, so the tile costs one memory round trip.
+        const int nk = TILE * (hd / 2), nv = TILE * (hd_v / 2);
+        for (int base = 0; base < max(nk, nv); base += 4 * (int)blockDim.x) {
+            u32 kv[4], vv[4];
+#pragma unroll
+            for (int u = 0; u < 4; ++u) {
+                const int idx = base + threadIdx.x + u * blockDim.x;
+                kv[u] = 0;
+                vv[u] = 0;
+                if (idx < nk) {
+                    const int j = idx / (hd / 2), d2 = idx % (hd / 2), p = ts + j;
+                    if (p >= k0 && p <= k1)
+                        kv[u] = *(const u32*)(Kc + (u64)(p % cap) * kw + kvh * hd + 2 * d2);
+                }
+                if (idx < nv) {
+                    const int j = idx / (hd_v / 2), d2 = idx % (hd_v / 2), p = ts + j;
+                    if (p >= k0 && p <= k1)
+                        vv[u] = *(const u32*)(Vc + (u64)(p % cap) * vw + kvh * hd_v + 2 * d2);
+                }
+            }
+#pragma unroll
+            for (int u = 0; u < 4; ++u) {
+                const int idx = base + threadIdx.x + u * blockDim.x;
+                if (idx < nk) {
+                    const int j = idx / (hd / 2), d2 = idx % (hd / 2);
+                    Ks[j * kst + 2 * d2] = (u16)(kv[u] & 0xFFFF);
+                    Ks[j * kst + 2 * d2 + 1] = (u16)(kv[u] >> 16);
+                }
+                if (idx < nv) {
+                    const int j = idx / (hd_v / 2), d2 = idx % (hd_v / 2);
+                    Vs[j * vst + 2 * d2] = (u16)(vv[u] & 0xFFFF);
+                    Vs[j * vst + 2 * d2 + 1] = (u16)(vv[u] >> 16);
+                }
+            }
         }
         __syncthreads();
         const int p = ts + lane;

@@ -55,22 +55,15 @@ __device__ __forceinline__ float warp_max(float v) {
 }
 
 // Block-wide f64 sum for blocks of up to 32 warps; `red` is >= 32 doubles of shared memory.
-// Warp partials are added in warp order by warp 0.
+// Each warp's butterfly total, then the warp totals (zeros past the last warp) in a second
+// butterfly: a fixed tree, every thread gets the result.
 __device__ __forceinline__ double block_sum_f64(double v, double* red) {
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = (blockDim.x + 31) >> 5;
     v = warp_sum_f64(v);
-    __syncthreads();
+    __syncthreads();  // red may still be read by a previous reduction
     if (lane == 0) red[warp] = v;
     __syncthreads();
-    if (warp == 0) {
-        double s = 0.0;
-        if (lane == 0) {
-            for (int i = 0; i < nw; ++i) s += red[i];
-            red[32] = s;
-        }
-    }
-    __syncthreads();
-    return red[32];
+    return warp_sum_f64(lane < nw ? red[lane] : 0.0);
 }
 
 // A16 quantization of one group of 32 values held one per lane (the whole warp calls it):

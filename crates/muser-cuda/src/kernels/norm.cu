@@ -9,27 +9,39 @@
 
 #define NORM_THREADS 1024
 
-// Each thread's partial sum runs over i = tid, tid + blockDim, ... in that order (loads
-// unrolled so they are in flight together); then the fixed block reduction.
+// Rows are read in runs of 8 consecutive values (two float4): thread t owns runs t, t + T, ...
+// (T = blockDim.x), adds its squares in element order, then the fixed block reduction. Needs
+// n % 8 == 0 and 16-byte aligned rows (checked on the host).
+__device__ __forceinline__ void ld8(const float* p, float* v) {
+    const float4 a = ((const float4*)p)[0], b = ((const float4*)p)[1];
+    v[0] = a.x; v[1] = a.y; v[2] = a.z; v[3] = a.w; v[4] = b.x; v[5] = b.y; v[6] = b.z; v[7] = b.w;
+}
+__device__ __forceinline__ void st8(float* p, const float* v) {
+    ((float4*)p)[0] = make_float4(v[0], v[1], v[2], v[3]);
+    ((float4*)p)[1] = make_float4(v[4], v[5], v[6], v[7]);
+}
+__device__ __forceinline__ double sumsq8(const float* v, double s) {
+#pragma unroll
+    for (int j = 0; j < 8; ++j) s += (double)v[j] * (double)v[j];
+    return s;
+}
+__device__ __forceinline__ float rms_of(double sumsq, int n, float eps) {
+    return (float)(1.0 / sqrt(sumsq / (double)n + (double)eps));
+}
+
 __device__ __forceinline__ float rms_scale(const float* x, int n, float eps, double* red) {
     double s = 0.0;
-    int i = threadIdx.x;
-    for (; i + 3 * (int)blockDim.x < n; i += 4 * blockDim.x) {
-        const double a = x[i], b = x[i + blockDim.x], c = x[i + 2 * blockDim.x],
-                     d = x[i + 3 * blockDim.x];
-        s += a * a;
-        s += b * b;
-        s += c * c;
-        s += d * d;
+    for (int r = threadIdx.x; r < n / 8; r += blockDim.x) {
+        float v[8];
+        ld8(x + 8 * r, v);
+        s = sumsq8(v, s);
     }
-    for (; i < n; i += blockDim.x) s += (double)x[i] * (double)x[i];
-    s = block_sum_f64(s, red);
-    return (float)(1.0 / sqrt(s / (double)n + (double)eps));
+    return rms_of(block_sum_f64(s, red), n, eps);
 }
 
 extern "C" __global__ void __launch_bounds__(NORM_THREADS)
     rmsnorm_rows(const float* X, const float* W, float* Y, int n, float eps, const StepParams* sp) {
-    __shared__ double red[33];
+    __shared__ double red[32];
     const int t = blockIdx.x;
     if ((u32)t >= sp->n_tok) return;
     const float* x = X + (size_t)t * n;
@@ -40,7 +52,7 @@ extern "C" __global__ void __launch_bounds__(NORM_THREADS)
 
 extern "C" __global__ void __launch_bounds__(NORM_THREADS)
     embed_finish(float* X, int n, int do_norm, float eps, float scale, const StepParams* sp) {
-    __shared__ double red[33];
+    __shared__ double red[32];
     const int t = blockIdx.x;
     if ((u32)t >= sp->n_tok) return;
     float* x = X + (size_t)t * n;
@@ -56,75 +68,108 @@ extern "C" __global__ void __launch_bounds__(NORM_THREADS)
 extern "C" __global__ void __launch_bounds__(NORM_THREADS)
     residual_norm(const float* O, const float* Wpost, float eps_post, float* X, const float* Wnext,
                   float eps, float* H, int n, const StepParams* sp) {
-    __shared__ double red[33];
+    __shared__ double red[32];
     const int t = blockIdx.x;
     if ((u32)t >= sp->n_tok) return;
     const float* o = O + (size_t)t * n;
     float* x = X + (size_t)t * n;
     const float so = rms_scale(o, n, eps_post, red);
-    for (int i = threadIdx.x; i < n; i += blockDim.x) x[i] += (o[i] * so) * Wpost[i];
-    __syncthreads();
+    double s2 = 0.0;
+    for (int r = threadIdx.x; r < n / 8; r += blockDim.x) {
+        float ov[8], xv[8], wv[8];
+        ld8(o + 8 * r, ov);
+        ld8(x + 8 * r, xv);
+        ld8(Wpost + 8 * r, wv);
+#pragma unroll
+        for (int j = 0; j < 8; ++j) xv[j] += (ov[j] * so) * wv[j];
+        st8(x + 8 * r, xv);
+        s2 = sumsq8(xv, s2);
+    }
     if (Wnext) {
-        const float sx = rms_scale(x, n, eps, red);
+        const float sx = rms_of(block_sum_f64(s2, red), n, eps);
         float* h = H + (size_t)t * n;
-        for (int i = threadIdx.x; i < n; i += blockDim.x) h[i] = (x[i] * sx) * Wnext[i];
+        for (int r = threadIdx.x; r < n / 8; r += blockDim.x) {
+            float xv[8], wv[8];
+            ld8(x + 8 * r, xv);  // this thread's own run, written above
+            ld8(Wnext + 8 * r, wv);
+#pragma unroll
+            for (int j = 0; j < 8; ++j) xv[j] = (xv[j] * sx) * wv[j];
+            st8(h + 8 * r, xv);
+        }
     }
 }
 
-// residual_norm fused with the A16 quantization of H (default; MUSER_CUDA_FUSE=0 for A/B): the same arithmetic
-// as residual_norm followed by quant_a16 — bit-identical outputs — with every value of the row
-// held in registers (one latency round per pass) and one launch instead of two.
+// residual_norm fused with the A16 quantization of H (the default; MUSER_CUDA_FUSE=0 for A/B):
+// the same arithmetic as residual_norm followed by quant_a16 — bit-identical outputs — with
+// the thread's run held in registers and one launch instead of two. A group of 32 is the runs
+// of four consecutive lanes: max and quant sum over 8 values, then two shuffle rounds.
 // Needs n <= 8 * NORM_THREADS, n % 32 == 0 (checked on the host) and a non-null Wnext (the
 // last layer uses residual_norm: its h is quantized by the output projection); block =
 // NORM_THREADS.
-#define RQ_MAX 8
 extern "C" __global__ void __launch_bounds__(NORM_THREADS)
     residual_norm_q(const float* O, const float* Wpost, float eps_post, float* X,
                     const float* Wnext, float eps, float* H, int n, short* XQ, float* XS,
                     int* XSUM, const StepParams* sp) {
-    __shared__ double red[33];
+    __shared__ double red[32];
     const int t = blockIdx.x;
     if ((u32)t >= sp->n_tok) return;
-    const float* o = O + (size_t)t * n;
-    float* x = X + (size_t)t * n;
-    const int B = blockDim.x, tid = threadIdx.x;
-    float ov[RQ_MAX], xv[RQ_MAX];
+    const int r = threadIdx.x;
+    const bool mine = r < n / 8;  // whole groups of 4 lanes in or out (n % 32 == 0)
+    // Launch with blockDim.x a multiple of 32 (every warp whole) — NORM_THREADS.
+    const float* o = O + (size_t)t * n + 8 * r;
+    float* x = X + (size_t)t * n + 8 * r;
+    float ov[8], xv[8], wv[8];
 #pragma unroll
-    for (int k = 0; k < RQ_MAX; ++k) {
-        const int i = tid + k * B;
-        ov[k] = i < n ? o[i] : 0.f;
-        xv[k] = i < n ? x[i] : 0.f;
+    for (int j = 0; j < 8; ++j) ov[j] = xv[j] = wv[j] = 0.f;
+    if (mine) {
+        ld8(o, ov);
+        ld8(x, xv);
+        ld8(Wpost + 8 * r, wv);
     }
-    double s = 0.0;
+    const float so = rms_of(block_sum_f64(sumsq8(ov, 0.0), red), n, eps_post);
 #pragma unroll
-    for (int k = 0; k < RQ_MAX; ++k)
-        if (tid + k * B < n) s += (double)ov[k] * (double)ov[k];
-    s = block_sum_f64(s, red);
-    const float so = (float)(1.0 / sqrt(s / (double)n + (double)eps_post));
-#pragma unroll
-    for (int k = 0; k < RQ_MAX; ++k) {
-        const int i = tid + k * B;
-        if (i < n) {
-            xv[k] += (ov[k] * so) * Wpost[i];
-            x[i] = xv[k];
-        }
+    for (int j = 0; j < 8; ++j) xv[j] += (ov[j] * so) * wv[j];
+    if (mine) {
+        st8(x, xv);
+        ld8(Wnext + 8 * r, wv);
     }
-    double s2 = 0.0;
+    const float sx = rms_of(block_sum_f64(sumsq8(xv, 0.0), red), n, eps);
+    // Every lane takes part in the shuffles (a lane past the row holds zeros, in a group of
+    // its own); only lanes of the row store.
+    float hv[8];
+    float amax = 0.f;
 #pragma unroll
-    for (int k = 0; k < RQ_MAX; ++k)
-        if (tid + k * B < n) s2 += (double)xv[k] * (double)xv[k];
-    s2 = block_sum_f64(s2, red);
-    const float sx = (float)(1.0 / sqrt(s2 / (double)n + (double)eps));
-    float* h = H + (size_t)t * n;
+    for (int j = 0; j < 8; ++j) {
+        hv[j] = (xv[j] * sx) * wv[j];
+        amax = fmaxf(amax, fabsf(hv[j]));
+    }
+    amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, 1));
+    amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, 2));
+    int q[8], qs = 0;
+    float d = 0.f;
+    if (amax > 0.f) {
+        const float id = 32767.0f / amax;
 #pragma unroll
-    for (int k = 0; k < RQ_MAX; ++k) {
-        const int i0 = k * B + (tid & ~31);  // first index of this warp's group
-        if (i0 < n) {                        // whole warp in or out (n % 32 == 0, B % 32 == 0)
-            const int i = tid + k * B;
-            const float hv = (xv[k] * sx) * Wnext[i];
-            h[i] = hv;
-            a16_group(hv, XQ + (size_t)t * n + i0, XS + (size_t)t * (n / 32) + i0 / 32,
-                      XSUM + (size_t)t * (n / 32) + i0 / 32);
-        }
+        for (int j = 0; j < 8; ++j) q[j] = (int)fminf(fmaxf(rintf(hv[j] * id), -32767.f), 32767.f);
+        d = amax / 32767.0f;
+    } else {
+#pragma unroll
+        for (int j = 0; j < 8; ++j) q[j] = 0;
+    }
+#pragma unroll
+    for (int j = 0; j < 8; ++j) qs += q[j];
+    qs += __shfl_xor_sync(0xffffffffu, qs, 1);
+    qs += __shfl_xor_sync(0xffffffffu, qs, 2);
+    if (!mine) return;
+    st8(H + (size_t)t * n + 8 * r, hv);
+    uint4 pk;
+    pk.x = (u32)(u16)q[0] | ((u32)(u16)q[1] << 16);
+    pk.y = (u32)(u16)q[2] | ((u32)(u16)q[3] << 16);
+    pk.z = (u32)(u16)q[4] | ((u32)(u16)q[5] << 16);
+    pk.w = (u32)(u16)q[6] | ((u32)(u16)q[7] << 16);
+    *(uint4*)(XQ + (size_t)t * n + 8 * r) = pk;
+    if ((r & 3) == 0) {
+        XS[(size_t)t * (n / 32) + r / 4] = d;
+        XSUM[(size_t)t * (n / 32) + r / 4] = qs;
     }
 }

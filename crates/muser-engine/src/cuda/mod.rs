@@ -259,6 +259,12 @@ impl<'m> CudaSession<'m> {
                 c.head_dim, c.head_dim_v
             )));
         }
+        if !c.n_embd.is_multiple_of(8) {
+            return Err(EngineError::Config(format!(
+                "the CUDA norms read rows in runs of 8 values: n_embd {} is not a multiple of 8",
+                c.n_embd
+            )));
+        }
         let gqa = c.gqa_ratio();
         if gqa == 0 || gqa > 32 || !c.n_head.is_multiple_of(c.n_head_kv) {
             return Err(EngineError::Config(format!(
