@@ -174,6 +174,8 @@ pub struct CompiledModule {
 pub struct Registry {
     /// Rows per warp of the one-token A16 matvec kernels (`-DMVA_R1`).
     pub mva_rows: u32,
+    /// Warps per block of the A16 matvec kernels (`-DMVA_WARPS`).
+    pub mva_warps: u32,
     /// Minimum resident blocks per SM asked of the one-token A16 matvec kernels (`-DMVA_MINB`;
     /// 0 = no register cap).
     pub mva_minb: u32,
@@ -197,6 +199,7 @@ impl Registry {
         };
         let mva_rows = mva_rows_from_env()?;
         let mva_minb = mva_minb_from_env()?;
+        let mva_warps = mva_warps_from_env()?;
         let ld16_window = ld16_from_env()?;
         let mut functions = HashMap::new();
         let mut modules = Vec::new();
@@ -209,6 +212,7 @@ impl Registry {
                     vec![
                         format!("-DMVA_R1={mva_rows}"),
                         format!("-DMVA_MINB={mva_minb}"),
+                        format!("-DMVA_WARPS={mva_warps}"),
                         format!("-DMUSER_LD16_WINDOW={}", u8::from(ld16_window)),
                     ]
                 } else {
@@ -245,6 +249,7 @@ impl Registry {
         Ok(Registry {
             mva_rows,
             mva_minb,
+            mva_warps,
             functions,
             modules,
             _loaded: loaded,
@@ -339,6 +344,19 @@ fn mva_minb_from_env() -> Result<u32, CudaError> {
     }
 }
 
+/// `MUSER_CUDA_MVA_WARPS` (warps per block of the A16 matvec kernels; 4, 8 or 16; default 4).
+fn mva_warps_from_env() -> Result<u32, CudaError> {
+    match std::env::var("MUSER_CUDA_MVA_WARPS") {
+        Err(_) => Ok(4),
+        Ok(v) => match v.parse::<u32>() {
+            Ok(n @ (4 | 8 | 16)) => Ok(n),
+            _ => Err(CudaError::Invalid(format!(
+                "MUSER_CUDA_MVA_WARPS={v}: expected 4, 8 or 16"
+            ))),
+        },
+    }
+}
+
 /// `MUSER_CUDA_LD16` (how the A16 kernels read 16 bytes at 2-byte-aligned addresses: `window`,
 /// the default, or `words`; see formats_a16.cuh).
 fn ld16_from_env() -> Result<bool, CudaError> {
@@ -426,6 +444,7 @@ mod tests {
         let extra = [
             "-DMVA_R1=2".to_string(),
             "-DMVA_MINB=6".to_string(),
+            "-DMVA_WARPS=8".to_string(),
             "-DMUSER_LD16_WINDOW=0".to_string(),
         ];
         compile_module(m, Math::Strict, "sm_90a", &m.source(), &extra)

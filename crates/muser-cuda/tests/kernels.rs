@@ -242,11 +242,11 @@ fn a16_matvec_case(gpu: &Gpu, reg: &Registry, k: usize) {
                 reg.get(kern, Math::Strict),
                 Dims {
                     grid: (
-                        (n_out as u32).div_ceil(4 * rows_per_warp),
+                        (n_out as u32).div_ceil(reg.mva_warps * rows_per_warp),
                         (nt as u32).div_ceil(tok_per_launch),
                         1,
                     ),
-                    block: 128,
+                    block: 32 * reg.mva_warps,
                     smem,
                 },
                 gpu.stream(),

@@ -8,7 +8,10 @@
 //   ... (see formats_a16.cuh) in that order, then a fixed butterfly sum. Same per-(row, token)
 //   order for every NT: results do not depend on how tokens are grouped into launches.
 
+// Warps per block (-DMVA_WARPS=N from `MUSER_CUDA_MVA_WARPS`; the host launches 32 * N threads).
+#ifndef MVA_WARPS
 #define MVA_WARPS 4
+#endif
 
 extern "C" __global__ void quant_a16(const float* X, int ldx, int K, int n_tok, short* XQ,
                                      float* XS, int* XSUM) {
@@ -132,8 +135,22 @@ __device__ __forceinline__ void mva_pipe(const u8* __restrict__ W, u64 row_bytes
         }
     }
     if (STAGE) {
-        for (int i = threadIdx.x; i < K / 8; i += blockDim.x)
-            *(uint4*)(xsh + xoff<72>(8 * i)) = ((const uint4*)XQ)[i];
+        // Eight 16-byte loads in flight per thread before their stores: the copy costs one
+        // or a few L2 round trips, not one per 16 bytes.
+        const int n16 = K / 8;
+        for (int base = 0; base < n16; base += 8 * (int)blockDim.x) {
+            uint4 v[8];
+#pragma unroll
+            for (int u = 0; u < 8; ++u) {
+                const int i = base + threadIdx.x + u * blockDim.x;
+                if (i < n16) v[u] = ((const uint4*)XQ)[i];
+            }
+#pragma unroll
+            for (int u = 0; u < 8; ++u) {
+                const int i = base + threadIdx.x + u * blockDim.x;
+                if (i < n16) *(uint4*)(xsh + xoff<72>(8 * i)) = v[u];
+            }
+        }
         __syncthreads();
     }
     if (!active) return;

@@ -13,6 +13,8 @@ use crate::EngineError;
 
 use muser_cuda::Stream;
 
+/// Warps per block of the f32-route matvec kernels (`MV_WARPS` in matvec.cu); the A16 kernels'
+/// count is the registry's `mva_warps`.
 const MV_WARPS: u32 = 4;
 /// Threads of the norm kernels (`NORM_THREADS` in norm.cu).
 const NORM_THREADS: u32 = 1024;
@@ -97,10 +99,11 @@ impl<'m> CudaSession<'m> {
             (1, false) => (ks.t1, 1),
             (_, false) => (ks.t8, 8),
         };
+        let warps = if a16 { self.reg.mva_warps } else { MV_WARPS };
         let rows_per_block = if a16 && nt == 1 {
-            MV_WARPS * self.reg.mva_rows
+            warps * self.reg.mva_rows
         } else {
-            MV_WARPS
+            warps
         };
         let dims = Dims {
             grid: (
@@ -108,7 +111,7 @@ impl<'m> CudaSession<'m> {
                 (n as u32).div_ceil(nt),
                 1,
             ),
-            block: 32 * MV_WARPS,
+            block: 32 * warps,
             smem: if n == 1 && a16 && staged.is_some() {
                 xsmem_bytes as u32
             } else {
