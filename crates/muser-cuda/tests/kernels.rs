@@ -135,6 +135,11 @@ fn quant_on_device(gpu: &Gpu, reg: &Registry, x: &[f32], k: usize, n_tok: usize)
     A16Dev { xq, xs, xsum }
 }
 
+fn bytes_u32(x: &[u32]) -> &[u8] {
+    // SAFETY: u32 has no padding and any byte pattern is a valid u8.
+    unsafe { std::slice::from_raw_parts(x.as_ptr().cast::<u8>(), std::mem::size_of_val(x)) }
+}
+
 fn bytemuck_f32(x: &[f32]) -> &[u8] {
     // SAFETY: f32 has no padding and any byte pattern is a valid u8.
     unsafe { std::slice::from_raw_parts(x.as_ptr().cast::<u8>(), std::mem::size_of_val(x)) }
@@ -304,4 +309,167 @@ fn every_registered_kernel_loads() {
     }
     assert!(reg.init_ms > 0.0);
     assert_eq!(reg.identity().len(), 64);
+}
+
+/// The f32-activation route (`MUSER_CUDA_ACTS=f32`): every `mv_*` kernel against the f64
+/// product of the dequantized weights and the f32 activations; one-token and eight-token
+/// kernels bit-identical (the eight-token launch has a 3-token tail).
+#[test]
+fn f32_matvec_kernels_match_the_cpu_reference() {
+    let Some((gpu, reg)) = device() else { return };
+    use Kernel::*;
+    let (k, n_out, n_tok) = (1024usize, 77usize, 11usize);
+    for (ty, k1, k8) in [
+        (GgmlType::Q4_K, MvQ4kT1, MvQ4kT8),
+        (GgmlType::Q5_K, MvQ5kT1, MvQ5kT8),
+        (GgmlType::Q6_K, MvQ6kT1, MvQ6kT8),
+        (GgmlType::Q8_0, MvQ80T1, MvQ80T8),
+        (GgmlType::Q5_0, MvQ50T1, MvQ50T8),
+        (GgmlType::F16, MvF16T1, MvF16T8),
+        (GgmlType::F32, MvF32T1, MvF32T8),
+    ] {
+        let row_bytes = k / ty.block_size() * ty.type_size();
+        let wf = rand_vec(n_out * k, 17 + ty as u64);
+        let mut w = vec![0u8; n_out * row_bytes];
+        for r in 0..n_out {
+            muser_quant::quantize(
+                ty,
+                &wf[r * k..(r + 1) * k],
+                &mut w[r * row_bytes..(r + 1) * row_bytes],
+            )
+            .expect("quantize");
+        }
+        let x = rand_vec(n_tok * k, 5);
+        let mut want = vec![0f64; n_tok * n_out];
+        let mut wrow = vec![0f64; k];
+        for r in 0..n_out {
+            muser_quant::dequantize_f64(ty, &w[r * row_bytes..(r + 1) * row_bytes], &mut wrow)
+                .expect("deq");
+            for t in 0..n_tok {
+                want[t * n_out + r] = wrow
+                    .iter()
+                    .zip(&x[t * k..(t + 1) * k])
+                    .map(|(a, &b)| a * f64::from(b))
+                    .sum();
+            }
+        }
+        let wd = upload_bytes(&gpu, &w);
+        let xd = upload_bytes(&gpu, bytemuck_f32(&x));
+        let run = |kern: Kernel, nt: usize, tok_per_launch: u32| -> Vec<f32> {
+            let (buf, y) = guarded(&gpu, nt * n_out);
+            launch(
+                reg.get(kern, Math::Strict),
+                Dims {
+                    grid: (
+                        (n_out as u32).div_ceil(4),
+                        (nt as u32).div_ceil(tok_per_launch),
+                        1,
+                    ),
+                    block: 128,
+                    smem: 0,
+                },
+                gpu.stream(),
+                KArgs::new()
+                    .ptr(wd.ptr())
+                    .u64(row_bytes as u64)
+                    .ptr(xd.ptr())
+                    .int(k)
+                    .ptr(y)
+                    .int(n_out)
+                    .int(k)
+                    .int(n_out)
+                    .int(nt),
+            )
+            .expect("launch");
+            read_guarded(&gpu, &buf, nt * n_out, kern.symbol())
+        };
+        let y8 = run(k8, n_tok, 8);
+        let y1 = run(k1, 1, 1);
+        assert_eq!(
+            y1.iter().map(|v| v.to_bits()).collect::<Vec<_>>(),
+            y8[..n_out].iter().map(|v| v.to_bits()).collect::<Vec<_>>(),
+            "{ty:?}: one-token f32 kernel differs from the eight-token kernel"
+        );
+        let norm = want.iter().map(|v| v * v).sum::<f64>().sqrt() / (want.len() as f64).sqrt();
+        for (i, (&g, &r)) in y8.iter().zip(&want).enumerate() {
+            let err = (f64::from(g) - r).abs();
+            assert!(
+                err <= 1e-5 * norm.max(1e-3) + 1e-5 * r.abs(),
+                "{ty:?} [{i}]: {g} vs {r} (err {err:e}, norm {norm:e})"
+            );
+        }
+        eprintln!("{ty:?} f32 route: ok ({n_out} rows x {k}, {n_tok} tokens)");
+    }
+}
+
+/// Every embedding kernel against `muser_quant::dequantize` of the looked-up rows; the launch
+/// has one block more than `StepParams.n_tok`, whose row would land in the guard.
+#[test]
+fn embed_kernels_match_the_cpu_dequantization() {
+    let Some((gpu, reg)) = device() else { return };
+    use Kernel::*;
+    let (k, n_rows) = (1024usize, 37usize);
+    let toks: [u32; 4] = [5, 0, 36, 17];
+    let td = upload_bytes(&gpu, bytes_u32(&toks));
+    let sp = upload_bytes(&gpu, bytes_u32(&[0u32, toks.len() as u32]));
+    for (ty, kern) in [
+        (GgmlType::Q4_K, EmbedQ4k),
+        (GgmlType::Q5_K, EmbedQ5k),
+        (GgmlType::Q6_K, EmbedQ6k),
+        (GgmlType::Q8_0, EmbedQ80),
+        (GgmlType::Q5_0, EmbedQ50),
+        (GgmlType::F16, EmbedF16),
+        (GgmlType::F32, EmbedF32),
+    ] {
+        let row_bytes = k / ty.block_size() * ty.type_size();
+        let wf = rand_vec(n_rows * k, 29 + ty as u64);
+        let mut w = vec![0u8; n_rows * row_bytes];
+        for r in 0..n_rows {
+            muser_quant::quantize(
+                ty,
+                &wf[r * k..(r + 1) * k],
+                &mut w[r * row_bytes..(r + 1) * row_bytes],
+            )
+            .expect("quantize");
+        }
+        let wd = upload_bytes(&gpu, &w);
+        let (buf, out) = guarded(&gpu, toks.len() * k);
+        launch(
+            reg.get(kern, Math::Strict),
+            Dims {
+                grid: (toks.len() as u32 + 1, 1, 1),
+                block: 256,
+                smem: 0,
+            },
+            gpu.stream(),
+            KArgs::new()
+                .ptr(wd.ptr())
+                .u64(row_bytes as u64)
+                .ptr(td.ptr())
+                .ptr(sp.ptr())
+                .ptr(out)
+                .int(k),
+        )
+        .expect("launch");
+        let got = read_guarded(&gpu, &buf, toks.len() * k, kern.symbol());
+        let mut row = vec![0f32; k];
+        let mut same = 0usize;
+        for (t, &id) in toks.iter().enumerate() {
+            let r = id as usize;
+            muser_quant::dequantize(ty, &w[r * row_bytes..(r + 1) * row_bytes], &mut row)
+                .expect("deq");
+            let amax = row.iter().fold(0f32, |m, v| m.max(v.abs()));
+            for (i, (&g, &c)) in got[t * k..(t + 1) * k].iter().zip(&row).enumerate() {
+                same += usize::from(g.to_bits() == c.to_bits());
+                assert!(
+                    (g - c).abs() <= 1e-6 * amax,
+                    "{ty:?} token {id} [{i}]: {g} vs {c}"
+                );
+            }
+        }
+        eprintln!(
+            "{ty:?} embed: ok ({same} of {} values bit-identical to the CPU)",
+            toks.len() * k
+        );
+    }
 }
