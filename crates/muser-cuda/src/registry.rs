@@ -316,45 +316,34 @@ pub fn compile_module(
     Ok((ptx, options, hex(&h.finalize()), text.len()))
 }
 
-/// `MUSER_CUDA_MVA_ROWS` (rows per warp of the decode matvec; 1, 2, 4 or 8; default 2, measured
-/// fastest on the H200: docs/cuda.md).
-fn mva_rows_from_env() -> Result<u32, CudaError> {
-    match std::env::var("MUSER_CUDA_MVA_ROWS") {
-        Err(_) => Ok(2),
-        Ok(v) => match v.parse::<u32>() {
-            Ok(n @ (1 | 2 | 4 | 8)) => Ok(n),
+/// A numeric compile-time switch: `name` unset gives `default`; otherwise one of `allowed`.
+fn env_choice(name: &str, default: u32, allowed: &[u32]) -> Result<u32, CudaError> {
+    match std::env::var(name) {
+        Err(_) => Ok(default),
+        Ok(v) => match v.trim().parse::<u32>() {
+            Ok(n) if allowed.contains(&n) => Ok(n),
             _ => Err(CudaError::Invalid(format!(
-                "MUSER_CUDA_MVA_ROWS={v}: expected 1, 2, 4 or 8"
+                "{name}={v}: expected one of {allowed:?}"
             ))),
         },
     }
+}
+
+/// `MUSER_CUDA_MVA_ROWS` (rows per warp of the decode matvec; default 2, measured fastest on
+/// the H200: docs/cuda.md).
+fn mva_rows_from_env() -> Result<u32, CudaError> {
+    env_choice("MUSER_CUDA_MVA_ROWS", 2, &[1, 2, 4, 8])
 }
 
 /// `MUSER_CUDA_MVA_MINB` (minimum blocks per SM for the decode matvec's register budget;
-/// 0..=8, default 0 = none).
+/// default 0 = none).
 fn mva_minb_from_env() -> Result<u32, CudaError> {
-    match std::env::var("MUSER_CUDA_MVA_MINB") {
-        Err(_) => Ok(0),
-        Ok(v) => match v.parse::<u32>() {
-            Ok(n @ 0..=8) => Ok(n),
-            _ => Err(CudaError::Invalid(format!(
-                "MUSER_CUDA_MVA_MINB={v}: expected 0..=8"
-            ))),
-        },
-    }
+    env_choice("MUSER_CUDA_MVA_MINB", 0, &[0, 1, 2, 3, 4, 5, 6, 7, 8])
 }
 
-/// `MUSER_CUDA_MVA_WARPS` (warps per block of the A16 matvec kernels; 4, 8 or 16; default 4).
+/// `MUSER_CUDA_MVA_WARPS` (warps per block of the A16 matvec kernels; default 4).
 fn mva_warps_from_env() -> Result<u32, CudaError> {
-    match std::env::var("MUSER_CUDA_MVA_WARPS") {
-        Err(_) => Ok(4),
-        Ok(v) => match v.parse::<u32>() {
-            Ok(n @ (4 | 8 | 16)) => Ok(n),
-            _ => Err(CudaError::Invalid(format!(
-                "MUSER_CUDA_MVA_WARPS={v}: expected 4, 8 or 16"
-            ))),
-        },
-    }
+    env_choice("MUSER_CUDA_MVA_WARPS", 4, &[4, 8, 16])
 }
 
 /// `MUSER_CUDA_LD16` (how the A16 kernels read 16 bytes at 2-byte-aligned addresses: `window`,

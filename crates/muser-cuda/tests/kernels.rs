@@ -173,6 +173,58 @@ fn kernels(ty: GgmlType) -> (Kernel, Kernel, &'static [Kernel]) {
     }
 }
 
+/// The weight formats the matmul kernels take.
+const TYPES: [GgmlType; 7] = [
+    GgmlType::Q4_K,
+    GgmlType::Q5_K,
+    GgmlType::Q6_K,
+    GgmlType::Q8_0,
+    GgmlType::Q5_0,
+    GgmlType::F16,
+    GgmlType::F32,
+];
+
+/// `n_rows` rows of `k` pseudo-random values quantized to `ty`; returns (bytes, row bytes).
+fn quantized_rows(ty: GgmlType, n_rows: usize, k: usize, seed: u64) -> (Vec<u8>, usize) {
+    let row_bytes = k / ty.block_size() * ty.type_size();
+    let wf = rand_vec(n_rows * k, seed);
+    let mut w = vec![0u8; n_rows * row_bytes];
+    for (src, dst) in wf.chunks(k).zip(w.chunks_mut(row_bytes)) {
+        muser_quant::quantize(ty, src, dst).expect("quantize");
+    }
+    (w, row_bytes)
+}
+
+/// `want[t * n_out + r]`: row `r` of the dequantized weights (f64) · token `t` of `x`.
+fn f64_products(ty: GgmlType, w: &[u8], row_bytes: usize, x: &[f64], k: usize) -> Vec<f64> {
+    let (n_out, n_tok) = (w.len() / row_bytes, x.len() / k);
+    let mut want = vec![0f64; n_tok * n_out];
+    let mut wrow = vec![0f64; k];
+    for (r, row) in w.chunks(row_bytes).enumerate() {
+        muser_quant::dequantize_f64(ty, row, &mut wrow).expect("deq");
+        for (t, xt) in x.chunks(k).enumerate() {
+            want[t * n_out + r] = wrow.iter().zip(xt).map(|(a, b)| a * b).sum();
+        }
+    }
+    want
+}
+
+fn bits(v: &[f32]) -> Vec<u32> {
+    v.iter().map(|x| x.to_bits()).collect()
+}
+
+/// Every `got` within `abs` × the outputs' RMS plus `rel` × |want| of the f64 reference.
+fn assert_close(what: &str, got: &[f32], want: &[f64], abs: f64, rel: f64) {
+    let norm = want.iter().map(|v| v * v).sum::<f64>().sqrt() / (want.len() as f64).sqrt();
+    for (i, (&g, &r)) in got.iter().zip(want).enumerate() {
+        let err = (f64::from(g) - r).abs();
+        assert!(
+            err <= abs * norm.max(1e-3) + rel * r.abs(),
+            "{what} [{i}]: {g} vs {r} (err {err:e}, norm {norm:e})"
+        );
+    }
+}
+
 /// Every A16 matvec kernel against the f64 product of the dequantized weights and the
 /// dequantized A16 activations; one-token, eight-token (with a tail) and pipelined kernels
 /// bit-identical to each other.
@@ -188,26 +240,8 @@ fn a16_matvec_kernels_match_the_cpu_reference() {
 
 fn a16_matvec_case(gpu: &Gpu, reg: &Registry, k: usize) {
     let (n_out, n_tok) = (77usize, 11usize);
-    for ty in [
-        GgmlType::Q4_K,
-        GgmlType::Q5_K,
-        GgmlType::Q6_K,
-        GgmlType::Q8_0,
-        GgmlType::Q5_0,
-        GgmlType::F16,
-        GgmlType::F32,
-    ] {
-        let row_bytes = k / ty.block_size() * ty.type_size();
-        let wf = rand_vec(n_out * k, 7 + ty as u64);
-        let mut w = vec![0u8; n_out * row_bytes];
-        for r in 0..n_out {
-            muser_quant::quantize(
-                ty,
-                &wf[r * k..(r + 1) * k],
-                &mut w[r * row_bytes..(r + 1) * row_bytes],
-            )
-            .expect("quantize");
-        }
+    for ty in TYPES {
+        let (w, row_bytes) = quantized_rows(ty, n_out, k, 7 + ty as u64);
         let x = rand_vec(n_tok * k, 99);
         let act = quant_on_device(gpu, reg, &x, k, n_tok);
         // Reference in f64.
@@ -220,19 +254,7 @@ fn a16_matvec_case(gpu: &Gpu, reg: &Registry, k: usize) {
                 xd[t * k + i] = f64::from(b.d[(i % 256) / 32]) * f64::from(b.qs[i % 256]);
             }
         }
-        let mut want = vec![0f64; n_tok * n_out];
-        let mut wrow = vec![0f64; k];
-        for r in 0..n_out {
-            muser_quant::dequantize_f64(ty, &w[r * row_bytes..(r + 1) * row_bytes], &mut wrow)
-                .expect("deq");
-            for t in 0..n_tok {
-                want[t * n_out + r] = wrow
-                    .iter()
-                    .zip(&xd[t * k..(t + 1) * k])
-                    .map(|(a, b)| a * b)
-                    .sum();
-            }
-        }
+        let want = f64_products(ty, &w, row_bytes, &xd, k);
         let wd = upload_bytes(gpu, &w);
         let (k1, k8, kp) = kernels(ty);
         let run = |kern: Kernel, rows_per_warp: u32, nt: usize, tok_per_launch: u32| -> Vec<f32> {
@@ -273,27 +295,20 @@ fn a16_matvec_case(gpu: &Gpu, reg: &Registry, k: usize) {
         let y8 = run(k8, 1, n_tok, 8);
         let y1 = run(k1, reg.mva_rows, 1, 1);
         assert_eq!(
-            y1.iter().map(|v| v.to_bits()).collect::<Vec<_>>(),
-            y8[..n_out].iter().map(|v| v.to_bits()).collect::<Vec<_>>(),
+            bits(&y1),
+            bits(&y8[..n_out]),
             "{ty:?}: one-token kernel differs from the eight-token kernel"
         );
         for &kp in kp {
             let yp = run(kp, reg.mva_rows, 1, 1);
             assert_eq!(
-                yp.iter().map(|v| v.to_bits()).collect::<Vec<_>>(),
-                y1.iter().map(|v| v.to_bits()).collect::<Vec<_>>(),
+                bits(&yp),
+                bits(&y1),
                 "{ty:?}: {} differs from the one-token kernel",
                 kp.symbol()
             );
         }
-        let norm = want.iter().map(|v| v * v).sum::<f64>().sqrt() / (want.len() as f64).sqrt();
-        for (i, (&g, &r)) in y8.iter().zip(&want).enumerate() {
-            let err = (f64::from(g) - r).abs();
-            assert!(
-                err <= 1e-5 * norm.max(1e-3) + 1e-6 * r.abs(),
-                "{ty:?} [{i}]: {g} vs {r} (err {err:e}, norm {norm:e})"
-            );
-        }
+        assert_close(&format!("{ty:?}"), &y8, &want, 1e-5, 1e-6);
         eprintln!("{ty:?}: ok ({n_out} rows x {k}, {n_tok} tokens)");
     }
 }
@@ -328,31 +343,10 @@ fn f32_matvec_kernels_match_the_cpu_reference() {
         (GgmlType::F16, MvF16T1, MvF16T8),
         (GgmlType::F32, MvF32T1, MvF32T8),
     ] {
-        let row_bytes = k / ty.block_size() * ty.type_size();
-        let wf = rand_vec(n_out * k, 17 + ty as u64);
-        let mut w = vec![0u8; n_out * row_bytes];
-        for r in 0..n_out {
-            muser_quant::quantize(
-                ty,
-                &wf[r * k..(r + 1) * k],
-                &mut w[r * row_bytes..(r + 1) * row_bytes],
-            )
-            .expect("quantize");
-        }
+        let (w, row_bytes) = quantized_rows(ty, n_out, k, 17 + ty as u64);
         let x = rand_vec(n_tok * k, 5);
-        let mut want = vec![0f64; n_tok * n_out];
-        let mut wrow = vec![0f64; k];
-        for r in 0..n_out {
-            muser_quant::dequantize_f64(ty, &w[r * row_bytes..(r + 1) * row_bytes], &mut wrow)
-                .expect("deq");
-            for t in 0..n_tok {
-                want[t * n_out + r] = wrow
-                    .iter()
-                    .zip(&x[t * k..(t + 1) * k])
-                    .map(|(a, &b)| a * f64::from(b))
-                    .sum();
-            }
-        }
+        let xd: Vec<f64> = x.iter().map(|&v| f64::from(v)).collect();
+        let want = f64_products(ty, &w, row_bytes, &xd, k);
         let wd = upload_bytes(&gpu, &w);
         let xd = upload_bytes(&gpu, bytemuck_f32(&x));
         let run = |kern: Kernel, nt: usize, tok_per_launch: u32| -> Vec<f32> {
@@ -386,18 +380,11 @@ fn f32_matvec_kernels_match_the_cpu_reference() {
         let y8 = run(k8, n_tok, 8);
         let y1 = run(k1, 1, 1);
         assert_eq!(
-            y1.iter().map(|v| v.to_bits()).collect::<Vec<_>>(),
-            y8[..n_out].iter().map(|v| v.to_bits()).collect::<Vec<_>>(),
+            bits(&y1),
+            bits(&y8[..n_out]),
             "{ty:?}: one-token f32 kernel differs from the eight-token kernel"
         );
-        let norm = want.iter().map(|v| v * v).sum::<f64>().sqrt() / (want.len() as f64).sqrt();
-        for (i, (&g, &r)) in y8.iter().zip(&want).enumerate() {
-            let err = (f64::from(g) - r).abs();
-            assert!(
-                err <= 1e-5 * norm.max(1e-3) + 1e-5 * r.abs(),
-                "{ty:?} [{i}]: {g} vs {r} (err {err:e}, norm {norm:e})"
-            );
-        }
+        assert_close(&format!("{ty:?} f32 route"), &y8, &want, 1e-5, 1e-5);
         eprintln!("{ty:?} f32 route: ok ({n_out} rows x {k}, {n_tok} tokens)");
     }
 }
@@ -421,17 +408,7 @@ fn embed_kernels_match_the_cpu_dequantization() {
         (GgmlType::F16, EmbedF16),
         (GgmlType::F32, EmbedF32),
     ] {
-        let row_bytes = k / ty.block_size() * ty.type_size();
-        let wf = rand_vec(n_rows * k, 29 + ty as u64);
-        let mut w = vec![0u8; n_rows * row_bytes];
-        for r in 0..n_rows {
-            muser_quant::quantize(
-                ty,
-                &wf[r * k..(r + 1) * k],
-                &mut w[r * row_bytes..(r + 1) * row_bytes],
-            )
-            .expect("quantize");
-        }
+        let (w, row_bytes) = quantized_rows(ty, n_rows, k, 29 + ty as u64);
         let wd = upload_bytes(&gpu, &w);
         let (buf, out) = guarded(&gpu, toks.len() * k);
         launch(

@@ -11,15 +11,10 @@
 //       x points at the block's first value for token 0; token t's values are at x + t*ldx.
 //   dequant(const u8* blk, int u, float* y)   y points at the block's first value.
 
-// Q4_K scale/min of sub-block j (6-bit packed, 12 bytes).
-__device__ __forceinline__ void k4_scale_min(const u8* s, int j, float* sc, float* m) {
-    if (j < 4) {
-        *sc = (float)(s[j] & 63);
-        *m = (float)(s[j + 4] & 63);
-    } else {
-        *sc = (float)((s[j + 4] & 0xF) | ((s[j - 4] >> 6) << 4));
-        *m = (float)((s[j + 4] >> 4) | ((s[j] >> 6) << 4));
-    }
+// The scale words of a Q4_K/Q5_K block (bytes 4..16; blocks are 16-byte aligned).
+__device__ __forceinline__ void k4_scale_words(const u8* b, u32* sw) {
+    const uint4 h = *(const uint4*)b;
+    sw[0] = h.y; sw[1] = h.z; sw[2] = h.w;
 }
 
 // ---- Q4_K: d f16, dmin f16, scales[12], qs[128]; 256 values, 144 bytes.
@@ -29,9 +24,10 @@ struct FQ4K {
     template <int NT>
     static __device__ __forceinline__ void dot(const u8* b, int c, const float* x, int ldx, float* acc) {
         const float d = h2f(ld_u16(b)), dmin = h2f(ld_u16(b + 2));
+        u32 sw[3];
+        k4_scale_words(b, sw);
         float sc0, m0, sc1, m1;
-        k4_scale_min(b + 4, 2 * c, &sc0, &m0);
-        k4_scale_min(b + 4, 2 * c + 1, &sc1, &m1);
+        k4_scales_pair(sw, c, &sc0, &m0, &sc1, &m1);
         const uint4* q4 = (const uint4*)(b + 16 + 32 * c);
         const uint4 qa = q4[0], qb = q4[1];
         const u32 qw[8] = {qa.x, qa.y, qa.z, qa.w, qb.x, qb.y, qb.z, qb.w};
@@ -60,9 +56,10 @@ struct FQ4K {
     }
     static __device__ __forceinline__ void dequant(const u8* b, int c, float* y) {
         const float d = h2f(ld_u16(b)), dmin = h2f(ld_u16(b + 2));
+        u32 sw[3];
+        k4_scale_words(b, sw);
         float sc0, m0, sc1, m1;
-        k4_scale_min(b + 4, 2 * c, &sc0, &m0);
-        k4_scale_min(b + 4, 2 * c + 1, &sc1, &m1);
+        k4_scales_pair(sw, c, &sc0, &m0, &sc1, &m1);
         const u8* q = b + 16 + 32 * c;
         for (int l = 0; l < 32; ++l) {
             y[64 * c + l] = (d * sc0) * (float)(q[l] & 0xF) - dmin * m0;
@@ -78,9 +75,10 @@ struct FQ5K {
     template <int NT>
     static __device__ __forceinline__ void dot(const u8* b, int c, const float* x, int ldx, float* acc) {
         const float d = h2f(ld_u16(b)), dmin = h2f(ld_u16(b + 2));
+        u32 sw[3];
+        k4_scale_words(b, sw);
         float sc0, m0, sc1, m1;
-        k4_scale_min(b + 4, 2 * c, &sc0, &m0);
-        k4_scale_min(b + 4, 2 * c + 1, &sc1, &m1);
+        k4_scales_pair(sw, c, &sc0, &m0, &sc1, &m1);
         const u8* qh = b + 16;
         const u8* q = b + 48 + 32 * c;
         float v0[32], v1[32];
@@ -106,9 +104,10 @@ struct FQ5K {
     }
     static __device__ __forceinline__ void dequant(const u8* b, int c, float* y) {
         const float d = h2f(ld_u16(b)), dmin = h2f(ld_u16(b + 2));
+        u32 sw[3];
+        k4_scale_words(b, sw);
         float sc0, m0, sc1, m1;
-        k4_scale_min(b + 4, 2 * c, &sc0, &m0);
-        k4_scale_min(b + 4, 2 * c + 1, &sc1, &m1);
+        k4_scales_pair(sw, c, &sc0, &m0, &sc1, &m1);
         const u8* qh = b + 16;
         const u8* q = b + 48 + 32 * c;
         for (int l = 0; l < 32; ++l) {

@@ -63,38 +63,6 @@ __device__ __forceinline__ int dot4(u32 w, u32 x0, u32 x1, int acc) {
     return __dp2a_hi((int)x1, (int)w, acc);
 }
 
-// An integer in [0, 2^23) as float, exactly, on the FMA pipe (no conversion unit): the same
-// value as (float)v.
-__device__ __forceinline__ float u23f(u32 v) {
-    return __uint_as_float(0x4B000000u | v) - 8388608.0f;
-}
-// A small signed integer in [-2^22, 2^22) as float, exactly: the same value as (float)v.
-__device__ __forceinline__ float i22f(int v) {
-    return __int_as_float(0x4B400000 + v) - 12582912.0f;
-}
-
-// The 6-bit scales and mins of the sub-block pair (2c, 2c+1) of a Q4_K/Q5_K block from its 12
-// scale bytes (three little-endian words): for j < 4, sc = s[j] & 63, m = s[j+4] & 63; for
-// j >= 4, sc = (s[j+4] & 15) | (s[j-4] >> 6) << 4, m = (s[j+4] >> 4) | (s[j] >> 6) << 4.
-// Both bytes of a pair are handled at once (two 8-bit lanes of one word).
-__device__ __forceinline__ void k4_scales_pair(const u32* sw, int c, float* sc0, float* m0,
-                                               float* sc1, float* m1) {
-    const u32 sh = 16 * (c & 1);
-    const u32 A = sw[0] >> sh, B = sw[1] >> sh, C = sw[2] >> sh;
-    u32 scp, mp;
-    if (c < 2) {
-        scp = A & 0x3F3Fu;
-        mp = B & 0x3F3Fu;
-    } else {
-        scp = (C & 0x0F0Fu) | ((A >> 2) & 0x3030u);
-        mp = ((C >> 4) & 0x0F0Fu) | ((B >> 2) & 0x3030u);
-    }
-    *sc0 = u23f(scp & 0xFFu);
-    *sc1 = u23f((scp >> 8) & 0xFFu);
-    *m0 = u23f(mp & 0xFFu);
-    *m1 = u23f((mp >> 8) & 0xFFu);
-}
-
 // ---- Q4_K (144 B, 16-aligned). Unit c: sub-blocks 2c (low nibbles) and 2c+1 (high).
 struct AQ4K {
     static const int BLOCK_VALS = 256, BLOCK_BYTES = 144, UNITS = 4;

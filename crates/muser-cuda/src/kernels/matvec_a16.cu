@@ -234,24 +234,18 @@ __device__ __forceinline__ void mva_pipe(const u8* __restrict__ W, u64 row_bytes
         mva_body<F, NT, R>(W, row_bytes, XQ, XS, XSUM, K, Y, ldy, n_out, n_tok);                \
     }
 
-#define MVA_PIPE_KERNEL(NAME, F)                                                                \
+// Pipelined decode kernels: STAGE = true stages the activations in shared memory (mvs_*).
+#define MVA_PIPE_KERNEL(NAME, F, STAGE)                                                         \
     extern "C" __global__ void MVA_BOUNDS_T1                                                    \
         NAME(const u8* W, u64 row_bytes, const short* XQ, const float* XS, const int* XSUM,     \
              int K, float* Y, int ldy, int n_out, int n_tok) {                                  \
-        mva_pipe<F, MVA_R1, false>(W, row_bytes, XQ, XS, XSUM, K, Y, n_out);                    \
+        mva_pipe<F, MVA_R1, STAGE>(W, row_bytes, XQ, XS, XSUM, K, Y, n_out);                    \
     }
 
-#define MVA_SMEM_KERNEL(NAME, F)                                                                \
-    extern "C" __global__ void MVA_BOUNDS_T1                                                    \
-        NAME(const u8* W, u64 row_bytes, const short* XQ, const float* XS, const int* XSUM,     \
-             int K, float* Y, int ldy, int n_out, int n_tok) {                                  \
-        mva_pipe<F, MVA_R1, true>(W, row_bytes, XQ, XS, XSUM, K, Y, n_out);                     \
-    }
-
-MVA_SMEM_KERNEL(mvs_q4_k_t1, AQ4K)
-MVA_SMEM_KERNEL(mvs_q6_k_t1, AQ6K)
-MVA_PIPE_KERNEL(mvp_q4_k_t1, AQ4K)
-MVA_PIPE_KERNEL(mvp_q6_k_t1, AQ6K)
+MVA_PIPE_KERNEL(mvs_q4_k_t1, AQ4K, true)
+MVA_PIPE_KERNEL(mvs_q6_k_t1, AQ6K, true)
+MVA_PIPE_KERNEL(mvp_q4_k_t1, AQ4K, false)
+MVA_PIPE_KERNEL(mvp_q6_k_t1, AQ6K, false)
 MVA_KERNEL(mva_q4_k_t1, AQ4K, 1, MVA_R1, MVA_BOUNDS_T1)
 MVA_KERNEL(mva_q4_k_t8, AQ4K, 8, 1, __launch_bounds__(32 * MVA_WARPS))
 MVA_KERNEL(mva_q5_k_t1, AQ5K, 1, MVA_R1, MVA_BOUNDS_T1)

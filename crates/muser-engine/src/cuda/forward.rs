@@ -398,29 +398,17 @@ impl<'m> CudaSession<'m> {
                     combine_args.ptr(step),
                 )?;
             }
-            if lw.wgate.is_some() && fuse && !fused_combine {
-                self.ewq(
-                    Kernel::SigmoidGateQ,
-                    s,
-                    KArgs::new()
-                        .ptr(b.a.ptr())
-                        .ptr(b.gate.ptr())
-                        .int(aw)
-                        .ptr(step),
-                    aw,
-                    n,
-                )?;
-            } else if lw.wgate.is_some() && !fuse {
-                self.ew(
-                    Kernel::SigmoidGate,
-                    s,
-                    KArgs::new()
-                        .ptr(b.a.ptr())
-                        .ptr(b.gate.ptr())
-                        .int(aw)
-                        .ptr(step),
-                    n * aw,
-                )?;
+            if lw.wgate.is_some() && !fused_combine {
+                let gate_args = KArgs::new()
+                    .ptr(b.a.ptr())
+                    .ptr(b.gate.ptr())
+                    .int(aw)
+                    .ptr(step);
+                if fuse {
+                    self.ewq(Kernel::SigmoidGateQ, s, gate_args, aw, n)?;
+                } else {
+                    self.ew(Kernel::SigmoidGate, s, gate_args, n * aw)?;
+                }
             }
             prof.mark("attention", s)?;
             let a_quantized = fused_combine || (fuse && lw.wgate.is_some());
