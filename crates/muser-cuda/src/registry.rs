@@ -55,6 +55,7 @@ impl Math {
 pub enum Module {
     Matvec,
     MatvecA16,
+    MmqA16,
     Norm,
     Rope,
     Attention,
@@ -62,9 +63,10 @@ pub enum Module {
 }
 
 impl Module {
-    pub const ALL: [Module; 6] = [
+    pub const ALL: [Module; 7] = [
         Module::Matvec,
         Module::MatvecA16,
+        Module::MmqA16,
         Module::Norm,
         Module::Rope,
         Module::Attention,
@@ -74,6 +76,7 @@ impl Module {
         match self {
             Module::Matvec => "matvec.cu",
             Module::MatvecA16 => "matvec_a16.cu",
+            Module::MmqA16 => "mmq_a16.cu",
             Module::Norm => "norm.cu",
             Module::Rope => "rope.cu",
             Module::Attention => "attention.cu",
@@ -85,6 +88,7 @@ impl Module {
         let body = match self {
             Module::Matvec => include_str!("kernels/matvec.cu"),
             Module::MatvecA16 => include_str!("kernels/matvec_a16.cu"),
+            Module::MmqA16 => include_str!("kernels/mmq_a16.cu"),
             Module::Norm => include_str!("kernels/norm.cu"),
             Module::Rope => include_str!("kernels/rope.cu"),
             Module::Attention => include_str!("kernels/attention.cu"),
@@ -92,7 +96,7 @@ impl Module {
         };
         let formats = match self {
             Module::Matvec => FORMATS,
-            Module::MatvecA16 => FORMATS_A16,
+            Module::MatvecA16 | Module::MmqA16 => FORMATS_A16,
             _ => "",
         };
         format!("{COMMON}\n{formats}\n{body}")
@@ -134,6 +138,7 @@ kernels! {
     QuantA16 => MatvecA16, "quant_a16";
     MvpQ4kT1 => MatvecA16, "mvp_q4_k_t1"; MvpQ6kT1 => MatvecA16, "mvp_q6_k_t1";
     MvsQ4kT1 => MatvecA16, "mvs_q4_k_t1"; MvsQ6kT1 => MatvecA16, "mvs_q6_k_t1";
+    MmqQ4k => MmqA16, "mmq_q4_k"; MmqQ6k => MmqA16, "mmq_q6_k";
     MvaQ4kT1 => MatvecA16, "mva_q4_k_t1"; MvaQ4kT8 => MatvecA16, "mva_q4_k_t8";
     MvaQ5kT1 => MatvecA16, "mva_q5_k_t1"; MvaQ5kT8 => MatvecA16, "mva_q5_k_t8";
     MvaQ6kT1 => MatvecA16, "mva_q6_k_t1"; MvaQ6kT8 => MatvecA16, "mva_q6_k_t8";
@@ -169,6 +174,12 @@ pub struct CompiledModule {
     pub compile_ms: f64,
     pub ptx_bytes: usize,
 }
+
+/// Launch shape of the tensor-core matmuls (`mmq_*`; `MMQ_BM`, `MMQ_BN`, `MMQ_THREADS` in
+/// mmq_a16.cu): one block per tile of `MMQ_ROWS` output rows × `MMQ_TOKENS` tokens.
+pub const MMQ_ROWS: u32 = 128;
+pub const MMQ_TOKENS: u32 = 64;
+pub const MMQ_THREADS: u32 = 256;
 
 /// All kernels, compiled and loaded.
 pub struct Registry {
@@ -208,15 +219,17 @@ impl Registry {
             let src = m.source();
             for &math in m.maths() {
                 let t = Instant::now();
-                let extra = if m == Module::MatvecA16 {
-                    vec![
+                let extra = match m {
+                    Module::MatvecA16 => vec![
                         format!("-DMVA_R1={mva_rows}"),
                         format!("-DMVA_MINB={mva_minb}"),
                         format!("-DMVA_WARPS={mva_warps}"),
                         format!("-DMUSER_LD16_WINDOW={}", u8::from(ld16_window)),
-                    ]
-                } else {
-                    Vec::new()
+                    ],
+                    Module::MmqA16 => {
+                        vec![format!("-DMUSER_LD16_WINDOW={}", u8::from(ld16_window))]
+                    }
+                    _ => Vec::new(),
                 };
                 let (ptx, options, sha256, ptx_bytes) =
                     compile_module(m, math, arch, &src, &extra)?;

@@ -232,8 +232,10 @@ fn assert_close(what: &str, got: &[f32], want: &[f64], abs: f64, rel: f64) {
 fn a16_matvec_kernels_match_the_cpu_reference() {
     let Some((gpu, reg)) = device() else { return };
     // K = 1024: 16 units per row (all in the decode kernels' packed tail); 6656: 3 full
-    // iterations + 8 tail units; 9984: 4 + 28 (tail pairs over four steps).
-    for k in [1024usize, 6656, 9984] {
+    // iterations + 8 tail units; 9984: 4 + 28 (tail pairs over four steps); 19968: the widest
+    // staged activation copy (Muse Glimmer's FFN down: 44 928 bytes of dynamic shared memory
+    // beside the static lane-sum scratch, inside the 48 KiB default).
+    for k in [1024usize, 6656, 9984, 19968] {
         a16_matvec_case(&gpu, &reg, k);
     }
 }
@@ -310,6 +312,94 @@ fn a16_matvec_case(gpu: &Gpu, reg: &Registry, k: usize) {
         }
         assert_close(&format!("{ty:?}"), &y8, &want, 1e-5, 1e-6);
         eprintln!("{ty:?}: ok ({n_out} rows x {k}, {n_tok} tokens)");
+    }
+}
+
+/// The tensor-core matmuls (Q4_K, Q6_K) bit-identical to the eight-token dp2a kernels (which
+/// the test above ties to the one-token decode kernels) and close to the f64 reference; two
+/// row tiles and two token tiles, both partial, and a two-token launch.
+#[test]
+fn mmq_kernels_match_the_decode_kernels_bit_for_bit() {
+    let Some((gpu, reg)) = device() else { return };
+    use muser_cuda::{MMQ_ROWS, MMQ_THREADS, MMQ_TOKENS};
+    let n_out = 200usize;
+    for k in [1024usize, 6656, 9984] {
+        for (ty, kmmq, k8) in [
+            (GgmlType::Q4_K, Kernel::MmqQ4k, Kernel::MvaQ4kT8),
+            (GgmlType::Q6_K, Kernel::MmqQ6k, Kernel::MvaQ6kT8),
+        ] {
+            for n_tok in [70usize, 2] {
+                let (w, row_bytes) = quantized_rows(ty, n_out, k, 41 + ty as u64);
+                let x = rand_vec(n_tok * k, 3 + k as u64);
+                let act = quant_on_device(&gpu, &reg, &x, k, n_tok);
+                let mut xd = vec![0f64; n_tok * k];
+                for t in 0..n_tok {
+                    let mut blocks = vec![BlockA16::zeroed_block(); a16::n_groups(k)];
+                    a16::quantize_row(&x[t * k..(t + 1) * k], &mut blocks).expect("a16");
+                    for i in 0..k {
+                        let b = &blocks[i / 256];
+                        xd[t * k + i] = f64::from(b.d[(i % 256) / 32]) * f64::from(b.qs[i % 256]);
+                    }
+                }
+                let want = f64_products(ty, &w, row_bytes, &xd, k);
+                let wd = upload_bytes(&gpu, &w);
+                let run = |kern: Kernel, grid: (u32, u32), block: u32| -> Vec<f32> {
+                    let (buf, y) = guarded(&gpu, n_tok * n_out);
+                    launch(
+                        reg.get(kern, Math::Strict),
+                        Dims {
+                            grid: (grid.0, grid.1, 1),
+                            block,
+                            smem: 0,
+                        },
+                        gpu.stream(),
+                        KArgs::new()
+                            .ptr(wd.ptr())
+                            .u64(row_bytes as u64)
+                            .ptr(act.xq.ptr())
+                            .ptr(act.xs.ptr())
+                            .ptr(act.xsum.ptr())
+                            .int(k)
+                            .ptr(y)
+                            .int(n_out)
+                            .int(n_out)
+                            .int(n_tok),
+                    )
+                    .expect("launch");
+                    read_guarded(&gpu, &buf, n_tok * n_out, kern.symbol())
+                };
+                let y8 = run(
+                    k8,
+                    (
+                        (n_out as u32).div_ceil(reg.mva_warps),
+                        (n_tok as u32).div_ceil(8),
+                    ),
+                    32 * reg.mva_warps,
+                );
+                let ym = run(
+                    kmmq,
+                    (
+                        (n_out as u32).div_ceil(MMQ_ROWS),
+                        (n_tok as u32).div_ceil(MMQ_TOKENS),
+                    ),
+                    MMQ_THREADS,
+                );
+                let diff = bits(&ym)
+                    .iter()
+                    .zip(bits(&y8))
+                    .filter(|(a, b)| **a != *b)
+                    .count();
+                assert_eq!(
+                    diff,
+                    0,
+                    "{ty:?} K={k} n_tok={n_tok}: {diff} of {} mmq outputs differ from the dp2a kernel (first: {:?})",
+                    ym.len(),
+                    ym.iter().zip(&y8).find(|(a, b)| a.to_bits() != b.to_bits())
+                );
+                assert_close(&format!("{ty:?} mmq"), &ym, &want, 1e-5, 1e-6);
+                eprintln!("{ty:?} mmq: ok ({n_out} rows x {k}, {n_tok} tokens, bit-identical)");
+            }
+        }
     }
 }
 

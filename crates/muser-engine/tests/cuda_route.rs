@@ -58,8 +58,8 @@ fn bits(v: &[f32]) -> Vec<u32> {
 }
 
 /// Accuracy against the oracle, and bit-identical logits across runs, chunk sizes, decode graph
-/// vs eager, parallel vs serial capture, fused vs separate quantization and pipelined vs plain
-/// decode kernels — on a prompt that wraps the 16-row window 5 times.
+/// vs eager, parallel vs serial capture, fused vs separate quantization, pipelined vs plain
+/// decode kernels and tensor-core vs dp2a prefill matmuls — on a prompt that wraps the 16-row window 5 times.
 #[test]
 fn cuda_route_tracks_the_oracle_and_is_deterministic() {
     if !has_device() {
@@ -107,6 +107,10 @@ fn cuda_route_tracks_the_oracle_and_is_deterministic() {
         (
             "unstaged pipelined decode matvec, chunk 1",
             run_with(&m, &toks, 1, |o| o.xsmem = false),
+        ),
+        (
+            "eight-token dp2a prefill matmuls (no tensor cores), chunk 512",
+            run_with(&m, &toks, 512, |o| o.mmq = false),
         ),
         (
             "one head per attention block, chunk 3",

@@ -55,6 +55,34 @@ __device__ __forceinline__ float warp_max(float v) {
     return v;
 }
 
+// The A16 matmul kernels' final combine: lane j < N returns ((v_0[j] + v_1[j]) + v_2[j]) + ... +
+// v_31[j], where v_l[] is lane l's array — the 32 partials summed left to right in lane order.
+// That order (unlike a butterfly) lets a tensor-core tile that visits the partials one after
+// another follow it with a single running total (mmq_a16.cu). Lanes >= N return 0.
+// `red` is this warp's own 16-byte-aligned shared memory of N * 36 floats; N <= 8 (the float4
+// reads of lanes j and j + 8 would share banks).
+template <int N>
+__device__ __forceinline__ float lane_seq_sum(const float* v, float* red) {
+    static_assert(N >= 1 && N <= 8, "lane_seq_sum: 1..8 values per lane");
+    const int lane = threadIdx.x & 31;
+    __syncwarp();  // a previous call's reads of red are done
+#pragma unroll
+    for (int j = 0; j < N; ++j) red[36 * j + lane] = v[j];
+    __syncwarp();
+    float s = 0.f;
+    if (lane < N) {
+        const float4* r = (const float4*)(red + 36 * lane);
+        float4 q = r[0];
+        s = __fadd_rn(__fadd_rn(__fadd_rn(q.x, q.y), q.z), q.w);
+#pragma unroll
+        for (int m = 1; m < 8; ++m) {
+            q = r[m];
+            s = __fadd_rn(__fadd_rn(__fadd_rn(__fadd_rn(s, q.x), q.y), q.z), q.w);
+        }
+    }
+    return s;
+}
+
 // Block-wide f64 sum for blocks of up to 32 warps; `red` is >= 32 doubles of shared memory.
 // Each warp's butterfly total, then the warp totals (zeros past the last warp) in a second
 // butterfly: a fixed tree, every thread gets the result.

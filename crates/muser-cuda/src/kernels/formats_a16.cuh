@@ -2,9 +2,9 @@
 // quant sum per 32 values; Muser's activation format, see muser_quant::a16).
 // Owns: per weight format, the integer dot product of one "unit" (the slice of a block one lane
 // handles) with the activation quants for NT tokens, via dp2a (int16 pair × int8 pair).
-// Invariants: the integer sums are exact; each unit's float contribution is one fixed formula,
-// the same for every token slot and every NT — decode, prefill chunks and packed batches agree
-// bit for bit.
+// Invariants: the integer sums are exact; each unit is one fixed chain of explicitly rounded
+// float operations into its lane's partial, the same for every token slot and every NT — decode,
+// prefill chunks, packed batches and the tensor-core tiles (mmq_a16.cu) agree bit for bit.
 //
 //   XQ: [n_tok][K] i16   XS: [n_tok][K/32] f32   XSUM: [n_tok][K/32] i32
 //   dot<NT>(blk, u, xq, xs, xsum, K, acc): xq/xs/xsum point at the block's first value/group for
@@ -63,6 +63,39 @@ __device__ __forceinline__ int dot4(u32 w, u32 x0, u32 x1, int acc) {
     return __dp2a_hi((int)x1, (int)w, acc);
 }
 
+// Each unit's float arithmetic is a fixed chain of explicitly rounded operations into the
+// lane's running partial p (no contraction choices left to the compiler), shared by the
+// matvec kernels and the tensor-core tiles (mmq_a16.cu), so both produce the same bits.
+// The integer sums s are exact and |s| < 2^24, so (float)s is exact however it is formed.
+
+// Q4_K/Q5_K row factors of unit c (sub-blocks 2c, 2c+1): a = d * sc, nb = -(dmin * m).
+struct K4Factors {
+    float a0, nb0, a1, nb1;
+};
+__device__ __forceinline__ K4Factors k4_factors(u32 dm, const u32* sw, int c) {
+    const float d = h2f((u16)(dm & 0xFFFF)), dmin = h2f((u16)(dm >> 16));
+    float sc0, m0, sc1, m1;
+    k4_scales_pair(sw, c, &sc0, &m0, &sc1, &m1);
+    K4Factors f;
+    f.a0 = __fmul_rn(d, sc0);
+    f.nb0 = -__fmul_rn(dmin, m0);
+    f.a1 = __fmul_rn(d, sc1);
+    f.nb1 = -__fmul_rn(dmin, m1);
+    return f;
+}
+// An activation group's scale times its quant sum (the min term's token factor).
+__device__ __forceinline__ float a16_xsm(float xs, int xsum) { return __fmul_rn(xs, i22f(xsum)); }
+// One Q4_K/Q5_K sub-block: p + a * (xs * s) + nb * xsm.
+__device__ __forceinline__ float k4_step(float p, float a, float nb, float xs, float fs, float xsm) {
+    p = __fmaf_rn(a, __fmul_rn(xs, fs), p);
+    return __fmaf_rn(nb, xsm, p);
+}
+// One Q6_K group of 16: p + sc * (xs * s), sc = d * scale.
+__device__ __forceinline__ float q6_scale(float d, int scale) { return __fmul_rn(d, i22f(scale)); }
+__device__ __forceinline__ float q6_step(float p, float sc, float xs, float fs) {
+    return __fmaf_rn(sc, __fmul_rn(xs, fs), p);
+}
+
 // ---- Q4_K (144 B, 16-aligned). Unit c: sub-blocks 2c (low nibbles) and 2c+1 (high).
 struct AQ4K {
     static const int BLOCK_VALS = 256, BLOCK_BYTES = 144, UNITS = 4;
@@ -92,17 +125,15 @@ struct AQ4K {
         x.m0 = xsum[2 * c]; x.m1 = xsum[2 * c + 1];
     }
     static __device__ __forceinline__ void compute_x(const W& w, int c, const X& x, float* acc) {
-        const float d = h2f((u16)(w.dm & 0xFFFF)), dmin = h2f((u16)(w.dm >> 16));
-        float sc0, m0, sc1, m1;
-        k4_scales_pair(w.sw, c, &sc0, &m0, &sc1, &m1);
+        const K4Factors f = k4_factors(w.dm, w.sw, c);
         int s0 = 0, s1 = 0;
 #pragma unroll
         for (int i = 0; i < 8; ++i) {
             s0 = dot4(w.q[i] & 0x0F0F0F0Fu, x.a[2 * i], x.a[2 * i + 1], s0);
             s1 = dot4((w.q[i] >> 4) & 0x0F0F0F0Fu, x.b[2 * i], x.b[2 * i + 1], s1);
         }
-        *acc += ((d * sc0) * (x.s0 * (float)s0) - (dmin * m0) * (x.s0 * i22f(x.m0))) +
-                ((d * sc1) * (x.s1 * (float)s1) - (dmin * m1) * (x.s1 * i22f(x.m1)));
+        float p = k4_step(*acc, f.a0, f.nb0, x.s0, (float)s0, a16_xsm(x.s0, x.m0));
+        *acc = k4_step(p, f.a1, f.nb1, x.s1, (float)s1, a16_xsm(x.s1, x.m1));
     }
     template <int NT>
     static __device__ __forceinline__ void compute(const W& w, int c, const short* xq, const float* xs,
@@ -130,10 +161,8 @@ struct AQ5K {
     static __device__ __forceinline__ void dot(const u8* b, int c, const short* xq, const float* xs,
                                                const int* xsum, int K, float* acc) {
         const u32 dm = *(const u32*)b;
-        const float d = h2f((u16)(dm & 0xFFFF)), dmin = h2f((u16)(dm >> 16));
         u32 sw[3] = {((const u32*)b)[1], ((const u32*)b)[2], ((const u32*)b)[3]};
-        float sc0, m0, sc1, m1;
-        k4_scales_pair(sw, c, &sc0, &m0, &sc1, &m1);
+        const K4Factors f = k4_factors(dm, sw, c);
         const uint4 ha = ((const uint4*)(b + 16))[0], hb = ((const uint4*)(b + 16))[1];
         const u32 hw[8] = {ha.x, ha.y, ha.z, ha.w, hb.x, hb.y, hb.z, hb.w};
         const uint4 qa = ((const uint4*)(b + 48 + 32 * c))[0], qb = ((const uint4*)(b + 48 + 32 * c))[1];
@@ -158,8 +187,8 @@ struct AQ5K {
             }
             const int g = (size_t)t * (K / 32) + 2 * c;
             const float sx0 = xs[g], sx1 = xs[g + 1];
-            acc[t] += ((d * sc0) * (sx0 * (float)s0) - (dmin * m0) * (sx0 * i22f(xsum[g]))) +
-                      ((d * sc1) * (sx1 * (float)s1) - (dmin * m1) * (sx1 * i22f(xsum[g + 1])));
+            const float p = k4_step(acc[t], f.a0, f.nb0, sx0, (float)s0, a16_xsm(sx0, xsum[g]));
+            acc[t] = k4_step(p, f.a1, f.nb1, sx1, (float)s1, a16_xsm(sx1, xsum[g + 1]));
         }
     }
 };
@@ -205,8 +234,8 @@ struct AQ6K {
     }
     static __device__ __forceinline__ void compute_x(const W& w, int u, const X& x, float* acc) {
         const float d = h2f((u16)(w.sd >> 16));
-        const float sc[4] = {d * i22f((i8)(w.sd & 0xFF)), d * i22f((i8)((w.sd >> 8) & 0xFF)),
-                             d * i22f((i8)(w.s46 & 0xFF)), d * i22f((i8)((w.s46 >> 8) & 0xFF))};
+        const float sc[4] = {q6_scale(d, (i8)(w.sd & 0xFF)), q6_scale(d, (i8)((w.sd >> 8) & 0xFF)),
+                             q6_scale(d, (i8)(w.s46 & 0xFF)), q6_scale(d, (i8)((w.s46 >> 8) & 0xFF))};
         u32 q[4][4];
 #pragma unroll
         for (int i = 0; i < 4; ++i) {
@@ -215,15 +244,15 @@ struct AQ6K {
             q[2][i] = __vsub4(((w.A[i] >> 4) & 0x0F0F0F0Fu) | (((w.H[i] >> 4) & 0x03030303u) << 4), 0x20202020u);
             q[3][i] = __vsub4(((w.B[i] >> 4) & 0x0F0F0F0Fu) | (((w.H[i] >> 6) & 0x03030303u) << 4), 0x20202020u);
         }
-        float r = 0.f;
+        float p = *acc;
 #pragma unroll
         for (int g = 0; g < 4; ++g) {
             int is = 0;
 #pragma unroll
             for (int i = 0; i < 4; ++i) is = dot4(q[g][i], x.q[g][2 * i], x.q[g][2 * i + 1], is);
-            r += sc[g] * (x.s[g] * (float)is);
+            p = q6_step(p, sc[g], x.s[g], (float)is);
         }
-        *acc += r;
+        *acc = p;
     }
     template <int NT>
     static __device__ __forceinline__ void compute(const W& w, int u, const short* xq, const float* xs,

@@ -5,13 +5,20 @@
 //   of 32: amax = max|x|, d = amax/32767, q = rint(x * (32767/amax)) clamped (all 0 if amax = 0),
 //   XSUM = sum of q (exact). The same definition as muser_quant::a16.
 // mva_*: Y[t][r] = sum_k W[r][k] x[t][k]; one warp per output row; lane l takes units l, l+32,
-//   ... (see formats_a16.cuh) in that order, then a fixed butterfly sum. Same per-(row, token)
-//   order for every NT: results do not depend on how tokens are grouped into launches.
+//   ... (see formats_a16.cuh) in that order, chained into its partial; the 32 partials are then
+//   summed left to right in lane order (lane_seq_sum). Same per-(row, token) order for every NT
+//   and in the tensor-core tiles: results do not depend on how tokens are grouped into launches.
 
 // Warps per block (-DMVA_WARPS=N from `MUSER_CUDA_MVA_WARPS`; the host launches 32 * N threads).
 #ifndef MVA_WARPS
 #define MVA_WARPS 4
 #endif
+
+// Each warp's lane_seq_sum scratch for N outputs: N * 36 floats (static shared memory, which
+// the staged decode kernels' dynamic activation copy shares the 48 KiB default limit with: the
+// host (forward.rs, `mv`) counts MVA_WARPS * MVA_R1 * 36 * 4 bytes for it).
+#define MVA_RED_DECL(N) __shared__ __align__(16) float mva_red[MVA_WARPS * (N) * 36]
+#define MVA_RED(N) (mva_red + (threadIdx.x >> 5) * (N) * 36)
 
 extern "C" __global__ void quant_a16(const float* X, int ldx, int K, int n_tok, short* XQ,
                                      float* XS, int* XSUM) {
@@ -30,6 +37,8 @@ __device__ __forceinline__ void mva_body(const u8* __restrict__ W, u64 row_bytes
                                          const short* __restrict__ XQ, const float* __restrict__ XS,
                                          const int* __restrict__ XSUM, int K,
                                          float* __restrict__ Y, int ldy, int n_out, int n_tok) {
+    static_assert(R * NT <= 8, "mva_body: at most 8 outputs per warp");
+    MVA_RED_DECL(R * NT);
     const int lane = threadIdx.x & 31;
     const int row0 = (blockIdx.x * MVA_WARPS + (threadIdx.x >> 5)) * R;
     const int t0 = blockIdx.y * NT;
@@ -72,13 +81,10 @@ __device__ __forceinline__ void mva_body(const u8* __restrict__ W, u64 row_bytes
             }
         }
     }
-#pragma unroll
-    for (int i = 0; i < R; ++i)
-#pragma unroll
-        for (int t = 0; t < NT; ++t) {
-            const float s = warp_sum(acc[i][t]);
-            if (lane == 0 && t < nt && row0 + i < n_out) Y[(size_t)(t0 + t) * ldy + row0 + i] = s;
-        }
+    // Lane j sums output j = (row i, token t) = (j / NT, j % NT).
+    const float s = lane_seq_sum<R * NT>(&acc[0][0], MVA_RED(R * NT));
+    const int i = lane / NT, t = lane % NT;
+    if (lane < R * NT && t < nt && row0 + i < n_out) Y[(size_t)(t0 + t) * ldy + row0 + i] = s;
 }
 
 // Decode body for formats with a load/compute split (Q4_K, Q6_K): R rows per warp, and the next
@@ -86,11 +92,11 @@ __device__ __forceinline__ void mva_body(const u8* __restrict__ W, u64 row_bytes
 // activations are read once for all R rows.
 // Packed tail: a row has n_units = 32*full + tail units. The `full` iterations give every lane
 // one unit of every row; the tail's R*tail (row, unit) pairs are then spread over the lanes
-// (pair f on lane f % 32, step f / 32) instead of running R rows on `tail` lanes, and each
-// pair's contribution is shuffled home to the lane that owns that unit in mva_body's order
-// (virtual lane v of row i), where it is added last, as there. So per (row, token) the
-// arithmetic is exactly `dot<1>` in the same unit order and butterfly: results equal
-// mva_body's bit for bit.
+// (pair f on lane f % 32, step f / 32) instead of running R rows on `tail` lanes: the lane
+// that owns the unit in mva_body's order (virtual lane v of row i) hands its partial to the
+// lane computing the pair, which chains the unit onto it and hands it back. The tail unit is
+// the last of its virtual lane, so per (row, token) the arithmetic is exactly `dot<1>` in the
+// same unit order and final sum: results equal mva_body's bit for bit.
 // STAGE: the activation quants are first copied once per block into shared memory in the
 // padded layout (xoff<72>; dynamic shared memory (K/64)*72 shorts, K % 64 == 0). In the global
 // layout every 16-byte activation read of a warp touches 32 cache lines (lanes are 128 bytes
@@ -101,6 +107,7 @@ __device__ __forceinline__ void mva_pipe(const u8* __restrict__ W, u64 row_bytes
                                          const int* __restrict__ XSUM, int K,
                                          float* __restrict__ Y, int n_out) {
     extern __shared__ __align__(16) short xsh[];
+    MVA_RED_DECL(R);
     constexpr int XP = STAGE ? 72 : 64;
     const int lane = threadIdx.x & 31;
     const int row0 = (blockIdx.x * MVA_WARPS + (threadIdx.x >> 5)) * R;
@@ -176,16 +183,23 @@ __device__ __forceinline__ void mva_pipe(const u8* __restrict__ W, u64 row_bytes
 #pragma unroll
         for (int i = 0; i < R; ++i) cur[i] = nxt[i];
     }
-    // Tail: cur[s] holds pair lane + 32 s. Its contribution alone (-0 + y == y exactly), then
-    // added on its home lane.
+    // Tail: cur[s] holds pair f = lane + 32 s = (row i, virtual lane v): fetch lane v's partial
+    // of row i, chain the unit onto it, and hand it back.
     const int steps = (n_pairs + 31) / 32;
     float tv[R];
 #pragma unroll
     for (int s = 0; s < R; ++s) {
-        tv[s] = -0.0f;
         const int f = lane + 32 * s;
+        const int i = f < n_pairs ? f / tail : 0, v = f < n_pairs ? f - i * tail : 0;
+        float home = 0.f;
+#pragma unroll
+        for (int r = 0; r < R; ++r) {
+            const float a = __shfl_sync(0xffffffffu, acc[r], v);
+            if (r == i) home = a;
+        }
+        tv[s] = home;
         if (f < n_pairs) {
-            const int i = f / tail, gt = 32 * full + (f - i * tail);
+            const int gt = 32 * full + v;
             const int blk = gt / F::UNITS, u = gt % F::UNITS;
             typename F::X x;
             F::template loadx<XP>(u, xsrc + xoff<XP>(blk * F::BLOCK_VALS), XS + blk * gpb,
@@ -200,15 +214,13 @@ __device__ __forceinline__ void mva_pipe(const u8* __restrict__ W, u64 row_bytes
         for (int s = 0; s < R; ++s) {
             if (s < steps) {
                 const float t = __shfl_sync(0xffffffffu, tv[s], src & 31);
-                if (lane < tail && (src >> 5) == s) acc[i] += t;
+                if (lane < tail && (src >> 5) == s) acc[i] = t;
             }
         }
     }
-#pragma unroll
-    for (int i = 0; i < R; ++i) {
-        const float s = warp_sum(acc[i]);
-        if (lane == 0 && row0 + i < n_out) Y[row0 + i] = s;  // one token: row 0 of Y
-    }
+    // Lane j sums row j's partials (one token: row 0 of Y).
+    const float s = lane_seq_sum<R>(acc, MVA_RED(R));
+    if (lane < R && row0 + lane < n_out) Y[row0 + lane] = s;
 }
 
 // Rows per warp: MVA_R1 for one token (decode), 1 for eight (prefill). MVA_R1 is set by the

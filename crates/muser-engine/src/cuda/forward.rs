@@ -4,7 +4,7 @@
 
 use muser_cuda::launch::{launch, Dims};
 use muser_cuda::profile::PhaseProfiler;
-use muser_cuda::{CudaError, Graph, KArgs, Kernel, Math};
+use muser_cuda::{CudaError, Graph, KArgs, Kernel, Math, MMQ_ROWS, MMQ_THREADS, MMQ_TOKENS};
 
 use super::weights::{kernels_for, DevMatrix};
 use super::{Acts, CudaSession};
@@ -19,9 +19,8 @@ const MV_WARPS: u32 = 4;
 /// Threads of the norm kernels (`NORM_THREADS` in norm.cu).
 const NORM_THREADS: u32 = 1024;
 const EW_THREADS: u32 = 256;
-/// Largest activation copy the staged decode matvec takes (the default dynamic shared memory
-/// limit): K up to 21 845. Wider inputs use the unstaged pipelined kernel — same numbers.
-const XSMEM_MAX: usize = 48 * 1024;
+/// Shared memory a block may use without opting in (static + dynamic).
+const SMEM_DEFAULT_MAX: usize = 48 * 1024;
 
 impl<'m> CudaSession<'m> {
     /// Run one chunk of `tokens` and return its last `rows` logit rows.
@@ -85,9 +84,14 @@ impl<'m> CudaSession<'m> {
         let a16 = self.opts.acts == Acts::A16;
         // The staged-activation kernel's shared memory: K/64 padded runs of 72 quants.
         let xsmem_bytes = m.n_in.div_ceil(64) * 72 * 2;
-        let staged = ks
-            .a16_smem
-            .filter(|_| self.opts.pipe && self.opts.xsmem && xsmem_bytes <= XSMEM_MAX);
+        // Beside it, each warp's static lane_seq_sum scratch (MVA_RED in matvec_a16.cu): one
+        // row of 36 floats per output. Wider inputs (K > 21 845 at the defaults) take the
+        // unstaged pipelined kernel — same numbers.
+        let red_bytes = (self.reg.mva_warps * self.reg.mva_rows * 36 * 4) as usize;
+        let staged = ks.a16_smem.filter(|_| {
+            self.opts.pipe && self.opts.xsmem && xsmem_bytes + red_bytes <= SMEM_DEFAULT_MAX
+        });
+        let mmq = ks.a16_mmq.filter(|_| a16 && n > 1 && self.opts.mmq);
         let (k, nt) = match (n, a16) {
             (1, true) => (
                 staged
@@ -95,7 +99,7 @@ impl<'m> CudaSession<'m> {
                     .unwrap_or(ks.a16_t1),
                 1,
             ),
-            (_, true) => (ks.a16_t8, 8),
+            (_, true) => (mmq.unwrap_or(ks.a16_t8), 8),
             (1, false) => (ks.t1, 1),
             (_, false) => (ks.t8, 8),
         };
@@ -105,18 +109,30 @@ impl<'m> CudaSession<'m> {
         } else {
             warps
         };
-        let dims = Dims {
-            grid: (
-                (m.n_out as u32).div_ceil(rows_per_block),
-                (n as u32).div_ceil(nt),
-                1,
-            ),
-            block: 32 * warps,
-            smem: if n == 1 && a16 && staged.is_some() {
-                xsmem_bytes as u32
-            } else {
-                0
-            },
+        let dims = if mmq.is_some() {
+            Dims {
+                grid: (
+                    (m.n_out as u32).div_ceil(MMQ_ROWS),
+                    (n as u32).div_ceil(MMQ_TOKENS),
+                    1,
+                ),
+                block: MMQ_THREADS,
+                smem: 0,
+            }
+        } else {
+            Dims {
+                grid: (
+                    (m.n_out as u32).div_ceil(rows_per_block),
+                    (n as u32).div_ceil(nt),
+                    1,
+                ),
+                block: 32 * warps,
+                smem: if n == 1 && a16 && staged.is_some() {
+                    xsmem_bytes as u32
+                } else {
+                    0
+                },
+            }
         };
         let b = &self.b;
         let args = if a16 {

@@ -51,6 +51,10 @@ pub struct CudaOptions {
     /// Stage the activation quants in shared memory for the pipelined decode matvec
     /// (default; `MUSER_CUDA_XSMEM=0` for A/B). Same numbers either way.
     pub xsmem: bool,
+    /// Multi-token matmuls (prefill chunks) of Q4_K/Q6_K weights on the int8 tensor-core
+    /// kernels (`mmq_a16.cu`; default; `MUSER_CUDA_MMQ=0` for A/B: the eight-token dp2a
+    /// kernels). Same numbers either way: both follow the decode kernels' order.
+    pub mmq: bool,
     /// Fuse the A16 quantization into the kernels that produce matmul inputs (residual norm,
     /// gate, FFN activation, attention combine): default on, `MUSER_CUDA_FUSE=0` for A/B. Same
     /// logits by construction (the device tests assert it); measured faster (docs/cuda.md).
@@ -101,6 +105,7 @@ impl CudaOptions {
             },
             pipe: std::env::var("MUSER_CUDA_PIPE").as_deref() != Ok("0"),
             xsmem: std::env::var("MUSER_CUDA_XSMEM").as_deref() != Ok("0"),
+            mmq: std::env::var("MUSER_CUDA_MMQ").as_deref() != Ok("0"),
             fuse: std::env::var("MUSER_CUDA_FUSE").as_deref() != Ok("0"),
             fuse_explicit: std::env::var("MUSER_CUDA_FUSE").is_ok(),
             attn_super: env_usize("MUSER_CUDA_ATTN_SUPER").unwrap_or(ATTN_SUPER),
@@ -365,7 +370,7 @@ impl<'m> CudaSession<'m> {
     /// What produced the numbers: route parameters and the kernel registry's SHA-256.
     pub fn route_identity(&self) -> String {
         format!(
-            "cuda:acts={},kv=f16,attn=f32/s{}h{},mv={},fuse={},act_math={},graph={},mode={},kernels={}",
+            "cuda:acts={},kv=f16,attn=f32/s{}h{},mv={},mm={},fuse={},act_math={},graph={},mode={},kernels={}",
             self.opts.acts.name(),
             self.opts.attn_super,
             self.attn_hpb(),
@@ -382,6 +387,10 @@ impl<'m> CudaSession<'m> {
                 ),
                 Acts::A16 => format!("rows{}-minb{}", self.reg.mva_rows, self.reg.mva_minb),
                 Acts::F32 => "plain".to_string(),
+            },
+            match (self.opts.acts, self.opts.mmq) {
+                (Acts::A16, true) => "mmq",
+                _ => "t8",
             },
             if self.opts.fuse { "on" } else { "off" },
             self.opts.act_math.label(),

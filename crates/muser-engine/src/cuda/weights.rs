@@ -61,6 +61,8 @@ pub struct TypeKernels {
     /// `MUSER_CUDA_XSMEM=0`).
     pub a16_smem: Option<Kernel>,
     pub a16_t8: Kernel,
+    /// Several tokens on the int8 tensor cores (Q4_K, Q6_K; A/B `MUSER_CUDA_MMQ=0`).
+    pub a16_mmq: Option<Kernel>,
     /// Embedding-row dequantization.
     pub embed: Kernel,
 }
@@ -88,6 +90,11 @@ pub fn kernels_for(ty: GgmlType) -> Option<TypeKernels> {
         GgmlType::Q6_K => Some(MvsQ6kT1),
         _ => None,
     };
+    let a16_mmq = match ty {
+        GgmlType::Q4_K => Some(MmqQ4k),
+        GgmlType::Q6_K => Some(MmqQ6k),
+        _ => None,
+    };
     Some(TypeKernels {
         t1,
         t8,
@@ -95,6 +102,7 @@ pub fn kernels_for(ty: GgmlType) -> Option<TypeKernels> {
         a16_pipe,
         a16_smem,
         a16_t8,
+        a16_mmq,
         embed,
     })
 }

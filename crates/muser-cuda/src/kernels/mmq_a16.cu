@@ -1,0 +1,376 @@
+// mmq_a16.cu — the A16 route's tensor-core matmul (prefill chunks and packed decode rows):
+// Q4_K and Q6_K weights × A16 activations on int8 MMA. Needs common.cuh + formats_a16.cuh.
+//
+// Exact integers: an A16 quant x (int16) is 256·hi + lo with hi = x >> 8 (signed byte) and
+// lo = x & 255 (unsigned byte). mma.m16n8k32 (Q4_K sub-blocks of 32) and mma.m16n8k16 (Q6_K
+// groups of 16), s8 × s8 for hi and s8 × u8 for lo, give exact int32 sums S_hi, S_lo, and
+// 256·S_hi + S_lo is the matvec kernels' dp2a sum s (|s| < 2^24). The accumulators start at
+// the bit pattern of 1.5·2^23 (|S| < 2^22), so each sum reads off as a float with one exact
+// subtraction, and fma(256, S_hi, S_lo) is (float)s exactly.
+// Same floats: every (row, token) output is the operation sequence of mva_body / mva_pipe:
+// virtual lane v takes units v, v+32, v+64, ..., each chained into its partial by the shared
+// step functions (k4_step, q6_step), and the 32 partials are summed left to right
+// (lane_seq_sum). The tile visits the units in that order (v outer) and keeps one partial and
+// one running total per output. Decode, prefill and packed rows agree bit for bit.
+//
+// Tile: 8 warps; block 128 rows × 64 tokens; warp 32 rows × 32 tokens (2 × 4 MMA tiles). Per
+// unit the block stages the unit's weights (quant bytes + per-row float factors) and the 64
+// tokens' activation quants (+ per-token factors) in shared memory; the next unit's global
+// loads are issued before the current unit's MMAs.
+//
+//   W: [n_out][row_bytes]   XQ: [n_tok][K] i16   XS, XSUM: [n_tok][K/32]   Y: [n_tok][ldy] f32
+//   K % 256 == 0.
+
+#define MMQ_BM 128
+#define MMQ_BN 64
+#define MMQ_THREADS 256
+// Shared-memory rows, in 32-bit words. Weights: Q4_K 32 quant bytes + 4 floats (12 words),
+// Q6_K 48 quant bytes + 4 floats (+4 pad: 20 words) — both strides put the 8 rows an MMA
+// fragment load touches in distinct banks. Activations: 64 quants + 4 floats + 4 pad (40 words:
+// the 8-byte fragment loads of a half-warp hit distinct banks).
+#define MMQ_XW 40
+#define MMQ_MAGIC 0x4B400000  // 1.5 * 2^23 as float bits
+#define MMQ_MAGIC_F 12582912.0f
+
+__device__ __forceinline__ void mma_k32(int* d, const u32* a, u32 b0, u32 b1, bool lo) {
+    if (lo)
+        asm("mma.sync.aligned.m16n8k32.row.col.s32.s8.u8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+            "{%8,%9}, {%10,%10,%10,%10};"
+            : "=r"(d[0]), "=r"(d[1]), "=r"(d[2]), "=r"(d[3])
+            : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1), "r"(MMQ_MAGIC));
+    else
+        asm("mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+            "{%8,%9}, {%10,%10,%10,%10};"
+            : "=r"(d[0]), "=r"(d[1]), "=r"(d[2]), "=r"(d[3])
+            : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1), "r"(MMQ_MAGIC));
+}
+__device__ __forceinline__ void mma_k16(int* d, u32 a0, u32 a1, u32 b, bool lo) {
+    if (lo)
+        asm("mma.sync.aligned.m16n8k16.row.col.s32.s8.u8.s32 {%0,%1,%2,%3}, {%4,%5}, {%6}, "
+            "{%7,%7,%7,%7};"
+            : "=r"(d[0]), "=r"(d[1]), "=r"(d[2]), "=r"(d[3])
+            : "r"(a0), "r"(a1), "r"(b), "r"(MMQ_MAGIC));
+    else
+        asm("mma.sync.aligned.m16n8k16.row.col.s32.s8.s8.s32 {%0,%1,%2,%3}, {%4,%5}, {%6}, "
+            "{%7,%7,%7,%7};"
+            : "=r"(d[0]), "=r"(d[1]), "=r"(d[2]), "=r"(d[3])
+            : "r"(a0), "r"(a1), "r"(b), "r"(MMQ_MAGIC));
+}
+// (float)(256 * S_hi + S_lo) from the two biased accumulators, exactly.
+__device__ __forceinline__ float mmq_sum(int dh, int dl) {
+    return __fmaf_rn(256.0f, __fsub_rn(__int_as_float(dh), MMQ_MAGIC_F),
+                     __fsub_rn(__int_as_float(dl), MMQ_MAGIC_F));
+}
+// Four consecutive int16 quants (two words) -> their hi bytes and lo bytes.
+__device__ __forceinline__ void split_hilo(u32 w0, u32 w1, u32* hi, u32* lo) {
+    *hi = __byte_perm(w0, w1, 0x7531);
+    *lo = __byte_perm(w0, w1, 0x6420);
+}
+
+// ---- Staging: one unit of the weights (MMQ_BM rows) and of the activations (MMQ_BN tokens).
+// Each thread fetches two weight pieces, two 16-byte activation pieces and one token-factor
+// item into registers (`fetch`), then writes them to shared memory (`commit`).
+
+struct MmqQ4K {
+    static const int WW = 12;  // weight row, words: qs[8] | a0 nb0 a1 nb1
+    struct Regs {
+        uint4 w[2];
+        uint4 x[2];
+        float xs;
+        int xsum;
+    };
+    // Weight piece p < 3 * MMQ_BM: row p / 3, part p % 3 (0, 1: quant halves; 2: header).
+    static __device__ __forceinline__ void fetch(const u8* W, u64 row_bytes, int n_out, int u,
+                                                 const short* XQ, const float* XS, const int* XSUM,
+                                                 int K, int n_tok, int row0, int tok0, Regs& r) {
+        const int tid = threadIdx.x, blk = u >> 2, c = u & 3;
+#pragma unroll
+        for (int i = 0; i < 2; ++i) {
+            const int p = tid + MMQ_THREADS * i;
+            if (p < 3 * MMQ_BM) {
+                const int row = min(row0 + p / 3, n_out - 1), part = p % 3;
+                const u8* b = W + (u64)row * row_bytes + (u64)blk * 144;
+                r.w[i] = *(const uint4*)(b + (part == 2 ? 0 : 16 + 32 * c + 16 * part));
+            }
+        }
+        // Activation piece q < 8 * MMQ_BN: token q / 8, 8 quants at 8 * (q % 8) of the unit.
+#pragma unroll
+        for (int i = 0; i < 2; ++i) {
+            const int q = tid + MMQ_THREADS * i;
+            const int t = min(tok0 + q / 8, n_tok - 1);
+            r.x[i] = *(const uint4*)(XQ + (size_t)t * K + 256 * blk + 64 * c + 8 * (q % 8));
+        }
+        // Token factors: thread < 2 * MMQ_BN: token tid / 2, sub-block tid % 2.
+        if (tid < 2 * MMQ_BN) {
+            const int t = min(tok0 + tid / 2, n_tok - 1);
+            const size_t g = (size_t)t * (K / 32) + 8 * blk + 2 * c + (tid & 1);
+            r.xs = XS[g];
+            r.xsum = XSUM[g];
+        }
+    }
+    static __device__ __forceinline__ void commit(int u, const Regs& r, u32* wsh, u32* xsh) {
+        const int tid = threadIdx.x, c = u & 3;
+#pragma unroll
+        for (int i = 0; i < 2; ++i) {
+            const int p = tid + MMQ_THREADS * i;
+            if (p < 3 * MMQ_BM) {
+                const int row = p / 3, part = p % 3;
+                u32* dst = wsh + WW * row;
+                if (part < 2) {
+                    *(uint4*)(dst + 4 * part) = r.w[i];
+                } else {
+                    const u32 sw[3] = {r.w[i].y, r.w[i].z, r.w[i].w};
+                    const K4Factors f = k4_factors(r.w[i].x, sw, c);
+                    *(float4*)(dst + 8) = make_float4(f.a0, f.nb0, f.a1, f.nb1);
+                }
+            }
+        }
+#pragma unroll
+        for (int i = 0; i < 2; ++i) {
+            const int q = tid + MMQ_THREADS * i;
+            *(uint4*)(xsh + MMQ_XW * (q / 8) + 4 * (q % 8)) = r.x[i];
+        }
+        if (tid < 2 * MMQ_BN) {
+            float* dst = (float*)(xsh + MMQ_XW * (tid / 2) + 32 + 2 * (tid & 1));
+            dst[0] = r.xs;
+            dst[1] = a16_xsm(r.xs, r.xsum);
+        }
+    }
+    // One unit for the warp's 2 x 4 tiles: p[mt][nt][e] chained with sub-blocks 0 then 1.
+    static __device__ __forceinline__ void compute(const u32* wsh, const u32* xsh, int wr, int wt,
+                                                   float (&p)[2][4][4]) {
+        const int lane = threadIdx.x & 31, g = lane >> 2, q = lane & 3;
+        u32 wq[2][2][2];  // [mt][row half][word q | word 4 + q]
+        float4 rf[2][2];  // [mt][row half]: a0 nb0 a1 nb1
+#pragma unroll
+        for (int mt = 0; mt < 2; ++mt)
+#pragma unroll
+            for (int h = 0; h < 2; ++h) {
+                const u32* row = wsh + WW * (wr + 16 * mt + 8 * h + g);
+                wq[mt][h][0] = row[q];
+                wq[mt][h][1] = row[4 + q];
+                rf[mt][h] = *(const float4*)(row + 8);
+            }
+#pragma unroll
+        for (int s = 0; s < 2; ++s) {
+            u32 a[2][4];
+#pragma unroll
+            for (int mt = 0; mt < 2; ++mt) {
+                a[mt][0] = (wq[mt][0][0] >> (4 * s)) & 0x0F0F0F0Fu;
+                a[mt][1] = (wq[mt][1][0] >> (4 * s)) & 0x0F0F0F0Fu;
+                a[mt][2] = (wq[mt][0][1] >> (4 * s)) & 0x0F0F0F0Fu;
+                a[mt][3] = (wq[mt][1][1] >> (4 * s)) & 0x0F0F0F0Fu;
+            }
+#pragma unroll
+            for (int nt = 0; nt < 4; ++nt) {
+                // B fragment: token g of the tile, quants 4q..4q+3 and 16+4q.. of sub-block s.
+                const u32* xr = xsh + MMQ_XW * (wt + 8 * nt + g) + 16 * s;
+                const uint2 v0 = *(const uint2*)(xr + 2 * q), v1 = *(const uint2*)(xr + 8 + 2 * q);
+                u32 bh0, bl0, bh1, bl1;
+                split_hilo(v0.x, v0.y, &bh0, &bl0);
+                split_hilo(v1.x, v1.y, &bh1, &bl1);
+                // Token factors of the accumulator columns 2q, 2q+1.
+                const float2 f0 = *(const float2*)(xsh + MMQ_XW * (wt + 8 * nt + 2 * q) + 32 + 2 * s);
+                const float2 f1 = *(const float2*)(xsh + MMQ_XW * (wt + 8 * nt + 2 * q + 1) + 32 + 2 * s);
+#pragma unroll
+                for (int mt = 0; mt < 2; ++mt) {
+                    int dh[4], dl[4];
+                    mma_k32(dh, a[mt], bh0, bh1, false);
+                    mma_k32(dl, a[mt], bl0, bl1, true);
+#pragma unroll
+                    for (int e = 0; e < 4; ++e) {
+                        const float4 r = rf[mt][e >> 1];
+                        const float2 f = (e & 1) ? f1 : f0;
+                        const float ra = s ? r.z : r.x, rnb = s ? r.w : r.y;
+                        p[mt][nt][e] = k4_step(p[mt][nt][e], ra, rnb, f.x, mmq_sum(dh[e], dl[e]), f.y);
+                    }
+                }
+            }
+        }
+    }
+};
+
+// Q6_K blocks are 210 bytes (2-byte aligned): the staging reads its runs with ld16_a2.
+struct MmqQ6K {
+    static const int WW = 20;  // weight row, words: A[4] | B[4] | H[4] | sc0..sc3 | pad
+    struct Regs {
+        u32 w[2][4];
+        uint4 x[2];
+        float xs;
+    };
+    // Weight piece p < 4 * MMQ_BM: row p / 4, part p % 4 (0: ql run A, 1: ql run B, 2: qh run,
+    // 3: the unit's four scale bytes and d).
+    static __device__ __forceinline__ void fetch(const u8* W, u64 row_bytes, int n_out, int u,
+                                                 const short* XQ, const float* XS, const int* XSUM,
+                                                 int K, int n_tok, int row0, int tok0, Regs& r) {
+        const int tid = threadIdx.x, blk = u >> 2, h = (u >> 1) & 1, pt = u & 1;
+#pragma unroll
+        for (int i = 0; i < 2; ++i) {
+            const int p = tid + MMQ_THREADS * i;  // 4 * MMQ_BM == 2 * MMQ_THREADS
+            const int row = min(row0 + p / 4, n_out - 1), part = p % 4;
+            const u8* b = W + (u64)row * row_bytes + (u64)blk * 210;
+            if (part == 3) {
+                // Scales s[8h + pt + {0, 2, 4, 6}] and d, packed as four bytes + f16 bits.
+                u32 sc[4];
+                ld16_a2(b + 192, sc);
+                const u32 lo = h ? sc[2] : sc[0], hi = h ? sc[3] : sc[1], sh = 8 * pt;
+                r.w[i][0] = ((lo >> sh) & 0xFFu) | (((lo >> (sh + 16)) & 0xFFu) << 8) |
+                            (((hi >> sh) & 0xFFu) << 16) | (((hi >> (sh + 16)) & 0xFFu) << 24);
+                r.w[i][1] = (u32)ld_u16(b + 208);
+            } else {
+                const int off = part == 0 ? 64 * h + 16 * pt
+                                          : (part == 1 ? 64 * h + 32 + 16 * pt : 128 + 32 * h + 16 * pt);
+                ld16_a2(b + off, r.w[i]);
+            }
+        }
+        // Activation piece q: token q / 8, run g = (q % 8) / 2 (values 128h + 32g + 16pt ..),
+        // half (q % 2) of its 16 quants.
+#pragma unroll
+        for (int i = 0; i < 2; ++i) {
+            const int q = tid + MMQ_THREADS * i;
+            const int t = min(tok0 + q / 8, n_tok - 1), gg = (q % 8) >> 1;
+            r.x[i] = *(const uint4*)(XQ + (size_t)t * K + 256 * blk + 128 * h + 32 * gg + 16 * pt +
+                                     8 * (q & 1));
+        }
+        // Token factors: thread < 4 * MMQ_BN: token tid / 4, group tid % 4 (group 4h + g).
+        {
+            const int t = min(tok0 + tid / 4, n_tok - 1);
+            r.xs = XS[(size_t)t * (K / 32) + 8 * blk + 4 * h + (tid & 3)];
+        }
+    }
+    static __device__ __forceinline__ void commit(int u, const Regs& r, u32* wsh, u32* xsh) {
+        const int tid = threadIdx.x;
+#pragma unroll
+        for (int i = 0; i < 2; ++i) {
+            const int p = tid + MMQ_THREADS * i;
+            const int row = p / 4, part = p % 4;
+            u32* dst = wsh + WW * row;
+            if (part < 3) {
+                *(uint4*)(dst + 4 * part) = make_uint4(r.w[i][0], r.w[i][1], r.w[i][2], r.w[i][3]);
+            } else {
+                const float d = h2f((u16)r.w[i][1]);
+                const u32 s4 = r.w[i][0];
+                *(float4*)(dst + 12) =
+                    make_float4(q6_scale(d, (i8)(s4 & 0xFF)), q6_scale(d, (i8)((s4 >> 8) & 0xFF)),
+                                q6_scale(d, (i8)((s4 >> 16) & 0xFF)), q6_scale(d, (i8)(s4 >> 24)));
+            }
+        }
+#pragma unroll
+        for (int i = 0; i < 2; ++i) {
+            const int q = tid + MMQ_THREADS * i;
+            *(uint4*)(xsh + MMQ_XW * (q / 8) + 4 * (q % 8)) = r.x[i];
+        }
+        ((float*)xsh)[MMQ_XW * (tid / 4) + 32 + (tid & 3)] = r.xs;
+    }
+    static __device__ __forceinline__ void compute(const u32* wsh, const u32* xsh, int wr, int wt,
+                                                   float (&p)[2][4][4]) {
+        const int lane = threadIdx.x & 31, g = lane >> 2, q = lane & 3;
+        u32 wA[2][2], wB[2][2], wH[2][2];  // [mt][row half]
+        float4 sc[2][2];
+#pragma unroll
+        for (int mt = 0; mt < 2; ++mt)
+#pragma unroll
+            for (int h = 0; h < 2; ++h) {
+                const u32* row = wsh + WW * (wr + 16 * mt + 8 * h + g);
+                wA[mt][h] = row[q];
+                wB[mt][h] = row[4 + q];
+                wH[mt][h] = row[8 + q];
+                sc[mt][h] = *(const float4*)(row + 12);
+            }
+#pragma unroll
+        for (int gg = 0; gg < 4; ++gg) {
+            u32 a[2][2];
+#pragma unroll
+            for (int mt = 0; mt < 2; ++mt)
+#pragma unroll
+                for (int h = 0; h < 2; ++h) {
+                    const u32 lq = gg & 1 ? wB[mt][h] : wA[mt][h];
+                    const u32 nib = (lq >> (gg & 2 ? 4 : 0)) & 0x0F0F0F0Fu;
+                    const u32 hb = ((wH[mt][h] >> (2 * gg)) & 0x03030303u) << 4;
+                    a[mt][h] = __vsub4(nib | hb, 0x20202020u);
+                }
+#pragma unroll
+            for (int nt = 0; nt < 4; ++nt) {
+                const uint2 v = *(const uint2*)(xsh + MMQ_XW * (wt + 8 * nt + g) + 8 * gg + 2 * q);
+                u32 bh, bl;
+                split_hilo(v.x, v.y, &bh, &bl);
+                const float xs0 = ((const float*)xsh)[MMQ_XW * (wt + 8 * nt + 2 * q) + 32 + gg];
+                const float xs1 = ((const float*)xsh)[MMQ_XW * (wt + 8 * nt + 2 * q + 1) + 32 + gg];
+#pragma unroll
+                for (int mt = 0; mt < 2; ++mt) {
+                    int dh[4], dl[4];
+                    mma_k16(dh, a[mt][0], a[mt][1], bh, false);
+                    mma_k16(dl, a[mt][0], a[mt][1], bl, true);
+#pragma unroll
+                    for (int e = 0; e < 4; ++e) {
+                        const float4 r = sc[mt][e >> 1];
+                        const float rs = gg == 0 ? r.x : (gg == 1 ? r.y : (gg == 2 ? r.z : r.w));
+                        p[mt][nt][e] = q6_step(p[mt][nt][e], rs, (e & 1) ? xs1 : xs0,
+                                               mmq_sum(dh[e], dl[e]));
+                    }
+                }
+            }
+        }
+    }
+};
+
+template <class M>
+__device__ __forceinline__ void mmq_body(const u8* __restrict__ W, u64 row_bytes,
+                                         const short* __restrict__ XQ, const float* __restrict__ XS,
+                                         const int* __restrict__ XSUM, int K, float* __restrict__ Y,
+                                         int ldy, int n_out, int n_tok) {
+    __shared__ __align__(16) u32 wsh[MMQ_BM * M::WW];
+    __shared__ __align__(16) u32 xsh[MMQ_BN * MMQ_XW];
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    const int row0 = blockIdx.x * MMQ_BM, tok0 = blockIdx.y * MMQ_BN;
+    const int wr = 32 * (warp & 3), wt = 32 * (warp >> 2);  // warp's first row / token in the tile
+    const int n_units = K / 64;                              // 4 units per 256-value block
+    float p[2][4][4], total[2][4][4];
+    typename M::Regs r;
+    M::fetch(W, row_bytes, n_out, 0, XQ, XS, XSUM, K, n_tok, row0, tok0, r);
+    for (int v = 0; v < 32; ++v) {
+#pragma unroll
+        for (int mt = 0; mt < 2; ++mt)
+#pragma unroll
+            for (int nt = 0; nt < 4; ++nt)
+#pragma unroll
+                for (int e = 0; e < 4; ++e) p[mt][nt][e] = 0.f;
+        for (int u = v; u < n_units; u += 32) {
+            __syncthreads();  // the previous unit's reads of shared memory are done
+            M::commit(u, r, wsh, xsh);
+            __syncthreads();
+            // The next unit in lane order: u + 32, else the first unit of virtual lane v + 1.
+            const int un = u + 32 < n_units ? u + 32 : (v + 1 < min(32, n_units) ? v + 1 : -1);
+            if (un >= 0) M::fetch(W, row_bytes, n_out, un, XQ, XS, XSUM, K, n_tok, row0, tok0, r);
+            M::compute(wsh, xsh, wr, wt, p);
+        }
+#pragma unroll
+        for (int mt = 0; mt < 2; ++mt)
+#pragma unroll
+            for (int nt = 0; nt < 4; ++nt)
+#pragma unroll
+                for (int e = 0; e < 4; ++e)
+                    total[mt][nt][e] = v == 0 ? p[mt][nt][e] : __fadd_rn(total[mt][nt][e], p[mt][nt][e]);
+    }
+    const int g = lane >> 2, q = lane & 3;
+#pragma unroll
+    for (int mt = 0; mt < 2; ++mt)
+#pragma unroll
+        for (int nt = 0; nt < 4; ++nt)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) {
+                const int row = row0 + wr + 16 * mt + 8 * (e >> 1) + g;
+                const int t = tok0 + wt + 8 * nt + 2 * q + (e & 1);
+                if (row < n_out && t < n_tok) Y[(size_t)t * ldy + row] = total[mt][nt][e];
+            }
+}
+
+#define MMQ_KERNEL(NAME, M)                                                                     \
+    extern "C" __global__ void __launch_bounds__(MMQ_THREADS, 1)                                \
+        NAME(const u8* W, u64 row_bytes, const short* XQ, const float* XS, const int* XSUM,     \
+             int K, float* Y, int ldy, int n_out, int n_tok) {                                  \
+        mmq_body<M>(W, row_bytes, XQ, XS, XSUM, K, Y, ldy, n_out, n_tok);                       \
+    }
+
+MMQ_KERNEL(mmq_q4_k, MmqQ4K)
+MMQ_KERNEL(mmq_q6_k, MmqQ6K)
