@@ -175,10 +175,9 @@ pub struct CompiledModule {
     pub ptx_bytes: usize,
 }
 
-/// Launch shape of the tensor-core matmuls (`mmq_*`; `MMQ_BM`, `MMQ_BN`, `MMQ_THREADS` in
-/// mmq_a16.cu): one block per tile of `MMQ_ROWS` output rows × `MMQ_TOKENS` tokens.
+/// Launch shape of the tensor-core matmuls (`mmq_*`; `MMQ_BM`, `MMQ_THREADS` in mmq_a16.cu):
+/// one block per tile of `MMQ_ROWS` output rows × `Registry::mmq_tokens` tokens.
 pub const MMQ_ROWS: u32 = 128;
-pub const MMQ_TOKENS: u32 = 64;
 pub const MMQ_THREADS: u32 = 256;
 
 /// All kernels, compiled and loaded.
@@ -190,6 +189,12 @@ pub struct Registry {
     /// Minimum resident blocks per SM asked of the one-token A16 matvec kernels (`-DMVA_MINB`;
     /// 0 = no register cap).
     pub mva_minb: u32,
+    /// Tokens per tile of the tensor-core matmuls (`MMQ_BN` = 16 × `-DMMQ_WN`,
+    /// `MUSER_CUDA_MMQ_WN`).
+    pub mmq_tokens: u32,
+    /// Minimum resident blocks per SM asked of the tensor-core matmuls (`-DMMQ_MINB`,
+    /// `MUSER_CUDA_MMQ_MINB`).
+    pub mmq_minb: u32,
     functions: HashMap<(Kernel, Math), CudaFunction>,
     modules: Vec<CompiledModule>,
     _loaded: Vec<Arc<CudaModule>>,
@@ -212,6 +217,8 @@ impl Registry {
         let mva_minb = mva_minb_from_env()?;
         let mva_warps = mva_warps_from_env()?;
         let ld16_window = ld16_from_env()?;
+        let mmq_wn = env_choice("MUSER_CUDA_MMQ_WN", 4, &[2, 4])?;
+        let mmq_minb = env_choice("MUSER_CUDA_MMQ_MINB", 1, &[1, 2])?;
         let mut functions = HashMap::new();
         let mut modules = Vec::new();
         let mut loaded = Vec::new();
@@ -226,9 +233,11 @@ impl Registry {
                         format!("-DMVA_WARPS={mva_warps}"),
                         format!("-DMUSER_LD16_WINDOW={}", u8::from(ld16_window)),
                     ],
-                    Module::MmqA16 => {
-                        vec![format!("-DMUSER_LD16_WINDOW={}", u8::from(ld16_window))]
-                    }
+                    Module::MmqA16 => vec![
+                        format!("-DMUSER_LD16_WINDOW={}", u8::from(ld16_window)),
+                        format!("-DMMQ_WN={mmq_wn}"),
+                        format!("-DMMQ_MINB={mmq_minb}"),
+                    ],
                     _ => Vec::new(),
                 };
                 let (ptx, options, sha256, ptx_bytes) =
@@ -262,6 +271,8 @@ impl Registry {
         Ok(Registry {
             mva_rows,
             mva_minb,
+            mmq_tokens: 16 * mmq_wn,
+            mmq_minb,
             mva_warps,
             functions,
             modules,
@@ -449,6 +460,10 @@ mod tests {
             "-DMVA_WARPS=8".to_string(),
             "-DMUSER_LD16_WINDOW=0".to_string(),
         ];
+        compile_module(m, Math::Strict, "sm_90a", &m.source(), &extra)
+            .unwrap_or_else(|e| panic!("{e}"));
+        let m = Module::MmqA16;
+        let extra = ["-DMMQ_WN=2".to_string(), "-DMMQ_MINB=2".to_string()];
         compile_module(m, Math::Strict, "sm_90a", &m.source(), &extra)
             .unwrap_or_else(|e| panic!("{e}"));
     }

@@ -321,7 +321,7 @@ fn a16_matvec_case(gpu: &Gpu, reg: &Registry, k: usize) {
 #[test]
 fn mmq_kernels_match_the_decode_kernels_bit_for_bit() {
     let Some((gpu, reg)) = device() else { return };
-    use muser_cuda::{MMQ_ROWS, MMQ_THREADS, MMQ_TOKENS};
+    use muser_cuda::{MMQ_ROWS, MMQ_THREADS};
     let n_out = 200usize;
     for k in [1024usize, 6656, 9984] {
         for (ty, kmmq, k8) in [
@@ -380,7 +380,7 @@ fn mmq_kernels_match_the_decode_kernels_bit_for_bit() {
                     kmmq,
                     (
                         (n_out as u32).div_ceil(MMQ_ROWS),
-                        (n_tok as u32).div_ceil(MMQ_TOKENS),
+                        (n_tok as u32).div_ceil(reg.mmq_tokens),
                     ),
                     MMQ_THREADS,
                 );

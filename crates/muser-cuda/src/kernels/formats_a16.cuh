@@ -27,20 +27,36 @@ __device__ __forceinline__ int xoff(int v) {
 #ifndef MUSER_LD16_WINDOW
 #define MUSER_LD16_WINDOW 1
 #endif
-__device__ __forceinline__ void ld16_a2(const u8* p, u32* w) {
+// The window form in two steps, so the loads can be issued long before the data is used:
+// win16_load fetches the two aligned 16-byte words around p; win16_words extracts the run.
+struct Win16 {
+    uint4 a, b;
+    u32 off;  // p & 15
+};
+__device__ __forceinline__ void win16_load(const u8* p, Win16& w) {
     const u64 a = (u64)p;
-#if MUSER_LD16_WINDOW
     const uint4* b = (const uint4*)(a & ~(u64)15);
-    const uint4 v0 = __ldg(b), v1 = __ldg(b + 1);
-    const u32 v[8] = {v0.x, v0.y, v0.z, v0.w, v1.x, v1.y, v1.z, v1.w};
-    const u32 k = (u32)(a & 15) >> 2, sh = (u32)(a & 3) * 8;
+    w.a = __ldg(b);
+    w.b = __ldg(b + 1);
+    w.off = (u32)(a & 15);
+}
+__device__ __forceinline__ void win16_words(const Win16& w, u32* out) {
+    const u32 v[8] = {w.a.x, w.a.y, w.a.z, w.a.w, w.b.x, w.b.y, w.b.z, w.b.w};
+    const u32 k = w.off >> 2, sh = (w.off & 3) * 8;
     u32 s[5];
 #pragma unroll
     for (int i = 0; i < 5; ++i)
         s[i] = k == 0 ? v[i] : (k == 1 ? v[i + 1] : (k == 2 ? v[i + 2] : v[i + 3]));
 #pragma unroll
-    for (int i = 0; i < 4; ++i) w[i] = __funnelshift_r(s[i], s[i + 1], sh);
+    for (int i = 0; i < 4; ++i) out[i] = __funnelshift_r(s[i], s[i + 1], sh);
+}
+__device__ __forceinline__ void ld16_a2(const u8* p, u32* w) {
+#if MUSER_LD16_WINDOW
+    Win16 win;
+    win16_load(p, win);
+    win16_words(win, w);
 #else
+    const u64 a = (u64)p;
     const u32* b = (const u32*)(a & ~(u64)3);
     const u32 sh = (u32)(a & 3) * 8;
     u32 v[5];

@@ -13,17 +13,26 @@
 // (lane_seq_sum). The tile visits the units in that order (v outer) and keeps one partial and
 // one running total per output. Decode, prefill and packed rows agree bit for bit.
 //
-// Tile: 8 warps; block 128 rows × 64 tokens; warp 32 rows × 32 tokens (2 × 4 MMA tiles). Per
-// unit the block stages the unit's weights (quant bytes + per-row float factors) and the 64
-// tokens' activation quants (+ per-token factors) in shared memory; the next unit's global
-// loads are issued before the current unit's MMAs.
+// Tile: 8 warps (4 along rows × 2 along tokens); block 128 rows × MMQ_BN tokens; warp 32 rows ×
+// 8·MMQ_WN tokens (2 × MMQ_WN MMA tiles; -DMMQ_WN=4 default, 2 for the A/B `MUSER_CUDA_MMQ_WN`,
+// with -DMMQ_MINB blocks per SM asked of the register allocator). Per unit the block stages the
+// unit's weights (quant bytes + per-row float factors) and the tokens' activation quants (+ per-
+// token factors) in shared memory; the next unit's global loads are issued before the current
+// unit's MMAs and consumed only after them.
 //
 //   W: [n_out][row_bytes]   XQ: [n_tok][K] i16   XS, XSUM: [n_tok][K/32]   Y: [n_tok][ldy] f32
 //   K % 256 == 0.
 
+#ifndef MMQ_WN
+#define MMQ_WN 4
+#endif
+#ifndef MMQ_MINB
+#define MMQ_MINB 1
+#endif
 #define MMQ_BM 128
-#define MMQ_BN 64
+#define MMQ_BN (16 * MMQ_WN)
 #define MMQ_THREADS 256
+#define MMQ_XPIECES (8 * MMQ_BN / MMQ_THREADS)  // 16-byte activation pieces per thread
 // Shared-memory rows, in 32-bit words. Weights: Q4_K 32 quant bytes + 4 floats (12 words),
 // Q6_K 48 quant bytes + 4 floats (+4 pad: 20 words) — both strides put the 8 rows an MMA
 // fragment load touches in distinct banks. Activations: 64 quants + 4 floats + 4 pad (40 words:
@@ -75,7 +84,7 @@ struct MmqQ4K {
     static const int WW = 12;  // weight row, words: qs[8] | a0 nb0 a1 nb1
     struct Regs {
         uint4 w[2];
-        uint4 x[2];
+        uint4 x[MMQ_XPIECES];
         float xs;
         int xsum;
     };
@@ -95,7 +104,7 @@ struct MmqQ4K {
         }
         // Activation piece q < 8 * MMQ_BN: token q / 8, 8 quants at 8 * (q % 8) of the unit.
 #pragma unroll
-        for (int i = 0; i < 2; ++i) {
+        for (int i = 0; i < MMQ_XPIECES; ++i) {
             const int q = tid + MMQ_THREADS * i;
             const int t = min(tok0 + q / 8, n_tok - 1);
             r.x[i] = *(const uint4*)(XQ + (size_t)t * K + 256 * blk + 64 * c + 8 * (q % 8));
@@ -126,7 +135,7 @@ struct MmqQ4K {
             }
         }
 #pragma unroll
-        for (int i = 0; i < 2; ++i) {
+        for (int i = 0; i < MMQ_XPIECES; ++i) {
             const int q = tid + MMQ_THREADS * i;
             *(uint4*)(xsh + MMQ_XW * (q / 8) + 4 * (q % 8)) = r.x[i];
         }
@@ -136,9 +145,9 @@ struct MmqQ4K {
             dst[1] = a16_xsm(r.xs, r.xsum);
         }
     }
-    // One unit for the warp's 2 x 4 tiles: p[mt][nt][e] chained with sub-blocks 0 then 1.
+    // One unit for the warp's 2 x MMQ_WN tiles: p[mt][nt][e] chained with sub-blocks 0 then 1.
     static __device__ __forceinline__ void compute(const u32* wsh, const u32* xsh, int wr, int wt,
-                                                   float (&p)[2][4][4]) {
+                                                   float (&p)[2][MMQ_WN][4]) {
         const int lane = threadIdx.x & 31, g = lane >> 2, q = lane & 3;
         u32 wq[2][2][2];  // [mt][row half][word q | word 4 + q]
         float4 rf[2][2];  // [mt][row half]: a0 nb0 a1 nb1
@@ -162,7 +171,7 @@ struct MmqQ4K {
                 a[mt][3] = (wq[mt][1][1] >> (4 * s)) & 0x0F0F0F0Fu;
             }
 #pragma unroll
-            for (int nt = 0; nt < 4; ++nt) {
+            for (int nt = 0; nt < MMQ_WN; ++nt) {
                 // B fragment: token g of the tile, quants 4q..4q+3 and 16+4q.. of sub-block s.
                 const u32* xr = xsh + MMQ_XW * (wt + 8 * nt + g) + 16 * s;
                 const uint2 v0 = *(const uint2*)(xr + 2 * q), v1 = *(const uint2*)(xr + 8 + 2 * q);
@@ -190,16 +199,17 @@ struct MmqQ4K {
     }
 };
 
-// Q6_K blocks are 210 bytes (2-byte aligned): the staging reads its runs with ld16_a2.
+// Q6_K blocks are 210 bytes (2-byte aligned): the staging fetches each run's aligned 16-byte
+// window (win16_load) and extracts it at commit.
 struct MmqQ6K {
     static const int WW = 20;  // weight row, words: A[4] | B[4] | H[4] | sc0..sc3 | pad
     struct Regs {
-        u32 w[2][4];
-        uint4 x[2];
+        Win16 w[2];
+        uint4 x[MMQ_XPIECES];
         float xs;
     };
     // Weight piece p < 4 * MMQ_BM: row p / 4, part p % 4 (0: ql run A, 1: ql run B, 2: qh run,
-    // 3: the unit's four scale bytes and d).
+    // 3: the 16 scale bytes, with d in the same window at bytes 16..17).
     static __device__ __forceinline__ void fetch(const u8* W, u64 row_bytes, int n_out, int u,
                                                  const short* XQ, const float* XS, const int* XSUM,
                                                  int K, int n_tok, int row0, int tok0, Regs& r) {
@@ -208,62 +218,61 @@ struct MmqQ6K {
         for (int i = 0; i < 2; ++i) {
             const int p = tid + MMQ_THREADS * i;  // 4 * MMQ_BM == 2 * MMQ_THREADS
             const int row = min(row0 + p / 4, n_out - 1), part = p % 4;
-            const u8* b = W + (u64)row * row_bytes + (u64)blk * 210;
-            if (part == 3) {
-                // Scales s[8h + pt + {0, 2, 4, 6}] and d, packed as four bytes + f16 bits.
-                u32 sc[4];
-                ld16_a2(b + 192, sc);
-                const u32 lo = h ? sc[2] : sc[0], hi = h ? sc[3] : sc[1], sh = 8 * pt;
-                r.w[i][0] = ((lo >> sh) & 0xFFu) | (((lo >> (sh + 16)) & 0xFFu) << 8) |
-                            (((hi >> sh) & 0xFFu) << 16) | (((hi >> (sh + 16)) & 0xFFu) << 24);
-                r.w[i][1] = (u32)ld_u16(b + 208);
-            } else {
-                const int off = part == 0 ? 64 * h + 16 * pt
-                                          : (part == 1 ? 64 * h + 32 + 16 * pt : 128 + 32 * h + 16 * pt);
-                ld16_a2(b + off, r.w[i]);
-            }
+            const int off = part == 0   ? 64 * h + 16 * pt
+                            : part == 1 ? 64 * h + 32 + 16 * pt
+                            : part == 2 ? 128 + 32 * h + 16 * pt
+                                        : 192;
+            win16_load(W + (u64)row * row_bytes + (u64)blk * 210 + off, r.w[i]);
         }
         // Activation piece q: token q / 8, run g = (q % 8) / 2 (values 128h + 32g + 16pt ..),
         // half (q % 2) of its 16 quants.
 #pragma unroll
-        for (int i = 0; i < 2; ++i) {
+        for (int i = 0; i < MMQ_XPIECES; ++i) {
             const int q = tid + MMQ_THREADS * i;
             const int t = min(tok0 + q / 8, n_tok - 1), gg = (q % 8) >> 1;
             r.x[i] = *(const uint4*)(XQ + (size_t)t * K + 256 * blk + 128 * h + 32 * gg + 16 * pt +
                                      8 * (q & 1));
         }
         // Token factors: thread < 4 * MMQ_BN: token tid / 4, group tid % 4 (group 4h + g).
-        {
+        if (tid < 4 * MMQ_BN) {
             const int t = min(tok0 + tid / 4, n_tok - 1);
             r.xs = XS[(size_t)t * (K / 32) + 8 * blk + 4 * h + (tid & 3)];
         }
     }
     static __device__ __forceinline__ void commit(int u, const Regs& r, u32* wsh, u32* xsh) {
-        const int tid = threadIdx.x;
+        const int tid = threadIdx.x, h = (u >> 1) & 1, pt = u & 1;
 #pragma unroll
         for (int i = 0; i < 2; ++i) {
             const int p = tid + MMQ_THREADS * i;
             const int row = p / 4, part = p % 4;
             u32* dst = wsh + WW * row;
+            u32 w[4];
+            win16_words(r.w[i], w);
             if (part < 3) {
-                *(uint4*)(dst + 4 * part) = make_uint4(r.w[i][0], r.w[i][1], r.w[i][2], r.w[i][3]);
+                *(uint4*)(dst + 4 * part) = make_uint4(w[0], w[1], w[2], w[3]);
             } else {
-                const float d = h2f((u16)r.w[i][1]);
-                const u32 s4 = r.w[i][0];
-                *(float4*)(dst + 12) =
-                    make_float4(q6_scale(d, (i8)(s4 & 0xFF)), q6_scale(d, (i8)((s4 >> 8) & 0xFF)),
-                                q6_scale(d, (i8)((s4 >> 16) & 0xFF)), q6_scale(d, (i8)(s4 >> 24)));
+                // Scales s[8h + pt + {0, 2, 4, 6}]: bytes pt, pt + 2 of words 2h, 2h + 1; d: the
+                // two bytes after the 16 scale bytes (an even offset, so inside one word).
+                const u32 off = r.w[i].off + 16, k = off >> 2;
+                const u32 v[8] = {r.w[i].a.x, r.w[i].a.y, r.w[i].a.z, r.w[i].a.w,
+                                  r.w[i].b.x, r.w[i].b.y, r.w[i].b.z, r.w[i].b.w};
+                const u32 dw = k == 4 ? v[4] : (k == 5 ? v[5] : (k == 6 ? v[6] : v[7]));
+                const float d = h2f((u16)(dw >> ((off & 3) * 8)));
+                const u32 lo = h ? w[2] : w[0], hi = h ? w[3] : w[1], sh = 8 * pt;
+                *(float4*)(dst + 12) = make_float4(
+                    q6_scale(d, (i8)((lo >> sh) & 0xFF)), q6_scale(d, (i8)((lo >> (sh + 16)) & 0xFF)),
+                    q6_scale(d, (i8)((hi >> sh) & 0xFF)), q6_scale(d, (i8)((hi >> (sh + 16)) & 0xFF)));
             }
         }
 #pragma unroll
-        for (int i = 0; i < 2; ++i) {
+        for (int i = 0; i < MMQ_XPIECES; ++i) {
             const int q = tid + MMQ_THREADS * i;
             *(uint4*)(xsh + MMQ_XW * (q / 8) + 4 * (q % 8)) = r.x[i];
         }
-        ((float*)xsh)[MMQ_XW * (tid / 4) + 32 + (tid & 3)] = r.xs;
+        if (tid < 4 * MMQ_BN) ((float*)xsh)[MMQ_XW * (tid / 4) + 32 + (tid & 3)] = r.xs;
     }
     static __device__ __forceinline__ void compute(const u32* wsh, const u32* xsh, int wr, int wt,
-                                                   float (&p)[2][4][4]) {
+                                                   float (&p)[2][MMQ_WN][4]) {
         const int lane = threadIdx.x & 31, g = lane >> 2, q = lane & 3;
         u32 wA[2][2], wB[2][2], wH[2][2];  // [mt][row half]
         float4 sc[2][2];
@@ -290,7 +299,7 @@ struct MmqQ6K {
                     a[mt][h] = __vsub4(nib | hb, 0x20202020u);
                 }
 #pragma unroll
-            for (int nt = 0; nt < 4; ++nt) {
+            for (int nt = 0; nt < MMQ_WN; ++nt) {
                 const uint2 v = *(const uint2*)(xsh + MMQ_XW * (wt + 8 * nt + g) + 8 * gg + 2 * q);
                 u32 bh, bl;
                 split_hilo(v.x, v.y, &bh, &bl);
@@ -323,16 +332,16 @@ __device__ __forceinline__ void mmq_body(const u8* __restrict__ W, u64 row_bytes
     __shared__ __align__(16) u32 xsh[MMQ_BN * MMQ_XW];
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     const int row0 = blockIdx.x * MMQ_BM, tok0 = blockIdx.y * MMQ_BN;
-    const int wr = 32 * (warp & 3), wt = 32 * (warp >> 2);  // warp's first row / token in the tile
+    const int wr = 32 * (warp & 3), wt = 8 * MMQ_WN * (warp >> 2);  // warp's first row / token
     const int n_units = K / 64;                              // 4 units per 256-value block
-    float p[2][4][4], total[2][4][4];
+    float p[2][MMQ_WN][4], total[2][MMQ_WN][4];
     typename M::Regs r;
     M::fetch(W, row_bytes, n_out, 0, XQ, XS, XSUM, K, n_tok, row0, tok0, r);
     for (int v = 0; v < 32; ++v) {
 #pragma unroll
         for (int mt = 0; mt < 2; ++mt)
 #pragma unroll
-            for (int nt = 0; nt < 4; ++nt)
+            for (int nt = 0; nt < MMQ_WN; ++nt)
 #pragma unroll
                 for (int e = 0; e < 4; ++e) p[mt][nt][e] = 0.f;
         for (int u = v; u < n_units; u += 32) {
@@ -347,7 +356,7 @@ __device__ __forceinline__ void mmq_body(const u8* __restrict__ W, u64 row_bytes
 #pragma unroll
         for (int mt = 0; mt < 2; ++mt)
 #pragma unroll
-            for (int nt = 0; nt < 4; ++nt)
+            for (int nt = 0; nt < MMQ_WN; ++nt)
 #pragma unroll
                 for (int e = 0; e < 4; ++e)
                     total[mt][nt][e] = v == 0 ? p[mt][nt][e] : __fadd_rn(total[mt][nt][e], p[mt][nt][e]);
@@ -356,7 +365,7 @@ __device__ __forceinline__ void mmq_body(const u8* __restrict__ W, u64 row_bytes
 #pragma unroll
     for (int mt = 0; mt < 2; ++mt)
 #pragma unroll
-        for (int nt = 0; nt < 4; ++nt)
+        for (int nt = 0; nt < MMQ_WN; ++nt)
 #pragma unroll
             for (int e = 0; e < 4; ++e) {
                 const int row = row0 + wr + 16 * mt + 8 * (e >> 1) + g;
@@ -366,7 +375,7 @@ __device__ __forceinline__ void mmq_body(const u8* __restrict__ W, u64 row_bytes
 }
 
 #define MMQ_KERNEL(NAME, M)                                                                     \
-    extern "C" __global__ void __launch_bounds__(MMQ_THREADS, 1)                                \
+    extern "C" __global__ void __launch_bounds__(MMQ_THREADS, MMQ_MINB)                                \
         NAME(const u8* W, u64 row_bytes, const short* XQ, const float* XS, const int* XSUM,     \
              int K, float* Y, int ldy, int n_out, int n_tok) {                                  \
         mmq_body<M>(W, row_bytes, XQ, XS, XSUM, K, Y, ldy, n_out, n_tok);                       \

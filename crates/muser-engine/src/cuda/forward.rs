@@ -4,7 +4,7 @@
 
 use muser_cuda::launch::{launch, Dims};
 use muser_cuda::profile::PhaseProfiler;
-use muser_cuda::{CudaError, Graph, KArgs, Kernel, Math, MMQ_ROWS, MMQ_THREADS, MMQ_TOKENS};
+use muser_cuda::{CudaError, Graph, KArgs, Kernel, Math, MMQ_ROWS, MMQ_THREADS};
 
 use super::weights::{kernels_for, DevMatrix};
 use super::{Acts, CudaSession};
@@ -113,7 +113,7 @@ impl<'m> CudaSession<'m> {
             Dims {
                 grid: (
                     (m.n_out as u32).div_ceil(MMQ_ROWS),
-                    (n as u32).div_ceil(MMQ_TOKENS),
+                    (n as u32).div_ceil(self.reg.mmq_tokens),
                     1,
                 ),
                 block: MMQ_THREADS,

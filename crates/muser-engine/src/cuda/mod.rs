@@ -389,8 +389,15 @@ impl<'m> CudaSession<'m> {
                 Acts::F32 => "plain".to_string(),
             },
             match (self.opts.acts, self.opts.mmq) {
-                (Acts::A16, true) => "mmq",
-                _ => "t8",
+                (Acts::A16, true) => format!(
+                    "mmq-n{}{}",
+                    self.reg.mmq_tokens,
+                    match self.reg.mmq_minb {
+                        1 => String::new(),
+                        b => format!("-minb{b}"),
+                    }
+                ),
+                _ => "t8".to_string(),
             },
             if self.opts.fuse { "on" } else { "off" },
             self.opts.act_math.label(),
