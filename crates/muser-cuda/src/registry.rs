@@ -195,6 +195,9 @@ pub struct Registry {
     /// Minimum resident blocks per SM asked of the tensor-core matmuls (`-DMMQ_MINB`,
     /// `MUSER_CUDA_MMQ_MINB`).
     pub mmq_minb: u32,
+    /// How the tensor-core matmuls convert their sums (`-DMMQ_CVT`, `MUSER_CUDA_MMQ_CVT`: 1
+    /// (default) integer chain + I2FP, 0 magic-bias FP32 arithmetic; the same floats).
+    pub mmq_cvt: u32,
     functions: HashMap<(Kernel, Math), CudaFunction>,
     modules: Vec<CompiledModule>,
     _loaded: Vec<Arc<CudaModule>>,
@@ -219,6 +222,7 @@ impl Registry {
         let ld16_window = ld16_from_env()?;
         let mmq_wn = env_choice("MUSER_CUDA_MMQ_WN", 4, &[2, 4])?;
         let mmq_minb = env_choice("MUSER_CUDA_MMQ_MINB", 1, &[1, 2])?;
+        let mmq_cvt = env_choice("MUSER_CUDA_MMQ_CVT", 1, &[0, 1])?;
         let mut functions = HashMap::new();
         let mut modules = Vec::new();
         let mut loaded = Vec::new();
@@ -237,6 +241,7 @@ impl Registry {
                         format!("-DMUSER_LD16_WINDOW={}", u8::from(ld16_window)),
                         format!("-DMMQ_WN={mmq_wn}"),
                         format!("-DMMQ_MINB={mmq_minb}"),
+                        format!("-DMMQ_CVT={mmq_cvt}"),
                     ],
                     _ => Vec::new(),
                 };
@@ -273,6 +278,7 @@ impl Registry {
             mva_minb,
             mmq_tokens: 16 * mmq_wn,
             mmq_minb,
+            mmq_cvt,
             mva_warps,
             functions,
             modules,
@@ -463,7 +469,11 @@ mod tests {
         compile_module(m, Math::Strict, "sm_90a", &m.source(), &extra)
             .unwrap_or_else(|e| panic!("{e}"));
         let m = Module::MmqA16;
-        let extra = ["-DMMQ_WN=2".to_string(), "-DMMQ_MINB=2".to_string()];
+        let extra = [
+            "-DMMQ_WN=2".to_string(),
+            "-DMMQ_MINB=2".to_string(),
+            "-DMMQ_CVT=0".to_string(),
+        ];
         compile_module(m, Math::Strict, "sm_90a", &m.source(), &extra)
             .unwrap_or_else(|e| panic!("{e}"));
     }

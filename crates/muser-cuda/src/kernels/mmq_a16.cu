@@ -4,9 +4,8 @@
 // Exact integers: an A16 quant x (int16) is 256·hi + lo with hi = x >> 8 (signed byte) and
 // lo = x & 255 (unsigned byte). mma.m16n8k32 (Q4_K sub-blocks of 32) and mma.m16n8k16 (Q6_K
 // groups of 16), s8 × s8 for hi and s8 × u8 for lo, give exact int32 sums S_hi, S_lo, and
-// 256·S_hi + S_lo is the matvec kernels' dp2a sum s (|s| < 2^24). The accumulators start at
-// the bit pattern of 1.5·2^23 (|S| < 2^22), so each sum reads off as a float with one exact
-// subtraction, and fma(256, S_hi, S_lo) is (float)s exactly.
+// 256·S_hi + S_lo is the matvec kernels' dp2a sum s (|s| < 2^24), converted to float exactly
+// (MMQ_CVT below), so it is the float the matvec kernels get from (float)s.
 // Same floats: every (row, token) output is the operation sequence of mva_body / mva_pipe:
 // virtual lane v takes units v, v+32, v+64, ..., each chained into its partial by the shared
 // step functions (k4_step, q6_step), and the 32 partials are summed left to right
@@ -69,6 +68,59 @@ __device__ __forceinline__ void mma_k16(int* d, u32 a0, u32 a1, u32 b, bool lo) 
 __device__ __forceinline__ float mmq_sum(int dh, int dl) {
     return __fmaf_rn(256.0f, __fsub_rn(__int_as_float(dh), MMQ_MAGIC_F),
                      __fsub_rn(__int_as_float(dl), MMQ_MAGIC_F));
+}
+// How a tile's integer sums become floats (the A/B `MUSER_CUDA_MMQ_CVT`, -DMMQ_CVT): 1 (default)
+// the hi MMA starts from 0, its sums shifted left by 8 are the lo MMA's accumulator input, so
+// the lo MMA returns s itself, converted by one I2FP (sm_90's full-rate conversion) — one shift
+// + one conversion; 0: both MMAs start from the magic bias and (float)(256·S_hi + S_lo) =
+// fma(256, hi, lo) after one subtraction each (three FP32 operations). Both are exact: the same
+// floats. Measured (mmq_bench, 512 tokens): FFN up 1562 -> 1514 us, Q6_K FFN down 3118 -> 2860 us.
+#ifndef MMQ_CVT
+#define MMQ_CVT 1
+#endif
+// One sub-block (k32) or group (k16) of one 16 × 8 tile: out[e] = (float)(sum of weights × x).
+__device__ __forceinline__ void mma_pair_k32(const u32* a, u32 bh0, u32 bh1, u32 bl0, u32 bl1,
+                                             float* out) {
+    int dh[4], dl[4];
+#if MMQ_CVT
+    asm("mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+        "{%8,%9}, {%10,%10,%10,%10};"
+        : "=r"(dh[0]), "=r"(dh[1]), "=r"(dh[2]), "=r"(dh[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(bh0), "r"(bh1), "r"(0));
+    asm("mma.sync.aligned.m16n8k32.row.col.s32.s8.u8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+        "{%8,%9}, {%10,%11,%12,%13};"
+        : "=r"(dl[0]), "=r"(dl[1]), "=r"(dl[2]), "=r"(dl[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(bl0), "r"(bl1), "r"((int)((u32)dh[0] << 8)),
+          "r"((int)((u32)dh[1] << 8)), "r"((int)((u32)dh[2] << 8)), "r"((int)((u32)dh[3] << 8)));
+#pragma unroll
+    for (int e = 0; e < 4; ++e) out[e] = __int2float_rn(dl[e]);
+#else
+    mma_k32(dh, a, bh0, bh1, false);
+    mma_k32(dl, a, bl0, bl1, true);
+#pragma unroll
+    for (int e = 0; e < 4; ++e) out[e] = mmq_sum(dh[e], dl[e]);
+#endif
+}
+__device__ __forceinline__ void mma_pair_k16(u32 a0, u32 a1, u32 bh, u32 bl, float* out) {
+    int dh[4], dl[4];
+#if MMQ_CVT
+    asm("mma.sync.aligned.m16n8k16.row.col.s32.s8.s8.s32 {%0,%1,%2,%3}, {%4,%5}, {%6}, "
+        "{%7,%7,%7,%7};"
+        : "=r"(dh[0]), "=r"(dh[1]), "=r"(dh[2]), "=r"(dh[3])
+        : "r"(a0), "r"(a1), "r"(bh), "r"(0));
+    asm("mma.sync.aligned.m16n8k16.row.col.s32.s8.u8.s32 {%0,%1,%2,%3}, {%4,%5}, {%6}, "
+        "{%7,%8,%9,%10};"
+        : "=r"(dl[0]), "=r"(dl[1]), "=r"(dl[2]), "=r"(dl[3])
+        : "r"(a0), "r"(a1), "r"(bl), "r"((int)((u32)dh[0] << 8)), "r"((int)((u32)dh[1] << 8)), "r"((int)((u32)dh[2] << 8)),
+          "r"((int)((u32)dh[3] << 8)));
+#pragma unroll
+    for (int e = 0; e < 4; ++e) out[e] = __int2float_rn(dl[e]);
+#else
+    mma_k16(dh, a0, a1, bh, false);
+    mma_k16(dl, a0, a1, bl, true);
+#pragma unroll
+    for (int e = 0; e < 4; ++e) out[e] = mmq_sum(dh[e], dl[e]);
+#endif
 }
 // Four consecutive int16 quants (two words) -> their hi bytes and lo bytes.
 __device__ __forceinline__ void split_hilo(u32 w0, u32 w1, u32* hi, u32* lo) {
@@ -183,15 +235,14 @@ struct MmqQ4K {
                 const float2 f1 = *(const float2*)(xsh + MMQ_XW * (wt + 8 * nt + 2 * q + 1) + 32 + 2 * s);
 #pragma unroll
                 for (int mt = 0; mt < 2; ++mt) {
-                    int dh[4], dl[4];
-                    mma_k32(dh, a[mt], bh0, bh1, false);
-                    mma_k32(dl, a[mt], bl0, bl1, true);
+                    float fs[4];
+                    mma_pair_k32(a[mt], bh0, bh1, bl0, bl1, fs);
 #pragma unroll
                     for (int e = 0; e < 4; ++e) {
                         const float4 r = rf[mt][e >> 1];
                         const float2 f = (e & 1) ? f1 : f0;
                         const float ra = s ? r.z : r.x, rnb = s ? r.w : r.y;
-                        p[mt][nt][e] = k4_step(p[mt][nt][e], ra, rnb, f.x, mmq_sum(dh[e], dl[e]), f.y);
+                        p[mt][nt][e] = k4_step(p[mt][nt][e], ra, rnb, f.x, fs[e], f.y);
                     }
                 }
             }
@@ -307,15 +358,13 @@ struct MmqQ6K {
                 const float xs1 = ((const float*)xsh)[MMQ_XW * (wt + 8 * nt + 2 * q + 1) + 32 + gg];
 #pragma unroll
                 for (int mt = 0; mt < 2; ++mt) {
-                    int dh[4], dl[4];
-                    mma_k16(dh, a[mt][0], a[mt][1], bh, false);
-                    mma_k16(dl, a[mt][0], a[mt][1], bl, true);
+                    float fs[4];
+                    mma_pair_k16(a[mt][0], a[mt][1], bh, bl, fs);
 #pragma unroll
                     for (int e = 0; e < 4; ++e) {
                         const float4 r = sc[mt][e >> 1];
                         const float rs = gg == 0 ? r.x : (gg == 1 ? r.y : (gg == 2 ? r.z : r.w));
-                        p[mt][nt][e] = q6_step(p[mt][nt][e], rs, (e & 1) ? xs1 : xs0,
-                                               mmq_sum(dh[e], dl[e]));
+                        p[mt][nt][e] = q6_step(p[mt][nt][e], rs, (e & 1) ? xs1 : xs0, fs[e]);
                     }
                 }
             }
