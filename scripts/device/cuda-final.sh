@@ -4,6 +4,7 @@
 # the full model at a few positions. Outputs (<= 8 files): receipts/*.json, *.log.
 # Route switches picked by scripts/device/cuda-ab.sh ($HOME/best.env) apply to every run here.
 # Gemma: $HOME/gemma.gguf (joined from the parts of scripts/device/gemma-parts.sh).
+# SKIP_PARITY=1 / SKIP_BENCH=1 split it over two calls; PP, DEPTH choose the benchmark's tests.
 set -uo pipefail
 OUT=${1:?outdir}
 M=$PWD/.device/muser
@@ -17,10 +18,11 @@ env | grep ^MUSER_CUDA || true
 if [ ! -f $HOME/forge.done ]; then
   ( $M forge --preset full --seed 7 -o $FULL > $OUT/ab.log 2>&1; touch $HOME/forge.done ) &
 fi
-PYTHONUNBUFFERED=1 python3 scripts/parity.py --class cuda --fixtures ${FIXTURES:-tiny,small,gemma} --muser $M \
+[ -n "${SKIP_PARITY:-}" ] || PYTHONUNBUFFERED=1 python3 scripts/parity.py --class cuda --fixtures ${FIXTURES:-tiny,small,gemma} --muser $M \
   --threads 16 --work $HOME/parity --llama-cuda $L --bindings $PWD/.devllama/bindings \
   --gemma $HOME/gemma.gguf --out-dir $OUT/receipts > $OUT/parity.log 2>&1
-tail -12 $OUT/parity.log
+[ -n "${SKIP_PARITY:-}" ] || tail -12 $OUT/parity.log
+[ -n "${SKIP_BENCH:-}" ] && exit 0
 while [ ! -f $HOME/forge.done ]; do sleep 2; done
 # A/B settings, e.g. AB="MUSER_CUDA_MVA_ROWS=2 MUSER_CUDA_MVA_ROWS=8" (each one tg128 run).
 for ab in ${AB:-}; do
@@ -30,7 +32,7 @@ done
 grep -E "==|tg128|route" $OUT/ab.log
 PYTHONUNBUFFERED=1 MUSER_COMMIT=${MUSER_COMMIT:-unknown} python3 scripts/bench-cuda.py --model $FULL \
   --model-sha256 8f7f1eaf590ce4fd4c7fd71274bbe60a72fbc4d76401252fbd2d5ba977ffe36b \
-  --muser $M --llama-cuda $L --pp 512 --tg 128 --reps 3 --out $OUT/receipts/bench-cuda-full.json 2>&1 | tee $OUT/bench.log
+  --muser $M --llama-cuda $L --pp ${PP:-128,512} --tg 128 --depth ${DEPTH:-0} --reps 3 --out $OUT/receipts/bench-cuda-full.json 2>&1 | tee $OUT/bench.log
 [ -n "${SKIP_ORACLE:-}" ] && exit 0
 $M tokenize -m $FULL -p "The capital of France is Paris, and the capital of" --ids > $HOME/ft.json
 N=$(python3 -c "import json;print(len(json.load(open('$HOME/ft.json'))))")

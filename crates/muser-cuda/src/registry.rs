@@ -198,6 +198,9 @@ pub struct Registry {
     /// How the tensor-core matmuls convert their sums (`-DMMQ_CVT`, `MUSER_CUDA_MMQ_CVT`: 1
     /// (default) integer chain + I2FP, 0 magic-bias FP32 arithmetic; the same floats).
     pub mmq_cvt: u32,
+    /// The Q6_K decode matvec keeps the next unit's weights as raw windows until they are
+    /// needed (`-DMVA_Q6_LAZY`, `MUSER_CUDA_Q6_LAZY=1`; the same words, so the same numbers).
+    pub q6_lazy: bool,
     functions: HashMap<(Kernel, Math), CudaFunction>,
     modules: Vec<CompiledModule>,
     _loaded: Vec<Arc<CudaModule>>,
@@ -223,6 +226,7 @@ impl Registry {
         let mmq_wn = env_choice("MUSER_CUDA_MMQ_WN", 4, &[2, 4])?;
         let mmq_minb = env_choice("MUSER_CUDA_MMQ_MINB", 1, &[1, 2])?;
         let mmq_cvt = env_choice("MUSER_CUDA_MMQ_CVT", 1, &[0, 1])?;
+        let q6_lazy = env_choice("MUSER_CUDA_Q6_LAZY", 0, &[0, 1])?;
         let mut functions = HashMap::new();
         let mut modules = Vec::new();
         let mut loaded = Vec::new();
@@ -236,6 +240,7 @@ impl Registry {
                         format!("-DMVA_MINB={mva_minb}"),
                         format!("-DMVA_WARPS={mva_warps}"),
                         format!("-DMUSER_LD16_WINDOW={}", u8::from(ld16_window)),
+                        format!("-DMVA_Q6_LAZY={q6_lazy}"),
                     ],
                     Module::MmqA16 => vec![
                         format!("-DMUSER_LD16_WINDOW={}", u8::from(ld16_window)),
@@ -279,6 +284,7 @@ impl Registry {
             mmq_tokens: 16 * mmq_wn,
             mmq_minb,
             mmq_cvt,
+            q6_lazy: q6_lazy == 1,
             mva_warps,
             functions,
             modules,
@@ -465,6 +471,7 @@ mod tests {
             "-DMVA_MINB=6".to_string(),
             "-DMVA_WARPS=8".to_string(),
             "-DMUSER_LD16_WINDOW=0".to_string(),
+            "-DMVA_Q6_LAZY=1".to_string(),
         ];
         compile_module(m, Math::Strict, "sm_90a", &m.source(), &extra)
             .unwrap_or_else(|e| panic!("{e}"));

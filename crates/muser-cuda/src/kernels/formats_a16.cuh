@@ -125,6 +125,10 @@ struct AQ4K {
         w.q[0] = qa.x; w.q[1] = qa.y; w.q[2] = qa.z; w.q[3] = qa.w;
         w.q[4] = qb.x; w.q[5] = qb.y; w.q[6] = qb.z; w.q[7] = qb.w;
     }
+    // The pipelined kernels' in-flight form (see AQ6K): plain loads need no second step.
+    typedef W Raw;
+    static __device__ __forceinline__ void load_raw(const u8* b, int c, Raw& r) { load(b, c, r); }
+    static __device__ __forceinline__ void finish(const Raw& r, W& w) { w = r; }
     // One token's activations for unit c: 64 quants (two runs of 32), scales and sums.
     struct X {
         u32 a[16], b[16];
@@ -218,21 +222,68 @@ struct AQ6K {
         u32 A[4], B[4], H[4], sd;  // sd: scales s[0], s[2] (low 16 bits), d (high 16 bits)
         u32 s46;                   // scales s[4], s[6]
     };
+    // scales s[j], j = 8 half + part + {0, 2, 4, 6}: bytes part, part+2 of words 2 half and
+    // 2 half + 1 of the 16 scale bytes; d's f16 bits.
+    static __device__ __forceinline__ void pack_scales(const u32* sc, u32 dbits, int u, W& w) {
+        const int half = u >> 1, part = u & 1;
+        const u32 lo = half ? sc[2] : sc[0], hi = half ? sc[3] : sc[1];
+        const u32 sh = 8 * part;
+        w.sd = ((lo >> sh) & 0xFFu) | (((lo >> (sh + 16)) & 0xFFu) << 8) | (dbits << 16);
+        w.s46 = ((hi >> sh) & 0xFFu) | (((hi >> (sh + 16)) & 0xFFu) << 8);
+    }
     static __device__ __forceinline__ void load(const u8* b, int u, W& w) {
         const int half = u >> 1, part = u & 1;
         ld16_a2(b + 64 * half + 16 * part, w.A);
         ld16_a2(b + 64 * half + 32 + 16 * part, w.B);
         ld16_a2(b + 128 + 32 * half + 16 * part, w.H);
-        // scales s[j], j = 8 half + part + {0, 2, 4, 6}: bytes part, part+2 of words 2 half and
-        // 2 half + 1 of the 16 scale bytes.
         u32 sc[4];
         ld16_a2(b + 192, sc);
-        const u32 lo = half ? sc[2] : sc[0], hi = half ? sc[3] : sc[1];
-        const u32 sh = 8 * part;
-        const u32 dbits = __ldg((const unsigned short*)(b + 208));
-        w.sd = ((lo >> sh) & 0xFFu) | (((lo >> (sh + 16)) & 0xFFu) << 8) | (dbits << 16);
-        w.s46 = ((hi >> sh) & 0xFFu) | (((hi >> (sh + 16)) & 0xFFu) << 8);
+        pack_scales(sc, __ldg((const unsigned short*)(b + 208)), u, w);
     }
+    // The pipelined decode kernels load the next unit while computing the current one. With
+    // -DMVA_Q6_LAZY=1 (`MUSER_CUDA_Q6_LAZY=1`) the in-flight form is the four raw aligned
+    // windows (runs A, B, H and the scales, which share one misalignment: every run starts a
+    // multiple of 16 bytes into the block), extracted only at `finish` — so the loads are not
+    // waited on where they are issued. Default 0: `load` extracts at once. Same words either way.
+#ifndef MVA_Q6_LAZY
+#define MVA_Q6_LAZY 0
+#endif
+#if MVA_Q6_LAZY
+    struct Raw {
+        uint4 a[4], b[4];
+        u32 off_u;  // (block address & 15) << 8 | unit
+    };
+    static __device__ __forceinline__ void load_raw(const u8* b, int u, Raw& r) {
+        const int half = u >> 1, part = u & 1;
+        const u8* p[4] = {b + 64 * half + 16 * part, b + 64 * half + 32 + 16 * part,
+                          b + 128 + 32 * half + 16 * part, b + 192};
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+            const uint4* q = (const uint4*)((u64)p[i] & ~(u64)15);
+            r.a[i] = __ldg(q);
+            r.b[i] = __ldg(q + 1);
+        }
+        r.off_u = ((u32)((u64)b & 15) << 8) | (u32)u;
+    }
+    static __device__ __forceinline__ void finish(const Raw& r, W& w) {
+        Win16 win;
+        win.off = r.off_u >> 8;
+        win.a = r.a[0]; win.b = r.b[0]; win16_words(win, w.A);
+        win.a = r.a[1]; win.b = r.b[1]; win16_words(win, w.B);
+        win.a = r.a[2]; win.b = r.b[2]; win16_words(win, w.H);
+        win.a = r.a[3]; win.b = r.b[3];
+        u32 sc[4];
+        win16_words(win, sc);
+        // d: the two bytes after the 16 scale bytes, at an even offset (inside one word).
+        const u32 off = win.off + 16, k = off >> 2;
+        const u32 dw = k == 4 ? r.b[3].x : (k == 5 ? r.b[3].y : (k == 6 ? r.b[3].z : r.b[3].w));
+        pack_scales(sc, (dw >> ((off & 3) * 8)) & 0xFFFFu, (int)(r.off_u & 0xFF), w);
+    }
+#else
+    typedef W Raw;
+    static __device__ __forceinline__ void load_raw(const u8* b, int u, Raw& r) { load(b, u, r); }
+    static __device__ __forceinline__ void finish(const Raw& r, W& w) { w = r; }
+#endif
     // One token's activations for unit u: four runs of 16 quants and their groups' scales.
     struct X {
         u32 q[4][8];

@@ -118,17 +118,18 @@ __device__ __forceinline__ void mva_pipe(const u8* __restrict__ W, u64 row_bytes
     const u8* wr[R];
 #pragma unroll
     for (int i = 0; i < R; ++i) wr[i] = W + (u64)min(row0 + i, n_out - 1) * row_bytes;
-    typename F::W cur[R], nxt[R];
+    typename F::W cur[R];
+    typename F::Raw nxt[R];  // the next unit's weights in flight (F::finish makes them a W)
     // The weights of this lane's tail pairs (step s: pair lane + 32 s) into dst[s].
-    auto load_tail = [&](typename F::W* dst) {
+    auto load_tail = [&](typename F::Raw* dst) {
 #pragma unroll
         for (int s = 0; s < R; ++s) {
             const int f = lane + 32 * s;
             if (f < n_pairs) {
                 const int i = f / tail, gt = 32 * full + (f - i * tail);
-                F::load(W + (u64)min(row0 + i, n_out - 1) * row_bytes +
-                            (u64)(gt / F::UNITS) * F::BLOCK_BYTES,
-                        gt % F::UNITS, dst[s]);
+                F::load_raw(W + (u64)min(row0 + i, n_out - 1) * row_bytes +
+                                (u64)(gt / F::UNITS) * F::BLOCK_BYTES,
+                            gt % F::UNITS, dst[s]);
             }
         }
     };
@@ -138,7 +139,9 @@ __device__ __forceinline__ void mva_pipe(const u8* __restrict__ W, u64 row_bytes
             for (int i = 0; i < R; ++i)
                 F::load(wr[i] + (u64)(lane / F::UNITS) * F::BLOCK_BYTES, lane % F::UNITS, cur[i]);
         } else {
-            load_tail(cur);
+            load_tail(nxt);
+#pragma unroll
+            for (int i = 0; i < R; ++i) F::finish(nxt[i], cur[i]);
         }
     }
     if (STAGE) {
@@ -170,7 +173,7 @@ __device__ __forceinline__ void mva_pipe(const u8* __restrict__ W, u64 row_bytes
         if (it + 1 < full) {
 #pragma unroll
             for (int i = 0; i < R; ++i)
-                F::load(wr[i] + (u64)(g2 / F::UNITS) * F::BLOCK_BYTES, g2 % F::UNITS, nxt[i]);
+                F::load_raw(wr[i] + (u64)(g2 / F::UNITS) * F::BLOCK_BYTES, g2 % F::UNITS, nxt[i]);
         } else {
             load_tail(nxt);
         }
@@ -181,7 +184,7 @@ __device__ __forceinline__ void mva_pipe(const u8* __restrict__ W, u64 row_bytes
 #pragma unroll
         for (int i = 0; i < R; ++i) F::compute_x(cur[i], u, x, &acc[i]);
 #pragma unroll
-        for (int i = 0; i < R; ++i) cur[i] = nxt[i];
+        for (int i = 0; i < R; ++i) F::finish(nxt[i], cur[i]);
     }
     // Tail: cur[s] holds pair f = lane + 32 s = (row i, virtual lane v): fetch lane v's partial
     // of row i, chain the unit onto it, and hand it back.

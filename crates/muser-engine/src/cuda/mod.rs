@@ -376,14 +376,15 @@ impl<'m> CudaSession<'m> {
             self.attn_hpb(),
             match self.opts.acts {
                 Acts::A16 if self.opts.pipe => format!(
-                    "pipe{}-rows{}-minb{}{}",
+                    "pipe{}-rows{}-minb{}{}{}",
                     if self.opts.xsmem { "-xsmem" } else { "" },
                     self.reg.mva_rows,
                     self.reg.mva_minb,
                     match self.reg.mva_warps {
                         4 => String::new(),
                         w => format!("-warps{w}"),
-                    }
+                    },
+                    if self.reg.q6_lazy { "-q6lazy" } else { "" }
                 ),
                 Acts::A16 => format!("rows{}-minb{}", self.reg.mva_rows, self.reg.mva_minb),
                 Acts::F32 => "plain".to_string(),
