@@ -384,7 +384,7 @@ impl<'m> CudaSession<'m> {
                         4 => String::new(),
                         w => format!("-warps{w}"),
                     },
-                    if self.reg.q6_lazy { "-q6lazy" } else { "" }
+                    if self.reg.q6_lazy { "" } else { "-q6eager" }
                 ),
                 Acts::A16 => format!("rows{}-minb{}", self.reg.mva_rows, self.reg.mva_minb),
                 Acts::F32 => "plain".to_string(),
