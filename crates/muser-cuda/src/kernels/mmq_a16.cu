@@ -34,8 +34,12 @@
 #define MMQ_XPIECES (8 * MMQ_BN / MMQ_THREADS)  // 16-byte activation pieces per thread
 // Shared-memory rows, in 32-bit words. Weights: Q4_K 32 quant bytes + 4 floats (12 words),
 // Q6_K 48 quant bytes + 4 floats (+4 pad: 20 words) — both strides put the 8 rows an MMA
-// fragment load touches in distinct banks. Activations: 64 quants + 4 floats + 4 pad (40 words:
-// the 8-byte fragment loads of a half-warp hit distinct banks).
+// fragment load touches in distinct banks. Activations, per token: the unit's 64 quants split
+// at staging into hi and lo bytes (one word = one quad of 4 values), laid out so that one
+// 8-byte load is exactly the register pair an MMA B operand takes (Q4_K: per 32-value
+// sub-block, hi words of quads (q, 4+q) then lo words of the same; Q6_K: (hi, lo) of quad q of
+// a 16-value group); then 4 floats, 4 pad (40 words: the 8-byte fragment loads of a half-warp
+// hit distinct banks).
 #define MMQ_XW 40
 #define MMQ_MAGIC 0x4B400000  // 1.5 * 2^23 as float bits
 #define MMQ_MAGIC_F 12582912.0f
@@ -128,71 +132,84 @@ __device__ __forceinline__ void split_hilo(u32 w0, u32 w1, u32* hi, u32* lo) {
     *lo = __byte_perm(w0, w1, 0x6420);
 }
 
+// Q6_K activation piece q (token q / 8, quants 8·(q % 8) .. +7 of the unit) into the token's
+// row: quads 2j and 2j + 1 as (hi, lo, hi, lo) words.
+__device__ __forceinline__ void commit_x(int q, uint4 v, u32* xsh) {
+    u32 h0, l0, h1, l1;
+    split_hilo(v.x, v.y, &h0, &l0);
+    split_hilo(v.z, v.w, &h1, &l1);
+    *(uint4*)(xsh + MMQ_XW * (q / 8) + 4 * (q % 8)) = make_uint4(h0, l0, h1, l1);
+}
+
 // ---- Staging: one unit of the weights (MMQ_BM rows) and of the activations (MMQ_BN tokens).
-// Each thread fetches two weight pieces, two 16-byte activation pieces and one token-factor
-// item into registers (`fetch`), then writes them to shared memory (`commit`).
+// Each thread fetches two weight pieces, 16-byte activation pieces and at most one token-factor
+// item into registers (`fetch`), then writes them to shared memory (`commit`). Every warp has
+// one role per piece (which part of a row, header or quants), so no warp diverges on it.
 
 struct MmqQ4K {
     static const int WW = 12;  // weight row, words: qs[8] | a0 nb0 a1 nb1
     struct Regs {
         uint4 w[2];
-        uint4 x[MMQ_XPIECES];
+        uint2 xa[MMQ_XPIECES], xb[MMQ_XPIECES];
         float xs;
         int xsum;
     };
-    // Weight piece p < 3 * MMQ_BM: row p / 3, part p % 3 (0, 1: quant halves; 2: header).
+    // Weight pieces: quants, thread t: row t / 2, half t % 2 of the unit's 32 bytes; header
+    // (d, dmin, scales), threads < MMQ_BM (warps 0-3): row t.
     static __device__ __forceinline__ void fetch(const u8* W, u64 row_bytes, int n_out, int u,
                                                  const short* XQ, const float* XS, const int* XSUM,
                                                  int K, int n_tok, int row0, int tok0, Regs& r) {
         const int tid = threadIdx.x, blk = u >> 2, c = u & 3;
-#pragma unroll
-        for (int i = 0; i < 2; ++i) {
-            const int p = tid + MMQ_THREADS * i;
-            if (p < 3 * MMQ_BM) {
-                const int row = min(row0 + p / 3, n_out - 1), part = p % 3;
-                const u8* b = W + (u64)row * row_bytes + (u64)blk * 144;
-                r.w[i] = *(const uint4*)(b + (part == 2 ? 0 : 16 + 32 * c + 16 * part));
-            }
+        {
+            const int row = min(row0 + (tid >> 1), n_out - 1);
+            r.w[0] = *(const uint4*)(W + (u64)row * row_bytes + (u64)blk * 144 + 16 + 32 * c +
+                                     16 * (tid & 1));
         }
-        // Activation piece q < 8 * MMQ_BN: token q / 8, 8 quants at 8 * (q % 8) of the unit.
+        if (tid < MMQ_BM) {
+            const int row = min(row0 + tid, n_out - 1);
+            r.w[1] = *(const uint4*)(W + (u64)row * row_bytes + (u64)blk * 144);
+        }
+        // Activation piece q < 8 * MMQ_BN: token q / 8, sub-block j / 4 and quads j % 4 and
+        // 4 + j % 4 of it (j = q % 8): the quants of one B operand pair.
 #pragma unroll
         for (int i = 0; i < MMQ_XPIECES; ++i) {
-            const int q = tid + MMQ_THREADS * i;
+            const int q = tid + MMQ_THREADS * i, j = q % 8;
             const int t = min(tok0 + q / 8, n_tok - 1);
-            r.x[i] = *(const uint4*)(XQ + (size_t)t * K + 256 * blk + 64 * c + 8 * (q % 8));
+            const short* x = XQ + (size_t)t * K + 256 * blk + 64 * c + 32 * (j >> 2) + 4 * (j & 3);
+            r.xa[i] = *(const uint2*)x;
+            r.xb[i] = *(const uint2*)(x + 16);
         }
-        // Token factors: thread < 2 * MMQ_BN: token tid / 2, sub-block tid % 2.
-        if (tid < 2 * MMQ_BN) {
-            const int t = min(tok0 + tid / 2, n_tok - 1);
-            const size_t g = (size_t)t * (K / 32) + 8 * blk + 2 * c + (tid & 1);
+        // Token factors, threads MMQ_BM .. MMQ_BM + 2 * MMQ_BN (warps 4-7): token f / 2,
+        // sub-block f % 2.
+        const int f = tid - MMQ_BM;
+        if (f >= 0 && f < 2 * MMQ_BN) {
+            const int t = min(tok0 + f / 2, n_tok - 1);
+            const size_t g = (size_t)t * (K / 32) + 8 * blk + 2 * c + (f & 1);
             r.xs = XS[g];
             r.xsum = XSUM[g];
         }
     }
     static __device__ __forceinline__ void commit(int u, const Regs& r, u32* wsh, u32* xsh) {
         const int tid = threadIdx.x, c = u & 3;
-#pragma unroll
-        for (int i = 0; i < 2; ++i) {
-            const int p = tid + MMQ_THREADS * i;
-            if (p < 3 * MMQ_BM) {
-                const int row = p / 3, part = p % 3;
-                u32* dst = wsh + WW * row;
-                if (part < 2) {
-                    *(uint4*)(dst + 4 * part) = r.w[i];
-                } else {
-                    const u32 sw[3] = {r.w[i].y, r.w[i].z, r.w[i].w};
-                    const K4Factors f = k4_factors(r.w[i].x, sw, c);
-                    *(float4*)(dst + 8) = make_float4(f.a0, f.nb0, f.a1, f.nb1);
-                }
-            }
+        *(uint4*)(wsh + WW * (tid >> 1) + 4 * (tid & 1)) = r.w[0];
+        if (tid < MMQ_BM) {
+            const u32 sw[3] = {r.w[1].y, r.w[1].z, r.w[1].w};
+            const K4Factors f = k4_factors(r.w[1].x, sw, c);
+            *(float4*)(wsh + WW * tid + 8) = make_float4(f.a0, f.nb0, f.a1, f.nb1);
         }
 #pragma unroll
         for (int i = 0; i < MMQ_XPIECES; ++i) {
-            const int q = tid + MMQ_THREADS * i;
-            *(uint4*)(xsh + MMQ_XW * (q / 8) + 4 * (q % 8)) = r.x[i];
+            const int q = tid + MMQ_THREADS * i, j = q % 8;
+            u32 h0, l0, h1, l1;
+            split_hilo(r.xa[i].x, r.xa[i].y, &h0, &l0);
+            split_hilo(r.xb[i].x, r.xb[i].y, &h1, &l1);
+            u32* row = xsh + MMQ_XW * (q / 8) + 16 * (j >> 2) + 2 * (j & 3);
+            *(uint2*)row = make_uint2(h0, h1);
+            *(uint2*)(row + 8) = make_uint2(l0, l1);
         }
-        if (tid < 2 * MMQ_BN) {
-            float* dst = (float*)(xsh + MMQ_XW * (tid / 2) + 32 + 2 * (tid & 1));
+        const int f = tid - MMQ_BM;
+        if (f >= 0 && f < 2 * MMQ_BN) {
+            float* dst = (float*)(xsh + MMQ_XW * (f / 2) + 32 + 2 * (f & 1));
             dst[0] = r.xs;
             dst[1] = a16_xsm(r.xs, r.xsum);
         }
@@ -224,12 +241,11 @@ struct MmqQ4K {
             }
 #pragma unroll
             for (int nt = 0; nt < MMQ_WN; ++nt) {
-                // B fragment: token g of the tile, quants 4q..4q+3 and 16+4q.. of sub-block s.
-                const u32* xr = xsh + MMQ_XW * (wt + 8 * nt + g) + 16 * s;
-                const uint2 v0 = *(const uint2*)(xr + 2 * q), v1 = *(const uint2*)(xr + 8 + 2 * q);
-                u32 bh0, bl0, bh1, bl1;
-                split_hilo(v0.x, v0.y, &bh0, &bl0);
-                split_hilo(v1.x, v1.y, &bh1, &bl1);
+                // B operands: token g of the tile, quads q and 4 + q of sub-block s (quants
+                // 4q..4q+3 and 16+4q..): the hi pair, then the lo pair.
+                const u32* xr = xsh + MMQ_XW * (wt + 8 * nt + g) + 16 * s + 2 * q;
+                const uint2 vh = *(const uint2*)xr, vl = *(const uint2*)(xr + 8);
+                const u32 bh0 = vh.x, bh1 = vh.y, bl0 = vl.x, bl1 = vl.y;
                 // Token factors of the accumulator columns 2q, 2q+1.
                 const float2 f0 = *(const float2*)(xsh + MMQ_XW * (wt + 8 * nt + 2 * q) + 32 + 2 * s);
                 const float2 f1 = *(const float2*)(xsh + MMQ_XW * (wt + 8 * nt + 2 * q + 1) + 32 + 2 * s);
@@ -259,22 +275,19 @@ struct MmqQ6K {
         uint4 x[MMQ_XPIECES];
         float xs;
     };
-    // Weight piece p < 4 * MMQ_BM: row p / 4, part p % 4 (0: ql run A, 1: ql run B, 2: qh run,
-    // 3: the 16 scale bytes, with d in the same window at bytes 16..17).
+    // Weight pieces: runs (part 0: ql run A, 1: ql run B, 2: qh run) — thread t: part t / 128,
+    // row t % 128; threads < 128 also part 2 of row t — and the scales (the 16 scale bytes, d
+    // in the same window at bytes 16..17), threads >= 128: row t - 128. One role per warp.
     static __device__ __forceinline__ void fetch(const u8* W, u64 row_bytes, int n_out, int u,
                                                  const short* XQ, const float* XS, const int* XSUM,
                                                  int K, int n_tok, int row0, int tok0, Regs& r) {
         const int tid = threadIdx.x, blk = u >> 2, h = (u >> 1) & 1, pt = u & 1;
-#pragma unroll
-        for (int i = 0; i < 2; ++i) {
-            const int p = tid + MMQ_THREADS * i;  // 4 * MMQ_BM == 2 * MMQ_THREADS
-            const int row = min(row0 + p / 4, n_out - 1), part = p % 4;
-            const int off = part == 0   ? 64 * h + 16 * pt
-                            : part == 1 ? 64 * h + 32 + 16 * pt
-                            : part == 2 ? 128 + 32 * h + 16 * pt
-                                        : 192;
-            win16_load(W + (u64)row * row_bytes + (u64)blk * 210 + off, r.w[i]);
-        }
+        const int off0 = tid < MMQ_BM ? 64 * h + 16 * pt : 64 * h + 32 + 16 * pt;
+        const int off1 = tid < MMQ_BM ? 128 + 32 * h + 16 * pt : 192;
+        const u8* b = W + (u64)min(row0 + (tid & (MMQ_BM - 1)), n_out - 1) * row_bytes +
+                      (u64)blk * 210;
+        win16_load(b + off0, r.w[0]);
+        win16_load(b + off1, r.w[1]);
         // Activation piece q: token q / 8, run g = (q % 8) / 2 (values 128h + 32g + 16pt ..),
         // half (q % 2) of its 16 quants.
 #pragma unroll
@@ -291,35 +304,27 @@ struct MmqQ6K {
         }
     }
     static __device__ __forceinline__ void commit(int u, const Regs& r, u32* wsh, u32* xsh) {
-        const int tid = threadIdx.x, h = (u >> 1) & 1, pt = u & 1;
-#pragma unroll
-        for (int i = 0; i < 2; ++i) {
-            const int p = tid + MMQ_THREADS * i;
-            const int row = p / 4, part = p % 4;
-            u32* dst = wsh + WW * row;
-            u32 w[4];
-            win16_words(r.w[i], w);
-            if (part < 3) {
-                *(uint4*)(dst + 4 * part) = make_uint4(w[0], w[1], w[2], w[3]);
-            } else {
-                // Scales s[8h + pt + {0, 2, 4, 6}]: bytes pt, pt + 2 of words 2h, 2h + 1; d: the
-                // two bytes after the 16 scale bytes (an even offset, so inside one word).
-                const u32 off = r.w[i].off + 16, k = off >> 2;
-                const u32 v[8] = {r.w[i].a.x, r.w[i].a.y, r.w[i].a.z, r.w[i].a.w,
-                                  r.w[i].b.x, r.w[i].b.y, r.w[i].b.z, r.w[i].b.w};
-                const u32 dw = k == 4 ? v[4] : (k == 5 ? v[5] : (k == 6 ? v[6] : v[7]));
-                const float d = h2f((u16)(dw >> ((off & 3) * 8)));
-                const u32 lo = h ? w[2] : w[0], hi = h ? w[3] : w[1], sh = 8 * pt;
-                *(float4*)(dst + 12) = make_float4(
-                    q6_scale(d, (i8)((lo >> sh) & 0xFF)), q6_scale(d, (i8)((lo >> (sh + 16)) & 0xFF)),
-                    q6_scale(d, (i8)((hi >> sh) & 0xFF)), q6_scale(d, (i8)((hi >> (sh + 16)) & 0xFF)));
-            }
+        const int tid = threadIdx.x, h = (u >> 1) & 1, pt = u & 1, row = tid & (MMQ_BM - 1);
+        u32* dst = wsh + WW * row;
+        u32 w[4];
+        win16_words(r.w[0], w);
+        *(uint4*)(dst + (tid < MMQ_BM ? 0 : 4)) = make_uint4(w[0], w[1], w[2], w[3]);
+        win16_words(r.w[1], w);
+        if (tid < MMQ_BM) {
+            *(uint4*)(dst + 8) = make_uint4(w[0], w[1], w[2], w[3]);
+        } else {
+            // Scales s[8h + pt + {0, 2, 4, 6}]: bytes pt, pt + 2 of words 2h, 2h + 1; d: the
+            // two bytes after the 16 scale bytes (an even offset, so inside one word).
+            const u32 off = r.w[1].off + 16, k = off >> 2;
+            const u32 dw = k == 4 ? r.w[1].b.x : (k == 5 ? r.w[1].b.y : (k == 6 ? r.w[1].b.z : r.w[1].b.w));
+            const float d = h2f((u16)(dw >> ((off & 3) * 8)));
+            const u32 lo = h ? w[2] : w[0], hi = h ? w[3] : w[1], sh = 8 * pt;
+            *(float4*)(dst + 12) = make_float4(
+                q6_scale(d, (i8)((lo >> sh) & 0xFF)), q6_scale(d, (i8)((lo >> (sh + 16)) & 0xFF)),
+                q6_scale(d, (i8)((hi >> sh) & 0xFF)), q6_scale(d, (i8)((hi >> (sh + 16)) & 0xFF)));
         }
 #pragma unroll
-        for (int i = 0; i < MMQ_XPIECES; ++i) {
-            const int q = tid + MMQ_THREADS * i;
-            *(uint4*)(xsh + MMQ_XW * (q / 8) + 4 * (q % 8)) = r.x[i];
-        }
+        for (int i = 0; i < MMQ_XPIECES; ++i) commit_x(tid + MMQ_THREADS * i, r.x[i], xsh);
         if (tid < 4 * MMQ_BN) ((float*)xsh)[MMQ_XW * (tid / 4) + 32 + (tid & 3)] = r.xs;
     }
     static __device__ __forceinline__ void compute(const u32* wsh, const u32* xsh, int wr, int wt,
@@ -351,9 +356,9 @@ struct MmqQ6K {
                 }
 #pragma unroll
             for (int nt = 0; nt < MMQ_WN; ++nt) {
+                // B fragment: token g, quad q of group gg (quants 16gg + 4q ..) as (hi, lo).
                 const uint2 v = *(const uint2*)(xsh + MMQ_XW * (wt + 8 * nt + g) + 8 * gg + 2 * q);
-                u32 bh, bl;
-                split_hilo(v.x, v.y, &bh, &bl);
+                const u32 bh = v.x, bl = v.y;
                 const float xs0 = ((const float*)xsh)[MMQ_XW * (wt + 8 * nt + 2 * q) + 32 + gg];
                 const float xs1 = ((const float*)xsh)[MMQ_XW * (wt + 8 * nt + 2 * q + 1) + 32 + gg];
 #pragma unroll
