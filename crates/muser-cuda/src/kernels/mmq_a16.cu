@@ -44,86 +44,64 @@
 #define MMQ_MAGIC 0x4B400000  // 1.5 * 2^23 as float bits
 #define MMQ_MAGIC_F 12582912.0f
 
-__device__ __forceinline__ void mma_k32(int* d, const u32* a, u32 b0, u32 b1, bool lo) {
+// One int8 MMA with accumulator input c: s8 weights × s8 (hi bytes) or × u8 (lo bytes, `lo`).
+__device__ __forceinline__ void mma_k32(int* d, const u32* a, u32 b0, u32 b1, bool lo, const int* c) {
     if (lo)
         asm("mma.sync.aligned.m16n8k32.row.col.s32.s8.u8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
-            "{%8,%9}, {%10,%10,%10,%10};"
+            "{%8,%9}, {%10,%11,%12,%13};"
             : "=r"(d[0]), "=r"(d[1]), "=r"(d[2]), "=r"(d[3])
-            : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1), "r"(MMQ_MAGIC));
+            : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1), "r"(c[0]), "r"(c[1]),
+              "r"(c[2]), "r"(c[3]));
     else
         asm("mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
-            "{%8,%9}, {%10,%10,%10,%10};"
+            "{%8,%9}, {%10,%11,%12,%13};"
             : "=r"(d[0]), "=r"(d[1]), "=r"(d[2]), "=r"(d[3])
-            : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1), "r"(MMQ_MAGIC));
+            : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1), "r"(c[0]), "r"(c[1]),
+              "r"(c[2]), "r"(c[3]));
 }
-__device__ __forceinline__ void mma_k16(int* d, u32 a0, u32 a1, u32 b, bool lo) {
+__device__ __forceinline__ void mma_k16(int* d, u32 a0, u32 a1, u32 b, bool lo, const int* c) {
     if (lo)
         asm("mma.sync.aligned.m16n8k16.row.col.s32.s8.u8.s32 {%0,%1,%2,%3}, {%4,%5}, {%6}, "
-            "{%7,%7,%7,%7};"
+            "{%7,%8,%9,%10};"
             : "=r"(d[0]), "=r"(d[1]), "=r"(d[2]), "=r"(d[3])
-            : "r"(a0), "r"(a1), "r"(b), "r"(MMQ_MAGIC));
+            : "r"(a0), "r"(a1), "r"(b), "r"(c[0]), "r"(c[1]), "r"(c[2]), "r"(c[3]));
     else
         asm("mma.sync.aligned.m16n8k16.row.col.s32.s8.s8.s32 {%0,%1,%2,%3}, {%4,%5}, {%6}, "
-            "{%7,%7,%7,%7};"
+            "{%7,%8,%9,%10};"
             : "=r"(d[0]), "=r"(d[1]), "=r"(d[2]), "=r"(d[3])
-            : "r"(a0), "r"(a1), "r"(b), "r"(MMQ_MAGIC));
-}
-// (float)(256 * S_hi + S_lo) from the two biased accumulators, exactly.
-__device__ __forceinline__ float mmq_sum(int dh, int dl) {
-    return __fmaf_rn(256.0f, __fsub_rn(__int_as_float(dh), MMQ_MAGIC_F),
-                     __fsub_rn(__int_as_float(dl), MMQ_MAGIC_F));
+            : "r"(a0), "r"(a1), "r"(b), "r"(c[0]), "r"(c[1]), "r"(c[2]), "r"(c[3]));
 }
 // How a tile's integer sums become floats (the A/B `MUSER_CUDA_MMQ_CVT`, -DMMQ_CVT): 1 (default)
 // the hi MMA starts from 0, its sums shifted left by 8 are the lo MMA's accumulator input, so
 // the lo MMA returns s itself, converted by one I2FP (sm_90's full-rate conversion) — one shift
-// + one conversion; 0: both MMAs start from the magic bias and (float)(256·S_hi + S_lo) =
-// fma(256, hi, lo) after one subtraction each (three FP32 operations). Both are exact: the same
-// floats. Measured (mmq_bench, 512 tokens): FFN up 1562 -> 1514 us, Q6_K FFN down 3118 -> 2860 us.
+// + one conversion; 0: both MMAs start from the bit pattern of 1.5·2^23 (|S| < 2^22), so each
+// sum reads off as a float with one subtraction, and (float)(256·S_hi + S_lo) = fma(256, hi, lo)
+// (three FP32 operations). Both are exact: the same floats. Measured (mmq_bench, 512 tokens):
+// FFN up 1562 -> 1514 us, Q6_K FFN down 3118 -> 2860 us.
 #ifndef MMQ_CVT
 #define MMQ_CVT 1
 #endif
 // One sub-block (k32) or group (k16) of one 16 × 8 tile: out[e] = (float)(sum of weights × x).
-__device__ __forceinline__ void mma_pair_k32(const u32* a, u32 bh0, u32 bh1, u32 bl0, u32 bl1,
-                                             float* out) {
+// `mma(d, lo, c)` runs the hi (lo = false) or lo MMA with accumulator input c.
+template <class Mma>
+__device__ __forceinline__ void mma_pair(Mma mma, float* out) {
     int dh[4], dl[4];
 #if MMQ_CVT
-    asm("mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
-        "{%8,%9}, {%10,%10,%10,%10};"
-        : "=r"(dh[0]), "=r"(dh[1]), "=r"(dh[2]), "=r"(dh[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(bh0), "r"(bh1), "r"(0));
-    asm("mma.sync.aligned.m16n8k32.row.col.s32.s8.u8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
-        "{%8,%9}, {%10,%11,%12,%13};"
-        : "=r"(dl[0]), "=r"(dl[1]), "=r"(dl[2]), "=r"(dl[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(bl0), "r"(bl1), "r"((int)((u32)dh[0] << 8)),
-          "r"((int)((u32)dh[1] << 8)), "r"((int)((u32)dh[2] << 8)), "r"((int)((u32)dh[3] << 8)));
+    const int zero[4] = {0, 0, 0, 0};
+    mma(dh, false, zero);
+    const int c[4] = {(int)((u32)dh[0] << 8), (int)((u32)dh[1] << 8), (int)((u32)dh[2] << 8),
+                      (int)((u32)dh[3] << 8)};
+    mma(dl, true, c);
 #pragma unroll
     for (int e = 0; e < 4; ++e) out[e] = __int2float_rn(dl[e]);
 #else
-    mma_k32(dh, a, bh0, bh1, false);
-    mma_k32(dl, a, bl0, bl1, true);
+    const int bias[4] = {MMQ_MAGIC, MMQ_MAGIC, MMQ_MAGIC, MMQ_MAGIC};
+    mma(dh, false, bias);
+    mma(dl, true, bias);
 #pragma unroll
-    for (int e = 0; e < 4; ++e) out[e] = mmq_sum(dh[e], dl[e]);
-#endif
-}
-__device__ __forceinline__ void mma_pair_k16(u32 a0, u32 a1, u32 bh, u32 bl, float* out) {
-    int dh[4], dl[4];
-#if MMQ_CVT
-    asm("mma.sync.aligned.m16n8k16.row.col.s32.s8.s8.s32 {%0,%1,%2,%3}, {%4,%5}, {%6}, "
-        "{%7,%7,%7,%7};"
-        : "=r"(dh[0]), "=r"(dh[1]), "=r"(dh[2]), "=r"(dh[3])
-        : "r"(a0), "r"(a1), "r"(bh), "r"(0));
-    asm("mma.sync.aligned.m16n8k16.row.col.s32.s8.u8.s32 {%0,%1,%2,%3}, {%4,%5}, {%6}, "
-        "{%7,%8,%9,%10};"
-        : "=r"(dl[0]), "=r"(dl[1]), "=r"(dl[2]), "=r"(dl[3])
-        : "r"(a0), "r"(a1), "r"(bl), "r"((int)((u32)dh[0] << 8)), "r"((int)((u32)dh[1] << 8)), "r"((int)((u32)dh[2] << 8)),
-          "r"((int)((u32)dh[3] << 8)));
-#pragma unroll
-    for (int e = 0; e < 4; ++e) out[e] = __int2float_rn(dl[e]);
-#else
-    mma_k16(dh, a0, a1, bh, false);
-    mma_k16(dl, a0, a1, bl, true);
-#pragma unroll
-    for (int e = 0; e < 4; ++e) out[e] = mmq_sum(dh[e], dl[e]);
+    for (int e = 0; e < 4; ++e)
+        out[e] = __fmaf_rn(256.0f, __fsub_rn(__int_as_float(dh[e]), MMQ_MAGIC_F),
+                           __fsub_rn(__int_as_float(dl[e]), MMQ_MAGIC_F));
 #endif
 }
 // Four consecutive int16 quants (two words) -> their hi bytes and lo bytes.
@@ -252,7 +230,11 @@ struct MmqQ4K {
 #pragma unroll
                 for (int mt = 0; mt < 2; ++mt) {
                     float fs[4];
-                    mma_pair_k32(a[mt], bh0, bh1, bl0, bl1, fs);
+                    mma_pair(
+                        [&](int* d, bool lo, const int* c) {
+                            mma_k32(d, a[mt], lo ? bl0 : bh0, lo ? bl1 : bh1, lo, c);
+                        },
+                        fs);
 #pragma unroll
                     for (int e = 0; e < 4; ++e) {
                         const float4 r = rf[mt][e >> 1];
@@ -364,7 +346,11 @@ struct MmqQ6K {
 #pragma unroll
                 for (int mt = 0; mt < 2; ++mt) {
                     float fs[4];
-                    mma_pair_k16(a[mt][0], a[mt][1], bh, bl, fs);
+                    mma_pair(
+                        [&](int* d, bool lo, const int* c) {
+                            mma_k16(d, a[mt][0], a[mt][1], lo ? bl : bh, lo, c);
+                        },
+                        fs);
 #pragma unroll
                     for (int e = 0; e < 4; ++e) {
                         const float4 r = sc[mt][e >> 1];
