@@ -7,8 +7,8 @@
 
 use std::time::Instant;
 
-use muser_cuda::launch::{launch, Dims};
-use muser_cuda::{Gpu, KArgs, Kernel, Math, Registry, MMQ_ROWS, MMQ_THREADS};
+use muser_cuda::launch::{launch, A16Matmul, Dims};
+use muser_cuda::{Gpu, Kernel, Math, Registry, MMQ_ROWS, MMQ_THREADS};
 use muser_gguf::GgmlType;
 
 fn main() {
@@ -110,17 +110,19 @@ fn main() {
                     reg.get(kern, Math::Strict),
                     dims,
                     gpu.stream(),
-                    KArgs::new()
-                        .ptr(wd.ptr())
-                        .u64(row_bytes as u64)
-                        .ptr(xq.ptr())
-                        .ptr(xs.ptr())
-                        .ptr(xsum.ptr())
-                        .int(k)
-                        .ptr(y.ptr())
-                        .int(n_out)
-                        .int(n_out)
-                        .int(n_tok),
+                    A16Matmul {
+                        w: wd.ptr(),
+                        row_bytes,
+                        xq: xq.ptr(),
+                        xs: xs.ptr(),
+                        xsum: xsum.ptr(),
+                        k,
+                        y: y.ptr(),
+                        ldy: n_out,
+                        n_out,
+                        n_tok,
+                    }
+                    .args(),
                 )
                 .expect("launch")
             };

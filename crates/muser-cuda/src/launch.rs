@@ -55,6 +55,40 @@ impl KArgs {
 }
 
 /// Grid/block geometry.
+/// The arguments every A16 matmul kernel takes (`mva_*`, `mvp_*`, `mvs_*`, `mmq_*` in
+/// matvec_a16.cu / mmq_a16.cu), in their order: weights `[n_out][row_bytes]`, activation quants
+/// `xq [n_tok][k]` i16 with scales `xs` and quant sums `xsum` `[n_tok][k/32]`, outputs
+/// `y [n_tok][ldy]` f32. All pointers are device addresses.
+#[derive(Clone, Copy, Debug)]
+pub struct A16Matmul {
+    pub w: u64,
+    pub row_bytes: usize,
+    pub xq: u64,
+    pub xs: u64,
+    pub xsum: u64,
+    pub k: usize,
+    pub y: u64,
+    pub ldy: usize,
+    pub n_out: usize,
+    pub n_tok: usize,
+}
+
+impl A16Matmul {
+    pub fn args(&self) -> KArgs {
+        KArgs::new()
+            .ptr(self.w)
+            .u64(self.row_bytes as u64)
+            .ptr(self.xq)
+            .ptr(self.xs)
+            .ptr(self.xsum)
+            .int(self.k)
+            .ptr(self.y)
+            .int(self.ldy)
+            .int(self.n_out)
+            .int(self.n_tok)
+    }
+}
+
 #[derive(Clone, Copy, Debug)]
 pub struct Dims {
     pub grid: (u32, u32, u32),

@@ -5,7 +5,7 @@
 //! Every output buffer is surrounded by guard regions filled with a sentinel; a kernel that
 //! writes outside its output fails the test.
 
-use muser_cuda::launch::{launch, Dims};
+use muser_cuda::launch::{launch, A16Matmul, Dims};
 use muser_cuda::{DeviceBuffer, Gpu, KArgs, Kernel, Math, Registry};
 use muser_gguf::GgmlType;
 use muser_quant::a16::{self, BlockA16};
@@ -240,13 +240,29 @@ fn a16_matvec_kernels_match_the_cpu_reference() {
     }
 }
 
-fn a16_matvec_case(gpu: &Gpu, reg: &Registry, k: usize) {
-    let (n_out, n_tok) = (77usize, 11usize);
-    for ty in TYPES {
-        let (w, row_bytes) = quantized_rows(ty, n_out, k, 7 + ty as u64);
-        let x = rand_vec(n_tok * k, 99);
+/// One A16 matmul test case on the device: `n_out` quantized weight rows of `k` values, `n_tok`
+/// activation rows quantized by the device (checked against the CPU), and the f64 reference.
+struct A16Case {
+    w: DeviceBuffer,
+    row_bytes: usize,
+    act: A16Dev,
+    k: usize,
+    n_out: usize,
+    /// `[n_tok][n_out]`: the dequantized weights times the dequantized A16 activations, in f64.
+    want: Vec<f64>,
+}
+
+impl A16Case {
+    fn new(
+        gpu: &Gpu,
+        reg: &Registry,
+        ty: GgmlType,
+        (n_out, k, n_tok): (usize, usize, usize),
+        (w_seed, x_seed): (u64, u64),
+    ) -> A16Case {
+        let (w, row_bytes) = quantized_rows(ty, n_out, k, w_seed);
+        let x = rand_vec(n_tok * k, x_seed);
         let act = quant_on_device(gpu, reg, &x, k, n_tok);
-        // Reference in f64.
         let mut xd = vec![0f64; n_tok * k];
         for t in 0..n_tok {
             let mut blocks = vec![BlockA16::zeroed_block(); a16::n_groups(k)];
@@ -256,43 +272,68 @@ fn a16_matvec_case(gpu: &Gpu, reg: &Registry, k: usize) {
                 xd[t * k + i] = f64::from(b.d[(i % 256) / 32]) * f64::from(b.qs[i % 256]);
             }
         }
-        let want = f64_products(ty, &w, row_bytes, &xd, k);
-        let wd = upload_bytes(gpu, &w);
+        A16Case {
+            want: f64_products(ty, &w, row_bytes, &xd, k),
+            w: upload_bytes(gpu, &w),
+            row_bytes,
+            act,
+            k,
+            n_out,
+        }
+    }
+
+    /// Launch `kern` on the first `n_tok` activation rows into a guarded output.
+    fn run(&self, gpu: &Gpu, reg: &Registry, kern: Kernel, dims: Dims, n_tok: usize) -> Vec<f32> {
+        let (buf, y) = guarded(gpu, n_tok * self.n_out);
+        let args = A16Matmul {
+            w: self.w.ptr(),
+            row_bytes: self.row_bytes,
+            xq: self.act.xq.ptr(),
+            xs: self.act.xs.ptr(),
+            xsum: self.act.xsum.ptr(),
+            k: self.k,
+            y,
+            ldy: self.n_out,
+            n_out: self.n_out,
+            n_tok,
+        };
+        launch(reg.get(kern, Math::Strict), dims, gpu.stream(), args.args()).expect("launch");
+        read_guarded(gpu, &buf, n_tok * self.n_out, kern.symbol())
+    }
+}
+
+/// Launch shape of the dp2a matvec kernels: `rows_per_warp` rows per warp, `tok_per_launch`
+/// tokens per row pass.
+fn mva_dims(
+    reg: &Registry,
+    n_out: usize,
+    nt: usize,
+    rows_per_warp: u32,
+    tok_per_launch: u32,
+) -> Dims {
+    Dims {
+        grid: (
+            (n_out as u32).div_ceil(reg.mva_warps * rows_per_warp),
+            (nt as u32).div_ceil(tok_per_launch),
+            1,
+        ),
+        block: 32 * reg.mva_warps,
+        smem: 0,
+    }
+}
+
+fn a16_matvec_case(gpu: &Gpu, reg: &Registry, k: usize) {
+    let (n_out, n_tok) = (77usize, 11usize);
+    for ty in TYPES {
+        let case = A16Case::new(gpu, reg, ty, (n_out, k, n_tok), (7 + ty as u64, 99));
         let (k1, k8, kp) = kernels(ty);
         let run = |kern: Kernel, rows_per_warp: u32, nt: usize, tok_per_launch: u32| -> Vec<f32> {
+            let mut dims = mva_dims(reg, n_out, nt, rows_per_warp, tok_per_launch);
             // The staged kernels take the padded activation copy in dynamic shared memory.
-            let smem = if matches!(kern, Kernel::MvsQ4kT1 | Kernel::MvsQ6kT1) {
-                (k / 64 * 72 * 2) as u32
-            } else {
-                0
-            };
-            let (buf, y) = guarded(gpu, nt * n_out);
-            launch(
-                reg.get(kern, Math::Strict),
-                Dims {
-                    grid: (
-                        (n_out as u32).div_ceil(reg.mva_warps * rows_per_warp),
-                        (nt as u32).div_ceil(tok_per_launch),
-                        1,
-                    ),
-                    block: 32 * reg.mva_warps,
-                    smem,
-                },
-                gpu.stream(),
-                KArgs::new()
-                    .ptr(wd.ptr())
-                    .u64(row_bytes as u64)
-                    .ptr(act.xq.ptr())
-                    .ptr(act.xs.ptr())
-                    .ptr(act.xsum.ptr())
-                    .int(k)
-                    .ptr(y)
-                    .int(n_out)
-                    .int(n_out)
-                    .int(nt),
-            )
-            .expect("launch");
-            read_guarded(gpu, &buf, nt * n_out, kern.symbol())
+            if matches!(kern, Kernel::MvsQ4kT1 | Kernel::MvsQ6kT1) {
+                dims.smem = (k / 64 * 72 * 2) as u32;
+            }
+            case.run(gpu, reg, kern, dims, nt)
         };
         let y8 = run(k8, 1, n_tok, 8);
         let y1 = run(k1, reg.mva_rows, 1, 1);
@@ -310,7 +351,7 @@ fn a16_matvec_case(gpu: &Gpu, reg: &Registry, k: usize) {
                 kp.symbol()
             );
         }
-        assert_close(&format!("{ty:?}"), &y8, &want, 1e-5, 1e-6);
+        assert_close(&format!("{ty:?}"), &y8, &case.want, 1e-5, 1e-6);
         eprintln!("{ty:?}: ok ({n_out} rows x {k}, {n_tok} tokens)");
     }
 }
@@ -329,61 +370,24 @@ fn mmq_kernels_match_the_decode_kernels_bit_for_bit() {
             (GgmlType::Q6_K, Kernel::MmqQ6k, Kernel::MvaQ6kT8),
         ] {
             for n_tok in [70usize, 2] {
-                let (w, row_bytes) = quantized_rows(ty, n_out, k, 41 + ty as u64);
-                let x = rand_vec(n_tok * k, 3 + k as u64);
-                let act = quant_on_device(&gpu, &reg, &x, k, n_tok);
-                let mut xd = vec![0f64; n_tok * k];
-                for t in 0..n_tok {
-                    let mut blocks = vec![BlockA16::zeroed_block(); a16::n_groups(k)];
-                    a16::quantize_row(&x[t * k..(t + 1) * k], &mut blocks).expect("a16");
-                    for i in 0..k {
-                        let b = &blocks[i / 256];
-                        xd[t * k + i] = f64::from(b.d[(i % 256) / 32]) * f64::from(b.qs[i % 256]);
-                    }
-                }
-                let want = f64_products(ty, &w, row_bytes, &xd, k);
-                let wd = upload_bytes(&gpu, &w);
-                let run = |kern: Kernel, grid: (u32, u32), block: u32| -> Vec<f32> {
-                    let (buf, y) = guarded(&gpu, n_tok * n_out);
-                    launch(
-                        reg.get(kern, Math::Strict),
-                        Dims {
-                            grid: (grid.0, grid.1, 1),
-                            block,
-                            smem: 0,
-                        },
-                        gpu.stream(),
-                        KArgs::new()
-                            .ptr(wd.ptr())
-                            .u64(row_bytes as u64)
-                            .ptr(act.xq.ptr())
-                            .ptr(act.xs.ptr())
-                            .ptr(act.xsum.ptr())
-                            .int(k)
-                            .ptr(y)
-                            .int(n_out)
-                            .int(n_out)
-                            .int(n_tok),
-                    )
-                    .expect("launch");
-                    read_guarded(&gpu, &buf, n_tok * n_out, kern.symbol())
-                };
-                let y8 = run(
-                    k8,
-                    (
-                        (n_out as u32).div_ceil(reg.mva_warps),
-                        (n_tok as u32).div_ceil(8),
-                    ),
-                    32 * reg.mva_warps,
+                let case = A16Case::new(
+                    &gpu,
+                    &reg,
+                    ty,
+                    (n_out, k, n_tok),
+                    (41 + ty as u64, 3 + k as u64),
                 );
-                let ym = run(
-                    kmmq,
-                    (
+                let y8 = case.run(&gpu, &reg, k8, mva_dims(&reg, n_out, n_tok, 1, 8), n_tok);
+                let mmq_dims = Dims {
+                    grid: (
                         (n_out as u32).div_ceil(MMQ_ROWS),
                         (n_tok as u32).div_ceil(reg.mmq_tokens),
+                        1,
                     ),
-                    MMQ_THREADS,
-                );
+                    block: MMQ_THREADS,
+                    smem: 0,
+                };
+                let ym = case.run(&gpu, &reg, kmmq, mmq_dims, n_tok);
                 let diff = bits(&ym)
                     .iter()
                     .zip(bits(&y8))
@@ -396,7 +400,7 @@ fn mmq_kernels_match_the_decode_kernels_bit_for_bit() {
                     ym.len(),
                     ym.iter().zip(&y8).find(|(a, b)| a.to_bits() != b.to_bits())
                 );
-                assert_close(&format!("{ty:?} mmq"), &ym, &want, 1e-5, 1e-6);
+                assert_close(&format!("{ty:?} mmq"), &ym, &case.want, 1e-5, 1e-6);
                 eprintln!("{ty:?} mmq: ok ({n_out} rows x {k}, {n_tok} tokens, bit-identical)");
             }
         }

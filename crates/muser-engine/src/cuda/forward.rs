@@ -2,7 +2,7 @@
 //! logits), the decode graph, and the host side of a step (upload ids/position, download rows).
 //! Every launch names its kernel through the typed registry.
 
-use muser_cuda::launch::{launch, Dims};
+use muser_cuda::launch::{launch, A16Matmul, Dims};
 use muser_cuda::profile::PhaseProfiler;
 use muser_cuda::{CudaError, Graph, KArgs, Kernel, Math, MMQ_ROWS, MMQ_THREADS};
 
@@ -136,17 +136,19 @@ impl<'m> CudaSession<'m> {
         };
         let b = &self.b;
         let args = if a16 {
-            KArgs::new()
-                .ptr(m.ptr)
-                .u64(m.row_bytes as u64)
-                .ptr(b.xq.ptr())
-                .ptr(b.xs.ptr())
-                .ptr(b.xsum.ptr())
-                .int(m.n_in)
-                .ptr(y)
-                .int(ldy)
-                .int(m.n_out)
-                .int(n)
+            A16Matmul {
+                w: m.ptr,
+                row_bytes: m.row_bytes,
+                xq: b.xq.ptr(),
+                xs: b.xs.ptr(),
+                xsum: b.xsum.ptr(),
+                k: m.n_in,
+                y,
+                ldy,
+                n_out: m.n_out,
+                n_tok: n,
+            }
+            .args()
         } else {
             KArgs::new()
                 .ptr(m.ptr)
