@@ -8,7 +8,7 @@
 use std::time::Instant;
 
 use muser_cuda::launch::{launch, A16Matmul, Dims};
-use muser_cuda::{Gpu, Kernel, Math, Registry, MMQ_ROWS, MMQ_THREADS};
+use muser_cuda::{Gpu, Kernel, Math, Registry, MMQ_ROWS};
 use muser_gguf::GgmlType;
 
 fn main() {
@@ -76,15 +76,7 @@ fn main() {
                 GgmlType::Q4_K => Kernel::MmqQ4k,
                 _ => Kernel::MmqQ6k,
             },
-            Dims {
-                grid: (
-                    (n_out as u32).div_ceil(MMQ_ROWS),
-                    (n_tok as u32).div_ceil(reg.mmq_tokens),
-                    1,
-                ),
-                block: MMQ_THREADS,
-                smem: 0,
-            },
+            reg.mmq_dims(n_out, n_tok),
         )];
         if t8 {
             kernels.push((

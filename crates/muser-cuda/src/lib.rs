@@ -28,6 +28,6 @@ pub use device::{DeviceBuffer, Gpu, GpuInfo, Stream};
 pub use error::CudaError;
 pub use graph::{Graph, GraphMode};
 pub use launch::KArgs;
-pub use registry::{Kernel, Math, Module, Registry, MMQ_ROWS, MMQ_THREADS};
+pub use registry::{Kernel, Math, Module, Registry, MMQ_ROWS};
 
 pub use cudarc::driver::CudaFunction;

@@ -176,9 +176,10 @@ pub struct CompiledModule {
 }
 
 /// Launch shape of the tensor-core matmuls (`mmq_*`; `MMQ_BM`, `MMQ_THREADS` in mmq_a16.cu):
-/// one block per tile of `MMQ_ROWS` output rows × `Registry::mmq_tokens` tokens.
+/// one block per tile of `MMQ_ROWS` output rows × `Registry::mmq_tokens` tokens
+/// (`Registry::mmq_dims`).
 pub const MMQ_ROWS: u32 = 128;
-pub const MMQ_THREADS: u32 = 256;
+const MMQ_THREADS: u32 = 256;
 
 /// All kernels, compiled and loaded.
 pub struct Registry {
@@ -210,6 +211,19 @@ pub struct Registry {
 }
 
 impl Registry {
+    /// The launch of a tensor-core matmul (`mmq_*`) over `n_out` rows and `n_tok` tokens.
+    pub fn mmq_dims(&self, n_out: usize, n_tok: usize) -> crate::launch::Dims {
+        crate::launch::Dims {
+            grid: (
+                (n_out as u32).div_ceil(MMQ_ROWS),
+                (n_tok as u32).div_ceil(self.mmq_tokens),
+                1,
+            ),
+            block: MMQ_THREADS,
+            smem: 0,
+        }
+    }
+
     /// Compile and load every module variant for `gpu`'s architecture.
     pub fn build(gpu: &Gpu) -> Result<Registry, CudaError> {
         let t0 = Instant::now();

@@ -362,7 +362,6 @@ fn a16_matvec_case(gpu: &Gpu, reg: &Registry, k: usize) {
 #[test]
 fn mmq_kernels_match_the_decode_kernels_bit_for_bit() {
     let Some((gpu, reg)) = device() else { return };
-    use muser_cuda::{MMQ_ROWS, MMQ_THREADS};
     let n_out = 200usize;
     for k in [1024usize, 6656, 9984] {
         for (ty, kmmq, k8) in [
@@ -378,16 +377,7 @@ fn mmq_kernels_match_the_decode_kernels_bit_for_bit() {
                     (41 + ty as u64, 3 + k as u64),
                 );
                 let y8 = case.run(&gpu, &reg, k8, mva_dims(&reg, n_out, n_tok, 1, 8), n_tok);
-                let mmq_dims = Dims {
-                    grid: (
-                        (n_out as u32).div_ceil(MMQ_ROWS),
-                        (n_tok as u32).div_ceil(reg.mmq_tokens),
-                        1,
-                    ),
-                    block: MMQ_THREADS,
-                    smem: 0,
-                };
-                let ym = case.run(&gpu, &reg, kmmq, mmq_dims, n_tok);
+                let ym = case.run(&gpu, &reg, kmmq, reg.mmq_dims(n_out, n_tok), n_tok);
                 let diff = bits(&ym)
                     .iter()
                     .zip(bits(&y8))

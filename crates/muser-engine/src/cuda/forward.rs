@@ -4,7 +4,7 @@
 
 use muser_cuda::launch::{launch, A16Matmul, Dims};
 use muser_cuda::profile::PhaseProfiler;
-use muser_cuda::{CudaError, Graph, KArgs, Kernel, Math, MMQ_ROWS, MMQ_THREADS};
+use muser_cuda::{CudaError, Graph, KArgs, Kernel, Math};
 
 use super::weights::{kernels_for, DevMatrix};
 use super::{Acts, CudaSession};
@@ -110,15 +110,7 @@ impl<'m> CudaSession<'m> {
             warps
         };
         let dims = if mmq.is_some() {
-            Dims {
-                grid: (
-                    (m.n_out as u32).div_ceil(MMQ_ROWS),
-                    (n as u32).div_ceil(self.reg.mmq_tokens),
-                    1,
-                ),
-                block: MMQ_THREADS,
-                smem: 0,
-            }
+            self.reg.mmq_dims(m.n_out, n)
         } else {
             Dims {
                 grid: (
