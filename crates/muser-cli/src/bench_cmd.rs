@@ -100,10 +100,13 @@ pub fn run(a: BenchArgs) -> anyhow::Result<ExitCode> {
                 (false, _) => format!("tg{n}@d{d}"),
             };
             let mut tps = Vec::new();
+            let mut fill_s = Vec::new();
             for rep in 0..=reps {
                 s.clear();
                 if d > 0 {
+                    let t = Instant::now();
                     s.eval(&ctx, Logits::Last)?;
+                    fill_s.push(t.elapsed().as_secs_f64());
                 }
                 let toks = tokens(n, n_vocab, rep + if prompt { 0 } else { 17 });
                 let t = Instant::now();
@@ -126,6 +129,10 @@ pub fn run(a: BenchArgs) -> anyhow::Result<ExitCode> {
             }
             let (median, sd) = stats(&tps);
             let mut r = json!({"test": name, "n_tokens": n, "depth": d, "tok_per_s": median, "stddev": sd, "samples": tps});
+            if d > 0 {
+                // The untimed context fill (prefill of `d` tokens), per repetition incl. warm-up.
+                r["fill_seconds"] = json!(fill_s);
+            }
             if let (false, Some((bytes, copy))) = (prompt, bw) {
                 // Decode reads every weight once per token.
                 let gbps = bytes as f64 * median / 1e9;
@@ -162,8 +169,12 @@ pub fn run(a: BenchArgs) -> anyhow::Result<ExitCode> {
                 }
                 _ => String::new(),
             };
+            let fill = match r["fill_seconds"].as_array().and_then(|f| f.last()) {
+                Some(f) => format!("  (context filled in {:.2} s)", f.as_f64().unwrap_or(0.0)),
+                None => String::new(),
+            };
             println!(
-                "{:>12} {:>10.2} ± {:.2} tok/s{bw}",
+                "{:>12} {:>10.2} ± {:.2} tok/s{bw}{fill}",
                 r["test"].as_str().unwrap_or("?"),
                 r["tok_per_s"].as_f64().unwrap_or(0.0),
                 r["stddev"].as_f64().unwrap_or(0.0)

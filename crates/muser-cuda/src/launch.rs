@@ -54,7 +54,6 @@ impl KArgs {
     }
 }
 
-/// Grid/block geometry.
 /// The arguments every A16 matmul kernel takes (`mva_*`, `mvp_*`, `mvs_*`, `mmq_*` in
 /// matvec_a16.cu / mmq_a16.cu), in their order: weights `[n_out][row_bytes]`, activation quants
 /// `xq [n_tok][k]` i16 with scales `xs` and quant sums `xsum` `[n_tok][k/32]`, outputs
@@ -89,11 +88,77 @@ impl A16Matmul {
     }
 }
 
+/// Grid/block geometry.
 #[derive(Clone, Copy, Debug)]
 pub struct Dims {
     pub grid: (u32, u32, u32),
     pub block: u32,
     pub smem: u32,
+}
+
+/// Launch shape of the attention partial kernels (attention.cu): `attn_partial` (one query
+/// token per block, decode) or `attn_partial_mt` (`ATTN_MT_TOKENS` per block, prefill). A shape
+/// never changes a head's arithmetic, only which warps share a K/V tile load.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct AttnShape {
+    /// Query heads per block (divides the GQA ratio).
+    pub heads: usize,
+    /// Query tokens per block: 1 (`attn_partial`) or `ATTN_MT_TOKENS` (`attn_partial_mt`).
+    pub tokens: usize,
+}
+
+/// Query tokens per `attn_partial_mt` block (`ATQ` in attention.cu).
+pub const ATTN_MT_TOKENS: usize = 8;
+
+/// Dynamic shared memory a launch may use without opting in.
+pub const SMEM_DEFAULT_MAX: usize = 48 * 1024;
+
+impl AttnShape {
+    /// `attn_partial` with `heads` query heads per block.
+    pub fn decode(heads: usize) -> AttnShape {
+        AttnShape { heads, tokens: 1 }
+    }
+
+    /// `attn_partial_mt` with the most heads (≤ 4, dividing `gqa`) whose tiles fit the default
+    /// shared memory; None when not even one head fits (head_dim > 256).
+    pub fn prefill(gqa: usize, hd: usize, hd_v: usize) -> Option<AttnShape> {
+        (1..=gqa.min(4))
+            .rev()
+            .filter(|&g| gqa.is_multiple_of(g))
+            .map(|heads| AttnShape {
+                heads,
+                tokens: ATTN_MT_TOKENS,
+            })
+            .find(|s| s.smem(hd, hd_v) <= SMEM_DEFAULT_MAX && hd_v <= 256)
+    }
+
+    /// Shared memory: queries `[heads][tokens][hd]` f32, (mt only) the tile's probabilities
+    /// `[heads][tokens][32]` f32, then the K and V tiles `[32][hd + 2]`, `[32][hd_v + 2]` f16.
+    pub fn smem(&self, hd: usize, hd_v: usize) -> usize {
+        let probs = if self.tokens > 1 { 32 * 4 } else { 0 };
+        self.heads * self.tokens * (hd * 4 + probs) + 32 * (hd + 2) * 2 + 32 * (hd_v + 2) * 2
+    }
+
+    /// Grid `(n_super, n_head / heads, ⌈n_tok / tokens⌉)`, one warp per head.
+    pub fn dims(
+        &self,
+        n_super: usize,
+        n_head: usize,
+        n_tok: usize,
+        hd: usize,
+        hd_v: usize,
+    ) -> Dims {
+        let u = |v: usize| u32::try_from(v).expect("attention grid dimension overflows u32");
+        Dims {
+            grid: (
+                u(n_super),
+                u(n_head / self.heads),
+                u(n_tok.div_ceil(self.tokens)),
+            ),
+            block: u(32 * self.heads),
+            smem: u(self.smem(hd, hd_v)),
+        }
+    }
 }
 
 /// Launch `f` on `stream`.

@@ -155,6 +155,7 @@ kernels! {
     GegluQ => Elementwise, "geglu_q";
     QkNormRopeKv => Rope, "qk_norm_rope_kv";
     AttnPartial => Attention, "attn_partial";
+    AttnPartialMt => Attention, "attn_partial_mt";
     AttnCombine => Attention, "attn_combine";
     AttnCombineQ => Attention, "attn_combine_q";
     SigmoidGate => Elementwise, "sigmoid_gate";

@@ -33,7 +33,7 @@ use std::fmt::Debug;
 
 use bytemuck::{Pod, Zeroable};
 use half::f16;
-use muser_cuda::launch::{launch, Dims};
+use muser_cuda::launch::{launch, AttnShape, Dims, ATTN_MT_TOKENS, SMEM_DEFAULT_MAX};
 use muser_cuda::{DeviceBuffer, Gpu, KArgs, Kernel, Math, Registry};
 use muser_engine::cpu::ops;
 use muser_engine::RopeMode;
@@ -553,7 +553,9 @@ fn qk_norm_rope_kv_matches_the_cpu_route() {
 
 /// attn_partial + attn_combine against an f64 softmax over the f16 cache, for key-block sizes
 /// 32 and 512 and every heads-per-block that divides the GQA ratio (bit-identical to each
-/// other); attn_combine_q without a gate == attn_combine + A16, with one == attn_combine →
+/// other); the prefill kernel attn_partial_mt (eight tokens per block, tiles shared across
+/// tokens whose visible ranges differ) bit-identical to attn_partial in every head shape;
+/// attn_combine_q without a gate == attn_combine + A16, with one == attn_combine →
 /// sigmoid_gate_q.
 #[test]
 fn attention_matches_an_f64_softmax_and_fused_combines_are_exact() {
@@ -564,10 +566,14 @@ fn attention_matches_an_f64_softmax_and_fused_combines_are_exact() {
         let scale = 1.0 / (hd as f32).sqrt();
         // (window, cap, pos0, n_tok): full attention over a long cache (many tiles and key
         // blocks), over a short one, and a 16-key window whose ring (64 rows) wraps in the step.
+        // Prefill steps of 45 and 40 tokens: blocks of eight tokens whose causal and window
+        // edges fall inside tiles, partial last blocks.
         for (window, cap, pos0, n_tok) in [
             (0usize, 1100usize, 1040usize, 3usize),
             (0, 64, 61, 3),
             (16, 64, 190, 3),
+            (0, 1100, 1000, 45),
+            (16, 64, 190, 40),
         ] {
             let q = rand_vec(n_tok * nh * hd, 21, -4.0, 4.0);
             let to_f16 = |v: Vec<f32>| -> Vec<f16> { v.into_iter().map(f16::from_f32).collect() };
@@ -610,12 +616,8 @@ fn attention_matches_an_f64_softmax_and_fused_combines_are_exact() {
                     "attention, heads {nh}/{nkv} of {hd}/{hdv}, window {window}, cap {cap}, \
                      pos {pos0}+{n_tok}, super {super_len}"
                 );
-                let mut first: Option<Vec<u32>> = None;
-                let mut parts = None;
-                for hpb in (1..=gqa).rev().filter(|&g| gqa % g == 0) {
-                    let op = d.guarded(slots * hdv * 4);
-                    let (mp, lp) = (d.guarded(slots * 4), d.guarded(slots * 4));
-                    let args = KArgs::new()
+                let partial_args = |op: u64, mp: u64, lp: u64| {
+                    KArgs::new()
                         .ptr(qd.ptr())
                         .ptr(kd.ptr())
                         .ptr(vd.ptr())
@@ -628,12 +630,19 @@ fn attention_matches_an_f64_softmax_and_fused_combines_are_exact() {
                         .int(hdv)
                         .int(n_super)
                         .int(super_len)
-                        .ptr(op.ptr)
-                        .ptr(mp.ptr)
-                        .ptr(lp.ptr)
-                        .ptr(sp.ptr());
+                        .ptr(op)
+                        .ptr(mp)
+                        .ptr(lp)
+                        .ptr(sp.ptr())
+                };
+                let mut first: Option<Vec<u32>> = None;
+                let mut parts = None;
+                for hpb in (1..=gqa).rev().filter(|&g| gqa % g == 0) {
+                    let op = d.guarded(slots * hdv * 4);
+                    let (mp, lp) = (d.guarded(slots * 4), d.guarded(slots * 4));
+                    let args = partial_args(op.ptr, mp.ptr, lp.ptr);
                     let grid = [n_super, nh / hpb, n_tok + SPARE];
-                    let smem = hpb * hd * 4 + 32 * (hd + 2) * 2 + 32 * (hdv + 2) * 2;
+                    let smem = AttnShape::decode(hpb).smem(hd, hdv);
                     d.go(Kernel::AttnPartial, grid, 32 * hpb, smem, args);
                     let mut got: Vec<u32> = d.read(&op, "Op");
                     got.extend(d.read::<u32>(&mp, "Mp"));
@@ -645,6 +654,38 @@ fn attention_matches_an_f64_softmax_and_fused_combines_are_exact() {
                     }
                     parts = Some((op, mp, lp));
                 }
+                let first = first.expect("at least one block shape");
+                let mt_heads = (1..=gqa.min(4)).filter(|&g| gqa % g == 0);
+                let mut mt_runs = 0;
+                for shape in mt_heads.map(|heads| AttnShape {
+                    heads,
+                    tokens: ATTN_MT_TOKENS,
+                }) {
+                    if shape.smem(hd, hdv) > SMEM_DEFAULT_MAX {
+                        continue;
+                    }
+                    let op = d.guarded(slots * hdv * 4);
+                    let (mp, lp) = (d.guarded(slots * 4), d.guarded(slots * 4));
+                    let args = partial_args(op.ptr, mp.ptr, lp.ptr);
+                    let dims = shape.dims(n_super, nh, n_tok + SPARE, hd, hdv);
+                    let grid = [dims.grid.0, dims.grid.1, dims.grid.2].map(|v| v as usize);
+                    d.go(
+                        Kernel::AttnPartialMt,
+                        grid,
+                        dims.block as usize,
+                        dims.smem as usize,
+                        args,
+                    );
+                    let mut got: Vec<u32> = d.read(&op, "Op (mt)");
+                    got.extend(d.read::<u32>(&mp, "Mp (mt)"));
+                    got.extend(d.read::<u32>(&lp, "Lp (mt)"));
+                    let msg =
+                        format!("Op|Mp|Lp, attn_partial_mt {shape:?} vs attn_partial, {what}");
+                    same(&got, &first, &msg);
+                    mt_runs += 1;
+                }
+                assert!(mt_runs > 0, "no attn_partial_mt shape fits, {what}");
+                eprintln!("{what}: attn_partial_mt == attn_partial ({mt_runs} shapes)");
                 let (op, mp, lp) = parts.expect("at least one block shape");
                 let combine_args = || {
                     KArgs::new()

@@ -128,6 +128,206 @@ extern "C" __global__ void attn_partial(const float* Q, const u16* Kc, const u16
     }
 }
 
+// attn_partial_mt: attn_partial for prefill, ATQ consecutive query tokens per block, so one K/V
+// tile load serves G heads x ATQ tokens instead of G heads. Grid (n_super, n_head / G,
+// ceil(n_tok / ATQ)), block = G warps (G divides the GQA ratio; the host picks it so the shared
+// memory fits). Each (token, head) follows attn_partial's arithmetic exactly — same absolute
+// tiles, same fmaf chain per score, same online-softmax updates, same j-ascending V chain
+// starting from acc * corr, and a tile the token sees none of leaves its state untouched — so
+// its Op/Mp/Lp are bit-identical to attn_partial's (device test
+// `attention_prefill_kernel_is_bit_identical_to_decode`). The tile holds the union of the
+// block's visible rows; where a token sees only part of a tile, the rows it does not see enter
+// its V chain as 0, exactly as attn_partial's zero-filled rows do.
+#define ATQ 8
+
+extern "C" __global__ void attn_partial_mt(const float* Q, const u16* Kc, const u16* Vc, int cap,
+                                           int window, float scale, int n_head, int n_head_kv,
+                                           int hd, int hd_v, int n_super, int super_len,
+                                           float* Op, float* Mp, float* Lp,
+                                           const StepParams* sp) {
+    extern __shared__ float smem[];
+    const int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
+    const int G = blockDim.x >> 5;
+    const int sb = blockIdx.x, t0 = blockIdx.z * ATQ;
+    const int h = blockIdx.y * G + w;
+    const int kvh = h / (n_head / n_head_kv);
+    const int n_tok = (int)sp->n_tok;
+    const int SUPER = super_len;
+    // Each token's visible keys inside this block's range (b0 > b1: none), and their union.
+    int b0[ATQ], b1[ATQ];
+    int u0 = 0x7fffffff, u1 = -1;
+#pragma unroll
+    for (int i = 0; i < ATQ; ++i) {
+        b0[i] = 1;
+        b1[i] = 0;
+        if (t0 + i < n_tok) {
+            const int pos = (int)(sp->pos0 + t0 + i);
+            const int lo = window > 0 ? max(0, pos - window + 1) : 0;
+            b0[i] = max(lo, sb * SUPER);
+            b1[i] = min(pos, sb * SUPER + SUPER - 1);
+        }
+        if (b0[i] <= b1[i]) {
+            u0 = min(u0, b0[i]);
+            u1 = max(u1, b1[i]);
+        }
+    }
+    if (u0 > u1) return;  // block-uniform
+    const int kst = hd + 2, vst = hd_v + 2;
+    float* qs = smem;                          // [G][ATQ][hd]
+    float* ps = qs + G * ATQ * hd;             // [G][ATQ][TILE] probabilities of the tile
+    u16* Ks = (u16*)(ps + G * ATQ * TILE);     // [TILE][kst]
+    u16* Vs = Ks + TILE * kst;                 // [TILE][vst]
+    float* qw = qs + w * ATQ * hd;
+    float* pw = ps + w * ATQ * TILE;
+    for (int i = 0; i < ATQ; ++i) {
+        const float* q = Q + ((size_t)(t0 + i) * n_head + h) * hd;
+        for (int d = lane; d < hd; d += 32) qw[i * hd + d] = t0 + i < n_tok ? q[d] : 0.f;
+    }
+    const int kw = n_head_kv * hd, vw = n_head_kv * hd_v;
+    const int nr = hd_v / 32;
+    float m[ATQ], l[ATQ], acc[ATQ][8];
+#pragma unroll
+    for (int i = 0; i < ATQ; ++i) {
+        m[i] = -MUSER_INF;
+        l[i] = 0.f;
+#pragma unroll
+        for (int r = 0; r < 8; ++r) acc[i][r] = 0.f;
+    }
+    for (int ts = sb * SUPER; ts < sb * SUPER + SUPER; ts += TILE) {
+        const int k0u = max(u0, ts), k1u = min(u1, ts + TILE - 1);
+        if (k0u > k1u) continue;  // block-uniform
+        __syncthreads();
+        const int nk = TILE * (hd / 2), nv = TILE * (hd_v / 2);
+        for (int base = 0; base < max(nk, nv); base += 4 * (int)blockDim.x) {
+            u32 kv[4], vv[4];
+#pragma unroll
+            for (int u = 0; u < 4; ++u) {
+                const int idx = base + threadIdx.x + u * blockDim.x;
+                kv[u] = 0;
+                vv[u] = 0;
+                if (idx < nk) {
+                    const int j = idx / (hd / 2), d2 = idx % (hd / 2), p = ts + j;
+                    if (p >= k0u && p <= k1u)
+                        kv[u] = *(const u32*)(Kc + (u64)(p % cap) * kw + kvh * hd + 2 * d2);
+                }
+                if (idx < nv) {
+                    const int j = idx / (hd_v / 2), d2 = idx % (hd_v / 2), p = ts + j;
+                    if (p >= k0u && p <= k1u)
+                        vv[u] = *(const u32*)(Vc + (u64)(p % cap) * vw + kvh * hd_v + 2 * d2);
+                }
+            }
+#pragma unroll
+            for (int u = 0; u < 4; ++u) {
+                const int idx = base + threadIdx.x + u * blockDim.x;
+                if (idx < nk) {
+                    const int j = idx / (hd / 2), d2 = idx % (hd / 2);
+                    *(u32*)(Ks + j * kst + 2 * d2) = kv[u];
+                }
+                if (idx < nv) {
+                    const int j = idx / (hd_v / 2), d2 = idx % (hd_v / 2);
+                    *(u32*)(Vs + j * vst + 2 * d2) = vv[u];
+                }
+            }
+        }
+        __syncthreads();
+        // Scores: lane = key, every token's fmaf chain over d in order (rows a token does
+        // not see are computed and discarded).
+        float dot[ATQ];
+#pragma unroll
+        for (int i = 0; i < ATQ; ++i) dot[i] = 0.f;
+        const u16* kr = Ks + lane * kst;
+        for (int d = 0; d < hd; d += 2) {
+            const u32 k2 = *(const u32*)(kr + d);
+            const float ka = h2f((u16)(k2 & 0xFFFF)), kb = h2f((u16)(k2 >> 16));
+#pragma unroll
+            for (int i = 0; i < ATQ; ++i) {
+                const float2 q2 = *(const float2*)(qw + i * hd + d);
+                dot[i] = fmaf(q2.x, ka, dot[i]);
+                dot[i] = fmaf(q2.y, kb, dot[i]);
+            }
+        }
+        const int p = ts + lane;
+        bool all_full = true;  // block-uniform: every token sees the whole tile
+        float corr[ATQ];
+#pragma unroll
+        for (int i = 0; i < ATQ; ++i) {
+            const int k0 = max(b0[i], ts), k1 = min(b1[i], ts + TILE - 1);
+            all_full = all_full && k0 == ts && k1 == ts + TILE - 1;
+            corr[i] = 1.f;
+            if (k0 > k1) continue;
+            const bool valid = p >= k0 && p <= k1;
+            const float s = valid ? dot[i] * scale : -MUSER_INF;
+            const float m_new = fmaxf(m[i], warp_max(s));
+            corr[i] = expf(m[i] - m_new);
+            const float pj = valid ? expf(s - m_new) : 0.f;
+            l[i] = l[i] * corr[i] + warp_sum(pj);
+            m[i] = m_new;
+            pw[i * TILE + lane] = pj;
+        }
+        __syncwarp();
+        if (all_full) {
+            // One V load per (row, column) serves every token.
+#pragma unroll
+            for (int r = 0; r < 8; ++r) {
+                if (r < nr) {
+                    const int d = lane + 32 * r;
+                    float a[ATQ];
+#pragma unroll
+                    for (int i = 0; i < ATQ; ++i) a[i] = acc[i][r] * corr[i];
+                    for (int j = 0; j < TILE; j += 4) {
+                        float v[4];
+#pragma unroll
+                        for (int jj = 0; jj < 4; ++jj) v[jj] = h2f(Vs[(j + jj) * vst + d]);
+#pragma unroll
+                        for (int i = 0; i < ATQ; ++i) {
+                            const float4 p4 = *(const float4*)(pw + i * TILE + j);
+                            a[i] = fmaf(p4.x, v[0], a[i]);
+                            a[i] = fmaf(p4.y, v[1], a[i]);
+                            a[i] = fmaf(p4.z, v[2], a[i]);
+                            a[i] = fmaf(p4.w, v[3], a[i]);
+                        }
+                    }
+#pragma unroll
+                    for (int i = 0; i < ATQ; ++i) acc[i][r] = a[i];
+                }
+            }
+        } else {
+            // Edge tile: per token, rows it does not see enter as 0 (attn_partial's zero fill).
+#pragma unroll
+            for (int i = 0; i < ATQ; ++i) {
+                const int k0 = max(b0[i], ts), k1 = min(b1[i], ts + TILE - 1);
+                if (k0 > k1) continue;
+                const int j0 = k0 - ts, j1 = k1 - ts;
+#pragma unroll
+                for (int r = 0; r < 8; ++r) {
+                    if (r < nr) {
+                        const int d = lane + 32 * r;
+                        float a = acc[i][r] * corr[i];
+                        for (int j = 0; j < TILE; ++j) {
+                            const float v = (j >= j0 && j <= j1) ? h2f(Vs[j * vst + d]) : 0.f;
+                            a = fmaf(pw[i * TILE + j], v, a);
+                        }
+                        acc[i][r] = a;
+                    }
+                }
+            }
+        }
+        __syncwarp();
+    }
+#pragma unroll
+    for (int i = 0; i < ATQ; ++i) {
+        if (b0[i] > b1[i]) continue;
+        const size_t slot = ((size_t)(t0 + i) * n_head + h) * n_super + sb;
+#pragma unroll
+        for (int r = 0; r < 8; ++r)
+            if (r < nr) Op[slot * hd_v + lane + 32 * r] = acc[i][r];
+        if (lane == 0) {
+            Mp[slot] = m[i];
+            Lp[slot] = l[i];
+        }
+    }
+}
+
 // The merged (unnormalised acc, 1/L) of one head's visible partials, in block order.
 __device__ __forceinline__ float combine_head(const float* Op, const float* Mp, const float* Lp,
                                               int window, int hd_v, int n_super, int super_len,

@@ -2,7 +2,7 @@
 //! logits), the decode graph, and the host side of a step (upload ids/position, download rows).
 //! Every launch names its kernel through the typed registry.
 
-use muser_cuda::launch::{launch, A16Matmul, Dims};
+use muser_cuda::launch::{launch, A16Matmul, AttnShape, Dims, SMEM_DEFAULT_MAX};
 use muser_cuda::profile::PhaseProfiler;
 use muser_cuda::{CudaError, Graph, KArgs, Kernel, Math};
 
@@ -19,8 +19,6 @@ const MV_WARPS: u32 = 4;
 /// Threads of the norm kernels (`NORM_THREADS` in norm.cu).
 const NORM_THREADS: u32 = 1024;
 const EW_THREADS: u32 = 256;
-/// Shared memory a block may use without opting in (static + dynamic).
-const SMEM_DEFAULT_MAX: usize = 48 * 1024;
 
 impl<'m> CudaSession<'m> {
     /// Run one chunk of `tokens` and return its last `rows` logit rows.
@@ -285,11 +283,14 @@ impl<'m> CudaSession<'m> {
         )?;
         prof.mark("embed+norm", s)?;
 
-        let g = self.attn_hpb();
-        let smem =
-            (g * c.head_dim * 4 + 32 * (c.head_dim + 2) * 2 + 32 * (c.head_dim_v + 2) * 2) as u32;
+        // Decode (and `MUSER_CUDA_ATTN_MT=0`): one query token per block; prefill: eight.
+        let (attn_kernel, attn_shape) = match (n > 1 && self.opts.attn_mt, self.attn_prefill) {
+            (true, Some(shape)) => (Kernel::AttnPartialMt, shape),
+            _ => (Kernel::AttnPartial, AttnShape::decode(self.attn_hpb())),
+        };
+        let attn_dims = attn_shape.dims(self.n_super, c.n_head, n, c.head_dim, c.head_dim_v);
         assert!(
-            smem <= 48 * 1024,
+            attn_dims.smem as usize <= SMEM_DEFAULT_MAX,
             "attention tile does not fit 48 KiB of shared memory"
         );
         for (il, lw) in w.layers.iter().enumerate() {
@@ -343,12 +344,8 @@ impl<'m> CudaSession<'m> {
                 0
             };
             launch(
-                self.f(Kernel::AttnPartial),
-                Dims {
-                    grid: (self.n_super as u32, (c.n_head / g) as u32, n as u32),
-                    block: 32 * g as u32,
-                    smem,
-                },
+                self.f(attn_kernel),
+                attn_dims,
                 s,
                 KArgs::new()
                     .ptr(b.q.ptr())

@@ -19,6 +19,7 @@ pub mod weights;
 use std::time::Instant;
 
 use muser_cuda::graph::Fork;
+use muser_cuda::launch::AttnShape;
 use muser_cuda::profile::PhaseProfiler;
 use muser_cuda::sched::{AcceleratorScheduler, StepKind};
 use muser_cuda::{DeviceBuffer, Gpu, Graph, GraphMode, Math, Registry};
@@ -71,6 +72,10 @@ pub struct CudaOptions {
     /// Query heads per attention block (`MUSER_CUDA_ATTN_HPB`; 0 = the whole GQA group;
     /// must divide the GQA ratio). Launch shape only: a head's arithmetic does not change.
     pub attn_hpb: usize,
+    /// Prefill attention on `attn_partial_mt` (eight query tokens share each K/V tile load;
+    /// default; `MUSER_CUDA_ATTN_MT=0` for A/B: one token per block, as decode). Launch shape
+    /// only: bit-identical partials (device test).
+    pub attn_mt: bool,
 }
 
 /// Activation precision of the CUDA matmuls.
@@ -110,6 +115,7 @@ impl CudaOptions {
             fuse_explicit: std::env::var("MUSER_CUDA_FUSE").is_ok(),
             attn_super: env_usize("MUSER_CUDA_ATTN_SUPER").unwrap_or(ATTN_SUPER),
             attn_hpb: env_usize("MUSER_CUDA_ATTN_HPB").unwrap_or(0),
+            attn_mt: std::env::var("MUSER_CUDA_ATTN_MT").as_deref() != Ok("0"),
             acts: match std::env::var("MUSER_CUDA_ACTS").as_deref() {
                 Ok("f32") => Acts::F32,
                 _ => Acts::A16,
@@ -181,6 +187,9 @@ pub struct CudaSession<'m> {
     b: Bufs,
     opts: CudaOptions,
     n_super: usize,
+    /// Prefill attention shape (`attn_partial_mt`), None: prefill uses decode's kernel
+    /// (`MUSER_CUDA_ATTN_MT=0`, or head_dim too wide for its tiles; the route identity says).
+    attn_prefill: Option<AttnShape>,
     n_past: usize,
     decode_graph: Option<Graph>,
     fork: Fork,
@@ -335,6 +344,11 @@ impl<'m> CudaSession<'m> {
             .collect::<Result<Vec<_>, muser_cuda::CudaError>>()?;
         let n_super = opts.n_ctx.div_ceil(opts.attn_super);
         let b = alloc_bufs(&gpu, model, &opts, n_super)?;
+        let attn_prefill = if opts.attn_mt {
+            AttnShape::prefill(gqa, c.head_dim, c.head_dim_v)
+        } else {
+            None
+        };
         let load_report = format!(
             "CUDA {} (sm_{}{}, driver {}): kernels compiled in {:.0} ms ({}), weights {:.2} GB uploaded in {:.2} s ({:.1} GB/s), KV {:.1} MB, scratch {:.1} MB",
             gpu.info.name,
@@ -358,6 +372,7 @@ impl<'m> CudaSession<'m> {
             b,
             opts,
             n_super,
+            attn_prefill,
             n_past: 0,
             decode_graph: None,
             fork: Fork::new()?,
@@ -370,10 +385,11 @@ impl<'m> CudaSession<'m> {
     /// What produced the numbers: route parameters and the kernel registry's SHA-256.
     pub fn route_identity(&self) -> String {
         format!(
-            "cuda:acts={},kv=f16,attn=f32/s{}h{},mv={},mm={},fuse={},act_math={},graph={},mode={},kernels={}",
+            "cuda:acts={},kv=f16,attn=f32/s{}h{}{},mv={},mm={},fuse={},act_math={},graph={},mode={},kernels={}",
             self.opts.acts.name(),
             self.opts.attn_super,
             self.attn_hpb(),
+            if self.attn_prefill.is_some() { "-mt" } else { "" },
             match self.opts.acts {
                 Acts::A16 if self.opts.pipe => format!(
                     "pipe{}-rows{}-minb{}{}{}",
