@@ -7,7 +7,10 @@ Writes a JSON receipt: GPU (name, driver, memory), host CPU, model path and SHA-
 identity, kernel module fingerprints, load report and git commit, llama-bench's build, every
 figure (median tok/s and spread), and the ratios Muser ÷ llama.cpp.
 
-Usage: scripts/bench-cuda.py --model M.gguf [--pp 512] [--tg 128] [--reps 3]
+Prompt tests (--pp) run at depth 0, generation (--tg) at every --depth (context prefilled untimed,
+llama-bench's `-d`).
+
+Usage: scripts/bench-cuda.py --model M.gguf [--pp 512] [--tg 128] [--depth 0,2048] [--reps 3]
                              [--muser target/release/muser] [--llama-cuda ~/llama] --out RECEIPT.json
 """
 import argparse
@@ -48,13 +51,22 @@ def main() -> int:
     lib = Path(a.llama_cuda)
     env = dict(os.environ, LD_LIBRARY_PATH=str(lib))
     started = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-    muser = json.loads(subprocess.run(
-        [a.muser, "bench", "-m", str(model), "--backend", "cuda", "-p", a.pp, "-n", a.tg,
-         "-d", a.depth, "-r", str(a.reps), "--json"], check=True, capture_output=True, text=True).stdout)
-    llama = json.loads(subprocess.run(
-        [str(lib / "llama-bench"), "-m", str(model), "-ngl", "99", "-fa", "1", "-p", a.pp,
-         "-n", a.tg, "-d", a.depth, "-r", str(a.reps), "-o", "json"], check=True, capture_output=True, text=True,
-        env=env).stdout)
+    # Prompt tests at depth 0, generation at every depth (a prompt test at 32K would refill the
+    # context for nothing the issue asks for): two invocations per engine, results joined.
+    runs = [(a.pp, "0", "0"), ("0", a.tg, a.depth)]
+    muser, llama = None, []
+    for pp, tg, depth in runs:
+        m = json.loads(subprocess.run(
+            [a.muser, "bench", "-m", str(model), "--backend", "cuda", "-p", pp, "-n", tg,
+             "-d", depth, "-r", str(a.reps), "--json"], check=True, capture_output=True, text=True).stdout)
+        if muser is None:
+            muser = m
+        else:
+            muser["results"] += m["results"]
+        llama += json.loads(subprocess.run(
+            [str(lib / "llama-bench"), "-m", str(model), "-ngl", "99", "-fa", "1", "-p", pp,
+             "-n", tg, "-d", depth, "-r", str(a.reps), "-o", "json"], check=True, capture_output=True,
+            text=True, env=env).stdout)
 
     rows = paired_rows(muser, llama)
     bytes_per_tok, copy = muser.get("decode_weight_bytes"), muser.get("copy_gb_per_s")

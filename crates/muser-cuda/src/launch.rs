@@ -105,6 +105,9 @@ pub struct AttnShape {
     pub heads: usize,
     /// Query tokens per block: 1 (`attn_partial`) or `ATTN_MT_TOKENS` (`attn_partial_mt`).
     pub tokens: usize,
+    /// `attn_partial`'s K/V tile buffers (its last argument `nbuf`): 2 overlaps the next
+    /// tile's copy with this tile's arithmetic, 1 where two do not fit. Unused by the mt kernel.
+    pub bufs: usize,
 }
 
 /// Query tokens per `attn_partial_mt` block (`ATQ` in attention.cu).
@@ -114,9 +117,18 @@ pub const ATTN_MT_TOKENS: usize = 8;
 pub const SMEM_DEFAULT_MAX: usize = 48 * 1024;
 
 impl AttnShape {
-    /// `attn_partial` with `heads` query heads per block.
-    pub fn decode(heads: usize) -> AttnShape {
-        AttnShape { heads, tokens: 1 }
+    /// `attn_partial` with `heads` query heads per block, double-buffered where that fits.
+    pub fn decode(heads: usize, hd: usize, hd_v: usize) -> AttnShape {
+        let two = AttnShape {
+            heads,
+            tokens: 1,
+            bufs: 2,
+        };
+        if two.smem(hd, hd_v) <= SMEM_DEFAULT_MAX {
+            two
+        } else {
+            AttnShape { bufs: 1, ..two }
+        }
     }
 
     /// `attn_partial_mt` with the most heads (≤ 4, dividing `gqa`) whose tiles fit the default
@@ -128,15 +140,21 @@ impl AttnShape {
             .map(|heads| AttnShape {
                 heads,
                 tokens: ATTN_MT_TOKENS,
+                bufs: 1,
             })
             .find(|s| s.smem(hd, hd_v) <= SMEM_DEFAULT_MAX && hd_v <= 256)
     }
 
-    /// Shared memory: queries `[heads][tokens][hd]` f32, (mt only) the tile's probabilities
-    /// `[heads][tokens][32]` f32, then the K and V tiles `[32][hd + 2]`, `[32][hd_v + 2]` f16.
+    /// Shared memory: queries `[heads][tokens][hd]` f32 and the tile's probabilities
+    /// `[heads][tokens][32]` f32, then the K and V tiles: `attn_partial` `bufs` × `[32][hd + 4]`,
+    /// `[32][hd_v + 4]` f16; `attn_partial_mt` one `[32][hd + 2]`, `[32][hd_v + 2]`.
     pub fn smem(&self, hd: usize, hd_v: usize) -> usize {
-        let probs = if self.tokens > 1 { 32 * 4 } else { 0 };
-        self.heads * self.tokens * (hd * 4 + probs) + 32 * (hd + 2) * 2 + 32 * (hd_v + 2) * 2
+        let per_query = self.heads * self.tokens * (hd * 4 + 32 * 4);
+        if self.tokens == 1 {
+            per_query + self.bufs * 32 * ((hd + 4) + (hd_v + 4)) * 2
+        } else {
+            per_query + 32 * (hd + 2) * 2 + 32 * (hd_v + 2) * 2
+        }
     }
 
     /// Grid `(n_super, n_head / heads, ⌈n_tok / tokens⌉)`, one warp per head.

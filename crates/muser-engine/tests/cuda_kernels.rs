@@ -616,7 +616,7 @@ fn attention_matches_an_f64_softmax_and_fused_combines_are_exact() {
                     "attention, heads {nh}/{nkv} of {hd}/{hdv}, window {window}, cap {cap}, \
                      pos {pos0}+{n_tok}, super {super_len}"
                 );
-                let partial_args = |op: u64, mp: u64, lp: u64| {
+                let partial_args = |op: u64, mp: u64, lp: u64, bufs: usize| {
                     KArgs::new()
                         .ptr(qd.ptr())
                         .ptr(kd.ptr())
@@ -634,16 +634,23 @@ fn attention_matches_an_f64_softmax_and_fused_combines_are_exact() {
                         .ptr(mp)
                         .ptr(lp)
                         .ptr(sp.ptr())
+                        .int(bufs)
                 };
                 let mut first: Option<Vec<u32>> = None;
                 let mut parts = None;
                 for hpb in (1..=gqa).rev().filter(|&g| gqa % g == 0) {
                     let op = d.guarded(slots * hdv * 4);
                     let (mp, lp) = (d.guarded(slots * 4), d.guarded(slots * 4));
-                    let args = partial_args(op.ptr, mp.ptr, lp.ptr);
+                    let shape = AttnShape::decode(hpb, hd, hdv);
+                    let args = partial_args(op.ptr, mp.ptr, lp.ptr, shape.bufs);
                     let grid = [n_super, nh / hpb, n_tok + SPARE];
-                    let smem = AttnShape::decode(hpb).smem(hd, hdv);
-                    d.go(Kernel::AttnPartial, grid, 32 * hpb, smem, args);
+                    d.go(
+                        Kernel::AttnPartial,
+                        grid,
+                        32 * hpb,
+                        shape.smem(hd, hdv),
+                        args,
+                    );
                     let mut got: Vec<u32> = d.read(&op, "Op");
                     got.extend(d.read::<u32>(&mp, "Mp"));
                     got.extend(d.read::<u32>(&lp, "Lp"));
@@ -660,13 +667,14 @@ fn attention_matches_an_f64_softmax_and_fused_combines_are_exact() {
                 for shape in mt_heads.map(|heads| AttnShape {
                     heads,
                     tokens: ATTN_MT_TOKENS,
+                    bufs: 1,
                 }) {
                     if shape.smem(hd, hdv) > SMEM_DEFAULT_MAX {
                         continue;
                     }
                     let op = d.guarded(slots * hdv * 4);
                     let (mp, lp) = (d.guarded(slots * 4), d.guarded(slots * 4));
-                    let args = partial_args(op.ptr, mp.ptr, lp.ptr);
+                    let args = partial_args(op.ptr, mp.ptr, lp.ptr, shape.bufs);
                     let dims = shape.dims(n_super, nh, n_tok + SPARE, hd, hdv);
                     let grid = [dims.grid.0, dims.grid.1, dims.grid.2].map(|v| v as usize);
                     d.go(

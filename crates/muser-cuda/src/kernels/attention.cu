@@ -21,10 +21,41 @@
 
 #define TILE 32
 
+// 8 bytes global → shared, asynchronously; `ok` false writes zeros instead (cp.async zero fill).
+__device__ __forceinline__ void cp_async8(void* dst, const void* src, bool ok) {
+    const u32 d = (u32)__cvta_generic_to_shared(dst);
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 8, %2;\n" ::"r"(d), "l"(src),
+                 "r"(ok ? 8 : 0));
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+template <int N>
+__device__ __forceinline__ void cp_async_wait() {
+    asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
+}
+
+// attn_partial's tiles: K [TILE][hd + 4] and V [TILE][hd_v + 4] f16 (the +4 pads keep the
+// 8-byte row reads of 32 lanes on distinct banks), `nbuf` (1 or 2) of them so the next tile's
+// copy overlaps this tile's arithmetic. Rows a query does not see are zero-filled.
+__device__ __forceinline__ void attn_tile_copy(u16* Ks, u16* Vs, const u16* Kc, const u16* Vc,
+                                               int cap, int kw, int vw, int kvh, int hd,
+                                               int hd_v, int ts, int k0, int k1) {
+    const int lane = threadIdx.x & 31, w = threadIdx.x >> 5, nw = blockDim.x >> 5;
+    for (int j = w; j < TILE; j += nw) {  // one warp per row, 8 bytes per lane
+        const int p = ts + j;
+        const bool ok = p >= k0 && p <= k1;
+        const u64 row = ok ? (u64)(p % cap) : 0;
+        for (int c = lane; c < hd / 4; c += 32)
+            cp_async8(Ks + j * (hd + 4) + 4 * c, Kc + row * kw + kvh * hd + 4 * c, ok);
+        for (int c = lane; c < hd_v / 4; c += 32)
+            cp_async8(Vs + j * (hd_v + 4) + 4 * c, Vc + row * vw + kvh * hd_v + 4 * c, ok);
+    }
+    cp_async_commit();
+}
+
 extern "C" __global__ void attn_partial(const float* Q, const u16* Kc, const u16* Vc, int cap,
                                         int window, float scale, int n_head, int n_head_kv,
                                         int hd, int hd_v, int n_super, int super_len, float* Op,
-                                        float* Mp, float* Lp, const StepParams* sp) {
+                                        float* Mp, float* Lp, const StepParams* sp, int nbuf) {
     extern __shared__ float smem[];
     const int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
     const int G = blockDim.x >> 5;  // heads in this block (HPB)
@@ -37,57 +68,37 @@ extern "C" __global__ void attn_partial(const float* Q, const u16* Kc, const u16
     const int SUPER = super_len;
     const int b0 = max(lo, sb * SUPER), b1 = min(pos, sb * SUPER + SUPER - 1);
     if (b0 > b1) return;
-    const int kst = hd + 2, vst = hd_v + 2;  // padded f16 row strides (bank spread)
-    float* qs = smem;                           // [G][hd]
-    u16* Ks = (u16*)(smem + G * hd);            // [TILE][kst]
-    u16* Vs = Ks + TILE * kst;                  // [TILE][vst]
+    const int kst = hd + 4, vst = hd_v + 4;
+    float* qs = smem;                       // [G][hd]
+    float* ps = qs + G * hd;                // [G][TILE] the tile's probabilities per head
+    u16* tiles = (u16*)(ps + G * TILE);     // [nbuf][TILE][kst] K, then [nbuf][TILE][vst] V
+    const int kbuf = TILE * kst, vbuf = TILE * vst;
     const float* q = Q + (size_t)t * n_head * hd + (size_t)h * hd;
     for (int d = lane; d < hd; d += 32) qs[w * hd + d] = q[d];
     const int kw = n_head_kv * hd, vw = n_head_kv * hd_v;
+    // The tiles holding b0..=b1 (absolute boundaries, as attn_partial_mt's).
+    const int tA = sb * SUPER + ((b0 - sb * SUPER) / TILE) * TILE;
+    const int tB = sb * SUPER + ((b1 - sb * SUPER) / TILE) * TILE;
+    attn_tile_copy(tiles, tiles + nbuf * kbuf, Kc, Vc, cap, kw, vw, kvh, hd, hd_v, tA,
+                   max(b0, tA), min(b1, tA + TILE - 1));
     float m = -MUSER_INF, l = 0.f;
     float acc[8];
 #pragma unroll
     for (int r = 0; r < 8; ++r) acc[r] = 0.f;
-    const int nr = hd_v / 32;
-    for (int ts = sb * SUPER; ts < sb * SUPER + SUPER; ts += TILE) {
+    const float* qw = qs + w * hd;
+    float* pw = ps + w * TILE;
+    for (int ts = tA, it = 0; ts <= tB; ts += TILE, ++it) {
         const int k0 = max(b0, ts), k1 = min(b1, ts + TILE - 1);
-        if (k0 > k1) continue;
-        __syncthreads();
-        // K and V rows of the tile into shared memory: every thread issues its (up to) 4 + 4
-        // loads before the first store, so the tile costs one memory round trip.
-        const int nk = TILE * (hd / 2), nv = TILE * (hd_v / 2);
-        for (int base = 0; base < max(nk, nv); base += 4 * (int)blockDim.x) {
-            u32 kv[4], vv[4];
-#pragma unroll
-            for (int u = 0; u < 4; ++u) {
-                const int idx = base + threadIdx.x + u * blockDim.x;
-                kv[u] = 0;
-                vv[u] = 0;
-                if (idx < nk) {
-                    const int j = idx / (hd / 2), d2 = idx % (hd / 2), p = ts + j;
-                    if (p >= k0 && p <= k1)
-                        kv[u] = *(const u32*)(Kc + (u64)(p % cap) * kw + kvh * hd + 2 * d2);
-                }
-                if (idx < nv) {
-                    const int j = idx / (hd_v / 2), d2 = idx % (hd_v / 2), p = ts + j;
-                    if (p >= k0 && p <= k1)
-                        vv[u] = *(const u32*)(Vc + (u64)(p % cap) * vw + kvh * hd_v + 2 * d2);
-                }
-            }
-#pragma unroll
-            for (int u = 0; u < 4; ++u) {
-                const int idx = base + threadIdx.x + u * blockDim.x;
-                if (idx < nk) {
-                    const int j = idx / (hd / 2), d2 = idx % (hd / 2);
-                    Ks[j * kst + 2 * d2] = (u16)(kv[u] & 0xFFFF);
-                    Ks[j * kst + 2 * d2 + 1] = (u16)(kv[u] >> 16);
-                }
-                if (idx < nv) {
-                    const int j = idx / (hd_v / 2), d2 = idx % (hd_v / 2);
-                    Vs[j * vst + 2 * d2] = (u16)(vv[u] & 0xFFFF);
-                    Vs[j * vst + 2 * d2 + 1] = (u16)(vv[u] >> 16);
-                }
-            }
+        const int buf = nbuf == 2 ? (it & 1) : 0;
+        const u16* Ks = tiles + buf * kbuf;
+        const u16* Vs = tiles + nbuf * kbuf + buf * vbuf;
+        if (nbuf == 2 && ts + TILE <= tB) {
+            const int tn = ts + TILE;
+            attn_tile_copy(tiles + (buf ^ 1) * kbuf, tiles + nbuf * kbuf + (buf ^ 1) * vbuf, Kc,
+                           Vc, cap, kw, vw, kvh, hd, hd_v, tn, tn, min(b1, tn + TILE - 1));
+            cp_async_wait<1>();
+        } else {
+            cp_async_wait<0>();
         }
         __syncthreads();
         const int p = ts + lane;
@@ -96,32 +107,65 @@ extern "C" __global__ void attn_partial(const float* Q, const u16* Kc, const u16
         if (valid) {
             float dot = 0.f;
             const u16* kr = Ks + lane * kst;
-            const float* qw = qs + w * hd;
-            for (int d = 0; d < hd; ++d) dot = fmaf(qw[d], h2f(kr[d]), dot);
+#pragma unroll 8
+            for (int d = 0; d < hd; d += 4) {
+                const uint2 k4 = *(const uint2*)(kr + d);
+                const float4 q4 = *(const float4*)(qw + d);
+                dot = fmaf(q4.x, h2f((u16)(k4.x & 0xFFFF)), dot);
+                dot = fmaf(q4.y, h2f((u16)(k4.x >> 16)), dot);
+                dot = fmaf(q4.z, h2f((u16)(k4.y & 0xFFFF)), dot);
+                dot = fmaf(q4.w, h2f((u16)(k4.y >> 16)), dot);
+            }
             s = dot * scale;
         }
         const float m_new = fmaxf(m, warp_max(s));
         const float corr = expf(m - m_new);
         const float pj = valid ? expf(s - m_new) : 0.f;
         l = l * corr + warp_sum(pj);
+        pw[lane] = pj;
+        __syncwarp();
+        // Lane owns columns 128 g + 4 lane + r (r < 4): one 8-byte V read per row.
 #pragma unroll
-        for (int r = 0; r < 8; ++r) {
-            if (r < nr) {
-                float a = acc[r] * corr;
-                const int d = lane + 32 * r;
-                for (int j = 0; j < TILE; ++j) {
-                    const float pb = __shfl_sync(0xffffffffu, pj, j);
-                    a = fmaf(pb, h2f(Vs[j * vst + d]), a);
+        for (int g = 0; g < 2; ++g) {
+            const int c0 = 128 * g + 4 * lane;
+            if (c0 < hd_v) {
+                float a[4];
+#pragma unroll
+                for (int r = 0; r < 4; ++r) a[r] = acc[4 * g + r] * corr;
+#pragma unroll
+                for (int j = 0; j < TILE; j += 4) {
+                    const float4 p4 = *(const float4*)(pw + j);
+                    const float pj4[4] = {p4.x, p4.y, p4.z, p4.w};
+#pragma unroll
+                    for (int jj = 0; jj < 4; ++jj) {
+                        const uint2 v4 = *(const uint2*)(Vs + (j + jj) * vst + c0);
+                        a[0] = fmaf(pj4[jj], h2f((u16)(v4.x & 0xFFFF)), a[0]);
+                        a[1] = fmaf(pj4[jj], h2f((u16)(v4.x >> 16)), a[1]);
+                        a[2] = fmaf(pj4[jj], h2f((u16)(v4.y & 0xFFFF)), a[2]);
+                        a[3] = fmaf(pj4[jj], h2f((u16)(v4.y >> 16)), a[3]);
+                    }
                 }
-                acc[r] = a;
+#pragma unroll
+                for (int r = 0; r < 4; ++r) acc[4 * g + r] = a[r];
             }
         }
         m = m_new;
+        __syncthreads();  // every warp is done with this buffer (and pw) before it is refilled
+        if (nbuf == 1 && ts + TILE <= tB) {
+            const int tn = ts + TILE;
+            attn_tile_copy(tiles, tiles + kbuf, Kc, Vc, cap, kw, vw, kvh, hd, hd_v, tn, tn,
+                           min(b1, tn + TILE - 1));
+        }
     }
     const size_t slot = ((size_t)t * n_head + h) * n_super + sb;
 #pragma unroll
-    for (int r = 0; r < 8; ++r)
-        if (r < nr) Op[slot * hd_v + lane + 32 * r] = acc[r];
+    for (int g = 0; g < 2; ++g) {
+        const int c0 = 128 * g + 4 * lane;
+        if (c0 < hd_v) {
+#pragma unroll
+            for (int r = 0; r < 4; ++r) Op[slot * hd_v + c0 + r] = acc[4 * g + r];
+        }
+    }
     if (lane == 0) {
         Mp[slot] = m;
         Lp[slot] = l;
@@ -137,14 +181,15 @@ extern "C" __global__ void attn_partial(const float* Q, const u16* Kc, const u16
 // its Op/Mp/Lp are bit-identical to attn_partial's (device test
 // `attention_prefill_kernel_is_bit_identical_to_decode`). The tile holds the union of the
 // block's visible rows; where a token sees only part of a tile, the rows it does not see enter
-// its V chain as 0, exactly as attn_partial's zero-filled rows do.
+// its V chain as 0, exactly as attn_partial's zero-filled rows do. Same argument list as
+// attn_partial (its last, `nbuf`, is unused here).
 #define ATQ 8
 
 extern "C" __global__ void attn_partial_mt(const float* Q, const u16* Kc, const u16* Vc, int cap,
                                            int window, float scale, int n_head, int n_head_kv,
                                            int hd, int hd_v, int n_super, int super_len,
                                            float* Op, float* Mp, float* Lp,
-                                           const StepParams* sp) {
+                                           const StepParams* sp, int nbuf_unused) {
     extern __shared__ float smem[];
     const int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
     const int G = blockDim.x >> 5;

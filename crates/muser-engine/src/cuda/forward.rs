@@ -286,7 +286,10 @@ impl<'m> CudaSession<'m> {
         // Decode (and `MUSER_CUDA_ATTN_MT=0`): one query token per block; prefill: eight.
         let (attn_kernel, attn_shape) = match (n > 1 && self.opts.attn_mt, self.attn_prefill) {
             (true, Some(shape)) => (Kernel::AttnPartialMt, shape),
-            _ => (Kernel::AttnPartial, AttnShape::decode(self.attn_hpb())),
+            _ => (
+                Kernel::AttnPartial,
+                AttnShape::decode(self.attn_hpb(), c.head_dim, c.head_dim_v),
+            ),
         };
         let attn_dims = attn_shape.dims(self.n_super, c.n_head, n, c.head_dim, c.head_dim_v);
         assert!(
@@ -363,7 +366,8 @@ impl<'m> CudaSession<'m> {
                     .ptr(b.op.ptr())
                     .ptr(b.mp.ptr())
                     .ptr(b.lp.ptr())
-                    .ptr(step),
+                    .ptr(step)
+                    .int(attn_shape.bufs),
             )?;
             // Fused (the default, MUSER_CUDA_FUSE; strict activation math): combine, gate and quantize
             // in one kernel. Otherwise combine, then the gate (fused with the quantization or

@@ -30,7 +30,7 @@ use crate::EngineError;
 use weights::DevWeights;
 
 /// Default keys per attention block (`MUSER_CUDA_ATTN_SUPER`); a multiple of 32.
-pub const ATTN_SUPER: usize = 512;
+pub const ATTN_SUPER: usize = 128;
 
 /// Options of a CUDA session.
 #[derive(Clone, Debug)]
