@@ -6,6 +6,7 @@
 # Gemma: $HOME/gemma.gguf (joined from the parts of scripts/device/gemma-parts.sh).
 # SKIP_PARITY=1 / SKIP_BENCH=1 split it over two calls; PP, DEPTH choose the benchmark's tests.
 set -uo pipefail
+export MUSER_COMMIT=${MUSER_COMMIT:-unknown}  # the device copy's git HEAD can be stale: say which commit was built
 OUT=${1:?outdir}
 M=$PWD/.device/muser
 mkdir -p $HOME/llama $OUT/receipts
