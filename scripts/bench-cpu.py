@@ -67,7 +67,7 @@ def main() -> int:
         "model": str(model),
         "model_sha256": sha256(model),
         "threads": a.threads,
-        "muser": {"route": muser["route"], "commit": commit, "dirty_tree": dirty,
+        "muser": {"route": muser["route"], "commit": muser.get("commit") or commit, "dirty_tree": dirty,
                   "peak_rss_bytes": muser["peak_rss_bytes"], "reps": muser["reps"]},
         "llama_cpp": {"commit": "0c1e57098bba43ac29e6e3b677cdceebdd22334f",
                       "build_receipt_sha256": sha256(comp / "receipt.json"),

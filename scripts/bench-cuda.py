@@ -85,7 +85,7 @@ def main() -> int:
                     "host": platform.node()},
         "model": str(model),
         "model_sha256": a.model_sha256 or sha256(model),
-        "muser": {"route": muser["route"], "commit": os.environ.get("MUSER_COMMIT") or commit,
+        "muser": {"route": muser["route"], "commit": muser.get("commit") or os.environ.get("MUSER_COMMIT") or commit,
                   "load_report": muser.get("load_report"), "kernel_modules": muser.get("kernel_modules"),
                   "reps": muser["reps"]},
         "llama_cpp": {"commit": "0c1e57098bba43ac29e6e3b677cdceebdd22334f",

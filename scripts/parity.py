@@ -44,6 +44,16 @@ CONTINUATION_TOKENS = 64
 
 
 
+def muser_commit(muser: str) -> str:
+    """The commit the binary was built from (`muser --version`), else MUSER_COMMIT, else git."""
+    out = subprocess.run([muser, "--version"], capture_output=True, text=True).stdout
+    if "(commit " in out:
+        c = out.split("(commit ", 1)[1].split(")", 1)[0]
+        if c != "unknown":
+            return c
+    return os.environ.get("MUSER_COMMIT") or run(["git", "-C", ROOT, "rev-parse", "HEAD"]).strip()
+
+
 def run(cmd, **kw):
     return subprocess.run([str(c) for c in cmd], check=True, capture_output=True, text=True, **kw).stdout
 
@@ -164,7 +174,7 @@ def main() -> int:
             "model_sha256": sha256(model),
             "forge": None if fixture == "gemma" else f"muser forge --preset {fixture} --seed {FORGE_SEED}",
             "muser_route": json.loads(Path(route_file).read_text())["route"],
-            "muser_commit": os.environ.get("MUSER_COMMIT") or run(["git", "-C", ROOT, "rev-parse", "HEAD"]).strip(),
+            "muser_commit": muser_commit(a.muser),
             "llama_cpp": json.loads(Path(f"{work}/{fixture}-0.llama.f32.json").read_text()),
             "threads": a.threads,
             "summary": summary,

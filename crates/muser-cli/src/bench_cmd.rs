@@ -144,6 +144,7 @@ pub fn run(a: BenchArgs) -> anyhow::Result<ExitCode> {
     }
     let doc = json!({
         "engine": "muser",
+        "commit": env!("MUSER_GIT_COMMIT"),
         "model": path.display().to_string(),
         "route": route,
         "load_report": s.load_report(),

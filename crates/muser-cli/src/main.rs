@@ -20,7 +20,7 @@ mod tokenize_cmd;
 #[derive(Parser)]
 #[command(
     name = "muser",
-    version,
+    version = concat!(env!("CARGO_PKG_VERSION"), " (commit ", env!("MUSER_GIT_COMMIT"), ")"),
     about = "Muser: an inference engine for Muse Glimmer (GGUF, k-quants)"
 )]
 struct Cli {
