@@ -109,6 +109,9 @@ pub fn run(a: BenchArgs) -> anyhow::Result<ExitCode> {
                     fill_s.push(t.elapsed().as_secs_f64());
                 }
                 let toks = tokens(n, n_vocab, rep + if prompt { 0 } else { 17 });
+                if rep == reps {
+                    s.profile_reset(); // the report covers this repetition's timed part only
+                }
                 let t = Instant::now();
                 if prompt {
                     s.eval(&toks, Logits::Last)?;
@@ -120,7 +123,7 @@ pub fn run(a: BenchArgs) -> anyhow::Result<ExitCode> {
                 let secs = t.elapsed().as_secs_f64();
                 if rep == reps {
                     if let Some(r) = s.profile_report() {
-                        eprintln!("phase profile, {name} (cumulative):\n{r}");
+                        eprintln!("phase profile, {name} (last repetition, timed part):\n{r}");
                     }
                 }
                 if rep > 0 {

@@ -79,6 +79,11 @@ impl PhaseProfiler {
         Ok(())
     }
 
+    /// Forget the accumulated totals (the next report covers only what runs after this).
+    pub fn reset(&mut self) {
+        self.totals.clear();
+    }
+
     /// Per-label totals, largest first.
     pub fn report(&self) -> String {
         let all: f64 = self.totals.values().map(|t| t.0).sum();

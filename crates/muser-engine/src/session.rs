@@ -142,6 +142,14 @@ impl<'m> Session<'m> {
         }
     }
 
+    /// Forget the phase profile accumulated so far (e.g. a benchmark's untimed context fill).
+    pub fn profile_reset(&mut self) {
+        match self {
+            Session::Cpu(s) => s.profile_reset(),
+            Session::Cuda(s) => s.profile_reset(),
+        }
+    }
+
     /// Phase profile, when the route's profiler is enabled.
     pub fn profile_report(&self) -> Option<String> {
         match self {

@@ -104,6 +104,11 @@ impl<'m> CpuSession<'m> {
         self.n_past
     }
 
+    /// Forget the phase profile accumulated so far.
+    pub fn profile_reset(&mut self) {
+        self.profile.reset();
+    }
+
     /// The phase profile (`MUSER_CPU_PROFILE=1`), if enabled.
     pub fn profile_report(&self) -> Option<String> {
         self.profile.enabled().then(|| self.profile.report())

@@ -54,6 +54,11 @@ impl PhaseProfile {
         }
     }
 
+    /// Forget the accumulated buckets (the next report covers only what runs after this).
+    pub fn reset(&mut self) {
+        self.buckets.clear();
+    }
+
     /// A table of phases with their share of the total.
     pub fn report(&self) -> String {
         let total: f64 = self.buckets.iter().map(|b| b.1).sum();

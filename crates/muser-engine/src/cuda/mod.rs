@@ -465,6 +465,11 @@ impl<'m> CudaSession<'m> {
         self.n_past = 0;
     }
 
+    /// Forget the phase profile accumulated so far.
+    pub fn profile_reset(&mut self) {
+        self.profile.reset();
+    }
+
     /// The phase profile (`MUSER_CUDA_PROFILE=1`; forces eager launches).
     pub fn profile_report(&self) -> Option<String> {
         self.profile.enabled().then(|| self.profile.report())
