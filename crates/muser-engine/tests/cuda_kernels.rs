@@ -1,7 +1,7 @@
 //! The non-matmul CUDA kernels one at a time, on the device, against the CPU route
 //! (`muser_engine::cpu::ops`) and `muser_quant::a16`: the RMSNorm family (norm.cu), QK-norm +
-//! RoPE + KV append (rope.cu), split attention and its combines (attention.cu), and the
-//! element-wise kernels (elementwise.cu, strict math). Launch shapes and argument lists mirror
+//! RoPE + KV append (rope.cu) and the element-wise kernels (elementwise.cu, strict math); the
+//! attention kernels are in `cuda_attention.rs`, the shared harness in `cuda_support/`. Launch shapes and argument lists mirror
 //! `muser_engine::cuda::forward`.
 //!
 //! What is asserted, and why:
@@ -17,9 +17,9 @@
 //!   sincos and the host's may round the f32 cos/sin differently); the f16 cache row of each
 //!   position equals f16(K) / f16(V) bit for bit (round-to-nearest-even on both sides), every
 //!   other row keeps its sentinel;
-//! - attention: within 1e-5 of each head's largest |value| of an f64 softmax over the f16
-//!   cache; one head per block and the whole GQA group per block bit-identical (partials and
-//!   all); attn_combine_q == attn_combine → quant_a16, or → sigmoid_gate_q when gated;
+//! - attention (`cuda_attention.rs`): within 1e-5 of each head's largest |value| of an f64
+//!   softmax over the f16 cache; every heads-per-block and the prefill kernel bit-identical
+//!   (partials and all); attn_combine_q == attn_combine → quant_a16, or → sigmoid_gate_q;
 //! - element-wise: within 1e-6 (relative; of |x·u| for geglu, where 1 + tanh cancels; of the
 //!   cap for the soft-cap) of the CPU ops — the formulas are the same but the device's expf and
 //!   the host's libm may differ by an ulp or two; the plain logit scale is bit-identical.
@@ -29,210 +29,15 @@
 //! its output or ignores n_tok fails. Without a CUDA device each test prints "skipping: no CUDA
 //! device" and returns (CI).
 
-use std::fmt::Debug;
+mod cuda_support;
 
-use bytemuck::{Pod, Zeroable};
 use half::f16;
-use muser_cuda::launch::{launch, AttnShape, Dims, ATTN_MT_TOKENS, SMEM_DEFAULT_MAX};
-use muser_cuda::{DeviceBuffer, Gpu, KArgs, Kernel, Math, Registry};
+use muser_cuda::KArgs;
+use muser_cuda::Kernel;
 use muser_engine::cpu::ops;
 use muser_engine::RopeMode;
-use muser_quant::a16::{self, BlockA16};
 
-const GUARD: usize = 256; // 4-byte words each side of every output
-const SENTINEL: u32 = 0x7FC0_DEAD; // a NaN: an unwritten output never passes for a value
-const KV_SENTINEL: u16 = 0x7E55; // an f16 NaN in every cache row nobody may write
-const NORM_THREADS: usize = 1024; // NORM_THREADS in norm.cu
-const EW_THREADS: usize = 256; // EW_THREADS in cuda/forward.rs
-const SPARE: usize = 1; // grid token rows beyond StepParams.n_tok
-
-/// The device and its kernels (`None`, loudly, without a CUDA device).
-struct Dev {
-    gpu: Gpu,
-    reg: Registry,
-}
-
-fn device() -> Option<Dev> {
-    if !matches!(Gpu::probe(), Ok(Some(_))) {
-        eprintln!("skipping: no CUDA device");
-        return None;
-    }
-    let gpu = Gpu::open(0).expect("open GPU");
-    let reg = Registry::build(&gpu).expect("registry");
-    Some(Dev { gpu, reg })
-}
-
-/// A device buffer between two guards; every word starts as the sentinel.
-struct Guarded {
-    buf: DeviceBuffer,
-    ptr: u64,
-    words: usize,
-}
-
-/// The A16 outputs of a kernel, guarded.
-struct DevQuants {
-    xq: Guarded,
-    xs: Guarded,
-    xsum: Guarded,
-}
-
-impl Dev {
-    fn guarded(&self, bytes: usize) -> Guarded {
-        assert_eq!(bytes % 4, 0, "guarded buffers hold whole words");
-        let (words, all) = (bytes / 4, bytes / 4 + 2 * GUARD);
-        let buf = self.gpu.alloc(all * 4, "guarded").expect("alloc");
-        self.gpu
-            .upload(buf.ptr(), &vec![SENTINEL; all])
-            .expect("upload");
-        let ptr = buf.ptr() + (GUARD * 4) as u64;
-        Guarded { buf, ptr, words }
-    }
-
-    /// A guarded buffer holding `init` (in-place kernels).
-    fn guarded_from<T: Pod>(&self, init: &[T]) -> Guarded {
-        let g = self.guarded(std::mem::size_of_val(init));
-        self.gpu.upload(g.ptr, init).expect("upload");
-        g
-    }
-
-    /// Read a guarded buffer back, asserting both guards are intact.
-    fn read<T: Pod>(&self, g: &Guarded, what: &str) -> Vec<T> {
-        let mut all = vec![0u32; g.words + 2 * GUARD];
-        let msg = "download (a kernel fault shows here)";
-        self.gpu.download(&mut all, g.buf.ptr(), what).expect(msg);
-        let (head, rest) = all.split_at(GUARD);
-        let (body, tail) = rest.split_at(g.words);
-        let bad = head.iter().chain(tail).filter(|&&w| w != SENTINEL).count();
-        assert_eq!(bad, 0, "{what}: {bad} guard words overwritten");
-        bytemuck::cast_slice(body).to_vec()
-    }
-
-    /// An input buffer (256 bytes of slack).
-    fn input<T: Copy>(&self, data: &[T]) -> DeviceBuffer {
-        let bytes = std::mem::size_of_val(data);
-        let buf = self.gpu.alloc(bytes + 256, "test input").expect("alloc");
-        self.gpu.upload(buf.ptr(), data).expect("upload");
-        buf
-    }
-
-    /// `StepParams { pos0, n_tok }` on the device.
-    fn step(&self, pos0: usize, n_tok: usize) -> DeviceBuffer {
-        self.input(&[pos0 as u32, n_tok as u32])
-    }
-
-    fn quants(&self, n_tok: usize, width: usize) -> DevQuants {
-        DevQuants {
-            xq: self.guarded(n_tok * width * 2),
-            xs: self.guarded(n_tok * width / 32 * 4),
-            xsum: self.guarded(n_tok * width / 32 * 4),
-        }
-    }
-
-    fn read_quants(&self, d: &DevQuants, what: &str) -> Quants {
-        let (q, d, sum) = (&d.xq, &d.xs, &d.xsum);
-        Quants {
-            q: self.read(q, what),
-            d: self.read(d, what),
-            sum: self.read(sum, what),
-        }
-    }
-
-    /// Launch `k` (strict math) on the main stream: grid [x, y, z], `block` threads, `smem`
-    /// bytes of dynamic shared memory.
-    fn go(&self, k: Kernel, grid: [usize; 3], block: usize, smem: usize, args: KArgs) {
-        let dims = Dims {
-            grid: (grid[0] as u32, grid[1] as u32, grid[2] as u32),
-            block: block as u32,
-            smem: smem as u32,
-        };
-        launch(self.reg.get(k, Math::Strict), dims, self.gpu.stream(), args)
-            .unwrap_or_else(|e| panic!("launch {}: {e}", k.symbol()));
-    }
-
-    /// quant_a16 (the unfused A16 quantization, as the engine launches it) of `n_tok` rows of
-    /// `width` values at `x`.
-    fn quant_a16(&self, x: u64, width: usize, n_tok: usize) -> DevQuants {
-        let q = self.quants(n_tok, width);
-        let args = KArgs::new().ptr(x).int(width).int(width).int(n_tok);
-        self.ewq(Kernel::QuantA16, args, &q, width, n_tok); // the same launch shape
-        q
-    }
-
-    /// A fused element-wise + A16 kernel as the engine launches it (`ewq`): one warp per group
-    /// of 32, the quantization buffers appended to `args`.
-    fn ewq(&self, k: Kernel, args: KArgs, q: &DevQuants, width: usize, n_tok: usize) {
-        let args = args.ptr(q.xq.ptr).ptr(q.xs.ptr).ptr(q.xsum.ptr);
-        let grid = [(width / 32).div_ceil(8), n_tok + SPARE, 1];
-        self.go(k, grid, 256, 0, args);
-    }
-}
-
-/// Deterministic pseudo-random values in [lo, hi) (LCG).
-fn rand_vec(n: usize, seed: u64, lo: f32, hi: f32) -> Vec<f32> {
-    const A: u64 = 6364136223846793005;
-    const C: u64 = 1442695040888963407;
-    let mut s = seed.wrapping_mul(A).wrapping_add(C);
-    (0..n)
-        .map(|_| {
-            s = s.wrapping_mul(A).wrapping_add(C);
-            lo + (hi - lo) * ((s >> 40) as f32 / (1u64 << 24) as f32)
-        })
-        .collect()
-}
-
-/// Bit-exact equality (of `key` of each element), naming the first difference.
-fn same_by<T: Copy + Debug, K: PartialEq>(got: &[T], want: &[T], key: fn(T) -> K, what: &str) {
-    assert_eq!(got.len(), want.len(), "{what}: lengths differ");
-    let diff = |i: &usize| key(got[*i]) != key(want[*i]);
-    if let Some(i) = (0..got.len()).find(diff) {
-        let bad = (0..got.len()).filter(diff).count();
-        let n = got.len();
-        panic!(
-            "{what}: {bad} of {n} differ; first [{i}]: {:?} vs {:?}",
-            got[i], want[i]
-        );
-    }
-}
-
-fn same<T: Copy + Debug + PartialEq>(got: &[T], want: &[T], what: &str) {
-    same_by(got, want, |v| v, what);
-}
-
-fn same_f32(got: &[f32], want: &[f32], what: &str) {
-    same_by(got, want, f32::to_bits, what);
-}
-
-/// `|got - want| <= tol * scale(i)` for every element.
-fn close(got: &[f32], want: &[f32], tol: f64, scale: impl Fn(usize) -> f64, what: &str) {
-    assert_eq!(got.len(), want.len(), "{what}: lengths differ");
-    let (mut differ, mut worst) = (0usize, 0f64);
-    for (i, (&g, &w)) in got.iter().zip(want).enumerate() {
-        differ += usize::from(g.to_bits() != w.to_bits());
-        let err = (f64::from(g) - f64::from(w)).abs();
-        let lim = tol * scale(i);
-        assert!(
-            err <= lim,
-            "{what} [{i}]: {g:e} vs {w:e} (error {err:.3e} > {lim:.3e})"
-        );
-        if err > 0.0 {
-            worst = worst.max(err / scale(i));
-        }
-    }
-    eprintln!(
-        "{what}: ok; {differ} of {} not bit-identical, largest error {worst:.2e} of the scale",
-        got.len()
-    );
-}
-
-/// For every element, the largest |value| of its `row`-long row of `want`.
-fn row_max(want: &[f32], row: usize) -> Vec<f64> {
-    let mut out = Vec::with_capacity(want.len());
-    for r in want.chunks(row) {
-        let m = r.iter().fold(0f64, |m, &v| m.max(f64::from(v).abs()));
-        out.extend(std::iter::repeat_n(m, r.len()));
-    }
-    out
-}
+use cuda_support::*;
 
 /// The xor butterfly of 32 values (`warp_sum_f64`): lane 0's total.
 fn butterfly(mut v: [f64; 32]) -> f64 {
@@ -301,36 +106,6 @@ fn cpu_norm(x: &[f32], n: usize, w: Option<&[f32]>, eps: f32) -> Vec<f32> {
         ops::rmsnorm(r, w, eps, o);
     }
     y
-}
-
-/// A16 outputs of `n_tok` rows: quants, scales (bits) and quant sums.
-#[derive(Debug, Default)]
-struct Quants {
-    q: Vec<i16>,
-    d: Vec<u32>,
-    sum: Vec<i32>,
-}
-
-/// `muser_quant::a16` of every `width`-long row, in the device layout.
-fn cpu_a16(x: &[f32], width: usize) -> Quants {
-    let mut out = Quants::default();
-    for row in x.chunks(width) {
-        let mut blocks = vec![BlockA16::zeroed(); a16::n_groups(width)];
-        a16::quantize_row(row, &mut blocks).expect("CPU A16");
-        out.q
-            .extend((0..width).map(|i| blocks[i / 256].qs[i % 256]));
-        for g in 0..width / 32 {
-            out.d.push(blocks[g / 8].d[g % 8].to_bits());
-            out.sum.push(blocks[g / 8].sum[g % 8]);
-        }
-    }
-    out
-}
-
-fn same_quants(got: &Quants, want: &Quants, what: &str) {
-    same(&got.q, &want.q, &format!("{what}: A16 quants"));
-    same(&got.d, &want.d, &format!("{what}: A16 scales (bits)"));
-    same(&got.sum, &want.sum, &format!("{what}: A16 sums"));
 }
 
 /// rmsnorm_rows (with and without a weight), embed_finish (with and without the norm, with and
@@ -547,200 +322,6 @@ fn qk_norm_rope_kv_matches_the_cpu_route() {
             same(&kgot, &kwant, &format!("K cache, {what}"));
             same(&vgot, &vwant, &format!("V cache, {what}"));
             eprintln!("qk_norm_rope_kv {what}: ok");
-        }
-    }
-}
-
-/// attn_partial + attn_combine against an f64 softmax over the f16 cache, for key-block sizes
-/// 32 and 512 and every heads-per-block that divides the GQA ratio (bit-identical to each
-/// other); the prefill kernel attn_partial_mt (eight tokens per block, tiles shared across
-/// tokens whose visible ranges differ) bit-identical to attn_partial in every head shape;
-/// attn_combine_q without a gate == attn_combine + A16, with one == attn_combine →
-/// sigmoid_gate_q.
-#[test]
-fn attention_matches_an_f64_softmax_and_fused_combines_are_exact() {
-    let Some(d) = device() else { return };
-    for (nh, nkv, hd, hdv) in [(8usize, 2usize, 128usize, 128usize), (6, 2, 64, 96)] {
-        let gqa = nh / nkv;
-        let (kvw, vw, aw) = (nkv * hd, nkv * hdv, nh * hdv);
-        let scale = 1.0 / (hd as f32).sqrt();
-        // (window, cap, pos0, n_tok): full attention over a long cache (many tiles and key
-        // blocks), over a short one, and a 16-key window whose ring (64 rows) wraps in the step.
-        // Prefill steps of 45 and 40 tokens: blocks of eight tokens whose causal and window
-        // edges fall inside tiles, partial last blocks.
-        for (window, cap, pos0, n_tok) in [
-            (0usize, 1100usize, 1040usize, 3usize),
-            (0, 64, 61, 3),
-            (16, 64, 190, 3),
-            (0, 1100, 1000, 45),
-            (16, 64, 190, 40),
-        ] {
-            let q = rand_vec(n_tok * nh * hd, 21, -4.0, 4.0);
-            let to_f16 = |v: Vec<f32>| -> Vec<f16> { v.into_iter().map(f16::from_f32).collect() };
-            let kc = to_f16(rand_vec(cap * kvw, 22, -1.0, 1.0));
-            let vc = to_f16(rand_vec(cap * vw, 23, -1.0, 1.0));
-            let gate = rand_vec(n_tok * aw, 24, -4.0, 4.0);
-            let (qd, kd, vd, gd) = (d.input(&q), d.input(&kc), d.input(&vc), d.input(&gate));
-            let sp = d.step(pos0, n_tok);
-            // Reference: softmax(scale · q·k) · v in f64 over positions lo..=pos (row p % cap).
-            let mut want = vec![0f32; n_tok * aw];
-            let win = if window > 0 { window } else { usize::MAX };
-            for t in 0..n_tok {
-                let pos = pos0 + t;
-                let lo = (pos + 1).saturating_sub(win);
-                for h in 0..nh {
-                    let kh = h / gqa;
-                    let qh = &q[(t * nh + h) * hd..(t * nh + h + 1) * hd];
-                    let s: Vec<f64> = (lo..=pos)
-                        .map(|p| {
-                            let kr = &kc[(p % cap) * kvw + kh * hd..][..hd];
-                            let prod = |(&a, b): (&f32, &f16)| f64::from(a) * f64::from(b.to_f32());
-                            f64::from(scale) * qh.iter().zip(kr).map(prod).sum::<f64>()
-                        })
-                        .collect();
-                    let m = s.iter().fold(f64::NEG_INFINITY, |m, &v| m.max(v));
-                    let e: Vec<f64> = s.iter().map(|v| (v - m).exp()).collect();
-                    let z: f64 = e.iter().sum();
-                    for j in 0..hdv {
-                        let v = |p: usize| f64::from(vc[(p % cap) * vw + kh * hdv + j].to_f32());
-                        let acc: f64 = (lo..=pos).zip(&e).map(|(p, &w)| w * v(p)).sum();
-                        want[t * aw + h * hdv + j] = (acc / z) as f32;
-                    }
-                }
-            }
-            let want_scale = row_max(&want, hdv);
-            for super_len in [32usize, 512] {
-                let n_super = (pos0 + n_tok - 1) / super_len + 2; // one block past the last visible
-                let slots = n_tok * nh * n_super;
-                let what = format!(
-                    "attention, heads {nh}/{nkv} of {hd}/{hdv}, window {window}, cap {cap}, \
-                     pos {pos0}+{n_tok}, super {super_len}"
-                );
-                let partial_args = |op: u64, mp: u64, lp: u64, bufs: usize| {
-                    KArgs::new()
-                        .ptr(qd.ptr())
-                        .ptr(kd.ptr())
-                        .ptr(vd.ptr())
-                        .int(cap)
-                        .int(window)
-                        .f32(scale)
-                        .int(nh)
-                        .int(nkv)
-                        .int(hd)
-                        .int(hdv)
-                        .int(n_super)
-                        .int(super_len)
-                        .ptr(op)
-                        .ptr(mp)
-                        .ptr(lp)
-                        .ptr(sp.ptr())
-                        .int(bufs)
-                };
-                let mut first: Option<Vec<u32>> = None;
-                let mut parts = None;
-                for hpb in (1..=gqa).rev().filter(|&g| gqa % g == 0) {
-                    let op = d.guarded(slots * hdv * 4);
-                    let (mp, lp) = (d.guarded(slots * 4), d.guarded(slots * 4));
-                    let shape = AttnShape::decode(hpb, hd, hdv);
-                    let args = partial_args(op.ptr, mp.ptr, lp.ptr, shape.bufs);
-                    let grid = [n_super, nh / hpb, n_tok + SPARE];
-                    d.go(
-                        Kernel::AttnPartial,
-                        grid,
-                        32 * hpb,
-                        shape.smem(hd, hdv),
-                        args,
-                    );
-                    let mut got: Vec<u32> = d.read(&op, "Op");
-                    got.extend(d.read::<u32>(&mp, "Mp"));
-                    got.extend(d.read::<u32>(&lp, "Lp"));
-                    let msg = format!("Op|Mp|Lp, {hpb} vs {gqa} heads per block, {what}");
-                    match &first {
-                        None => first = Some(got),
-                        Some(f0) => same(&got, f0, &msg),
-                    }
-                    parts = Some((op, mp, lp));
-                }
-                let first = first.expect("at least one block shape");
-                let mt_heads = (1..=gqa.min(4)).filter(|&g| gqa % g == 0);
-                let mut mt_runs = 0;
-                for shape in mt_heads.map(|heads| AttnShape {
-                    heads,
-                    tokens: ATTN_MT_TOKENS,
-                    bufs: 1,
-                }) {
-                    if shape.smem(hd, hdv) > SMEM_DEFAULT_MAX {
-                        continue;
-                    }
-                    let op = d.guarded(slots * hdv * 4);
-                    let (mp, lp) = (d.guarded(slots * 4), d.guarded(slots * 4));
-                    let args = partial_args(op.ptr, mp.ptr, lp.ptr, shape.bufs);
-                    let dims = shape.dims(n_super, nh, n_tok + SPARE, hd, hdv);
-                    let grid = [dims.grid.0, dims.grid.1, dims.grid.2].map(|v| v as usize);
-                    d.go(
-                        Kernel::AttnPartialMt,
-                        grid,
-                        dims.block as usize,
-                        dims.smem as usize,
-                        args,
-                    );
-                    let mut got: Vec<u32> = d.read(&op, "Op (mt)");
-                    got.extend(d.read::<u32>(&mp, "Mp (mt)"));
-                    got.extend(d.read::<u32>(&lp, "Lp (mt)"));
-                    let msg =
-                        format!("Op|Mp|Lp, attn_partial_mt {shape:?} vs attn_partial, {what}");
-                    same(&got, &first, &msg);
-                    mt_runs += 1;
-                }
-                assert!(mt_runs > 0, "no attn_partial_mt shape fits, {what}");
-                eprintln!("{what}: attn_partial_mt == attn_partial ({mt_runs} shapes)");
-                let (op, mp, lp) = parts.expect("at least one block shape");
-                let combine_args = || {
-                    KArgs::new()
-                        .ptr(op.ptr)
-                        .ptr(mp.ptr)
-                        .ptr(lp.ptr)
-                        .int(window)
-                        .int(nh)
-                        .int(hdv)
-                        .int(n_super)
-                        .int(super_len)
-                };
-                let cgrid = [nh, n_tok + SPARE, 1];
-                let a = d.guarded(n_tok * aw * 4);
-                let args = combine_args().ptr(a.ptr).ptr(sp.ptr());
-                d.go(Kernel::AttnCombine, cgrid, 32, 0, args);
-                let ga = d.read::<f32>(&a, "A");
-                close(&ga, &want, 1e-5, |i| want_scale[i], &what);
-                for gated in [false, true] {
-                    let (aq, qq) = (d.guarded(n_tok * aw * 4), d.quants(n_tok, aw));
-                    let args = combine_args()
-                        .ptr(aq.ptr)
-                        .ptr(if gated { gd.ptr() } else { 0 })
-                        .ptr(sp.ptr())
-                        .ptr(qq.xq.ptr)
-                        .ptr(qq.xs.ptr)
-                        .ptr(qq.xsum.ptr);
-                    d.go(Kernel::AttnCombineQ, cgrid, 32, 0, args);
-                    let what = format!("attn_combine_q gated={gated}, {what}");
-                    let (gaq, quants) = (d.read::<f32>(&aq, &what), d.read_quants(&qq, &what));
-                    let (want_a, want_q) = if gated {
-                        let (ab, qs) = (d.guarded_from(&ga), d.quants(n_tok, aw));
-                        let args = KArgs::new().ptr(ab.ptr).ptr(gd.ptr()).int(aw).ptr(sp.ptr());
-                        d.ewq(Kernel::SigmoidGateQ, args, &qs, aw, n_tok);
-                        (d.read::<f32>(&ab, &what), d.read_quants(&qs, &what))
-                    } else {
-                        (
-                            ga.clone(),
-                            d.read_quants(&d.quant_a16(a.ptr, aw, n_tok), &what),
-                        )
-                    };
-                    same_f32(&gaq, &want_a, &what);
-                    same_quants(&quants, &want_q, &what);
-                    same_quants(&quants, &cpu_a16(&gaq, aw), &format!("{what} (CPU)"));
-                }
-                eprintln!("{what}: fused combines ok");
-            }
         }
     }
 }

@@ -1,0 +1,207 @@
+//! The attention kernels (attention.cu) on the device: split attention and its combines against
+//! an f64 softmax over the f16 cache, the decode and prefill kernels against each other bit for
+//! bit, the fused combines against the unfused pairs. Harness and what the guards catch:
+//! `cuda_support` (and `cuda_kernels.rs`'s header). Without a CUDA device the test prints
+//! "skipping: no CUDA device" and returns (CI).
+
+mod cuda_support;
+
+use half::f16;
+use muser_cuda::launch::{AttnShape, ATTN_MT_TOKENS, SMEM_DEFAULT_MAX};
+use muser_cuda::{KArgs, Kernel};
+
+use cuda_support::*;
+
+/// attn_partial + attn_combine against an f64 softmax over the f16 cache, for key-block sizes
+/// 32 and 512 and every heads-per-block that divides the GQA ratio (bit-identical to each
+/// other); the prefill kernel attn_partial_mt (eight tokens per block, tiles shared across
+/// tokens whose visible ranges differ) bit-identical to attn_partial in every head shape;
+/// attn_combine_q without a gate == attn_combine + A16, with one == attn_combine →
+/// sigmoid_gate_q.
+#[test]
+fn attention_matches_an_f64_softmax_and_fused_combines_are_exact() {
+    let Some(d) = device() else { return };
+    for (nh, nkv, hd, hdv) in [(8usize, 2usize, 128usize, 128usize), (6, 2, 64, 96)] {
+        let gqa = nh / nkv;
+        let (kvw, vw, aw) = (nkv * hd, nkv * hdv, nh * hdv);
+        let scale = 1.0 / (hd as f32).sqrt();
+        // (window, cap, pos0, n_tok): full attention over a long cache (many tiles and key
+        // blocks), over a short one, and a 16-key window whose ring (64 rows) wraps in the step.
+        // Prefill steps of 45 and 40 tokens: blocks of eight tokens whose causal and window
+        // edges fall inside tiles, partial last blocks.
+        for (window, cap, pos0, n_tok) in [
+            (0usize, 1100usize, 1040usize, 3usize),
+            (0, 64, 61, 3),
+            (16, 64, 190, 3),
+            (0, 1100, 1000, 45),
+            (16, 64, 190, 40),
+        ] {
+            let q = rand_vec(n_tok * nh * hd, 21, -4.0, 4.0);
+            let to_f16 = |v: Vec<f32>| -> Vec<f16> { v.into_iter().map(f16::from_f32).collect() };
+            let kc = to_f16(rand_vec(cap * kvw, 22, -1.0, 1.0));
+            let vc = to_f16(rand_vec(cap * vw, 23, -1.0, 1.0));
+            let gate = rand_vec(n_tok * aw, 24, -4.0, 4.0);
+            let (qd, kd, vd, gd) = (d.input(&q), d.input(&kc), d.input(&vc), d.input(&gate));
+            let sp = d.step(pos0, n_tok);
+            // Reference: softmax(scale · q·k) · v in f64 over positions lo..=pos (row p % cap).
+            let mut want = vec![0f32; n_tok * aw];
+            let win = if window > 0 { window } else { usize::MAX };
+            for t in 0..n_tok {
+                let pos = pos0 + t;
+                let lo = (pos + 1).saturating_sub(win);
+                for h in 0..nh {
+                    let kh = h / gqa;
+                    let qh = &q[(t * nh + h) * hd..(t * nh + h + 1) * hd];
+                    let s: Vec<f64> = (lo..=pos)
+                        .map(|p| {
+                            let kr = &kc[(p % cap) * kvw + kh * hd..][..hd];
+                            let prod = |(&a, b): (&f32, &f16)| f64::from(a) * f64::from(b.to_f32());
+                            f64::from(scale) * qh.iter().zip(kr).map(prod).sum::<f64>()
+                        })
+                        .collect();
+                    let m = s.iter().fold(f64::NEG_INFINITY, |m, &v| m.max(v));
+                    let e: Vec<f64> = s.iter().map(|v| (v - m).exp()).collect();
+                    let z: f64 = e.iter().sum();
+                    for j in 0..hdv {
+                        let v = |p: usize| f64::from(vc[(p % cap) * vw + kh * hdv + j].to_f32());
+                        let acc: f64 = (lo..=pos).zip(&e).map(|(p, &w)| w * v(p)).sum();
+                        want[t * aw + h * hdv + j] = (acc / z) as f32;
+                    }
+                }
+            }
+            let want_scale = row_max(&want, hdv);
+            for super_len in [32usize, 512] {
+                let n_super = (pos0 + n_tok - 1) / super_len + 2; // one block past the last visible
+                let slots = n_tok * nh * n_super;
+                let what = format!(
+                    "attention, heads {nh}/{nkv} of {hd}/{hdv}, window {window}, cap {cap}, \
+                     pos {pos0}+{n_tok}, super {super_len}"
+                );
+                let partial_args = |op: u64, mp: u64, lp: u64, bufs: usize| {
+                    KArgs::new()
+                        .ptr(qd.ptr())
+                        .ptr(kd.ptr())
+                        .ptr(vd.ptr())
+                        .int(cap)
+                        .int(window)
+                        .f32(scale)
+                        .int(nh)
+                        .int(nkv)
+                        .int(hd)
+                        .int(hdv)
+                        .int(n_super)
+                        .int(super_len)
+                        .ptr(op)
+                        .ptr(mp)
+                        .ptr(lp)
+                        .ptr(sp.ptr())
+                        .int(bufs)
+                };
+                let mut first: Option<Vec<u32>> = None;
+                let mut parts = None;
+                for hpb in (1..=gqa).rev().filter(|&g| gqa % g == 0) {
+                    let op = d.guarded(slots * hdv * 4);
+                    let (mp, lp) = (d.guarded(slots * 4), d.guarded(slots * 4));
+                    let shape = AttnShape::decode(hpb, hd, hdv);
+                    let args = partial_args(op.ptr, mp.ptr, lp.ptr, shape.bufs);
+                    let grid = [n_super, nh / hpb, n_tok + SPARE];
+                    d.go(
+                        Kernel::AttnPartial,
+                        grid,
+                        32 * hpb,
+                        shape.smem(hd, hdv),
+                        args,
+                    );
+                    let mut got: Vec<u32> = d.read(&op, "Op");
+                    got.extend(d.read::<u32>(&mp, "Mp"));
+                    got.extend(d.read::<u32>(&lp, "Lp"));
+                    let msg = format!("Op|Mp|Lp, {hpb} vs {gqa} heads per block, {what}");
+                    match &first {
+                        None => first = Some(got),
+                        Some(f0) => same(&got, f0, &msg),
+                    }
+                    parts = Some((op, mp, lp));
+                }
+                let first = first.expect("at least one block shape");
+                let mt_heads = (1..=gqa.min(4)).filter(|&g| gqa % g == 0);
+                let mut mt_runs = 0;
+                for shape in mt_heads.map(|heads| AttnShape {
+                    heads,
+                    tokens: ATTN_MT_TOKENS,
+                    bufs: 1,
+                }) {
+                    if shape.smem(hd, hdv) > SMEM_DEFAULT_MAX {
+                        continue;
+                    }
+                    let op = d.guarded(slots * hdv * 4);
+                    let (mp, lp) = (d.guarded(slots * 4), d.guarded(slots * 4));
+                    let args = partial_args(op.ptr, mp.ptr, lp.ptr, shape.bufs);
+                    let dims = shape.dims(n_super, nh, n_tok + SPARE, hd, hdv);
+                    let grid = [dims.grid.0, dims.grid.1, dims.grid.2].map(|v| v as usize);
+                    d.go(
+                        Kernel::AttnPartialMt,
+                        grid,
+                        dims.block as usize,
+                        dims.smem as usize,
+                        args,
+                    );
+                    let mut got: Vec<u32> = d.read(&op, "Op (mt)");
+                    got.extend(d.read::<u32>(&mp, "Mp (mt)"));
+                    got.extend(d.read::<u32>(&lp, "Lp (mt)"));
+                    let msg =
+                        format!("Op|Mp|Lp, attn_partial_mt {shape:?} vs attn_partial, {what}");
+                    same(&got, &first, &msg);
+                    mt_runs += 1;
+                }
+                assert!(mt_runs > 0, "no attn_partial_mt shape fits, {what}");
+                eprintln!("{what}: attn_partial_mt == attn_partial ({mt_runs} shapes)");
+                let (op, mp, lp) = parts.expect("at least one block shape");
+                let combine_args = || {
+                    KArgs::new()
+                        .ptr(op.ptr)
+                        .ptr(mp.ptr)
+                        .ptr(lp.ptr)
+                        .int(window)
+                        .int(nh)
+                        .int(hdv)
+                        .int(n_super)
+                        .int(super_len)
+                };
+                let cgrid = [nh, n_tok + SPARE, 1];
+                let a = d.guarded(n_tok * aw * 4);
+                let args = combine_args().ptr(a.ptr).ptr(sp.ptr());
+                d.go(Kernel::AttnCombine, cgrid, 32, 0, args);
+                let ga = d.read::<f32>(&a, "A");
+                close(&ga, &want, 1e-5, |i| want_scale[i], &what);
+                for gated in [false, true] {
+                    let (aq, qq) = (d.guarded(n_tok * aw * 4), d.quants(n_tok, aw));
+                    let args = combine_args()
+                        .ptr(aq.ptr)
+                        .ptr(if gated { gd.ptr() } else { 0 })
+                        .ptr(sp.ptr())
+                        .ptr(qq.xq.ptr)
+                        .ptr(qq.xs.ptr)
+                        .ptr(qq.xsum.ptr);
+                    d.go(Kernel::AttnCombineQ, cgrid, 32, 0, args);
+                    let what = format!("attn_combine_q gated={gated}, {what}");
+                    let (gaq, quants) = (d.read::<f32>(&aq, &what), d.read_quants(&qq, &what));
+                    let (want_a, want_q) = if gated {
+                        let (ab, qs) = (d.guarded_from(&ga), d.quants(n_tok, aw));
+                        let args = KArgs::new().ptr(ab.ptr).ptr(gd.ptr()).int(aw).ptr(sp.ptr());
+                        d.ewq(Kernel::SigmoidGateQ, args, &qs, aw, n_tok);
+                        (d.read::<f32>(&ab, &what), d.read_quants(&qs, &what))
+                    } else {
+                        (
+                            ga.clone(),
+                            d.read_quants(&d.quant_a16(a.ptr, aw, n_tok), &what),
+                        )
+                    };
+                    same_f32(&gaq, &want_a, &what);
+                    same_quants(&quants, &want_q, &what);
+                    same_quants(&quants, &cpu_a16(&gaq, aw), &format!("{what} (CPU)"));
+                }
+                eprintln!("{what}: fused combines ok");
+            }
+        }
+    }
+}
