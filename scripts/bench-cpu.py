@@ -57,6 +57,16 @@ def main() -> int:
         env=env).stdout)
 
     rows = paired_rows(muser, llama)
+    # Decode reads every weight once per token: both engines' tg figures as a share of the
+    # machine's parallel read bandwidth (measured by `muser bench` with the same thread count).
+    bytes_per_tok, read = muser.get("decode_weight_bytes"), muser.get("read_gb_per_s")
+    for row in rows:
+        if row["test"].startswith("tg") and bytes_per_tok and read:
+            for who in ("muser", "llama"):
+                tps = row[f"{who}_tok_per_s"]
+                if tps:
+                    row[f"{who}_weight_gb_per_s"] = bytes_per_tok * tps / 1e9
+                    row[f"{who}_pct_of_read_bandwidth"] = 100 * bytes_per_tok * tps / 1e9 / read
     commit = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
     dirty = bool(subprocess.run(["git", "status", "--porcelain"], capture_output=True, text=True).stdout.strip())
     receipt = {
@@ -73,6 +83,8 @@ def main() -> int:
                       "build_receipt_sha256": sha256(comp / "receipt.json"),
                       "llama_bench_build": llama[0].get("build_commit") if llama else None,
                       "backend": llama[0].get("backends") if llama else None},
+        "decode_weight_bytes": bytes_per_tok,
+        "read_gb_per_s": read,
         "results": rows,
         "raw": {"muser": muser, "llama_bench": llama},
     }

@@ -82,7 +82,6 @@ pub fn run(a: BenchArgs) -> anyhow::Result<ExitCode> {
     // One session for all tests (the CUDA route uploads weights once); cleared per repetition.
     let mut s = a.engine.open_session(&model, max_len)?;
     let route = s.route_identity();
-    let bw = s.bandwidth_facts()?;
     let reps = a.reps.max(1);
     let mut results = Vec::new();
     for &d in &a.depth {
@@ -136,29 +135,36 @@ pub fn run(a: BenchArgs) -> anyhow::Result<ExitCode> {
                 // The untimed context fill (prefill of `d` tokens), per repetition incl. warm-up.
                 r["fill_seconds"] = json!(fill_s);
             }
-            if let (false, Some((bytes, copy))) = (prompt, bw) {
-                // Decode reads every weight once per token.
-                let gbps = bytes as f64 * median / 1e9;
-                r["weight_gb_per_s"] = json!(gbps);
-                r["pct_of_copy_bandwidth"] = json!(100.0 * gbps / copy);
-            }
             results.push(r);
         }
     }
-    let doc = json!({
+    // Peak RSS before the bandwidth measurement (the CPU one reads a 1 GiB buffer of its own).
+    let peak_rss = peak_rss_bytes();
+    let bw = s.bandwidth_facts()?;
+    for r in results
+        .iter_mut()
+        .filter(|r| r["test"].as_str().is_some_and(|t| t.starts_with("tg")))
+    {
+        // Decode reads every weight once per token.
+        let gbps = bw.decode_weight_bytes as f64 * r["tok_per_s"].as_f64().unwrap_or(0.0) / 1e9;
+        r["weight_gb_per_s"] = json!(gbps);
+        r[format!("pct_of_{}_bandwidth", bw.kind)] = json!(100.0 * gbps / bw.gb_per_s);
+    }
+    let mut doc = json!({
         "engine": "muser",
         "commit": env!("MUSER_GIT_COMMIT"),
         "model": path.display().to_string(),
         "route": route,
         "load_report": s.load_report(),
-        "decode_weight_bytes": bw.map(|b| b.0),
-        "copy_gb_per_s": bw.map(|b| b.1),
+        "decode_weight_bytes": bw.decode_weight_bytes,
         "kernel_modules": s.module_fingerprints(),
         "threads": opts.threads,
         "reps": reps,
-        "peak_rss_bytes": peak_rss_bytes(),
+        "peak_rss_bytes": peak_rss,
         "results": results,
     });
+    // "copy_gb_per_s" (CUDA device copy) or "read_gb_per_s" (CPU parallel read).
+    doc[format!("{}_gb_per_s", bw.kind)] = json!(bw.gb_per_s);
     if a.json {
         println!("{}", serde_json::to_string_pretty(&doc)?);
     } else {
@@ -166,10 +172,13 @@ pub fn run(a: BenchArgs) -> anyhow::Result<ExitCode> {
         for r in &results {
             let bw = match (
                 r["weight_gb_per_s"].as_f64(),
-                r["pct_of_copy_bandwidth"].as_f64(),
+                r[format!("pct_of_{}_bandwidth", bw.kind)].as_f64(),
             ) {
                 (Some(g), Some(p)) => {
-                    format!("  ({g:.0} GB/s of weights, {p:.0}% of copy bandwidth)")
+                    format!(
+                        "  ({g:.1} GB/s of weights, {p:.0}% of {} bandwidth)",
+                        bw.kind
+                    )
                 }
                 _ => String::new(),
             };
@@ -184,10 +193,7 @@ pub fn run(a: BenchArgs) -> anyhow::Result<ExitCode> {
                 r["stddev"].as_f64().unwrap_or(0.0)
             );
         }
-        println!(
-            "peak RSS {:.1} MiB",
-            peak_rss_bytes() as f64 / (1u64 << 20) as f64
-        );
+        println!("peak RSS {:.1} MiB", peak_rss as f64 / (1u64 << 20) as f64);
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -253,6 +253,18 @@ impl Model {
         })
     }
 
+    /// Weight bytes one decode token reads: every layer matrix, the output matrix and one
+    /// embedding row (norm vectors are negligible). Benchmarks divide it by the token time.
+    pub fn decode_weight_bytes(&self) -> u64 {
+        let w = &self.weights;
+        let matrices = w.layers.iter().flat_map(|l| l.matrices());
+        let total: u64 = std::iter::once(&w.output)
+            .chain(matrices)
+            .map(|m| m.file_range().1 as u64)
+            .sum();
+        total + w.token_embd.row_bytes as u64
+    }
+
     /// The mapped file.
     pub fn gguf(&self) -> &Gguf {
         &self.gguf

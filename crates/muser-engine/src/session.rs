@@ -123,15 +123,22 @@ impl<'m> Session<'m> {
         }
     }
 
-    /// CUDA only: (weight bytes read per decode token, measured copy bandwidth in GB/s).
-    pub fn bandwidth_facts(&self) -> Result<Option<(u64, f64)>, EngineError> {
-        match self {
-            Session::Cpu(_) => Ok(None),
-            Session::Cuda(s) => Ok(Some((
-                s.decode_weight_bytes(),
-                s.gpu().copy_bandwidth(1 << 30, 5)?,
-            ))),
-        }
+    /// Weight bytes read per decode token, and the measured bandwidth decode runs against:
+    /// the device-to-device copy bandwidth on CUDA, the parallel memory read bandwidth with the
+    /// session's threads on the CPU (a 1 GiB buffer, best of 3).
+    pub fn bandwidth_facts(&self) -> Result<BandwidthFacts, EngineError> {
+        Ok(match self {
+            Session::Cpu(s) => BandwidthFacts {
+                decode_weight_bytes: s.model().decode_weight_bytes(),
+                gb_per_s: s.read_bandwidth_gbps(),
+                kind: "read",
+            },
+            Session::Cuda(s) => BandwidthFacts {
+                decode_weight_bytes: s.decode_weight_bytes(),
+                gb_per_s: s.gpu().copy_bandwidth(1 << 30, 5)?,
+                kind: "copy",
+            },
+        })
     }
 
     /// Load report of the CUDA route (compile time, upload GB/s); `None` on CPU.
@@ -157,4 +164,15 @@ impl<'m> Session<'m> {
             Session::Cuda(s) => s.profile_report(),
         }
     }
+}
+
+/// What decode speed is measured against (`Session::bandwidth_facts`).
+#[derive(Clone, Copy, Debug)]
+pub struct BandwidthFacts {
+    /// Weight bytes one decode token reads.
+    pub decode_weight_bytes: u64,
+    /// Measured bandwidth, GB/s.
+    pub gb_per_s: f64,
+    /// "copy" (CUDA device-to-device copy) or "read" (CPU parallel read).
+    pub kind: &'static str,
 }

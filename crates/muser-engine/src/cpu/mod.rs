@@ -11,6 +11,7 @@ pub mod attention;
 pub mod f16math;
 pub mod kv;
 pub mod matmul;
+pub mod membw;
 pub mod ops;
 pub mod profile;
 
@@ -102,6 +103,16 @@ impl<'m> CpuSession<'m> {
     /// Tokens evaluated so far.
     pub fn n_past(&self) -> usize {
         self.n_past
+    }
+
+    /// The model this session runs.
+    pub fn model(&self) -> &'m Model {
+        self.model
+    }
+
+    /// Memory read bandwidth (GB/s) with this session's worker threads (`membw`).
+    pub fn read_bandwidth_gbps(&self) -> f64 {
+        membw::read_bandwidth_gbps(&self.pool, 1 << 30, 3)
     }
 
     /// Forget the phase profile accumulated so far.

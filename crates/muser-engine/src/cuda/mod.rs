@@ -431,13 +431,7 @@ impl<'m> CudaSession<'m> {
     /// Weight bytes one decode token reads: every matrix once, except the embedding table, of
     /// which one row is read (a tied output matrix is read whole as the output).
     pub fn decode_weight_bytes(&self) -> u64 {
-        let w = &self.model.weights;
-        let mut total: u64 = 0;
-        let matrices = w.layers.iter().flat_map(|l| l.matrices());
-        for m in std::iter::once(&w.output).chain(matrices) {
-            total += m.file_range().1 as u64;
-        }
-        total + w.token_embd.row_bytes as u64
+        self.model.decode_weight_bytes()
     }
 
     /// Query heads per attention block (the GQA ratio unless `MUSER_CUDA_ATTN_HPB` says less).
