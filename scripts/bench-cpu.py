@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent / "lib"))
-from bench_common import paired_rows, sha256, write_receipt  # noqa: E402
+from bench_common import add_bandwidth_shares, paired_rows, sha256, write_receipt  # noqa: E402
 
 
 
@@ -57,16 +57,10 @@ def main() -> int:
         env=env).stdout)
 
     rows = paired_rows(muser, llama)
-    # Decode reads every weight once per token: both engines' tg figures as a share of the
-    # machine's parallel read bandwidth (measured by `muser bench` with the same thread count).
+    # Both engines' decode as a share of the machine's parallel read bandwidth (measured by
+    # `muser bench` with the same thread count).
     bytes_per_tok, read = muser.get("decode_weight_bytes"), muser.get("read_gb_per_s")
-    for row in rows:
-        if row["test"].startswith("tg") and bytes_per_tok and read:
-            for who in ("muser", "llama"):
-                tps = row[f"{who}_tok_per_s"]
-                if tps:
-                    row[f"{who}_weight_gb_per_s"] = bytes_per_tok * tps / 1e9
-                    row[f"{who}_pct_of_read_bandwidth"] = 100 * bytes_per_tok * tps / 1e9 / read
+    add_bandwidth_shares(rows, bytes_per_tok, read, "read")
     commit = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
     dirty = bool(subprocess.run(["git", "status", "--porcelain"], capture_output=True, text=True).stdout.strip())
     receipt = {

@@ -23,7 +23,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent / "lib"))
-from bench_common import paired_rows, sha256, write_receipt  # noqa: E402
+from bench_common import add_bandwidth_shares, paired_rows, sha256, write_receipt  # noqa: E402
 
 
 
@@ -70,13 +70,7 @@ def main() -> int:
 
     rows = paired_rows(muser, llama)
     bytes_per_tok, copy = muser.get("decode_weight_bytes"), muser.get("copy_gb_per_s")
-    for row in rows:
-        if row["test"].startswith("tg") and bytes_per_tok and copy:
-            for who in ("muser", "llama"):
-                tps = row[f"{who}_tok_per_s"]
-                if tps:
-                    row[f"{who}_weight_gb_per_s"] = bytes_per_tok * tps / 1e9
-                    row[f"{who}_pct_of_copy_bandwidth"] = 100 * bytes_per_tok * tps / 1e9 / copy
+    add_bandwidth_shares(rows, bytes_per_tok, copy, "copy")
     commit = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
     receipt = {
         "what": "CUDA benchmark, Muser vs pinned llama.cpp CUDA, one run",

@@ -38,6 +38,21 @@ def paired_rows(muser: dict, llama: list) -> list:
     return rows
 
 
+def add_bandwidth_shares(rows: list, bytes_per_tok, gbps, kind: str) -> None:
+    """Decode reads every weight once per token: each engine's tg figure as weight GB/s and as
+    a share of the measured `kind` bandwidth (`copy` on CUDA, `read` on the CPU)."""
+    if not bytes_per_tok or not gbps:
+        return
+    for row in rows:
+        if not row["test"].startswith("tg"):
+            continue
+        for who in ("muser", "llama"):
+            tps = row[f"{who}_tok_per_s"]
+            if tps:
+                row[f"{who}_weight_gb_per_s"] = bytes_per_tok * tps / 1e9
+                row[f"{who}_pct_of_{kind}_bandwidth"] = 100 * bytes_per_tok * tps / 1e9 / gbps
+
+
 def write_receipt(out: str, receipt: dict, rows: list) -> None:
     Path(out).parent.mkdir(parents=True, exist_ok=True)
     Path(out).write_text(json.dumps(receipt, indent=2) + "\n")

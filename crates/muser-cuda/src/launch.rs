@@ -132,8 +132,11 @@ impl AttnShape {
     }
 
     /// `attn_partial_mt` with the most heads (≤ 4, dividing `gqa`) whose tiles fit the default
-    /// shared memory; None when not even one head fits (head_dim > 256).
+    /// shared memory; None when not even one head fits or head_dim_v > 256.
     pub fn prefill(gqa: usize, hd: usize, hd_v: usize) -> Option<AttnShape> {
+        if hd_v > 256 {
+            return None; // the kernel keeps at most 8 output columns per lane
+        }
         (1..=gqa.min(4))
             .rev()
             .filter(|&g| gqa.is_multiple_of(g))
@@ -142,7 +145,7 @@ impl AttnShape {
                 tokens: ATTN_MT_TOKENS,
                 bufs: 1,
             })
-            .find(|s| s.smem(hd, hd_v) <= SMEM_DEFAULT_MAX && hd_v <= 256)
+            .find(|s| s.smem(hd, hd_v) <= SMEM_DEFAULT_MAX)
     }
 
     /// Shared memory: queries `[heads][tokens][hd]` f32 and the tile's probabilities

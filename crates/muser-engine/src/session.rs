@@ -127,17 +127,14 @@ impl<'m> Session<'m> {
     /// the device-to-device copy bandwidth on CUDA, the parallel memory read bandwidth with the
     /// session's threads on the CPU (a 1 GiB buffer, best of 3).
     pub fn bandwidth_facts(&self) -> Result<BandwidthFacts, EngineError> {
-        Ok(match self {
-            Session::Cpu(s) => BandwidthFacts {
-                decode_weight_bytes: s.model().decode_weight_bytes(),
-                gb_per_s: s.read_bandwidth_gbps(),
-                kind: "read",
-            },
-            Session::Cuda(s) => BandwidthFacts {
-                decode_weight_bytes: s.decode_weight_bytes(),
-                gb_per_s: s.gpu().copy_bandwidth(1 << 30, 5)?,
-                kind: "copy",
-            },
+        let (model, gb_per_s, kind) = match self {
+            Session::Cpu(s) => (s.model(), s.read_bandwidth_gbps(), "read"),
+            Session::Cuda(s) => (s.model(), s.gpu().copy_bandwidth(1 << 30, 5)?, "copy"),
+        };
+        Ok(BandwidthFacts {
+            decode_weight_bytes: model.decode_weight_bytes(),
+            gb_per_s,
+            kind,
         })
     }
 

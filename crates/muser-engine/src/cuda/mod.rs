@@ -428,10 +428,9 @@ impl<'m> CudaSession<'m> {
         )
     }
 
-    /// Weight bytes one decode token reads: every matrix once, except the embedding table, of
-    /// which one row is read (a tied output matrix is read whole as the output).
-    pub fn decode_weight_bytes(&self) -> u64 {
-        self.model.decode_weight_bytes()
+    /// The model this session runs.
+    pub fn model(&self) -> &'m Model {
+        self.model
     }
 
     /// Query heads per attention block (the GQA ratio unless `MUSER_CUDA_ATTN_HPB` says less).
