@@ -10,6 +10,7 @@ use crate::a16::{
     dot_q4_k_ref, dot_q5_0_ref, dot_q5_k_ref, dot_q6_k_ref, dot_q8_0_ref, n_groups, BlockA16,
 };
 use crate::a16_unpack::{matmul_unpacked, unpack_row, UnpackedGroup, UNPACK_MIN_ROWS};
+use crate::prefetch::Prefetch;
 use crate::simd::SimdLevel;
 use crate::QuantError;
 
@@ -75,26 +76,27 @@ fn x86_tile<const RW: usize, const RA: usize>(
     w: [&[u8]; RW],
     a: [&[BlockA16]; RA],
     out: &mut [f32],
+    next: &[u8],
 ) -> Result<(), QuantError> {
     macro_rules! go {
-        ($m:ident, $f:ident) => {{
+        ($m:ident, $f:ident $(, $next:expr)?) => {{
             let mut rows = [&[][..]; RW];
             for (r, wb) in rows.iter_mut().zip(w) {
                 *r = cast_blocks(ty, wb)?;
             }
             // SAFETY: `level` is AVX2 or AVX-512, selected by `simd` only after detecting the
             // features the module's kernels enable; every row's length was checked by the caller.
-            unsafe { crate::$m::$f::<RW, RA>(rows, a, out) }
+            unsafe { crate::$m::$f::<RW, RA>(rows, a, out $(, $next)?) }
         }};
     }
     macro_rules! by_type {
-        ($m:ident) => {
+        ($m:ident $(, $next:expr)?) => {
             match ty {
-                GgmlType::Q4_K => go!($m, dot_q4_k),
-                GgmlType::Q5_K => go!($m, dot_q5_k),
-                GgmlType::Q6_K => go!($m, dot_q6_k),
-                GgmlType::Q8_0 => go!($m, dot_q8_0),
-                _ => go!($m, dot_q5_0),
+                GgmlType::Q4_K => go!($m, dot_q4_k $(, $next)?),
+                GgmlType::Q5_K => go!($m, dot_q5_k $(, $next)?),
+                GgmlType::Q6_K => go!($m, dot_q6_k $(, $next)?),
+                GgmlType::Q8_0 => go!($m, dot_q8_0 $(, $next)?),
+                _ => go!($m, dot_q5_0 $(, $next)?),
             }
         };
     }
@@ -103,9 +105,10 @@ fn x86_tile<const RW: usize, const RA: usize>(
     // 14.0 vs 12.9. Multi-token tiles use AVX-512 (see `x86_unpacked_tile`). Both give the
     // same bits; `MUSER_SIMD=avx2` is the A/B switch for the whole choice.
     if level == SimdLevel::Avx512 && RA > 1 {
+        let _ = next;
         by_type!(a16_avx512)
     } else {
-        by_type!(a16_avx2)
+        by_type!(a16_avx2, next)
     }
     Ok(())
 }
@@ -134,10 +137,10 @@ pub fn dot_rows_at(
     #[cfg(target_arch = "x86_64")]
     if level.avx2() {
         return match *a {
-            [a0] => x86_tile::<1, 1>(level, ty, [w], [a0], out),
-            [a0, a1] => x86_tile::<1, 2>(level, ty, [w], [a0, a1], out),
-            [a0, a1, a2] => x86_tile::<1, 3>(level, ty, [w], [a0, a1, a2], out),
-            [a0, a1, a2, a3] => x86_tile::<1, 4>(level, ty, [w], [a0, a1, a2, a3], out),
+            [a0] => x86_tile::<1, 1>(level, ty, [w], [a0], out, &[]),
+            [a0, a1] => x86_tile::<1, 2>(level, ty, [w], [a0, a1], out, &[]),
+            [a0, a1, a2] => x86_tile::<1, 3>(level, ty, [w], [a0, a1, a2], out, &[]),
+            [a0, a1, a2, a3] => x86_tile::<1, 4>(level, ty, [w], [a0, a1, a2, a3], out, &[]),
             _ => Ok(()),
         };
     }
@@ -194,11 +197,18 @@ pub fn matmul_rows_at(
     #[cfg(target_arch = "x86_64")]
     if level.avx2() {
         if let [a0] = *a {
-            let pf = tile_prefetch_bytes(ty, row_bytes);
+            let mode = crate::prefetch::prefetch_mode();
+            let head = row_bytes.min(ROW_HEAD_GROUPS * ty.type_size() * 256 / ty.block_size());
             let mut i = 0;
             while i + 4 <= n_rows {
-                if pf > 0 && i + 8 <= n_rows {
-                    prefetch_rows(&w[(i + 4) * row_bytes..(i + 8) * row_bytes], row_bytes, pf);
+                let mut next: &[u8] = &[];
+                if i + 8 <= n_rows {
+                    let tile = &w[(i + 4) * row_bytes..(i + 8) * row_bytes];
+                    match mode {
+                        Prefetch::Spread => next = tile,
+                        Prefetch::Burst => prefetch_rows(tile, row_bytes, head),
+                        Prefetch::Off => {}
+                    }
                 }
                 x86_tile::<4, 1>(
                     level,
@@ -206,11 +216,12 @@ pub fn matmul_rows_at(
                     [row(i), row(i + 1), row(i + 2), row(i + 3)],
                     [a0],
                     &mut out[i..i + 4],
+                    next,
                 )?;
                 i += 4;
             }
             while i < n_rows {
-                x86_tile::<1, 1>(level, ty, [row(i)], [a0], &mut out[i..i + 1])?;
+                x86_tile::<1, 1>(level, ty, [row(i)], [a0], &mut out[i..i + 1], &[])?;
                 i += 1;
             }
             return Ok(());
@@ -220,10 +231,12 @@ pub fn matmul_rows_at(
             for (k, ac) in a.chunks(MAX_ROWS).enumerate() {
                 let o = &mut out[i * na + k * MAX_ROWS..i * na + k * MAX_ROWS + ac.len()];
                 match *ac {
-                    [a0] => x86_tile::<1, 1>(level, ty, [row(i)], [a0], o)?,
-                    [a0, a1] => x86_tile::<1, 2>(level, ty, [row(i)], [a0, a1], o)?,
-                    [a0, a1, a2] => x86_tile::<1, 3>(level, ty, [row(i)], [a0, a1, a2], o)?,
-                    [a0, a1, a2, a3] => x86_tile::<1, 4>(level, ty, [row(i)], [a0, a1, a2, a3], o)?,
+                    [a0] => x86_tile::<1, 1>(level, ty, [row(i)], [a0], o, &[])?,
+                    [a0, a1] => x86_tile::<1, 2>(level, ty, [row(i)], [a0, a1], o, &[])?,
+                    [a0, a1, a2] => x86_tile::<1, 3>(level, ty, [row(i)], [a0, a1, a2], o, &[])?,
+                    [a0, a1, a2, a3] => {
+                        x86_tile::<1, 4>(level, ty, [row(i)], [a0, a1, a2, a3], o, &[])?
+                    }
                     _ => {}
                 }
             }
@@ -242,22 +255,8 @@ pub fn matmul_rows_at(
 /// Groups of a row the decode kernels' own prefetch does not reach: it asks for group `g + 6`
 /// while computing group `g` of the same row (`a16_avx2::prefetch_ahead`), so a row's first six
 /// groups — all of a short row, such as gemma-3-270m's 640-wide output matrix — come from memory
-/// unannounced.
+/// unannounced unless the tile before asked for them (`Prefetch`, module `prefetch`).
 const ROW_HEAD_GROUPS: usize = 6;
-
-/// Bytes of each of the next tile's rows to prefetch while the current 4-row decode tile runs:
-/// the row head the in-row prefetch misses. `MUSER_CPU_PREFETCH=0` turns it off (A/B; the
-/// same results either way). Measured on the 2-core AVX2 dev VM, gemma-3-270m, 2 threads:
-/// decode 29.2 → 36.6 tok/s, the Q8_0 output projection 21.7 → 16.1 ms (docs/benchmarks.md).
-fn tile_prefetch_bytes(ty: GgmlType, row_bytes: usize) -> usize {
-    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    let on = *ON.get_or_init(|| std::env::var("MUSER_CPU_PREFETCH").as_deref() != Ok("0"));
-    if !on {
-        return 0;
-    }
-    let group_bytes = ty.type_size() * 256 / ty.block_size();
-    row_bytes.min(ROW_HEAD_GROUPS * group_bytes)
-}
 
 /// Prefetch the first `head` bytes of each `row_bytes` row in `rows` (hints only).
 fn prefetch_rows(rows: &[u8], row_bytes: usize, head: usize) {

@@ -29,6 +29,7 @@ mod a16_unpack;
 pub mod bf16;
 pub mod f16;
 pub mod f32;
+pub mod prefetch;
 pub mod q4_k;
 pub mod q5_0;
 pub mod q5_k;
@@ -49,6 +50,7 @@ mod testutil;
 use bytemuck::Pod;
 
 pub use muser_gguf::{GgmlType, QK_K};
+pub use prefetch::{init_prefetch, prefetch_mode, Prefetch};
 pub use q4_k::BlockQ4K;
 pub use q5_0::BlockQ5_0;
 pub use q5_k::BlockQ5K;
@@ -91,6 +93,9 @@ pub enum QuantError {
     /// `MUSER_SIMD` asks for something this CPU cannot do, or is not a known value.
     #[error("SIMD selection: {reason}")]
     Simd { reason: String },
+    /// A kernel setting (`MUSER_CPU_PREFETCH`) is not a known value.
+    #[error("kernel setting: {reason}")]
+    Setting { reason: String },
 }
 
 /// Whether Muser can dequantize/quantize this type (and, for weight types, dot it).

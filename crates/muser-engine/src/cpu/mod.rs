@@ -63,6 +63,9 @@ pub struct CpuSession<'m> {
 impl<'m> CpuSession<'m> {
     pub fn new(model: &'m Model, opts: CpuOptions) -> Result<CpuSession<'m>, EngineError> {
         let c = &model.config;
+        // Kernel switches fail here, typed, rather than as a panic at the first matmul.
+        muser_quant::init_simd().map_err(|e| EngineError::Config(e.to_string()))?;
+        muser_quant::init_prefetch().map_err(|e| EngineError::Config(e.to_string()))?;
         let pool = rayon::ThreadPoolBuilder::new()
             .num_threads(opts.threads.max(1))
             .build()
@@ -94,9 +97,10 @@ impl<'m> CpuSession<'m> {
     /// What produces this session's numbers.
     pub fn route_identity(&self) -> String {
         format!(
-            "cpu:acts={},kv=f16,attn=f32,simd={}",
+            "cpu:acts={},kv=f16,attn=f32,simd={},pf={}",
             self.opts.acts.name(),
-            muser_quant::simd_level().name()
+            muser_quant::simd_level().name(),
+            muser_quant::prefetch_mode().name()
         )
     }
 
