@@ -1,7 +1,8 @@
 //! The typed kernel registry. Every kernel Muser launches is a `Kernel` variant, defined once
-//! here with its module (`.cu` family) and symbol. `Registry::build` compiles every module with
-//! NVRTC for the device's architecture — strict, and where the module allows it also fast-math
-//! — loads every kernel of it, and fingerprints each compiled module (SHA-256 over the options
+//! here with its module (`.cu` family) and symbol. `Registry::build` compiles every module the
+//! engine launches from (`Module::ENGINE`; `Registry::build_modules` picks others) with NVRTC
+//! for the device's architecture — strict, and where the module allows it also fast-math —
+//! loads every kernel of it, and fingerprints each compiled module (SHA-256 over the options
 //! and the PTX). A compile or load failure is a typed error naming the module or kernel with
 //! the NVRTC log; asking for a kernel/math pair that was never built is a programming error and
 //! panics (fail closed: there is no fallback kernel).
@@ -20,6 +21,7 @@ use crate::error::CudaError;
 const COMMON: &str = include_str!("kernels/common.cuh");
 const FORMATS: &str = include_str!("kernels/formats.cuh");
 const FORMATS_A16: &str = include_str!("kernels/formats_a16.cuh");
+const MATVEC_PIPE: &str = include_str!("kernels/matvec_pipe.cuh");
 
 /// Numerics of a compiled module variant.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -55,6 +57,9 @@ impl Math {
 pub enum Module {
     Matvec,
     MatvecA16,
+    /// Packed decode rows (benchmark and tests only until batched decode uses them; not in
+    /// [`Module::ENGINE`], so the engine's start-up does not compile it).
+    MatvecPacked,
     MmqA16,
     Norm,
     Rope,
@@ -63,7 +68,19 @@ pub enum Module {
 }
 
 impl Module {
-    pub const ALL: [Module; 7] = [
+    /// Every module.
+    pub const ALL: [Module; 8] = [
+        Module::Matvec,
+        Module::MatvecA16,
+        Module::MatvecPacked,
+        Module::MmqA16,
+        Module::Norm,
+        Module::Rope,
+        Module::Attention,
+        Module::Elementwise,
+    ];
+    /// The modules the engine launches from ([`Registry::build`]).
+    pub const ENGINE: [Module; 7] = [
         Module::Matvec,
         Module::MatvecA16,
         Module::MmqA16,
@@ -76,6 +93,7 @@ impl Module {
         match self {
             Module::Matvec => "matvec.cu",
             Module::MatvecA16 => "matvec_a16.cu",
+            Module::MatvecPacked => "matvec_packed.cu",
             Module::MmqA16 => "mmq_a16.cu",
             Module::Norm => "norm.cu",
             Module::Rope => "rope.cu",
@@ -88,6 +106,7 @@ impl Module {
         let body = match self {
             Module::Matvec => include_str!("kernels/matvec.cu"),
             Module::MatvecA16 => include_str!("kernels/matvec_a16.cu"),
+            Module::MatvecPacked => include_str!("kernels/matvec_packed.cu"),
             Module::MmqA16 => include_str!("kernels/mmq_a16.cu"),
             Module::Norm => include_str!("kernels/norm.cu"),
             Module::Rope => include_str!("kernels/rope.cu"),
@@ -96,7 +115,10 @@ impl Module {
         };
         let formats = match self {
             Module::Matvec => FORMATS,
-            Module::MatvecA16 | Module::MmqA16 => FORMATS_A16,
+            Module::MatvecA16 | Module::MatvecPacked => {
+                return format!("{COMMON}\n{FORMATS_A16}\n{MATVEC_PIPE}\n{body}")
+            }
+            Module::MmqA16 => FORMATS_A16,
             _ => "",
         };
         format!("{COMMON}\n{formats}\n{body}")
@@ -138,6 +160,12 @@ kernels! {
     QuantA16 => MatvecA16, "quant_a16";
     MvpQ4kT1 => MatvecA16, "mvp_q4_k_t1"; MvpQ6kT1 => MatvecA16, "mvp_q6_k_t1";
     MvsQ4kT1 => MatvecA16, "mvs_q4_k_t1"; MvsQ6kT1 => MatvecA16, "mvs_q6_k_t1";
+    MvpQ4kT2 => MatvecPacked, "mvp_q4_k_t2"; MvpQ6kT2 => MatvecPacked, "mvp_q6_k_t2";
+    MvsQ4kT2 => MatvecPacked, "mvs_q4_k_t2"; MvsQ6kT2 => MatvecPacked, "mvs_q6_k_t2";
+    MvpQ4kT4 => MatvecPacked, "mvp_q4_k_t4"; MvpQ6kT4 => MatvecPacked, "mvp_q6_k_t4";
+    MvsQ4kT4 => MatvecPacked, "mvs_q4_k_t4"; MvsQ6kT4 => MatvecPacked, "mvs_q6_k_t4";
+    MvpQ4kT8 => MatvecPacked, "mvp_q4_k_t8"; MvpQ6kT8 => MatvecPacked, "mvp_q6_k_t8";
+    MvsQ4kT8 => MatvecPacked, "mvs_q4_k_t8"; MvsQ6kT8 => MatvecPacked, "mvs_q6_k_t8";
     MmqQ4k => MmqA16, "mmq_q4_k"; MmqQ6k => MmqA16, "mmq_q6_k";
     MvaQ4kT1 => MatvecA16, "mva_q4_k_t1"; MvaQ4kT8 => MatvecA16, "mva_q4_k_t8";
     MvaQ5kT1 => MatvecA16, "mva_q5_k_t1"; MvaQ5kT8 => MatvecA16, "mva_q5_k_t8";
@@ -227,6 +255,12 @@ impl Registry {
 
     /// Compile and load every module variant for `gpu`'s architecture.
     pub fn build(gpu: &Gpu) -> Result<Registry, CudaError> {
+        Registry::build_modules(gpu, &Module::ENGINE)
+    }
+
+    /// [`Registry::build`] for the given modules only (the packed-decode benchmark and tests
+    /// add [`Module::MatvecPacked`]).
+    pub fn build_modules(gpu: &Gpu, which: &[Module]) -> Result<Registry, CudaError> {
         let t0 = Instant::now();
         gpu.bind()?;
         let (maj, min) = gpu.info.compute_capability;
@@ -246,12 +280,12 @@ impl Registry {
         let mut functions = HashMap::new();
         let mut modules = Vec::new();
         let mut loaded = Vec::new();
-        for m in Module::ALL {
+        for &m in which {
             let src = m.source();
             for &math in m.maths() {
                 let t = Instant::now();
                 let extra = match m {
-                    Module::MatvecA16 => vec![
+                    Module::MatvecA16 | Module::MatvecPacked => vec![
                         format!("-DMVA_R1={mva_rows}"),
                         format!("-DMVA_MINB={mva_minb}"),
                         format!("-DMVA_WARPS={mva_warps}"),

@@ -5,8 +5,8 @@
 //! Every output buffer is surrounded by guard regions filled with a sentinel; a kernel that
 //! writes outside its output fails the test.
 
-use muser_cuda::launch::{launch, A16Matmul, Dims};
-use muser_cuda::{DeviceBuffer, Gpu, KArgs, Kernel, Math, Registry};
+use muser_cuda::launch::{launch, A16Matmul, Dims, SMEM_DEFAULT_MAX};
+use muser_cuda::{DeviceBuffer, Gpu, KArgs, Kernel, Math, Module, Registry};
 use muser_gguf::GgmlType;
 use muser_quant::a16::{self, BlockA16};
 
@@ -22,7 +22,7 @@ fn device() -> Option<(Gpu, Registry)> {
         }
     }
     let gpu = Gpu::open(0).expect("open GPU");
-    let reg = Registry::build(&gpu).expect("registry");
+    let reg = Registry::build_modules(&gpu, &Module::ALL).expect("registry");
     Some((gpu, reg))
 }
 
@@ -170,6 +170,30 @@ fn kernels(ty: GgmlType) -> (Kernel, Kernel, &'static [Kernel]) {
         GgmlType::F16 => (MvaF16T1, MvaF16T8, &[]),
         GgmlType::F32 => (MvaF32T1, MvaF32T8, &[]),
         _ => unreachable!(),
+    }
+}
+
+/// The packed-decode kernels of a format: (kernel, tokens per launch, staged).
+fn packed_kernels(ty: GgmlType) -> &'static [(Kernel, usize, bool)] {
+    use Kernel::*;
+    match ty {
+        GgmlType::Q4_K => &[
+            (MvpQ4kT2, 2, false),
+            (MvsQ4kT2, 2, true),
+            (MvpQ4kT4, 4, false),
+            (MvsQ4kT4, 4, true),
+            (MvpQ4kT8, 8, false),
+            (MvsQ4kT8, 8, true),
+        ],
+        GgmlType::Q6_K => &[
+            (MvpQ6kT2, 2, false),
+            (MvsQ6kT2, 2, true),
+            (MvpQ6kT4, 4, false),
+            (MvsQ6kT4, 4, true),
+            (MvpQ6kT8, 8, false),
+            (MvsQ6kT8, 8, true),
+        ],
+        _ => &[],
     }
 }
 
@@ -349,6 +373,32 @@ fn a16_matvec_case(gpu: &Gpu, reg: &Registry, k: usize) {
                 bits(&y1),
                 "{ty:?}: {} differs from the one-token kernel",
                 kp.symbol()
+            );
+        }
+        // Packed decode rows (several sequences' tokens in one launch): each token's outputs
+        // are the eight-token kernel's, bit for bit. Staged variants only where their copy of
+        // `nt` activation rows fits the default shared memory beside the lane-sum scratch.
+        for &(kern, nt, staged) in packed_kernels(ty) {
+            let rows = if reg.mva_rows as usize * nt <= 8 {
+                reg.mva_rows
+            } else {
+                8 / nt as u32
+            };
+            let mut dims = mva_dims(reg, n_out, nt, rows, nt as u32);
+            if staged {
+                let smem = nt * (k / 64) * 72 * 2;
+                let red = (reg.mva_warps * rows) as usize * nt * 36 * 4;
+                if smem + red > SMEM_DEFAULT_MAX {
+                    continue;
+                }
+                dims.smem = smem as u32;
+            }
+            let yp = case.run(gpu, reg, kern, dims, nt);
+            assert_eq!(
+                bits(&yp),
+                bits(&y8[..nt * n_out]),
+                "{ty:?}: {} differs from the eight-token kernel",
+                kern.symbol()
             );
         }
         assert_close(&format!("{ty:?}"), &y8, &case.want, 1e-5, 1e-6);

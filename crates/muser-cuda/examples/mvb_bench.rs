@@ -1,0 +1,222 @@
+//! Kernel benchmark of packed decode (several sequences' tokens through one weight pass) on
+//! Muse Glimmer's shapes, without a model file: per layer the matmuls of one decode step
+//! (Q, K, V, attention gate, O, FFN gate/up/down, Q4_K_M types), over four distinct copies of
+//! the layer's weights (~1.1 GB, far past the L2) in rotation, at 1, 2, 4 and 8 tokens per
+//! launch. Prints the time of one layer's matmuls and the aggregate speed-up over one token
+//! (`nt × t(1) / t(nt)`). A measurement tool, not a test: it asserts nothing.
+//!
+//! `cargo run --release -p muser-cuda --example mvb_bench [-- --unstaged | --optin]`
+//! (`--optin`: stage the activations in up to 227 KiB of opt-in shared memory per block,
+//! instead of the 48 KiB default).
+
+use std::time::Instant;
+
+use muser_cuda::launch::{launch, A16Matmul, Dims, SMEM_DEFAULT_MAX};
+use muser_cuda::{DeviceBuffer, Gpu, Kernel, Math, Module, Registry};
+use muser_gguf::GgmlType;
+
+/// The decode kernel for `nt` tokens: (kernel, staged).
+fn kernel(ty: GgmlType, nt: usize, staged: bool) -> Kernel {
+    use Kernel::*;
+    match (ty, nt, staged) {
+        (GgmlType::Q4_K, 1, true) => MvsQ4kT1,
+        (GgmlType::Q4_K, 1, false) => MvpQ4kT1,
+        (GgmlType::Q4_K, 2, true) => MvsQ4kT2,
+        (GgmlType::Q4_K, 2, false) => MvpQ4kT2,
+        (GgmlType::Q4_K, 4, true) => MvsQ4kT4,
+        (GgmlType::Q4_K, 4, false) => MvpQ4kT4,
+        (GgmlType::Q4_K, _, true) => MvsQ4kT8,
+        (GgmlType::Q4_K, _, false) => MvpQ4kT8,
+        (_, 1, true) => MvsQ6kT1,
+        (_, 1, false) => MvpQ6kT1,
+        (_, 2, true) => MvsQ6kT2,
+        (_, 2, false) => MvpQ6kT2,
+        (_, 4, true) => MvsQ6kT4,
+        (_, 4, false) => MvpQ6kT4,
+        (_, _, true) => MvsQ6kT8,
+        _ => MvpQ6kT8,
+    }
+}
+
+struct Mat {
+    ty: GgmlType,
+    k: usize,
+    n_out: usize,
+    row_bytes: usize,
+    copies: Vec<DeviceBuffer>,
+}
+
+fn main() {
+    let unstaged = std::env::args().any(|a| a == "--unstaged");
+    let optin = std::env::args().any(|a| a == "--optin");
+    // Opt-in dynamic shared memory per block on sm_90 (227 KiB) less the static scratch.
+    const SMEM_OPTIN_MAX: usize = 232_448;
+    match Gpu::probe() {
+        Ok(Some(_)) => {}
+        _ => {
+            eprintln!("mvb_bench: no CUDA device");
+            std::process::exit(2);
+        }
+    }
+    let gpu = Gpu::open(0).expect("open GPU");
+    let reg = Registry::build_modules(&gpu, &Module::ALL).expect("registry");
+    let (e, q, kv, ff) = (6656usize, 4096usize, 256usize, 19968usize);
+    let shapes = [
+        (GgmlType::Q4_K, e, q),  // Q
+        (GgmlType::Q4_K, e, kv), // K
+        (GgmlType::Q6_K, e, kv), // V
+        (GgmlType::Q4_K, e, q),  // attention gate
+        (GgmlType::Q4_K, q, e),  // O
+        (GgmlType::Q4_K, e, ff), // FFN gate
+        (GgmlType::Q4_K, e, ff), // FFN up
+        (GgmlType::Q6_K, ff, e), // FFN down (Q6_K on about half the layers)
+    ];
+    const COPIES: usize = 4;
+    let mats: Vec<Mat> = shapes
+        .iter()
+        .map(|&(ty, k, n_out)| {
+            let row_bytes = k / ty.block_size() * ty.type_size();
+            // Random bytes with valid (small, finite) f16 scales: timing does not depend on
+            // values, only NaN/Inf-free arithmetic matters.
+            let mut seed = 0x9e37_79b9u64 ^ (k * n_out) as u64;
+            let mut bytes = vec![0u8; n_out * row_bytes + 256];
+            for b in bytes.iter_mut() {
+                seed = seed
+                    .wrapping_mul(6364136223846793005)
+                    .wrapping_add(1442695040888963407);
+                *b = (seed >> 56) as u8 & 0x3b;
+            }
+            let copies = (0..COPIES)
+                .map(|_| {
+                    let d = gpu.alloc(bytes.len(), "weights").expect("alloc");
+                    gpu.upload(d.ptr(), &bytes).expect("upload");
+                    d
+                })
+                .collect();
+            Mat {
+                ty,
+                k,
+                n_out,
+                row_bytes,
+                copies,
+            }
+        })
+        .collect();
+    let (nmax, kmax) = (8usize, ff);
+    let xq = gpu.alloc(nmax * kmax * 2, "xq").expect("alloc");
+    let xs = gpu.alloc(nmax * kmax / 32 * 4, "xs").expect("alloc");
+    let xsum = gpu.alloc(nmax * kmax / 32 * 4, "xsum").expect("alloc");
+    let qv: Vec<i16> = (0..nmax * kmax)
+        .map(|i| ((i * 7919) % 65535) as i16)
+        .collect();
+    gpu.upload(xq.ptr(), &qv).expect("upload");
+    gpu.upload(xs.ptr(), &vec![1e-3f32; nmax * kmax / 32])
+        .expect("upload");
+    gpu.upload(xsum.ptr(), &vec![0i32; nmax * kmax / 32])
+        .expect("upload");
+    let y = gpu.alloc(nmax * ff * 4, "y").expect("alloc");
+    let layer_bytes: usize = mats.iter().map(|m| m.n_out * m.row_bytes).sum();
+    println!(
+        "mvb_bench: warps {}, rows/warp {} (t1), one layer's decode matmuls = {:.1} MB, {} copies{}",
+        reg.mva_warps,
+        reg.mva_rows,
+        layer_bytes as f64 / 1e6,
+        COPIES,
+        if unstaged {
+            ", unstaged"
+        } else if optin {
+            ", opt-in shared memory"
+        } else {
+            ""
+        }
+    );
+    let mut t1 = 0f64;
+    for nt in [1usize, 2, 4, 8] {
+        let rows = if reg.mva_rows as usize * nt <= 8 {
+            reg.mva_rows
+        } else {
+            8 / nt as u32
+        };
+        let plan: Vec<(Kernel, Dims)> = mats
+            .iter()
+            .map(|m| {
+                let smem = nt * (m.k / 64) * 72 * 2;
+                let red = (reg.mva_warps * rows) as usize * nt * 36 * 4;
+                let cap = if optin {
+                    SMEM_OPTIN_MAX
+                } else {
+                    SMEM_DEFAULT_MAX
+                };
+                let staged = !unstaged && smem + red <= cap;
+                let dims = Dims {
+                    grid: ((m.n_out as u32).div_ceil(reg.mva_warps * rows), 1, 1),
+                    block: 32 * reg.mva_warps,
+                    smem: if staged { smem as u32 } else { 0 },
+                };
+                let kern = kernel(m.ty, nt, staged);
+                if staged && smem + red > SMEM_DEFAULT_MAX {
+                    reg.get(kern, Math::Strict)
+                        .set_attribute(
+                            cudarc::driver::sys::CUfunction_attribute_enum::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                            (SMEM_OPTIN_MAX - red) as i32,
+                        )
+                        .expect("opt-in shared memory");
+                }
+                (kern, dims)
+            })
+            .collect();
+        let pass = |c: usize| {
+            for (m, &(kern, dims)) in mats.iter().zip(&plan) {
+                launch(
+                    reg.get(kern, Math::Strict),
+                    dims,
+                    gpu.stream(),
+                    A16Matmul {
+                        w: m.copies[c].ptr(),
+                        row_bytes: m.row_bytes,
+                        xq: xq.ptr(),
+                        xs: xs.ptr(),
+                        xsum: xsum.ptr(),
+                        k: m.k,
+                        y: y.ptr(),
+                        ldy: m.n_out,
+                        n_out: m.n_out,
+                        n_tok: nt,
+                    }
+                    .args(),
+                )
+                .expect("launch");
+            }
+        };
+        for c in 0..COPIES {
+            pass(c);
+        }
+        gpu.wait("warm-up").expect("wait");
+        let mut us = Vec::new();
+        for _ in 0..9 {
+            let t = Instant::now();
+            for r in 0..4 * COPIES {
+                pass(r % COPIES);
+            }
+            gpu.wait("bench").expect("wait");
+            us.push(t.elapsed().as_secs_f64() * 1e6 / (4 * COPIES) as f64);
+        }
+        us.sort_by(f64::total_cmp);
+        let med = us[us.len() / 2];
+        if nt == 1 {
+            t1 = med;
+        }
+        let staged: Vec<&str> = plan
+            .iter()
+            .map(|(_, d)| if d.smem > 0 { "s" } else { "p" })
+            .collect();
+        println!(
+            "nt {nt}: {med:8.1} us per layer ({:.0} GB/s of weights), aggregate {:.2}x one token  [{}] (min {:.1}, max {:.1})",
+            layer_bytes as f64 / med / 1e3,
+            nt as f64 * t1 / med,
+            staged.join(""),
+            us[0],
+            us[us.len() - 1]
+        );
+    }
+}

@@ -1,0 +1,200 @@
+// matvec_pipe.cuh — the A16 decode matvec's launch constants and its pipelined body (Q4_K,
+// Q6_K), shared by matvec_a16.cu (one token) and matvec_packed.cu (packed decode rows of
+// several sequences). Needs common.cuh + formats_a16.cuh before it.
+
+// Warps per block (-DMVA_WARPS=N from `MUSER_CUDA_MVA_WARPS`; the host launches 32 * N threads).
+#ifndef MVA_WARPS
+#define MVA_WARPS 4
+#endif
+
+// Each warp's lane_seq_sum scratch for N outputs: N * 36 floats (static shared memory, which
+// the staged decode kernels' dynamic activation copy shares the 48 KiB default limit with: the
+// host (forward.rs, `mv`) counts MVA_WARPS * outputs per warp * 36 * 4 bytes for it).
+#define MVA_RED_DECL(N) __shared__ __align__(16) float mva_red[MVA_WARPS * (N) * 36]
+#define MVA_RED(N) (mva_red + (threadIdx.x >> 5) * (N) * 36)
+
+// Rows per warp: MVA_R1 for one token (decode), 1 for eight (prefill). MVA_R1 is set by the
+// registry (-DMVA_R1=N, `MUSER_CUDA_MVA_ROWS`), which tells the host the same number.
+#ifndef MVA_R1
+#define MVA_R1 2
+#endif
+// Minimum resident blocks per SM asked of the compiler for the decode kernels (caps their
+// registers; -DMVA_MINB=N from `MUSER_CUDA_MVA_MINB`, 0 = no cap).
+#ifndef MVA_MINB
+#define MVA_MINB 0
+#endif
+#if MVA_MINB > 0
+#define MVA_BOUNDS_T1 __launch_bounds__(32 * MVA_WARPS, MVA_MINB)
+#else
+#define MVA_BOUNDS_T1 __launch_bounds__(32 * MVA_WARPS)
+#endif
+
+// Decode body for formats with a load/compute split (Q4_K, Q6_K): R rows per warp, and the next
+// unit's weights loaded while the current one is computed (software pipeline); each unit's
+// weights are loaded once for all NT tokens (packed decode rows of several sequences) and each
+// unit's activations once for all R rows.
+// Packed tail: a row has n_units = 32*full + tail units. The `full` iterations give every lane
+// one unit of every row; the tail's R*tail (row, unit) pairs are then spread over the lanes
+// (pair f on lane f % 32, step f / 32) instead of running R rows on `tail` lanes: the lane
+// that owns the unit in mva_body's order (virtual lane v of row i) hands its partial to the
+// lane computing the pair, which chains the unit onto it and hands it back. The tail unit is
+// the last of its virtual lane, so per (row, token) the arithmetic is exactly `dot<1>` in the
+// same unit order and final sum: results equal mva_body's bit for bit, for every NT.
+// STAGE: the activation quants of the NT tokens are first copied once per block into shared
+// memory in the padded layout (xoff<72>; dynamic shared memory NT*(K/64)*72 shorts, K % 64 ==
+// 0, token t at t*(K/64)*72). In the global layout every 16-byte activation read of a warp
+// touches 32 cache lines (lanes are 128 bytes apart); the staging copy is coalesced, and the
+// first unit's weights are requested before it.
+template <class F, int R, bool STAGE, int NT>
+__device__ __forceinline__ void mva_pipe(const u8* __restrict__ W, u64 row_bytes,
+                                         const short* __restrict__ XQ, const float* __restrict__ XS,
+                                         const int* __restrict__ XSUM, int K,
+                                         float* __restrict__ Y, int ldy, int n_out) {
+    static_assert(R * NT <= 8, "mva_pipe: at most 8 outputs per warp");
+    extern __shared__ __align__(16) short xsh[];
+    MVA_RED_DECL(R * NT);
+    constexpr int XP = STAGE ? 72 : 64;
+    const int lane = threadIdx.x & 31;
+    const int row0 = (blockIdx.x * MVA_WARPS + (threadIdx.x >> 5)) * R;
+    const bool active = row0 < n_out;
+    const int n_units = (K / F::BLOCK_VALS) * F::UNITS;
+    const int full = n_units / 32, tail = n_units % 32, n_pairs = R * tail;
+    const int gpb = F::BLOCK_VALS / 32;
+    // Token t's activations: quants at xsrc + t * xt (staged or global), scales/sums at t * K/32.
+    const int xt = STAGE ? (K / 64) * 72 : K;
+    const u8* wr[R];
+#pragma unroll
+    for (int i = 0; i < R; ++i) wr[i] = W + (u64)min(row0 + i, n_out - 1) * row_bytes;
+    typename F::W cur[R];
+    typename F::Raw nxt[R];  // the next unit's weights in flight (F::finish makes them a W)
+    // The weights of this lane's tail pairs (step s: pair lane + 32 s) into dst[s].
+    auto load_tail = [&](typename F::Raw* dst) {
+#pragma unroll
+        for (int s = 0; s < R; ++s) {
+            const int f = lane + 32 * s;
+            if (f < n_pairs) {
+                const int i = f / tail, gt = 32 * full + (f - i * tail);
+                F::load_raw(W + (u64)min(row0 + i, n_out - 1) * row_bytes +
+                                (u64)(gt / F::UNITS) * F::BLOCK_BYTES,
+                            gt % F::UNITS, dst[s]);
+            }
+        }
+    };
+    if (active) {
+        if (full > 0) {
+#pragma unroll
+            for (int i = 0; i < R; ++i)
+                F::load(wr[i] + (u64)(lane / F::UNITS) * F::BLOCK_BYTES, lane % F::UNITS, cur[i]);
+        } else {
+            load_tail(nxt);
+#pragma unroll
+            for (int i = 0; i < R; ++i) F::finish(nxt[i], cur[i]);
+        }
+    }
+    if (STAGE) {
+        // Eight 16-byte loads in flight per thread before their stores: the copy costs one
+        // or a few L2 round trips, not one per 16 bytes.
+        const int n16 = K / 8;
+        for (int base = 0; base < NT * n16; base += 8 * (int)blockDim.x) {
+            uint4 v[8];
+#pragma unroll
+            for (int u = 0; u < 8; ++u) {
+                const int i = base + threadIdx.x + u * blockDim.x;
+                if (i < NT * n16) v[u] = ((const uint4*)XQ)[i];
+            }
+#pragma unroll
+            for (int u = 0; u < 8; ++u) {
+                const int i = base + threadIdx.x + u * blockDim.x;
+                if (i < NT * n16) {
+                    const int t = i / n16, j = i - t * n16;
+                    *(uint4*)(xsh + t * xt + xoff<72>(8 * j)) = v[u];
+                }
+            }
+        }
+        __syncthreads();
+    }
+    if (!active) return;
+    const short* xsrc = STAGE ? xsh : XQ;
+    float acc[R][NT];
+#pragma unroll
+    for (int i = 0; i < R; ++i)
+#pragma unroll
+        for (int t = 0; t < NT; ++t) acc[i][t] = 0.f;
+    for (int it = 0; it < full; ++it) {
+        const int g = lane + 32 * it, g2 = g + 32;
+        if (it + 1 < full) {
+#pragma unroll
+            for (int i = 0; i < R; ++i)
+                F::load_raw(wr[i] + (u64)(g2 / F::UNITS) * F::BLOCK_BYTES, g2 % F::UNITS, nxt[i]);
+        } else {
+            load_tail(nxt);
+        }
+        const int blk = g / F::UNITS, u = g % F::UNITS;
+#pragma unroll
+        for (int t = 0; t < NT; ++t) {
+            typename F::X x;
+            F::template loadx<XP>(u, xsrc + t * xt + xoff<XP>(blk * F::BLOCK_VALS),
+                                  XS + t * (K / 32) + blk * gpb, XSUM + t * (K / 32) + blk * gpb,
+                                  x);
+#pragma unroll
+            for (int i = 0; i < R; ++i) F::compute_x(cur[i], u, x, &acc[i][t]);
+        }
+#pragma unroll
+        for (int i = 0; i < R; ++i) F::finish(nxt[i], cur[i]);
+    }
+    // Tail: cur[s] holds pair f = lane + 32 s = (row i, virtual lane v): fetch lane v's partial
+    // of row i (each token), chain the unit onto it, and hand it back.
+    const int steps = (n_pairs + 31) / 32;
+#pragma unroll
+    for (int t = 0; t < NT; ++t) {
+        float tv[R];
+#pragma unroll
+        for (int s = 0; s < R; ++s) {
+            const int f = lane + 32 * s;
+            const int i = f < n_pairs ? f / tail : 0, v = f < n_pairs ? f - i * tail : 0;
+            float home = 0.f;
+#pragma unroll
+            for (int r = 0; r < R; ++r) {
+                const float a = __shfl_sync(0xffffffffu, acc[r][t], v);
+                if (r == i) home = a;
+            }
+            tv[s] = home;
+            if (f < n_pairs) {
+                const int gt = 32 * full + v;
+                const int blk = gt / F::UNITS, u = gt % F::UNITS;
+                typename F::X x;
+                F::template loadx<XP>(u, xsrc + t * xt + xoff<XP>(blk * F::BLOCK_VALS),
+                                      XS + t * (K / 32) + blk * gpb,
+                                      XSUM + t * (K / 32) + blk * gpb, x);
+                F::compute_x(cur[s], u, x, &tv[s]);
+            }
+        }
+#pragma unroll
+        for (int i = 0; i < R; ++i) {
+            const int src = i * tail + lane;  // pair index of (row i, virtual lane `lane`)
+#pragma unroll
+            for (int s = 0; s < R; ++s) {
+                if (s < steps) {
+                    const float tt = __shfl_sync(0xffffffffu, tv[s], src & 31);
+                    if (lane < tail && (src >> 5) == s) acc[i][t] = tt;
+                }
+            }
+        }
+    }
+    // Lane j sums output j = (row i, token t) = (j / NT, j % NT).
+    const float s = lane_seq_sum<R * NT>(&acc[0][0], MVA_RED(R * NT));
+    const int i = lane / NT, t = lane % NT;
+    if (lane < R * NT && row0 + i < n_out) Y[(size_t)t * ldy + row0 + i] = s;
+}
+
+// Pipelined decode kernels: STAGE = true stages the activations in shared memory (mvs_*).
+// NT tokens per launch (the host launches exactly NT): t1 is single-sequence decode; t2/t4/t8
+// are packed decode rows (rows per warp MVA_R1, at most 8 / NT).
+#define MVA_PIPE_KERNEL(NAME, F, STAGE, NT)                                                     \
+    extern "C" __global__ void MVA_BOUNDS_T1                                                    \
+        NAME(const u8* W, u64 row_bytes, const short* XQ, const float* XS, const int* XSUM,     \
+             int K, float* Y, int ldy, int n_out, int n_tok) {                                  \
+        mva_pipe<F, (MVA_R1 * NT <= 8 ? MVA_R1 : 8 / NT), STAGE, NT>(W, row_bytes, XQ, XS,      \
+                                                                     XSUM, K, Y, ldy, n_out);   \
+    }
+
