@@ -5,29 +5,15 @@
 //! launch. Prints the time of one layer's matmuls and the aggregate speed-up over one token
 //! (`nt × t(1) / t(nt)`). A measurement tool, not a test: it asserts nothing.
 //!
-//! `cargo run --release -p muser-cuda --example mvb_bench [-- --unstaged | --optin |
-//! --persist N]` (`--optin`: stage the activations in up to 227 KiB of opt-in shared memory
-//! per block, instead of the 48 KiB default; `--persist N`: as `--optin`, with the persistent
-//! kernels at NT ≥ 2 on at most N blocks per SM, 132 SMs).
+//! `cargo run --release -p muser-cuda --example mvb_bench [-- --unstaged | --optin]`
+//! (`--optin`: stage the activations in up to 227 KiB of opt-in shared memory per block,
+//! instead of the 48 KiB default).
 
 use std::time::Instant;
 
 use muser_cuda::launch::{launch, A16Matmul, Dims, SMEM_DEFAULT_MAX};
 use muser_cuda::{DeviceBuffer, Gpu, Kernel, Math, Module, Registry};
 use muser_gguf::GgmlType;
-
-/// The persistent staged packed kernel for `nt` ≥ 2 tokens.
-fn persistent(ty: GgmlType, nt: usize) -> Kernel {
-    use Kernel::*;
-    match (ty, nt) {
-        (GgmlType::Q4_K, 2) => MvqQ4kT2,
-        (GgmlType::Q4_K, 4) => MvqQ4kT4,
-        (GgmlType::Q4_K, _) => MvqQ4kT8,
-        (_, 2) => MvqQ6kT2,
-        (_, 4) => MvqQ6kT4,
-        _ => MvqQ6kT8,
-    }
-}
 
 /// The decode kernel for `nt` tokens: (kernel, staged).
 fn kernel(ty: GgmlType, nt: usize, staged: bool) -> Kernel {
@@ -62,13 +48,7 @@ struct Mat {
 
 fn main() {
     let unstaged = std::env::args().any(|a| a == "--unstaged");
-    let args: Vec<String> = std::env::args().collect();
-    let persist: Option<u32> = args
-        .iter()
-        .position(|a| a == "--persist")
-        .and_then(|i| args.get(i + 1))
-        .map(|v| v.parse().expect("--persist N"));
-    let optin = persist.is_some() || std::env::args().any(|a| a == "--optin");
+    let optin = std::env::args().any(|a| a == "--optin");
     // Opt-in dynamic shared memory per block on sm_90 (227 KiB) less the static scratch.
     const SMEM_OPTIN_MAX: usize = 232_448;
     match Gpu::probe() {
@@ -144,8 +124,6 @@ fn main() {
         COPIES,
         if unstaged {
             ", unstaged"
-        } else if persist.is_some() {
-            ", persistent (opt-in shared memory)"
         } else if optin {
             ", opt-in shared memory"
         } else {
@@ -175,12 +153,7 @@ fn main() {
                     block: 32 * reg.mva_warps,
                     smem: if staged { smem as u32 } else { 0 },
                 };
-                let mut kern = kernel(m.ty, nt, staged);
-                let mut dims = dims;
-                if let (Some(bps), true, true) = (persist, staged, nt > 1) {
-                    kern = persistent(m.ty, nt);
-                    dims.grid.0 = dims.grid.0.min(132 * bps);
-                }
+                let kern = kernel(m.ty, nt, staged);
                 if staged && smem + red > SMEM_DEFAULT_MAX {
                     reg.get(kern, Math::Strict)
                         .set_attribute(
@@ -235,15 +208,7 @@ fn main() {
         }
         let staged: Vec<&str> = plan
             .iter()
-            .map(|(k, d)| {
-                if k.symbol().starts_with("mvq") {
-                    "q"
-                } else if d.smem > 0 {
-                    "s"
-                } else {
-                    "p"
-                }
-            })
+            .map(|(_, d)| if d.smem > 0 { "s" } else { "p" })
             .collect();
         println!(
             "nt {nt}: {med:8.1} us per layer ({:.0} GB/s of weights), aggregate {:.2}x one token  [{}] (min {:.1}, max {:.1})",

@@ -166,9 +166,6 @@ kernels! {
     MvsQ4kT4 => MatvecPacked, "mvs_q4_k_t4"; MvsQ6kT4 => MatvecPacked, "mvs_q6_k_t4";
     MvpQ4kT8 => MatvecPacked, "mvp_q4_k_t8"; MvpQ6kT8 => MatvecPacked, "mvp_q6_k_t8";
     MvsQ4kT8 => MatvecPacked, "mvs_q4_k_t8"; MvsQ6kT8 => MatvecPacked, "mvs_q6_k_t8";
-    MvqQ4kT2 => MatvecPacked, "mvq_q4_k_t2"; MvqQ6kT2 => MatvecPacked, "mvq_q6_k_t2";
-    MvqQ4kT4 => MatvecPacked, "mvq_q4_k_t4"; MvqQ6kT4 => MatvecPacked, "mvq_q6_k_t4";
-    MvqQ4kT8 => MatvecPacked, "mvq_q4_k_t8"; MvqQ6kT8 => MatvecPacked, "mvq_q6_k_t8";
     MmqQ4k => MmqA16, "mmq_q4_k"; MmqQ6k => MmqA16, "mmq_q6_k";
     MvaQ4kT1 => MatvecA16, "mva_q4_k_t1"; MvaQ4kT8 => MatvecA16, "mva_q4_k_t8";
     MvaQ5kT1 => MatvecA16, "mva_q5_k_t1"; MvaQ5kT8 => MatvecA16, "mva_q5_k_t8";

@@ -184,9 +184,6 @@ fn packed_kernels(ty: GgmlType) -> &'static [(Kernel, usize, bool)] {
             (MvsQ4kT4, 4, true),
             (MvpQ4kT8, 8, false),
             (MvsQ4kT8, 8, true),
-            (MvqQ4kT2, 2, true),
-            (MvqQ4kT4, 4, true),
-            (MvqQ4kT8, 8, true),
         ],
         GgmlType::Q6_K => &[
             (MvpQ6kT2, 2, false),
@@ -195,9 +192,6 @@ fn packed_kernels(ty: GgmlType) -> &'static [(Kernel, usize, bool)] {
             (MvsQ6kT4, 4, true),
             (MvpQ6kT8, 8, false),
             (MvsQ6kT8, 8, true),
-            (MvqQ6kT2, 2, true),
-            (MvqQ6kT4, 4, true),
-            (MvqQ6kT8, 8, true),
         ],
         _ => &[],
     }
@@ -398,10 +392,6 @@ fn a16_matvec_case(gpu: &Gpu, reg: &Registry, k: usize) {
                     continue;
                 }
                 dims.smem = smem as u32;
-            }
-            // The persistent kernels walk row groups: two blocks for the 77 rows.
-            if kern.symbol().starts_with("mvq") {
-                dims.grid.0 = dims.grid.0.min(2);
             }
             let yp = case.run(gpu, reg, kern, dims, nt);
             assert_eq!(

@@ -18,11 +18,3 @@ MVA_PIPE_KERNEL(mvp_q4_k_t8, AQ4K, false, 8)
 MVA_PIPE_KERNEL(mvp_q6_k_t8, AQ6K, false, 8)
 MVA_PIPE_KERNEL(mvs_q4_k_t8, AQ4K, true, 8)
 MVA_PIPE_KERNEL(mvs_q6_k_t8, AQ6K, true, 8)
-// Persistent staged variants (mvq_*): launch at most as many blocks as stay resident; each
-// stages its activations once and walks row groups blockIdx.x, + gridDim.x, ...
-MVA_PIPE_KERNEL_P(mvq_q4_k_t2, AQ4K, true, 2, true)
-MVA_PIPE_KERNEL_P(mvq_q6_k_t2, AQ6K, true, 2, true)
-MVA_PIPE_KERNEL_P(mvq_q4_k_t4, AQ4K, true, 4, true)
-MVA_PIPE_KERNEL_P(mvq_q6_k_t4, AQ6K, true, 4, true)
-MVA_PIPE_KERNEL_P(mvq_q4_k_t8, AQ4K, true, 8, true)
-MVA_PIPE_KERNEL_P(mvq_q6_k_t8, AQ6K, true, 8, true)

@@ -45,9 +45,7 @@
 // 0, token t at t*(K/64)*72). In the global layout every 16-byte activation read of a warp
 // touches 32 cache lines (lanes are 128 bytes apart); the staging copy is coalesced, and the
 // first unit's weights are requested before it.
-// PERSIST: the block stages once, then walks row groups blockIdx.x, + gridDim.x, ... (launch
-// fewer blocks than row groups); same per-(row, token) arithmetic.
-template <class F, int R, bool STAGE, int NT, bool PERSIST = false>
+template <class F, int R, bool STAGE, int NT>
 __device__ __forceinline__ void mva_pipe(const u8* __restrict__ W, u64 row_bytes,
                                          const short* __restrict__ XQ, const float* __restrict__ XS,
                                          const int* __restrict__ XSUM, int K,
@@ -57,13 +55,16 @@ __device__ __forceinline__ void mva_pipe(const u8* __restrict__ W, u64 row_bytes
     MVA_RED_DECL(R * NT);
     constexpr int XP = STAGE ? 72 : 64;
     const int lane = threadIdx.x & 31;
-    int row0 = (blockIdx.x * MVA_WARPS + (threadIdx.x >> 5)) * R;
+    const int row0 = (blockIdx.x * MVA_WARPS + (threadIdx.x >> 5)) * R;
+    const bool active = row0 < n_out;
     const int n_units = (K / F::BLOCK_VALS) * F::UNITS;
     const int full = n_units / 32, tail = n_units % 32, n_pairs = R * tail;
     const int gpb = F::BLOCK_VALS / 32;
     // Token t's activations: quants at xsrc + t * xt (staged or global), scales/sums at t * K/32.
     const int xt = STAGE ? (K / 64) * 72 : K;
     const u8* wr[R];
+#pragma unroll
+    for (int i = 0; i < R; ++i) wr[i] = W + (u64)min(row0 + i, n_out - 1) * row_bytes;
     typename F::W cur[R];
     typename F::Raw nxt[R];  // the next unit's weights in flight (F::finish makes them a W)
     // The weights of this lane's tail pairs (step s: pair lane + 32 s) into dst[s].
@@ -79,10 +80,7 @@ __device__ __forceinline__ void mva_pipe(const u8* __restrict__ W, u64 row_bytes
             }
         }
     };
-    // The rows of row0 and their first unit's weights.
-    auto first_load = [&]() {
-#pragma unroll
-        for (int i = 0; i < R; ++i) wr[i] = W + (u64)min(row0 + i, n_out - 1) * row_bytes;
+    if (active) {
         if (full > 0) {
 #pragma unroll
             for (int i = 0; i < R; ++i)
@@ -92,8 +90,7 @@ __device__ __forceinline__ void mva_pipe(const u8* __restrict__ W, u64 row_bytes
 #pragma unroll
             for (int i = 0; i < R; ++i) F::finish(nxt[i], cur[i]);
         }
-    };
-    if (!PERSIST && row0 < n_out) first_load();
+    }
     if (STAGE) {
         // Eight 16-byte loads in flight per thread before their stores: the copy costs one
         // or a few L2 round trips, not one per 16 bytes.
@@ -116,10 +113,8 @@ __device__ __forceinline__ void mva_pipe(const u8* __restrict__ W, u64 row_bytes
         }
         __syncthreads();
     }
+    if (!active) return;
     const short* xsrc = STAGE ? xsh : XQ;
-    // One row group (one iteration unless PERSIST).
-    for (; row0 < n_out; row0 += PERSIST ? gridDim.x * MVA_WARPS * R : n_out) {
-    if (PERSIST) first_load();
     float acc[R][NT];
 #pragma unroll
     for (int i = 0; i < R; ++i)
@@ -190,18 +185,16 @@ __device__ __forceinline__ void mva_pipe(const u8* __restrict__ W, u64 row_bytes
     const float s = lane_seq_sum<R * NT>(&acc[0][0], MVA_RED(R * NT));
     const int i = lane / NT, t = lane % NT;
     if (lane < R * NT && row0 + i < n_out) Y[(size_t)t * ldy + row0 + i] = s;
-    }
 }
 
 // Pipelined decode kernels: STAGE = true stages the activations in shared memory (mvs_*).
 // NT tokens per launch (the host launches exactly NT): t1 is single-sequence decode; t2/t4/t8
 // are packed decode rows (rows per warp MVA_R1, at most 8 / NT).
-#define MVA_PIPE_KERNEL_P(NAME, F, STAGE, NT, PERSIST)                                          \
-    extern "C" __global__ void MVA_BOUNDS_T1                                                      \
-        NAME(const u8* W, u64 row_bytes, const short* XQ, const float* XS, const int* XSUM,       \
-             int K, float* Y, int ldy, int n_out, int n_tok) {                                    \
-        mva_pipe<F, (MVA_R1 * NT <= 8 ? MVA_R1 : 8 / NT), STAGE, NT, PERSIST>(                    \
-            W, row_bytes, XQ, XS, XSUM, K, Y, ldy, n_out);                                        \
+#define MVA_PIPE_KERNEL(NAME, F, STAGE, NT)                                                     \
+    extern "C" __global__ void MVA_BOUNDS_T1                                                    \
+        NAME(const u8* W, u64 row_bytes, const short* XQ, const float* XS, const int* XSUM,     \
+             int K, float* Y, int ldy, int n_out, int n_tok) {                                  \
+        mva_pipe<F, (MVA_R1 * NT <= 8 ? MVA_R1 : 8 / NT), STAGE, NT>(W, row_bytes, XQ, XS,      \
+                                                                     XSUM, K, Y, ldy, n_out);   \
     }
-#define MVA_PIPE_KERNEL(NAME, F, STAGE, NT) MVA_PIPE_KERNEL_P(NAME, F, STAGE, NT, false)
 
