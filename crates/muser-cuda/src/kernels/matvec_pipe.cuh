@@ -106,7 +106,8 @@ __device__ __forceinline__ void mva_pipe(const u8* __restrict__ W, u64 row_bytes
             for (int u = 0; u < 8; ++u) {
                 const int i = base + threadIdx.x + u * blockDim.x;
                 if (i < NT * n16) {
-                    const int t = i / n16, j = i - t * n16;
+                    // One token: no division (the decode kernel's code stays as it was).
+                    const int t = NT == 1 ? 0 : i / n16, j = i - t * n16;
                     *(uint4*)(xsh + t * xt + xoff<72>(8 * j)) = v[u];
                 }
             }
@@ -184,7 +185,7 @@ __device__ __forceinline__ void mva_pipe(const u8* __restrict__ W, u64 row_bytes
     // Lane j sums output j = (row i, token t) = (j / NT, j % NT).
     const float s = lane_seq_sum<R * NT>(&acc[0][0], MVA_RED(R * NT));
     const int i = lane / NT, t = lane % NT;
-    if (lane < R * NT && row0 + i < n_out) Y[(size_t)t * ldy + row0 + i] = s;
+    if (lane < R * NT && row0 + i < n_out) (Y + (size_t)t * ldy)[row0 + i] = s;
 }
 
 // Pipelined decode kernels: STAGE = true stages the activations in shared memory (mvs_*).
