@@ -232,6 +232,10 @@ pub struct Registry {
     /// needed (`-DMVA_Q6_LAZY`; default on, `MUSER_CUDA_Q6_LAZY=0` for A/B: tg128 109.5 vs
     /// 102.2 tok/s on the H200; the same words, so the same numbers).
     pub q6_lazy: bool,
+    /// The staged decode kernels copy the activations with cp.async (`-DMVA_STAGE_ASYNC`,
+    /// `MUSER_CUDA_STAGE_ASYNC=1`; the same bytes, so the same numbers). Off by default:
+    /// `mvb_bench` one-token pass 196.8 / 194.0 µs per layer with it vs 156.0 / 153.0 without.
+    pub stage_async: bool,
     functions: HashMap<(Kernel, Math), CudaFunction>,
     modules: Vec<CompiledModule>,
     _loaded: Vec<Arc<CudaModule>>,
@@ -277,6 +281,7 @@ impl Registry {
         let mmq_minb = env_choice("MUSER_CUDA_MMQ_MINB", 1, &[1, 2])?;
         let mmq_cvt = env_choice("MUSER_CUDA_MMQ_CVT", 1, &[0, 1])?;
         let q6_lazy = env_choice("MUSER_CUDA_Q6_LAZY", 1, &[0, 1])?;
+        let stage_async = env_choice("MUSER_CUDA_STAGE_ASYNC", 0, &[0, 1])?;
         let mut functions = HashMap::new();
         let mut modules = Vec::new();
         let mut loaded = Vec::new();
@@ -291,6 +296,7 @@ impl Registry {
                         format!("-DMVA_WARPS={mva_warps}"),
                         format!("-DMUSER_LD16_WINDOW={}", u8::from(ld16_window)),
                         format!("-DMVA_Q6_LAZY={q6_lazy}"),
+                        format!("-DMVA_STAGE_ASYNC={stage_async}"),
                     ],
                     Module::MmqA16 => vec![
                         format!("-DMUSER_LD16_WINDOW={}", u8::from(ld16_window)),
@@ -335,6 +341,7 @@ impl Registry {
             mmq_minb,
             mmq_cvt,
             q6_lazy: q6_lazy == 1,
+            stage_async: stage_async == 1,
             mva_warps,
             functions,
             modules,
@@ -522,6 +529,7 @@ mod tests {
             "-DMVA_WARPS=8".to_string(),
             "-DMUSER_LD16_WINDOW=0".to_string(),
             "-DMVA_Q6_LAZY=0".to_string(),
+            "-DMVA_STAGE_ASYNC=1".to_string(),
         ];
         compile_module(m, Math::Strict, "sm_90a", &m.source(), &extra)
             .unwrap_or_else(|e| panic!("{e}"));

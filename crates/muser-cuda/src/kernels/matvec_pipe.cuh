@@ -23,6 +23,12 @@
 #ifndef MVA_MINB
 #define MVA_MINB 0
 #endif
+// How the staged kernels copy the activations into shared memory: 1 = cp.async (every chunk
+// in flight at once), 0 = through registers, eight chunks per round (-DMVA_STAGE_ASYNC from
+// `MUSER_CUDA_STAGE_ASYNC`; the same bytes either way).
+#ifndef MVA_STAGE_ASYNC
+#define MVA_STAGE_ASYNC 0
+#endif
 #if MVA_MINB > 0
 #define MVA_BOUNDS_T1 __launch_bounds__(32 * MVA_WARPS, MVA_MINB)
 #else
@@ -92,9 +98,21 @@ __device__ __forceinline__ void mva_pipe(const u8* __restrict__ W, u64 row_bytes
         }
     }
     if (STAGE) {
+        const int n16 = K / 8;
+#if MVA_STAGE_ASYNC
+        // cp.async: every 16-byte chunk requested at once, straight into shared memory (no
+        // registers held, no load/store rounds).
+        for (int i = threadIdx.x; i < NT * n16; i += blockDim.x) {
+            const int t = NT == 1 ? 0 : i / n16, j = i - t * n16;
+            const unsigned d = (unsigned)__cvta_generic_to_shared(xsh + t * xt + xoff<72>(8 * j));
+            asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(d),
+                         "l"((const uint4*)XQ + i));
+        }
+        asm volatile("cp.async.commit_group;\n" ::);
+        asm volatile("cp.async.wait_group 0;\n" ::);
+#else
         // Eight 16-byte loads in flight per thread before their stores: the copy costs one
         // or a few L2 round trips, not one per 16 bytes.
-        const int n16 = K / 8;
         for (int base = 0; base < NT * n16; base += 8 * (int)blockDim.x) {
             uint4 v[8];
 #pragma unroll
@@ -112,6 +130,7 @@ __device__ __forceinline__ void mva_pipe(const u8* __restrict__ W, u64 row_bytes
                 }
             }
         }
+#endif
         __syncthreads();
     }
     if (!active) return;

@@ -393,7 +393,11 @@ impl<'m> CudaSession<'m> {
             match self.opts.acts {
                 Acts::A16 if self.opts.pipe => format!(
                     "pipe{}-rows{}-minb{}{}{}",
-                    if self.opts.xsmem { "-xsmem" } else { "" },
+                    match (self.opts.xsmem, self.reg.stage_async) {
+                        (true, false) => "-xsmem",
+                        (true, true) => "-xsmem-async",
+                        (false, _) => "",
+                    },
                     self.reg.mva_rows,
                     self.reg.mva_minb,
                     match self.reg.mva_warps {
