@@ -191,7 +191,8 @@ pub fn matmul_rows_at(
         for (i, ug) in u.chunks_mut(groups).enumerate() {
             unpack_row(ty, row(i), ug)?;
         }
-        matmul_unpacked(level, ty, &u, groups, n, a, out);
+        let tokens = crate::tile_shape::tile_tokens(level);
+        matmul_unpacked(level, ty, &u, groups, n, a, out, tokens);
         return Ok(());
     }
     #[cfg(target_arch = "x86_64")]

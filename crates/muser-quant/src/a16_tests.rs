@@ -247,6 +247,62 @@ fn matmul_blocks_equal_single_dots() {
     }
 }
 
+/// The unpacked prefill product at both tile heights (2 and 4 tokens, `tile_shape`) equals the
+/// scalar reference bit for bit, for token counts that leave partial tiles.
+#[cfg(target_arch = "x86_64")]
+#[test]
+fn prefill_tile_heights_equal_single_dots() {
+    if !crate::simd::avx2_available() {
+        eprintln!("skipping: no AVX2 on this CPU");
+        return;
+    }
+    for ty in [GgmlType::Q4_K, GgmlType::Q6_K, GgmlType::Q8_0] {
+        let n = if ty.block_size() == 256 { 512 } else { 608 };
+        let rows: Vec<u8> = (0..5).flat_map(|r| weights(ty, n, 70 + r)).collect();
+        let row_bytes = rows.len() / 5;
+        let groups = n_groups(n);
+        let mut u = vec![UnpackedGroup::zeroed(); 5 * groups];
+        for (i, ug) in u.chunks_mut(groups).enumerate() {
+            unpack_row(ty, &rows[i * row_bytes..(i + 1) * row_bytes], ug).expect("unpack");
+        }
+        let acts: Vec<Vec<BlockA16>> = (0..19).map(|t| acts(n, 90 + t).1).collect();
+        let refs: Vec<&[BlockA16]> = acts.iter().map(Vec::as_slice).collect();
+        for na in [8usize, 11, 19] {
+            for level in test_levels().into_iter().filter(|l| l.avx2()) {
+                for tokens in [2usize, 4] {
+                    let mut out = vec![0f32; 5 * na];
+                    crate::a16_unpack::matmul_unpacked(
+                        level,
+                        ty,
+                        &u,
+                        groups,
+                        n,
+                        &refs[..na],
+                        &mut out,
+                        tokens,
+                    );
+                    for i in 0..5 {
+                        for t in 0..na {
+                            let want = dot_at(
+                                SimdLevel::Scalar,
+                                ty,
+                                &rows[i * row_bytes..(i + 1) * row_bytes],
+                                refs[t],
+                            )
+                            .expect("dot");
+                            assert_eq!(
+                                out[i * na + t].to_bits(),
+                                want.to_bits(),
+                                "{ty} row {i} act {t} of {na}, {tokens}-token tiles at {level:?}"
+                            );
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
 #[test]
 fn rejects_mismatched_rows() {
     let w = weights(GgmlType::Q4_K, 512, 1);

@@ -184,6 +184,8 @@ fn x86_unpacked_tile<const RW: usize, const RA: usize>(
 
 /// The unpacked product: `out[i * a.len() + t] = u[i] · a[t]`, where `u` holds `n_rows`
 /// unpacked rows of `groups` groups each, for a weight of type `ty` with `n` values per row.
+/// `tokens` (2 or 4, `tile_shape`) is the tile height: it changes speed, never a result.
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn matmul_unpacked(
     level: SimdLevel,
     ty: GgmlType,
@@ -192,6 +194,7 @@ pub(crate) fn matmul_unpacked(
     n: usize,
     a: &[&[BlockA16]],
     out: &mut [f32],
+    tokens: usize,
 ) {
     let n_rows = u.len() / groups.max(1);
     let na = a.len();
@@ -205,8 +208,9 @@ pub(crate) fn matmul_unpacked(
             let mut i = 0;
             while i < n_rows {
                 let rw = if i + 2 <= n_rows { 2 } else { 1 };
-                for (k, ac) in tb.chunks(MAX_ROWS).enumerate() {
-                    let t = t0 + k * MAX_ROWS;
+                let ta = tokens.clamp(1, MAX_ROWS);
+                for (k, ac) in tb.chunks(ta).enumerate() {
+                    let t = t0 + k * ta;
                     let o = &mut tmp[..rw * ac.len()];
                     match (rw, ac) {
                         (2, &[a0, a1, a2, a3]) => x86_unpacked_tile::<2, 4>(

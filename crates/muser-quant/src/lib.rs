@@ -38,6 +38,7 @@ pub mod q8_0;
 pub mod q8_1;
 pub mod q8_k;
 pub mod simd;
+pub mod tile_shape;
 
 #[cfg(target_arch = "x86_64")]
 mod avx2;
@@ -59,6 +60,7 @@ pub use q8_0::BlockQ8_0;
 pub use q8_1::BlockQ8_1;
 pub use q8_k::BlockQ8K;
 pub use simd::{avx2_available, detected_level, init_simd, simd_level, SimdLevel};
+pub use tile_shape::{init_tile_tokens, tile_tokens};
 
 /// Errors of the type-erased front.
 #[derive(thiserror::Error, Debug, Clone, PartialEq, Eq)]
@@ -93,7 +95,7 @@ pub enum QuantError {
     /// `MUSER_SIMD` asks for something this CPU cannot do, or is not a known value.
     #[error("SIMD selection: {reason}")]
     Simd { reason: String },
-    /// A kernel setting (`MUSER_CPU_PREFETCH`) is not a known value.
+    /// A kernel setting (`MUSER_CPU_PREFETCH`, `MUSER_CPU_TILE_TOKENS`) is not a known value.
     #[error("kernel setting: {reason}")]
     Setting { reason: String },
 }

@@ -66,6 +66,8 @@ impl<'m> CpuSession<'m> {
         // Kernel switches fail here, typed, rather than as a panic at the first matmul.
         muser_quant::init_simd().map_err(|e| EngineError::Config(e.to_string()))?;
         muser_quant::init_prefetch().map_err(|e| EngineError::Config(e.to_string()))?;
+        muser_quant::init_tile_tokens(muser_quant::simd_level())
+            .map_err(|e| EngineError::Config(e.to_string()))?;
         let pool = rayon::ThreadPoolBuilder::new()
             .num_threads(opts.threads.max(1))
             .build()
@@ -97,10 +99,11 @@ impl<'m> CpuSession<'m> {
     /// What produces this session's numbers.
     pub fn route_identity(&self) -> String {
         format!(
-            "cpu:acts={},kv=f16,attn=f32,simd={},pf={}",
+            "cpu:acts={},kv=f16,attn=f32,simd={},pf={},tile=2x{}",
             self.opts.acts.name(),
             muser_quant::simd_level().name(),
-            muser_quant::prefetch_mode().name()
+            muser_quant::prefetch_mode().name(),
+            muser_quant::tile_tokens(muser_quant::simd_level())
         )
     }
 
