@@ -99,10 +99,15 @@ __device__ __forceinline__ void mva_pipe(const u8* __restrict__ W, u64 row_bytes
     }
     if (STAGE) {
         const int n16 = K / 8;
+        // The block is 32 * MVA_WARPS threads (the launch always is): with the constant, a
+        // thread's chunks i = tid + 128 u (at 4 warps) have fixed i % 8, so the padded
+        // offsets step linearly and the index arithmetic folds away (and the Q4_K one-token
+        // kernel needs 80 registers instead of 95).
+        constexpr int BT = 32 * MVA_WARPS;
 #if MVA_STAGE_ASYNC
         // cp.async: every 16-byte chunk requested at once, straight into shared memory (no
         // registers held, no load/store rounds).
-        for (int i = threadIdx.x; i < NT * n16; i += blockDim.x) {
+        for (int i = threadIdx.x; i < NT * n16; i += BT) {
             const int t = NT == 1 ? 0 : i / n16, j = i - t * n16;
             const unsigned d = (unsigned)__cvta_generic_to_shared(xsh + t * xt + xoff<72>(8 * j));
             asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(d),
@@ -113,16 +118,16 @@ __device__ __forceinline__ void mva_pipe(const u8* __restrict__ W, u64 row_bytes
 #else
         // Eight 16-byte loads in flight per thread before their stores: the copy costs one
         // or a few L2 round trips, not one per 16 bytes.
-        for (int base = 0; base < NT * n16; base += 8 * (int)blockDim.x) {
+        for (int base = 0; base < NT * n16; base += 8 * BT) {
             uint4 v[8];
 #pragma unroll
             for (int u = 0; u < 8; ++u) {
-                const int i = base + threadIdx.x + u * blockDim.x;
+                const int i = base + threadIdx.x + u * BT;
                 if (i < NT * n16) v[u] = ((const uint4*)XQ)[i];
             }
 #pragma unroll
             for (int u = 0; u < 8; ++u) {
-                const int i = base + threadIdx.x + u * blockDim.x;
+                const int i = base + threadIdx.x + u * BT;
                 if (i < NT * n16) {
                     // One token: no division (the decode kernel's code stays as it was).
                     const int t = NT == 1 ? 0 : i / n16, j = i - t * n16;
