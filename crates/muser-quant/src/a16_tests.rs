@@ -201,6 +201,29 @@ fn multi_row_tiles_equal_single_rows() {
     }
 }
 
+/// `out[i * a.len() + t]` is the scalar reference dot of weight row `i` (of `rows`) with `a[t]`,
+/// bit for bit, for every row and activation row.
+fn assert_rows_match_scalar(
+    ty: GgmlType,
+    rows: &[u8],
+    row_bytes: usize,
+    a: &[&[BlockA16]],
+    out: &[f32],
+    what: &str,
+) {
+    let na = a.len();
+    for (i, row) in rows.chunks(row_bytes).enumerate() {
+        for (t, at) in a.iter().enumerate() {
+            let want = dot_at(SimdLevel::Scalar, ty, row, at).expect("dot");
+            assert_eq!(
+                out[i * na + t].to_bits(),
+                want.to_bits(),
+                "{ty} row {i} act {t} of {na}, {what}"
+            );
+        }
+    }
+}
+
 #[cfg(target_arch = "x86_64")]
 #[test]
 fn matmul_blocks_equal_single_dots() {
@@ -226,22 +249,14 @@ fn matmul_blocks_equal_single_dots() {
             for level in test_levels() {
                 let mut out = vec![0f32; 13 * na];
                 matmul_rows_at(level, ty, &rows, row_bytes, &refs[..na], &mut out).expect("matmul");
-                for i in 0..13 {
-                    for t in 0..na {
-                        let want = dot_at(
-                            SimdLevel::Scalar,
-                            ty,
-                            &rows[i * row_bytes..(i + 1) * row_bytes],
-                            refs[t],
-                        )
-                        .expect("dot");
-                        assert_eq!(
-                            out[i * na + t].to_bits(),
-                            want.to_bits(),
-                            "{ty} row {i} act {t} of {na} at {level:?}"
-                        );
-                    }
-                }
+                assert_rows_match_scalar(
+                    ty,
+                    &rows,
+                    row_bytes,
+                    &refs[..na],
+                    &out,
+                    &format!("{level:?}"),
+                );
             }
         }
     }
@@ -281,22 +296,8 @@ fn prefill_tile_heights_equal_single_dots() {
                         &mut out,
                         tokens,
                     );
-                    for i in 0..5 {
-                        for t in 0..na {
-                            let want = dot_at(
-                                SimdLevel::Scalar,
-                                ty,
-                                &rows[i * row_bytes..(i + 1) * row_bytes],
-                                refs[t],
-                            )
-                            .expect("dot");
-                            assert_eq!(
-                                out[i * na + t].to_bits(),
-                                want.to_bits(),
-                                "{ty} row {i} act {t} of {na}, {tokens}-token tiles at {level:?}"
-                            );
-                        }
-                    }
+                    let what = format!("{tokens}-token tiles at {level:?}");
+                    assert_rows_match_scalar(ty, &rows, row_bytes, &refs[..na], &out, &what);
                 }
             }
         }

@@ -43,6 +43,7 @@ pub mod tile_shape;
 #[cfg(target_arch = "x86_64")]
 mod avx2;
 mod common;
+mod env_setting;
 mod kquant;
 mod lanes;
 #[cfg(test)]

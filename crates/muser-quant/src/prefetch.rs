@@ -17,8 +17,7 @@
 //! (`matvec_bench`, the 262144 × 640 Q8_0 output projection, three alternating runs): burst
 //! 16.7 / 15.0 / 14.0 ms, spread 11.7 / 12.3 / 12.2 ms. See docs/benchmarks.md for decode.
 
-use std::sync::OnceLock;
-
+use crate::env_setting::EnvSetting;
 use crate::QuantError;
 
 /// The decode tiles' prefetch scheme (`MUSER_CPU_PREFETCH`).
@@ -54,18 +53,12 @@ fn resolve(var: Option<&str>) -> Result<Prefetch, String> {
     }
 }
 
-static MODE: OnceLock<Result<Prefetch, String>> = OnceLock::new();
-
-fn mode_cell() -> &'static Result<Prefetch, String> {
-    MODE.get_or_init(|| resolve(std::env::var("MUSER_CPU_PREFETCH").ok().as_deref()))
-}
+static MODE: EnvSetting<Prefetch> = EnvSetting::new("MUSER_CPU_PREFETCH", resolve);
 
 /// Resolve the prefetch mode now (reads `MUSER_CPU_PREFETCH` once). Call at start-up to get a
 /// typed error instead of the panic [`prefetch_mode`] raises on a bad setting.
 pub fn init_prefetch() -> Result<Prefetch, QuantError> {
-    mode_cell()
-        .clone()
-        .map_err(|reason| QuantError::Setting { reason })
+    MODE.init().map_err(|reason| QuantError::Setting { reason })
 }
 
 /// The mode the decode tiles use.
@@ -74,10 +67,7 @@ pub fn init_prefetch() -> Result<Prefetch, QuantError> {
 /// If `MUSER_CPU_PREFETCH` is not a known value (fail closed; call [`init_prefetch`] first to
 /// handle that as an error).
 pub fn prefetch_mode() -> Prefetch {
-    match mode_cell() {
-        Ok(m) => *m,
-        Err(reason) => panic!("muser-quant: {reason}"),
-    }
+    MODE.get()
 }
 
 #[cfg(test)]

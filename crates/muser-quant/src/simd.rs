@@ -17,6 +17,7 @@
 
 use std::sync::OnceLock;
 
+use crate::env_setting::EnvSetting;
 use crate::QuantError;
 
 /// Which implementation of the kernels runs.
@@ -127,21 +128,12 @@ fn resolve(var: Option<&str>) -> Result<SimdLevel, String> {
     }
 }
 
-static LEVEL: OnceLock<Result<SimdLevel, String>> = OnceLock::new();
-
-fn level_cell() -> &'static Result<SimdLevel, String> {
-    LEVEL.get_or_init(|| {
-        let var = std::env::var("MUSER_SIMD").ok();
-        resolve(var.as_deref())
-    })
-}
+static LEVEL: EnvSetting<SimdLevel> = EnvSetting::new("MUSER_SIMD", resolve);
 
 /// Resolve the SIMD level now (reads `MUSER_SIMD` once). Call at start-up to get a typed
 /// error instead of the panic [`simd_level`] raises on a bad setting.
 pub fn init_simd() -> Result<SimdLevel, QuantError> {
-    level_cell()
-        .clone()
-        .map_err(|reason| QuantError::Simd { reason })
+    LEVEL.init().map_err(|reason| QuantError::Simd { reason })
 }
 
 /// The level the dispatching kernels use.
@@ -150,10 +142,7 @@ pub fn init_simd() -> Result<SimdLevel, QuantError> {
 /// If `MUSER_SIMD` asks for something this CPU cannot do or is not a known value (fail
 /// closed; call [`init_simd`] first to handle that as an error).
 pub fn simd_level() -> SimdLevel {
-    match level_cell() {
-        Ok(level) => *level,
-        Err(reason) => panic!("muser-quant: {reason}"),
-    }
+    LEVEL.get()
 }
 
 /// Panic unless `level` can run on this CPU (kernels taking an explicit level call this

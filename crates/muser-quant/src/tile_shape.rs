@@ -15,8 +15,7 @@
 //! Q6_K 35.2 vs 29.5): eight pairs of AVX2 accumulators (plus the k-quants' min accumulators)
 //! do not fit sixteen vector registers. AVX-512's 32 registers hold the 2 × 4 tile.
 
-use std::sync::OnceLock;
-
+use crate::env_setting::EnvSetting;
 use crate::simd::SimdLevel;
 use crate::QuantError;
 
@@ -31,11 +30,7 @@ fn resolve(var: Option<&str>) -> Result<Option<usize>, String> {
     }
 }
 
-static TOKENS: OnceLock<Result<Option<usize>, String>> = OnceLock::new();
-
-fn cell() -> &'static Result<Option<usize>, String> {
-    TOKENS.get_or_init(|| resolve(std::env::var("MUSER_CPU_TILE_TOKENS").ok().as_deref()))
-}
+static TOKENS: EnvSetting<Option<usize>> = EnvSetting::new("MUSER_CPU_TILE_TOKENS", resolve);
 
 /// The height for SIMD `level` given the setting (`None` = auto).
 fn height(setting: Option<usize>, level: SimdLevel) -> usize {
@@ -45,12 +40,10 @@ fn height(setting: Option<usize>, level: SimdLevel) -> usize {
 /// Resolve `MUSER_CPU_TILE_TOKENS` now and return the height at `level`. Call at start-up to
 /// get a typed error instead of the panic [`tile_tokens`] raises on a bad setting.
 pub fn init_tile_tokens(level: SimdLevel) -> Result<usize, QuantError> {
-    match cell() {
-        Ok(s) => Ok(height(*s, level)),
-        Err(reason) => Err(QuantError::Setting {
-            reason: reason.clone(),
-        }),
-    }
+    TOKENS
+        .init()
+        .map(|s| height(s, level))
+        .map_err(|reason| QuantError::Setting { reason })
 }
 
 /// Tokens per prefill tile at SIMD `level`.
@@ -59,10 +52,7 @@ pub fn init_tile_tokens(level: SimdLevel) -> Result<usize, QuantError> {
 /// If `MUSER_CPU_TILE_TOKENS` is not a known value (fail closed; call [`init_tile_tokens`]
 /// first to handle that as an error).
 pub fn tile_tokens(level: SimdLevel) -> usize {
-    match cell() {
-        Ok(s) => height(*s, level),
-        Err(reason) => panic!("muser-quant: {reason}"),
-    }
+    height(TOKENS.get(), level)
 }
 
 #[cfg(test)]
