@@ -95,23 +95,47 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         &w.layers[0].ffn_down,
         &w.layers[0].wv,
     ];
-    for n_tok in [1usize, 64] {
-        for m in mats {
+    // Activation formats to compare, alternating per matrix (`BENCH_ACTS=a16,a8`; default both).
+    let formats: Vec<ActFormat> = std::env::var("BENCH_ACTS")
+        .unwrap_or_else(|_| "a16,a8".into())
+        .split(',')
+        .map(|f| match f {
+            "a8" => ActFormat::A8,
+            "q8" => ActFormat::Q8,
+            _ => ActFormat::A16,
+        })
+        .collect();
+    // Prefill batch size (`BENCH_TOKENS`, default 64).
+    let prefill: usize = std::env::var("BENCH_TOKENS").map_or(Ok(64), |s| s.parse())?;
+    for n_tok in [1usize, prefill] {
+        for (m, fmt) in mats
+            .iter()
+            .flat_map(|m| formats.iter().map(move |f| (*m, *f)))
+        {
+            // `BENCH_NOISE=1`: pseudo-random activations with a wide range instead of a ramp.
             let x: Vec<f32> = (0..m.n_in * n_tok)
-                .map(|i| ((i * 7919) % 1000) as f32 * 1e-3 - 0.5)
+                .map(|i| {
+                    if std::env::var_os("BENCH_NOISE").is_some() {
+                        let h = (i as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 40;
+                        let u = h as f32 / (1u64 << 24) as f32 - 0.5;
+                        u * u * u * 40.0
+                    } else {
+                        ((i * 7919) % 1000) as f32 * 1e-3 - 0.5
+                    }
+                })
                 .collect();
             let mut out = vec![0f32; m.n_out * n_tok];
             let reps = if n_tok == 1 { 5 } else { 2 };
             let t = Instant::now();
             for _ in 0..reps {
-                let mut acts = Acts::new(&x, m.n_in, ActFormat::A16);
+                let mut acts = Acts::new(&x, m.n_in, fmt);
                 pool.install(|| matmul(g, m, &mut acts, &mut out))?;
             }
             let dt = t.elapsed().as_secs_f64() / reps as f64;
             let wbytes = (m.row_bytes * m.n_out) as f64;
             println!(
-                "{:<28} {:>6} tok  {:>8.2} ms  {:>7.2} GB/s weights  {:>7.2} GMAC/s",
-                format!("{} ({})", m.name, m.ty),
+                "{:<34} {:>6} tok  {:>8.2} ms  {:>7.2} GB/s weights  {:>7.2} GMAC/s",
+                format!("{} ({}, {})", m.name, m.ty, fmt.name()),
                 n_tok,
                 dt * 1e3,
                 wbytes / dt / 1e9,

@@ -62,14 +62,14 @@ fn cpu_route_tracks_the_oracle() {
 fn cpu_route_is_deterministic_across_threads_chunks_and_batching() {
     let m = tiny_model(2);
     let toks = tokens(50, m.config.n_vocab);
-    let run = |threads: usize, chunk: usize, one_by_one: bool| -> Vec<u32> {
+    let run = |acts: ActFormat, threads: usize, chunk: usize, one_by_one: bool| -> Vec<u32> {
         let mut s = CpuSession::new(
             &m,
             CpuOptions {
                 threads,
                 n_ctx: 128,
                 chunk,
-                acts: ActFormat::A16,
+                acts,
             },
         )
         .expect("session");
@@ -82,9 +82,17 @@ fn cpu_route_is_deterministic_across_threads_chunks_and_batching() {
         };
         logits.iter().map(|v| v.to_bits()).collect()
     };
-    let reference = run(1, 512, false);
-    assert_eq!(reference, run(2, 512, false), "threads");
-    assert_eq!(reference, run(3, 7, false), "chunk size");
-    assert_eq!(reference, run(2, 16, true), "one at a time");
-    assert_eq!(reference, run(1, 512, false), "run to run");
+    for acts in [ActFormat::A16, ActFormat::A8] {
+        let reference = run(acts, 1, 512, false);
+        let name = acts.name();
+        assert_eq!(reference, run(acts, 2, 512, false), "{name}: threads");
+        assert_eq!(reference, run(acts, 3, 7, false), "{name}: chunk size");
+        assert_eq!(reference, run(acts, 2, 16, true), "{name}: one at a time");
+        assert_eq!(reference, run(acts, 1, 512, false), "{name}: run to run");
+    }
+    // The two formats are different routes: their logits differ.
+    assert_ne!(
+        run(ActFormat::A16, 1, 512, false),
+        run(ActFormat::A8, 1, 512, false)
+    );
 }

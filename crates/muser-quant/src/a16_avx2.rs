@@ -61,9 +61,9 @@ unsafe fn weights<F: Fmt>(row: &[F::Block], g: usize, j: usize) -> (__m256i, __m
 // Row and token indices address several arrays at once.
 #[allow(clippy::needless_range_loop)]
 #[inline(always)]
-pub(crate) unsafe fn group_scales<F: Fmt, const RW: usize, const RA: usize>(
+pub(crate) unsafe fn group_scales<F: Fmt, A: ActGroup, const RW: usize, const RA: usize>(
     w: [&[F::Block]; RW],
-    a: [&[BlockA16]; RA],
+    a: [&[A]; RA],
     g: usize,
     s: &mut [[[f32; 8]; RA]; RW],
     s_hi: &mut [[[f32; 8]; RA]; RW],
@@ -72,17 +72,36 @@ pub(crate) unsafe fn group_scales<F: Fmt, const RW: usize, const RA: usize>(
     for rw in 0..RW {
         let sc = F::scales(w[rw], g);
         for ra in 0..RA {
-            let ag = &a[ra][g];
-            let da = _mm256_loadu_ps(ag.d.as_ptr());
+            let (ad, asum) = a[ra][g].scales_sums();
+            let da = _mm256_loadu_ps(ad.as_ptr());
             _mm256_storeu_ps(s[rw][ra].as_mut_ptr(), _mm256_mul_ps(sc.ws, da));
             if F::SPLIT {
                 _mm256_storeu_ps(s_hi[rw][ra].as_mut_ptr(), _mm256_mul_ps(sc.ws_hi, da));
             }
             if F::MINS {
-                let fas = _mm256_cvtepi32_ps(_mm256_loadu_si256(ag.sum.as_ptr() as *const __m256i));
+                let fas = _mm256_cvtepi32_ps(_mm256_loadu_si256(asum.as_ptr() as *const __m256i));
                 macc[rw][ra] = _mm256_fmadd_ps(_mm256_mul_ps(sc.wm, da), fas, macc[rw][ra]);
             }
         }
+    }
+}
+
+/// A group of 256 quantized activations with a scale and a quant sum per 32 (A16, A8).
+pub(crate) trait ActGroup {
+    fn scales_sums(&self) -> (&[f32; 8], &[i32; 8]);
+}
+
+impl ActGroup for BlockA16 {
+    #[inline(always)]
+    fn scales_sums(&self) -> (&[f32; 8], &[i32; 8]) {
+        (&self.d, &self.sum)
+    }
+}
+
+impl ActGroup for crate::a8::BlockA8 {
+    #[inline(always)]
+    fn scales_sums(&self) -> (&[f32; 8], &[i32; 8]) {
+        (&self.d, &self.sum)
     }
 }
 
@@ -141,7 +160,7 @@ unsafe fn tile<F: Fmt, const RW: usize, const RA: usize>(
         }
         let mut s = [[[0f32; 8]; RA]; RW];
         let mut s_hi = [[[0f32; 8]; RA]; RW];
-        group_scales::<F, RW, RA>(w, a, g, &mut s, &mut s_hi, &mut macc);
+        group_scales::<F, BlockA16, RW, RA>(w, a, g, &mut s, &mut s_hi, &mut macc);
         for j in 0..n_sub {
             for _ in 0..pf_step.min(pf_left) {
                 _mm_prefetch::<_MM_HINT_T0>(pf);
@@ -224,14 +243,16 @@ entry!(dot_q6_k, Q6K, BlockQ6K);
 entry!(dot_q8_0, Q80, BlockQ8_0);
 entry!(dot_q5_0, Q50, BlockQ5_0);
 
-/// Quantize one 32-value sub-block as `a16::quantize_row` does (same scale arithmetic, `cvtps`
-/// rounds to nearest-even like `round_ties_even`); returns `None` when the sub-block holds a NaN
-/// (the caller then uses the reference, whose NaN handling differs from `cvtps`'s).
+/// One 32-value sub-block's quants as four vectors of eight i32 (values 0–7, …, 24–31),
+/// `round_ties_even(x · (qmax / amax))` clamped to ±qmax (`cvtps` rounds to nearest-even like
+/// `round_ties_even`), with the scale `amax / qmax` and the quants' sum. `None` when the
+/// sub-block holds a NaN (callers then use their reference, whose NaN handling differs from
+/// `cvtps`'s); zero quants, scale and sum when `amax` is 0 or not finite. Shared by A16 and A8.
 ///
 /// # Safety
-/// AVX2, FMA and F16C must be available; `x.len() >= 32`, `q.len() >= 32`.
-#[target_feature(enable = "avx2,fma,f16c")]
-pub unsafe fn quantize_sub(x: &[f32], q: &mut [i16]) -> Option<(f32, i32)> {
+/// AVX2, FMA and F16C must be available; `x.len() >= 32`.
+#[inline(always)]
+pub(crate) unsafe fn quantize_sub_i32(x: &[f32], qmax: f32) -> Option<([__m256i; 4], f32, i32)> {
     let p = x.as_ptr();
     let v = [
         _mm256_loadu_ps(p),
@@ -254,14 +275,13 @@ pub unsafe fn quantize_sub(x: &[f32], q: &mut [i16]) -> Option<(f32, i32)> {
     let m4 = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
     let m2 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
     let amax = _mm_cvtss_f32(_mm_max_ss(m2, _mm_shuffle_ps(m2, m2, 1)));
-    if amax == 0.0 || !amax.is_finite() {
-        q[..32].fill(0);
-        return Some((0.0, 0));
-    }
-    let id = _mm256_set1_ps(crate::a16::QMAX / amax);
-    let lo = _mm256_set1_epi32(-32767);
-    let hi = _mm256_set1_epi32(32767);
     let mut ints = [_mm256_setzero_si256(); 4];
+    if amax == 0.0 || !amax.is_finite() {
+        return Some((ints, 0.0, 0));
+    }
+    let id = _mm256_set1_ps(qmax / amax);
+    let q = qmax as i32;
+    let (lo, hi) = (_mm256_set1_epi32(-q), _mm256_set1_epi32(q));
     let mut sum = _mm256_setzero_si256();
     for k in 0..4 {
         let i = _mm256_cvtps_epi32(_mm256_mul_ps(v[k], id));
@@ -274,11 +294,22 @@ pub unsafe fn quantize_sub(x: &[f32], q: &mut [i16]) -> Option<(f32, i32)> {
     );
     let s2 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0b01_00_11_10));
     let s1 = _mm_add_epi32(s2, _mm_shuffle_epi32(s2, 0b10_11_00_01));
+    Some((ints, amax / qmax, _mm_cvtsi128_si32(s1)))
+}
+
+/// Quantize one 32-value sub-block as `a16::quantize_row` does; returns `None` when the
+/// sub-block holds a NaN (the caller then uses the reference).
+///
+/// # Safety
+/// AVX2, FMA and F16C must be available; `x.len() >= 32`, `q.len() >= 32`.
+#[target_feature(enable = "avx2,fma,f16c")]
+pub unsafe fn quantize_sub(x: &[f32], q: &mut [i16]) -> Option<(f32, i32)> {
+    let (ints, d, sum) = quantize_sub_i32(x, crate::a16::QMAX)?;
     let qp = q.as_mut_ptr();
     for k in 0..2 {
         let packed = _mm256_packs_epi32(ints[2 * k], ints[2 * k + 1]);
         let ordered = _mm256_permute4x64_epi64(packed, 0b11_01_10_00);
         _mm256_storeu_si256(qp.add(16 * k) as *mut __m256i, ordered);
     }
-    Some((amax / crate::a16::QMAX, _mm_cvtsi128_si32(s1)))
+    Some((d, sum))
 }

@@ -70,7 +70,7 @@ unsafe fn tile<F: Fmt, const RW: usize, const RA: usize>(
         }
         let mut s = [[[0f32; 8]; RA]; RW];
         let mut s_hi = [[[0f32; 8]; RA]; RW];
-        group_scales::<F, RW, RA>(w, a, g, &mut s, &mut s_hi, &mut macc);
+        group_scales::<F, BlockA16, RW, RA>(w, a, g, &mut s, &mut s_hi, &mut macc);
         for j in 0..n_sub {
             let mut wv = [_mm512_setzero_si512(); RW];
             for rw in 0..RW {

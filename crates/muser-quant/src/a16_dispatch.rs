@@ -35,8 +35,20 @@ pub(crate) fn cast_blocks<T: Pod>(ty: GgmlType, w: &[u8]) -> Result<&[T], QuantE
 pub const MAX_ROWS: usize = 4;
 
 fn check_row(ty: GgmlType, w: &[u8], a: &[BlockA16]) -> Result<(), QuantError> {
+    check_row_groups(ty, w, a.len(), "A16")
+}
+
+/// A weight row of `ty` (whole blocks, a type with an A16/A8 dot) against an activation row of
+/// `groups` 256-value groups, for the activation format `act`.
+pub(crate) fn check_row_groups(
+    ty: GgmlType,
+    w: &[u8],
+    groups: usize,
+    act: &'static str,
+) -> Result<(), QuantError> {
     if !supports(ty) {
-        return Err(QuantError::Unsupported { ty, op: "A16 dot" });
+        let op = if act == "A8" { "A8 dot" } else { "A16 dot" };
+        return Err(QuantError::Unsupported { ty, op });
     }
     let ts = ty.type_size();
     if !w.len().is_multiple_of(ts) {
@@ -48,12 +60,17 @@ fn check_row(ty: GgmlType, w: &[u8], a: &[BlockA16]) -> Result<(), QuantError> {
         });
     }
     let n = w.len() / ts * ty.block_size();
-    if a.len() != n_groups(n) {
+    if groups != n_groups(n) {
+        let what = if act == "A8" {
+            "A8 groups for the weight row"
+        } else {
+            "A16 groups for the weight row"
+        };
         return Err(QuantError::Length {
             ty,
-            what: "A16 groups for the weight row",
+            what,
             expected: n_groups(n),
-            got: a.len(),
+            got: groups,
         });
     }
     Ok(())
@@ -198,34 +215,15 @@ pub fn matmul_rows_at(
     #[cfg(target_arch = "x86_64")]
     if level.avx2() {
         if let [a0] = *a {
-            let mode = crate::prefetch::prefetch_mode();
-            let head = row_bytes.min(ROW_HEAD_GROUPS * ty.type_size() * 256 / ty.block_size());
-            let mut i = 0;
-            while i + 4 <= n_rows {
-                let mut next: &[u8] = &[];
-                if i + 8 <= n_rows {
-                    let tile = &w[(i + 4) * row_bytes..(i + 8) * row_bytes];
-                    match mode {
-                        Prefetch::Spread => next = tile,
-                        Prefetch::Burst => prefetch_rows(tile, row_bytes, head),
-                        Prefetch::Off => {}
-                    }
+            return decode_tiles(ty, w, row_bytes, |i, rows, next| {
+                let o = &mut out[i..i + rows];
+                if rows == 4 {
+                    let r = [row(i), row(i + 1), row(i + 2), row(i + 3)];
+                    x86_tile::<4, 1>(level, ty, r, [a0], o, next)
+                } else {
+                    x86_tile::<1, 1>(level, ty, [row(i)], [a0], o, &[])
                 }
-                x86_tile::<4, 1>(
-                    level,
-                    ty,
-                    [row(i), row(i + 1), row(i + 2), row(i + 3)],
-                    [a0],
-                    &mut out[i..i + 4],
-                    next,
-                )?;
-                i += 4;
-            }
-            while i < n_rows {
-                x86_tile::<1, 1>(level, ty, [row(i)], [a0], &mut out[i..i + 1], &[])?;
-                i += 1;
-            }
-            return Ok(());
+            });
         }
         let na = a.len();
         for i in 0..n_rows {
@@ -249,6 +247,39 @@ pub fn matmul_rows_at(
         for (t, ar) in a.iter().enumerate() {
             out[i * a.len() + t] = reference(ty, row(i), ar)?;
         }
+    }
+    Ok(())
+}
+
+/// Decode's walk over the weight rows in `w`: `tile(i, 4, next)` for four-row tiles, each
+/// handed the following tile's bytes as `next` or having them prefetched here, as the
+/// `MUSER_CPU_PREFETCH` mode says; then `tile(i, 1, &[])` for the rows left over.
+pub(crate) fn decode_tiles(
+    ty: GgmlType,
+    w: &[u8],
+    row_bytes: usize,
+    mut tile: impl FnMut(usize, usize, &[u8]) -> Result<(), QuantError>,
+) -> Result<(), QuantError> {
+    let n_rows = w.len() / row_bytes;
+    let mode = crate::prefetch::prefetch_mode();
+    let head = row_bytes.min(ROW_HEAD_GROUPS * ty.type_size() * 256 / ty.block_size());
+    let mut i = 0;
+    while i + 4 <= n_rows {
+        let mut next: &[u8] = &[];
+        if i + 8 <= n_rows {
+            let following = &w[(i + 4) * row_bytes..(i + 8) * row_bytes];
+            match mode {
+                Prefetch::Spread => next = following,
+                Prefetch::Burst => prefetch_rows(following, row_bytes, head),
+                Prefetch::Off => {}
+            }
+        }
+        tile(i, 4, next)?;
+        i += 4;
+    }
+    while i < n_rows {
+        tile(i, 1, &[])?;
+        i += 1;
     }
     Ok(())
 }

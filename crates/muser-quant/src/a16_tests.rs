@@ -4,25 +4,7 @@
 use super::*;
 use crate::SimdLevel;
 
-/// Deterministic pseudo-random f32 in [-s, s).
-fn noise(seed: u64, n: usize, s: f32) -> Vec<f32> {
-    let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-    (0..n)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            ((x >> 40) as f32 / (1u64 << 24) as f32 * 2.0 - 1.0) * s
-        })
-        .collect()
-}
-
-fn weights(ty: GgmlType, n_in: usize, seed: u64) -> Vec<u8> {
-    let x = noise(seed, n_in, 1.0);
-    let mut w = vec![0u8; ty.bytes_for(n_in as u64).expect("size") as usize];
-    crate::quantize(ty, &x, &mut w).expect("quantize");
-    w
-}
+use crate::testutil::{noise, noise_weights as weights};
 
 fn acts(n: usize, seed: u64) -> (Vec<f32>, Vec<BlockA16>) {
     let mut x = noise(seed, n, 3.0);

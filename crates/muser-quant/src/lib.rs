@@ -26,6 +26,11 @@ mod a16_dispatch;
 #[cfg(target_arch = "x86_64")]
 mod a16_fmt;
 mod a16_unpack;
+pub mod a8;
+#[cfg(target_arch = "x86_64")]
+mod a8_avx2;
+mod a8_dispatch;
+mod a8_unpack;
 pub mod bf16;
 pub mod f16;
 pub mod f32;
@@ -61,7 +66,7 @@ pub use q8_0::BlockQ8_0;
 pub use q8_1::BlockQ8_1;
 pub use q8_k::BlockQ8K;
 pub use simd::{avx2_available, detected_level, init_simd, simd_level, SimdLevel};
-pub use tile_shape::{init_tile_tokens, tile_tokens};
+pub use tile_shape::{init_tile_tokens, tile_tokens, tile_tokens_a8};
 
 /// Errors of the type-erased front.
 #[derive(thiserror::Error, Debug, Clone, PartialEq, Eq)]

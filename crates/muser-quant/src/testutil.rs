@@ -66,3 +66,24 @@ pub(crate) fn rel_rms(x: &[f32], y: &[f32]) -> f64 {
     let s: f64 = x.iter().map(|a| f64::from(*a).powi(2)).sum();
     (e / s).sqrt()
 }
+
+/// Deterministic pseudo-random f32 in [-s, s) (xorshift; the activation-format tests' data).
+pub(crate) fn noise(seed: u64, n: usize, s: f32) -> Vec<f32> {
+    let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    (0..n)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            ((x >> 40) as f32 / (1u64 << 24) as f32 * 2.0 - 1.0) * s
+        })
+        .collect()
+}
+
+/// One weight row of `ty` with `n_in` values quantized from [`noise`].
+pub(crate) fn noise_weights(ty: muser_gguf::GgmlType, n_in: usize, seed: u64) -> Vec<u8> {
+    let x = noise(seed, n_in, 1.0);
+    let mut w = vec![0u8; ty.bytes_for(n_in as u64).expect("size") as usize];
+    crate::quantize(ty, &x, &mut w).expect("quantize");
+    w
+}

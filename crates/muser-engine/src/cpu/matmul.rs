@@ -3,9 +3,11 @@
 //! Owns: quantizing an activation batch once per activation format (`Acts`), and the parallel
 //! product `y[t][r] = dot(W[r], a[t])` over weight rows.
 //!
-//! Activation formats (`ActFormat`, A/B switch `MUSER_CPU_ACTS=a16|q8`):
+//! Activation formats (`ActFormat`, A/B switch `MUSER_CPU_ACTS=a16|a8|q8`):
 //! - `A16` (default): Muser's 16-bit activations, f32 scale per 32 values (`muser_quant::a16`),
 //!   for every k-quant and 32-block weight; f32 activations for f32/f16/bf16 weights.
+//! - `A8`: Muser's 8-bit activations, f32 scale per 32 values (`muser_quant::a8`): the
+//!   comparator's 8-bit integer products with a finer activation scale.
 //! - `Q8`: what the comparator's CPU backend does — each weight type's `vec_dot_type`
 //!   (Q8_K for k-quants, Q8_0 for Q8_0/Q5_0, f16 for f16 weights).
 //!
@@ -21,6 +23,7 @@ use std::collections::HashMap;
 use bytemuck::Zeroable;
 use muser_gguf::{GgmlType, Gguf};
 use muser_quant::a16::{self, BlockA16};
+use muser_quant::a8::{self, BlockA8};
 use rayon::prelude::*;
 
 use crate::model::Matrix;
@@ -33,6 +36,8 @@ pub enum ActFormat {
     A16,
     /// The comparator's 8-bit activation types.
     Q8,
+    /// Muser's 8-bit activations, f32 scale per 32 values (`muser_quant::a8`).
+    A8,
 }
 
 impl ActFormat {
@@ -41,8 +46,9 @@ impl ActFormat {
         match std::env::var("MUSER_CPU_ACTS").as_deref() {
             Err(_) | Ok("a16") => Ok(ActFormat::A16),
             Ok("q8") => Ok(ActFormat::Q8),
+            Ok("a8") => Ok(ActFormat::A8),
             Ok(other) => Err(EngineError::Config(format!(
-                "MUSER_CPU_ACTS='{other}': use a16 or q8"
+                "MUSER_CPU_ACTS='{other}': use a16, a8 or q8"
             ))),
         }
     }
@@ -52,6 +58,7 @@ impl ActFormat {
         match self {
             ActFormat::A16 => "a16",
             ActFormat::Q8 => "q8",
+            ActFormat::A8 => "a8",
         }
     }
 }
@@ -60,6 +67,7 @@ impl ActFormat {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 enum ActKind {
     A16,
+    A8,
     F32,
     Ggml(GgmlType),
 }
@@ -68,7 +76,8 @@ fn act_kind(format: ActFormat, wty: GgmlType) -> Result<ActKind, muser_quant::Qu
     match (format, wty) {
         (_, GgmlType::F32) => Ok(ActKind::F32),
         (ActFormat::A16, t) if a16::supports(t) => Ok(ActKind::A16),
-        (ActFormat::A16, GgmlType::F16 | GgmlType::BF16) => Ok(ActKind::F32),
+        (ActFormat::A8, t) if a8::supports(t) => Ok(ActKind::A8),
+        (ActFormat::A16 | ActFormat::A8, GgmlType::F16 | GgmlType::BF16) => Ok(ActKind::F32),
         (_, t) => muser_quant::vec_dot_type(t).map(ActKind::Ggml),
     }
 }
@@ -81,6 +90,7 @@ pub struct Acts<'x> {
     n_tokens: usize,
     format: ActFormat,
     a16: Option<Vec<BlockA16>>,
+    a8: Option<Vec<BlockA8>>,
     /// ggml activation rows, stored as u64 words so every block type is aligned.
     ggml: HashMap<GgmlType, (Vec<u64>, usize)>,
 }
@@ -93,6 +103,7 @@ impl<'x> Acts<'x> {
             n_tokens: x.len() / n.max(1),
             format,
             a16: None,
+            a8: None,
             ggml: HashMap::new(),
         }
     }
@@ -108,6 +119,19 @@ impl<'x> Acts<'x> {
             self.a16 = Some(buf);
         }
         Ok(self.a16.as_deref().unwrap_or(&[]))
+    }
+
+    fn a8(&mut self, tensor: &str) -> Result<&[BlockA8], EngineError> {
+        if self.a8.is_none() {
+            let groups = a8::n_groups(self.n);
+            let mut buf = vec![BlockA8::zeroed(); groups * self.n_tokens];
+            buf.par_chunks_mut(groups.max(1))
+                .zip(self.x.par_chunks(self.n.max(1)))
+                .try_for_each(|(dst, src)| a8::quantize_row(src, dst))
+                .map_err(|e| EngineError::quant(tensor, e))?;
+            self.a8 = Some(buf);
+        }
+        Ok(self.a8.as_deref().unwrap_or(&[]))
     }
 
     fn ggml(&mut self, ty: GgmlType, tensor: &str) -> Result<&[u8], EngineError> {
@@ -162,6 +186,7 @@ fn scatter(yt: &[f32], n_out: usize, n_tokens: usize, out: &mut [f32]) {
 /// The activation operand of one product, borrowed for the parallel part.
 enum Operand<'a> {
     A16(Vec<&'a [BlockA16]>),
+    A8(Vec<&'a [BlockA8]>),
     F32(&'a [f32]),
     Ggml(&'a [u8], usize),
 }
@@ -200,6 +225,9 @@ pub fn matmul_many(
             ActKind::A16 => {
                 acts.a16(&w.name)?;
             }
+            ActKind::A8 => {
+                acts.a8(&w.name)?;
+            }
             ActKind::Ggml(t) => {
                 acts.ggml(t, &w.name)?;
             }
@@ -215,6 +243,7 @@ pub fn matmul_many(
             ActKind::A16 => {
                 Operand::A16(acts.a16.as_deref().unwrap_or(&[]).chunks(groups).collect())
             }
+            ActKind::A8 => Operand::A8(acts.a8.as_deref().unwrap_or(&[]).chunks(groups).collect()),
             ActKind::F32 => Operand::F32(acts.x),
             ActKind::Ggml(t) => {
                 let b = acts
@@ -258,6 +287,7 @@ pub fn matmul_many(
         let y = task.dst;
         let r = match &operands[task.p] {
             Operand::A16(a) => a16::matmul_rows(w.ty, wbytes, w.row_bytes, a, y),
+            Operand::A8(a) => a8::matmul_rows(w.ty, wbytes, w.row_bytes, a, y),
             Operand::F32(x) => (|| {
                 let n = w.n_in;
                 let mut wf = vec![0f32; n];

@@ -103,7 +103,11 @@ impl<'m> CpuSession<'m> {
             self.opts.acts.name(),
             muser_quant::simd_level().name(),
             muser_quant::prefetch_mode().name(),
-            muser_quant::tile_tokens(muser_quant::simd_level())
+            if self.opts.acts == ActFormat::A8 {
+                muser_quant::tile_tokens_a8(muser_quant::simd_level())
+            } else {
+                muser_quant::tile_tokens(muser_quant::simd_level())
+            }
         )
     }
 

@@ -1,0 +1,303 @@
+//! Dispatch of the A8 dot products: checks rows once, then runs the scalar references or the
+//! AVX2 tiles (`a8_avx2`) for whole blocks of weight rows (`matmul_rows_at`: four-row tiles at
+//! one token, two rows × a few tokens otherwise). Every path gives the references' bits.
+
+use muser_gguf::GgmlType;
+
+use bytemuck::Zeroable;
+
+use crate::a16::{UnpackedGroup, UNPACK_MIN_ROWS};
+use crate::a16_dispatch::{cast_blocks, check_row_groups, decode_tiles};
+use crate::a8::{
+    dot_q4_k_ref, dot_q5_0_ref, dot_q5_k_ref, dot_q6_k_ref, dot_q8_0_ref, n_groups, BlockA8,
+};
+use crate::a8::{unpack_row, UnpackedGroup8, SUB};
+use crate::simd::SimdLevel;
+use crate::QuantError;
+
+/// Whether weight type `ty` has an A8 dot product.
+pub fn supports(ty: GgmlType) -> bool {
+    crate::a16::supports(ty)
+}
+
+fn check_row(ty: GgmlType, w: &[u8], a: &[BlockA8]) -> Result<(), QuantError> {
+    check_row_groups(ty, w, a.len(), "A8")
+}
+
+fn reference(ty: GgmlType, w: &[u8], a: &[BlockA8]) -> Result<f32, QuantError> {
+    Ok(match ty {
+        GgmlType::Q4_K => dot_q4_k_ref(cast_blocks(ty, w)?, a),
+        GgmlType::Q5_K => dot_q5_k_ref(cast_blocks(ty, w)?, a),
+        GgmlType::Q6_K => dot_q6_k_ref(cast_blocks(ty, w)?, a),
+        GgmlType::Q8_0 => dot_q8_0_ref(cast_blocks(ty, w)?, a),
+        _ => dot_q5_0_ref(cast_blocks(ty, w)?, a),
+    })
+}
+
+/// One AVX2 tile of `RW` weight rows × `RA` activation rows.
+#[cfg(target_arch = "x86_64")]
+fn x86_tile<const RW: usize, const RA: usize>(
+    ty: GgmlType,
+    w: [&[u8]; RW],
+    a: [&[BlockA8]; RA],
+    out: &mut [f32],
+    next: &[u8],
+) -> Result<(), QuantError> {
+    macro_rules! go {
+        ($f:ident) => {{
+            let mut rows = [&[][..]; RW];
+            for (r, wb) in rows.iter_mut().zip(w) {
+                *r = cast_blocks(ty, wb)?;
+            }
+            // SAFETY: callers reach this only at an AVX2-or-better `SimdLevel`, selected by
+            // `simd` after detecting AVX2/FMA/F16C; every row's length was checked by the caller.
+            unsafe { crate::a8_avx2::$f::<RW, RA>(rows, a, out, next) }
+        }};
+    }
+    match ty {
+        GgmlType::Q4_K => go!(dot_q4_k),
+        GgmlType::Q5_K => go!(dot_q5_k),
+        GgmlType::Q6_K => go!(dot_q6_k),
+        GgmlType::Q8_0 => go!(dot_q8_0),
+        _ => go!(dot_q5_0),
+    }
+    Ok(())
+}
+
+/// `$tile::<RW, RA>(…, [a…], out)` for the one to four activation rows in `$a`.
+#[cfg(target_arch = "x86_64")]
+macro_rules! by_tokens {
+    ($a:expr, |$rows:ident| $call:expr) => {
+        match *$a {
+            [a0] => {
+                let $rows = [a0];
+                $call
+            }
+            [a0, a1] => {
+                let $rows = [a0, a1];
+                $call
+            }
+            [a0, a1, a2] => {
+                let $rows = [a0, a1, a2];
+                $call
+            }
+            [a0, a1, a2, a3] => {
+                let $rows = [a0, a1, a2, a3];
+                $call
+            }
+            _ => {}
+        }
+    };
+}
+
+/// Tokens per cache block of a multi-token product.
+const TOKEN_BLOCK: usize = 16;
+
+/// The multi-token walk: for each block of 16 activation rows, every pair of weight rows (a
+/// single one at the end) times `tokens` activation rows at a time: `tile(i, rw, a_chunk, o)`
+/// writes `o[r * a_chunk.len() + t]` for weight row `i + r`.
+fn tiles_by_tokens(
+    n_rows: usize,
+    a: &[&[BlockA8]],
+    tokens: usize,
+    out: &mut [f32],
+    mut tile: impl FnMut(usize, usize, &[&[BlockA8]], &mut [f32]) -> Result<(), QuantError>,
+) -> Result<(), QuantError> {
+    let na = a.len();
+    let ta = tokens.clamp(1, 4);
+    let mut tmp = [0f32; 8];
+    for t0 in (0..na).step_by(TOKEN_BLOCK) {
+        let tb = &a[t0..(t0 + TOKEN_BLOCK).min(na)];
+        let mut i = 0;
+        while i < n_rows {
+            let rw = if i + 2 <= n_rows { 2 } else { 1 };
+            for (k, ac) in tb.chunks(ta).enumerate() {
+                let t = t0 + k * ta;
+                let o = &mut tmp[..rw * ac.len()];
+                tile(i, rw, ac, o)?;
+                for r in 0..rw {
+                    out[(i + r) * na + t..(i + r) * na + t + ac.len()]
+                        .copy_from_slice(&o[r * ac.len()..(r + 1) * ac.len()]);
+                }
+            }
+            i += rw;
+        }
+    }
+    Ok(())
+}
+
+/// Multi-token product on rows unpacked once (`a8_unpack`).
+#[cfg(target_arch = "x86_64")]
+fn x86_unpacked(
+    ty: GgmlType,
+    w: &[u8],
+    row_bytes: usize,
+    a: &[&[BlockA8]],
+    out: &mut [f32],
+    tokens: usize,
+) -> Result<(), QuantError> {
+    let n_rows = w.len() / row_bytes;
+    let n = row_bytes / ty.type_size() * ty.block_size();
+    let (groups, nb) = (n_groups(n), n / SUB);
+    let mut u = vec![UnpackedGroup8::zeroed(); n_rows * groups];
+    let mut scratch = vec![UnpackedGroup::zeroed(); groups];
+    for (i, ug) in u.chunks_mut(groups).enumerate() {
+        unpack_row(ty, &w[i * row_bytes..(i + 1) * row_bytes], &mut scratch, ug)?;
+    }
+    let row = |i: usize| &u[i * groups..(i + 1) * groups];
+    macro_rules! go {
+        ($split:literal, $mins:literal) => {
+            tiles_by_tokens(n_rows, a, tokens, out, |i, rw, ac, o| {
+                // SAFETY: reached only at an AVX2-or-better level (AVX2/FMA/F16C detected by
+                // `simd`); the unpacked and activation rows were built for the same length.
+                unsafe {
+                    if rw == 2 {
+                        by_tokens!(
+                            ac,
+                            |ar| crate::a8_avx2::dot_unpacked::<$split, $mins, 2, _>(
+                                nb,
+                                [row(i), row(i + 1)],
+                                ar,
+                                o
+                            )
+                        );
+                    } else {
+                        by_tokens!(
+                            ac,
+                            |ar| crate::a8_avx2::dot_unpacked::<$split, $mins, 1, _>(
+                                nb,
+                                [row(i)],
+                                ar,
+                                o
+                            )
+                        );
+                    }
+                }
+                Ok(())
+            })
+        };
+    }
+    match ty {
+        GgmlType::Q4_K | GgmlType::Q5_K => go!(false, true),
+        GgmlType::Q6_K => go!(true, false),
+        _ => go!(false, false),
+    }
+}
+
+/// A block of a matrix product: `out[i * a.len() + t] = W[i] · a[t]` for the `w.len() /
+/// row_bytes` weight rows packed in `w` and every activation row `a[t]`. Checks everything once,
+/// then runs the kernel tiles: four weight rows at a time for a single activation row (with
+/// decode's prefetch, `a16_dispatch::decode_tiles`); otherwise two weight rows ×
+/// `tile_shape::tile_tokens_a8` activation rows, on rows unpacked once when at least
+/// `UNPACK_MIN_ROWS` activation rows share them. Bit-identical to [`dot_at`] on each pair.
+pub fn matmul_rows_at(
+    level: SimdLevel,
+    ty: GgmlType,
+    w: &[u8],
+    row_bytes: usize,
+    a: &[&[BlockA8]],
+    out: &mut [f32],
+) -> Result<(), QuantError> {
+    let tokens = if level.avx2() {
+        crate::tile_shape::tile_tokens_a8(level)
+    } else {
+        1
+    };
+    matmul_rows_tiled(level, ty, w, row_bytes, a, out, tokens)
+}
+
+/// [`matmul_rows_at`] with `tokens` activation rows per multi-token tile (1..=4; a speed
+/// choice, never a result).
+pub(crate) fn matmul_rows_tiled(
+    level: SimdLevel,
+    ty: GgmlType,
+    w: &[u8],
+    row_bytes: usize,
+    a: &[&[BlockA8]],
+    out: &mut [f32],
+    tokens: usize,
+) -> Result<(), QuantError> {
+    if row_bytes == 0 || !w.len().is_multiple_of(row_bytes) || a.is_empty() {
+        return Err(QuantError::Length {
+            ty,
+            what: "weight rows (whole rows, at least one activation row)",
+            expected: row_bytes,
+            got: w.len(),
+        });
+    }
+    let n_rows = w.len() / row_bytes;
+    let na = a.len();
+    if out.len() != n_rows * na {
+        return Err(QuantError::Length {
+            ty,
+            what: "outputs (rows × activation rows)",
+            expected: n_rows * na,
+            got: out.len(),
+        });
+    }
+    for r in a {
+        check_row(ty, &w[..row_bytes], r)?;
+    }
+    let row = |i: usize| &w[i * row_bytes..(i + 1) * row_bytes];
+    #[cfg(target_arch = "x86_64")]
+    if level.avx2() {
+        if let [a0] = *a {
+            return decode_tiles(ty, w, row_bytes, |i, rows, next| {
+                let o = &mut out[i..i + rows];
+                if rows == 4 {
+                    let r = [row(i), row(i + 1), row(i + 2), row(i + 3)];
+                    x86_tile::<4, 1>(ty, r, [a0], o, next)
+                } else {
+                    x86_tile::<1, 1>(ty, [row(i)], [a0], o, &[])
+                }
+            });
+        }
+        if na >= UNPACK_MIN_ROWS {
+            return x86_unpacked(ty, w, row_bytes, a, out, tokens);
+        }
+        return tiles_by_tokens(n_rows, a, tokens, out, |i, rw, ac, o| {
+            if rw == 2 {
+                by_tokens!(ac, |ar| x86_tile::<2, _>(
+                    ty,
+                    [row(i), row(i + 1)],
+                    ar,
+                    o,
+                    &[]
+                )?);
+            } else {
+                by_tokens!(ac, |ar| x86_tile::<1, _>(ty, [row(i)], ar, o, &[])?);
+            }
+            Ok(())
+        });
+    }
+    let _ = level;
+    for i in 0..n_rows {
+        for (t, ar) in a.iter().enumerate() {
+            out[i * na + t] = reference(ty, row(i), ar)?;
+        }
+    }
+    Ok(())
+}
+
+/// [`matmul_rows_at`] at the process-wide SIMD level.
+pub fn matmul_rows(
+    ty: GgmlType,
+    w: &[u8],
+    row_bytes: usize,
+    a: &[&[BlockA8]],
+    out: &mut [f32],
+) -> Result<(), QuantError> {
+    matmul_rows_at(crate::simd::simd_level(), ty, w, row_bytes, a, out)
+}
+
+/// Dot product of one weight row with one A8 row, at SIMD `level`.
+pub fn dot_at(level: SimdLevel, ty: GgmlType, w: &[u8], a: &[BlockA8]) -> Result<f32, QuantError> {
+    let mut out = [0f32];
+    matmul_rows_at(level, ty, w, w.len().max(1), &[a], &mut out)?;
+    Ok(out[0])
+}
+
+/// [`dot_at`] at the process-wide SIMD level.
+pub fn dot(ty: GgmlType, w: &[u8], a: &[BlockA8]) -> Result<f32, QuantError> {
+    dot_at(crate::simd::simd_level(), ty, w, a)
+}

@@ -1,0 +1,57 @@
+//! Weight rows unpacked for the A8 prefill path: when several tokens multiply the same weight
+//! rows, each row is unpacked once (`unpack_row`: the integer weights offset-corrected as i8,
+//! the sub-block scales exactly as the packed kernels compute them — the A16 unpacking,
+//! narrowed) and the AVX2 tiles (`a8_avx2::dot_unpacked`) run on them. Results are
+//! bit-identical to the packed path and to the references in `a8` (`a8_tests`).
+
+use bytemuck::{Pod, Zeroable};
+use muser_gguf::GgmlType;
+
+use crate::a16::{self, UnpackedGroup};
+use crate::a8::GROUP;
+use crate::QuantError;
+
+/// One group (256 values) of a weight row unpacked for the A8 prefill tiles. 352 bytes.
+#[derive(Clone, Copy, Debug, PartialEq, Pod, Zeroable)]
+#[repr(C)]
+pub struct UnpackedGroup8 {
+    /// Weight scale of each sub-block (Q6_K: of its first half); Q8_0/Q5_0: the block's `d`.
+    pub ws: [f32; 8],
+    /// Q6_K: scale of each sub-block's second half.
+    pub ws_hi: [f32; 8],
+    /// Q4_K/Q5_K: `dmin · m_j`.
+    pub wm: [f32; 8],
+    /// Weights (offset-corrected, all formats fit i8), sub-block `j` at `32j..32j+32`.
+    pub q: [i8; GROUP],
+}
+
+const _: () = assert!(std::mem::size_of::<UnpackedGroup8>() == 352);
+
+/// Unpack one weight row of `ty` into `out` (`ceil(n / 256)` groups), using `scratch` (the same
+/// number of A16 groups) for the wide form.
+pub fn unpack_row(
+    ty: GgmlType,
+    w: &[u8],
+    scratch: &mut [UnpackedGroup],
+    out: &mut [UnpackedGroup8],
+) -> Result<(), QuantError> {
+    if scratch.len() != out.len() {
+        return Err(QuantError::Length {
+            ty,
+            what: "A8 unpack scratch groups",
+            expected: out.len(),
+            got: scratch.len(),
+        });
+    }
+    a16::unpack_row(ty, w, scratch)?;
+    for (o, s) in out.iter_mut().zip(scratch.iter()) {
+        o.ws = s.ws;
+        o.ws_hi = s.ws_hi;
+        o.wm = s.wm;
+        for (d, &v) in o.q.iter_mut().zip(s.q.iter()) {
+            // Every format's offset-corrected weights lie in -128..=127.
+            *d = v as i8;
+        }
+    }
+    Ok(())
+}
