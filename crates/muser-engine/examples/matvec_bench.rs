@@ -107,6 +107,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .collect();
     // Prefill batch size (`BENCH_TOKENS`, default 64).
     let prefill: usize = std::env::var("BENCH_TOKENS").map_or(Ok(64), |s| s.parse())?;
+    let noise = std::env::var_os("BENCH_NOISE").is_some();
     for n_tok in [1usize, prefill] {
         for (m, fmt) in mats
             .iter()
@@ -115,7 +116,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             // `BENCH_NOISE=1`: pseudo-random activations with a wide range instead of a ramp.
             let x: Vec<f32> = (0..m.n_in * n_tok)
                 .map(|i| {
-                    if std::env::var_os("BENCH_NOISE").is_some() {
+                    if noise {
                         let h = (i as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 40;
                         let u = h as f32 / (1u64 << 24) as f32 - 0.5;
                         u * u * u * 40.0

@@ -114,7 +114,9 @@ struct Unp8<const SPLIT: bool, const MINS: bool>;
 
 impl<const SPLIT_: bool, const MINS_: bool> Fmt for Unp8<SPLIT_, MINS_> {
     type Block = UnpackedGroup8;
-    const SIGNED: bool = true;
+    /// The formats with a min term (Q4_K, Q5_K) have unsigned weights (0..32), which go into
+    /// `vpmaddubsw` as they are; the others are signed.
+    const SIGNED: bool = !MINS_;
     const VALUES_PER_BLOCK: usize = 256;
     const SPLIT: bool = SPLIT_;
     const MINS: bool = MINS_;
