@@ -1,7 +1,8 @@
 //! Quantized matrix × activation products for the CPU route.
 //!
 //! Owns: quantizing an activation batch once per activation format (`Acts`), and the parallel
-//! product `y[t][r] = dot(W[r], a[t])` over weight rows.
+//! product `y[t][r] = dot(W[r], a[t])` over weight rows (tasks own row ranges and write their
+//! outputs straight into `y`).
 //!
 //! Activation formats (`ActFormat`, A/B switch `MUSER_CPU_ACTS=a16|a8|q8`):
 //! - `A16` (default): Muser's 16-bit activations, f32 scale per 32 values (`muser_quant::a16`),
@@ -165,22 +166,43 @@ fn rows_per_task(n_out: usize) -> usize {
     (n_out / (rayon::current_num_threads() * 2)).max(16)
 }
 
-/// `out[t * n_out + r] = yt[r * n_tokens + t]`: a transpose, in parallel over blocks of 16
-/// tokens so each task reads short contiguous runs and writes rows that stay in cache.
-fn scatter(yt: &[f32], n_out: usize, n_tokens: usize, out: &mut [f32]) {
-    const TB: usize = 16;
-    out.par_chunks_mut(n_out * TB)
-        .enumerate()
-        .for_each(|(b, dst)| {
-            let t0 = b * TB;
-            let nt = dst.len() / n_out;
-            for r in 0..n_out {
-                let src = &yt[r * n_tokens + t0..r * n_tokens + t0 + nt];
-                for (k, &v) in src.iter().enumerate() {
-                    dst[k * n_out + r] = v;
-                }
+/// Weight rows per step of a multi-token task: the task computes them for every token into a
+/// small `[row][token]` buffer, then writes them into the `[token][row]` output. This replaced
+/// a whole-product `[row][token]` buffer and a separate parallel transpose (2026-12-01, AVX2
+/// dev VM, `muser bench -p 512 -t 2`, alternating binaries, three rounds): A8 gemma-3-270m
+/// 197–208 → 251–270 tok/s, forged small 234–273 → 349–384; A16 191 / 192 → 211 / 220 and
+/// 237 / 233 → 259 / 281. 16, 32, 64 and 128 rows per step were within noise of each other.
+const STEP_ROWS: usize = 32;
+
+/// One product's `[n_tokens][n_out]` output, shared by the tasks of a parallel region: each
+/// task writes only the columns (weight rows) it owns.
+#[derive(Clone, Copy)]
+struct SharedOut {
+    ptr: *mut f32,
+    len: usize,
+    n_out: usize,
+}
+
+// SAFETY: a `SharedOut` is only written through `write_rows`, and the tasks of one region own
+// disjoint row ranges, so no element is written by two threads; the buffer outlives the region
+// (it is borrowed mutably by `matmul_many` for the whole region).
+unsafe impl Send for SharedOut {}
+unsafe impl Sync for SharedOut {}
+
+impl SharedOut {
+    /// `out[t * n_out + r0 + k] = y[k * n_tokens + t]` for the `y.len() / n_tokens` rows of `y`.
+    fn write_rows(&self, r0: usize, y: &[f32], n_tokens: usize) {
+        let rows = y.len() / n_tokens;
+        assert!(r0 + rows <= self.n_out && n_tokens * self.n_out == self.len);
+        for t in 0..n_tokens {
+            for k in 0..rows {
+                // SAFETY: `t * n_out + r0 + k < n_tokens * n_out == len` (asserted above), the
+                // pointer came from a live `&mut [f32]` of `len` elements, and rows `r0..r0 +
+                // rows` belong to this task alone (see the `Sync` impl).
+                unsafe { *self.ptr.add(t * self.n_out + r0 + k) = y[k * n_tokens + t] };
             }
-        });
+        }
+    }
 }
 
 /// The activation operand of one product, borrowed for the parallel part.
@@ -191,11 +213,13 @@ enum Operand<'a> {
     Ggml(&'a [u8], usize),
 }
 
-/// One task: rows `r0..` of product `p`, outputs `[rows][n_tokens]`.
+/// One task: rows `r0..r0 + rows` of product `p`. At one token its outputs are `dst` itself;
+/// with several tokens it writes them into the shared output `outs[p]`.
 struct Task<'a> {
     p: usize,
     r0: usize,
-    dst: &'a mut [f32],
+    rows: usize,
+    dst: Option<&'a mut [f32]>,
 }
 
 /// Several products with the same input in one parallel region:
@@ -256,36 +280,43 @@ pub fn matmul_many(
         })
         .collect();
 
-    // Row-major outputs ([row][token]) for every product: the final buffer itself at one token.
-    let mut yts: Vec<Vec<f32>> = products
-        .iter()
-        .map(|(w, _)| {
-            if n_tokens == 1 {
-                Vec::new()
-            } else {
-                vec![0f32; w.n_out * n_tokens]
-            }
-        })
-        .collect();
     let mats: Vec<&Matrix> = products.iter().map(|(w, _)| *w).collect();
+    let mut outs: Vec<SharedOut> = Vec::with_capacity(products.len());
     let mut tasks: Vec<Task<'_>> = Vec::new();
-    for (p, ((w, out), yt)) in products.iter_mut().zip(yts.iter_mut()).enumerate() {
+    for (p, (w, out)) in products.iter_mut().enumerate() {
         let rpt = rows_per_task(w.n_out);
-        let buf: &mut [f32] = if n_tokens == 1 { out } else { yt };
-        for (c, dst) in buf.chunks_mut(rpt * n_tokens).enumerate() {
-            tasks.push(Task {
-                p,
-                r0: c * rpt,
-                dst,
-            });
+        outs.push(SharedOut {
+            ptr: out.as_mut_ptr(),
+            len: out.len(),
+            n_out: w.n_out,
+        });
+        if n_tokens == 1 {
+            for (c, dst) in out.chunks_mut(rpt).enumerate() {
+                let rows = dst.len();
+                tasks.push(Task {
+                    p,
+                    r0: c * rpt,
+                    rows,
+                    dst: Some(dst),
+                });
+            }
+        } else {
+            for r0 in (0..w.n_out).step_by(rpt) {
+                let rows = rpt.min(w.n_out - r0);
+                tasks.push(Task {
+                    p,
+                    r0,
+                    rows,
+                    dst: None,
+                });
+            }
         }
     }
-    tasks.into_par_iter().try_for_each(|task| {
-        let w = mats[task.p];
-        let rows = task.dst.len() / n_tokens;
-        let wbytes = &w.bytes(g)[task.r0 * w.row_bytes..(task.r0 + rows) * w.row_bytes];
-        let y = task.dst;
-        let r = match &operands[task.p] {
+    let outs = &outs;
+    // `y[i * n_tokens + t] = W[r0 + i] · acts[t]` for the rows of `wbytes`.
+    let product = |p: usize, wbytes: &[u8], y: &mut [f32]| -> Result<(), EngineError> {
+        let w = mats[p];
+        let r = match &operands[p] {
             Operand::A16(a) => a16::matmul_rows(w.ty, wbytes, w.row_bytes, a, y),
             Operand::A8(a) => a8::matmul_rows(w.ty, wbytes, w.row_bytes, a, y),
             Operand::F32(x) => (|| {
@@ -312,12 +343,25 @@ pub fn matmul_many(
             })(),
         };
         r.map_err(|e| EngineError::quant(&w.name, e))
-    })?;
-    if n_tokens > 1 {
-        for ((w, out), yt) in products.iter_mut().zip(&yts) {
-            scatter(yt, w.n_out, n_tokens, out);
+    };
+    tasks.into_par_iter().try_for_each(|task| {
+        let w = mats[task.p];
+        let rb = w.row_bytes;
+        let wbytes = &w.bytes(g)[task.r0 * rb..(task.r0 + task.rows) * rb];
+        if let Some(dst) = task.dst {
+            return product(task.p, wbytes, dst);
         }
-    }
+        // Several tokens: STEP_ROWS rows at a time into a small [row][token] buffer, then into
+        // the [token][row] output.
+        let mut y = vec![0f32; STEP_ROWS.min(task.rows) * n_tokens];
+        for s0 in (0..task.rows).step_by(STEP_ROWS) {
+            let sr = STEP_ROWS.min(task.rows - s0);
+            let ys = &mut y[..sr * n_tokens];
+            product(task.p, &wbytes[s0 * rb..(s0 + sr) * rb], ys)?;
+            outs[task.p].write_rows(task.r0 + s0, ys, n_tokens);
+        }
+        Ok(())
+    })?;
     Ok(())
 }
 
