@@ -1,6 +1,6 @@
 //! Determinism on the real gemma-3-270m (BRIEF §2, part 3): the CPU route's logits are
 //! bit-identical run to run, across thread counts (1, 2, all cores), prefill chunk sizes, and
-//! batched vs one-at-a-time evaluation.
+//! batched vs one-at-a-time evaluation — for both activation routes (A16 and A8).
 
 use std::path::PathBuf;
 
@@ -37,12 +37,12 @@ fn gemma_logits_are_bit_identical_across_threads_chunks_and_batching() {
         2, 818, 5279, 529, 7001, 563, 236764, 532, 506, 5279, 529, 9405, 563, 9405, 236761, 107,
     ];
     let all = std::thread::available_parallelism().map_or(2, |n| n.get());
-    let run = |threads: usize, chunk: usize, one_by_one: bool| -> Vec<u32> {
+    let run = |acts: ActFormat, threads: usize, chunk: usize, one_by_one: bool| -> Vec<u32> {
         let opts = CpuOptions {
             threads,
             n_ctx: 64,
             chunk,
-            acts: ActFormat::A16,
+            acts,
         };
         let mut s = CpuSession::new(&m, opts).expect("session");
         let logits: Vec<f32> = if one_by_one {
@@ -54,10 +54,17 @@ fn gemma_logits_are_bit_identical_across_threads_chunks_and_batching() {
         };
         logits.iter().map(|v| v.to_bits()).collect()
     };
-    let reference = run(1, 512, false);
-    assert_eq!(reference, run(2, 512, false), "2 threads");
-    assert_eq!(reference, run(all, 512, false), "all cores");
-    assert_eq!(reference, run(2, 5, false), "chunks of 5");
-    assert_eq!(reference, run(2, 512, true), "one token at a time");
-    assert_eq!(reference, run(1, 512, false), "run to run");
+    for acts in [ActFormat::A16, ActFormat::A8] {
+        let name = acts.name();
+        let reference = run(acts, 1, 512, false);
+        assert_eq!(reference, run(acts, 2, 512, false), "{name}: 2 threads");
+        assert_eq!(reference, run(acts, all, 512, false), "{name}: all cores");
+        assert_eq!(reference, run(acts, 2, 5, false), "{name}: chunks of 5");
+        assert_eq!(
+            reference,
+            run(acts, 2, 512, true),
+            "{name}: one token at a time"
+        );
+        assert_eq!(reference, run(acts, 1, 512, false), "{name}: run to run");
+    }
 }
