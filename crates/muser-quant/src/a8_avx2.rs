@@ -176,6 +176,52 @@ entry!(dot_q6_k, Q6K, BlockQ6K);
 entry!(dot_q8_0, Q80, BlockQ8_0);
 entry!(dot_q5_0, Q50, BlockQ5_0);
 
+/// Unpack the rows of `w` (each `nb` 32-value blocks of format `F`, `groups` groups) into
+/// `out` (`groups` per row, zeroed by the caller): scales exactly as the packed tiles compute
+/// them (`Fmt::scales`), quants as the packed tiles see them (`Fmt::bytes`) — so the unpacked
+/// tiles give the packed tiles' bits.
+#[inline(always)]
+unsafe fn unpack<F: Fmt>(
+    rows: &[&[F::Block]],
+    nb: usize,
+    groups: usize,
+    out: &mut [UnpackedGroup8],
+) {
+    for (row, og) in rows.iter().zip(out.chunks_mut(groups)) {
+        for (g, o) in og.iter_mut().enumerate() {
+            let sc = F::scales(row, g);
+            _mm256_storeu_ps(o.ws.as_mut_ptr(), sc.ws);
+            _mm256_storeu_ps(o.ws_hi.as_mut_ptr(), sc.ws_hi);
+            _mm256_storeu_ps(o.wm.as_mut_ptr(), sc.wm);
+            for j in 0..F::n_sub(nb, g) {
+                let q = o.q.as_mut_ptr().add(SUB * j) as *mut __m256i;
+                _mm256_storeu_si256(q, F::bytes(row, g, j));
+            }
+        }
+    }
+}
+
+macro_rules! unpack_entry {
+    ($name:ident, $fmt:ty, $block:ty) => {
+        /// Unpack rows of this format for the A8 prefill tiles (see `unpack`).
+        #[target_feature(enable = "avx2,fma,f16c")]
+        pub unsafe fn $name(
+            rows: &[&[$block]],
+            nb: usize,
+            groups: usize,
+            out: &mut [UnpackedGroup8],
+        ) {
+            unpack::<$fmt>(rows, nb, groups, out)
+        }
+    };
+}
+
+unpack_entry!(unpack_q4_k, Q4K, BlockQ4K);
+unpack_entry!(unpack_q5_k, Q5K, BlockQ5K);
+unpack_entry!(unpack_q6_k, Q6K, BlockQ6K);
+unpack_entry!(unpack_q8_0, Q80, BlockQ8_0);
+unpack_entry!(unpack_q5_0, Q50, BlockQ5_0);
+
 /// Quantize one 32-value sub-block as `a8::quantize_row` does; returns `None` when the
 /// sub-block holds a NaN (the caller then uses the reference).
 ///

@@ -6,12 +6,12 @@ use muser_gguf::GgmlType;
 
 use bytemuck::Zeroable;
 
-use crate::a16::{UnpackedGroup, UNPACK_MIN_ROWS};
+use crate::a16::UNPACK_MIN_ROWS;
 use crate::a16_dispatch::{cast_blocks, check_row_groups, decode_tiles};
 use crate::a8::{
     dot_q4_k_ref, dot_q5_0_ref, dot_q5_k_ref, dot_q6_k_ref, dot_q8_0_ref, n_groups, BlockA8,
 };
-use crate::a8::{unpack_row, UnpackedGroup8, SUB};
+use crate::a8::{UnpackedGroup8, SUB};
 use crate::simd::SimdLevel;
 use crate::QuantError;
 
@@ -126,6 +126,39 @@ fn tiles_by_tokens(
     Ok(())
 }
 
+/// Unpack the `w.len() / row_bytes` rows of `w` into `u` (`groups` per row, zeroed) with the
+/// AVX2 unpackers (`a8_avx2::unpack_*`; equal to `a8_unpack::unpack_row`, `a8_tests`).
+#[cfg(target_arch = "x86_64")]
+pub(crate) fn x86_unpack(
+    ty: GgmlType,
+    w: &[u8],
+    row_bytes: usize,
+    nb: usize,
+    groups: usize,
+    u: &mut [UnpackedGroup8],
+) -> Result<(), QuantError> {
+    macro_rules! go {
+        ($f:ident) => {{
+            let rows = w
+                .chunks(row_bytes)
+                .map(|r| cast_blocks(ty, r))
+                .collect::<Result<Vec<_>, _>>()?;
+            // SAFETY: callers reach this only at an AVX2-or-better level (AVX2/FMA/F16C
+            // detected by `simd`); every row holds `nb` 32-value blocks (checked by the caller)
+            // and `u` holds `groups` groups per row.
+            unsafe { crate::a8_avx2::$f(&rows, nb, groups, u) }
+        }};
+    }
+    match ty {
+        GgmlType::Q4_K => go!(unpack_q4_k),
+        GgmlType::Q5_K => go!(unpack_q5_k),
+        GgmlType::Q6_K => go!(unpack_q6_k),
+        GgmlType::Q8_0 => go!(unpack_q8_0),
+        _ => go!(unpack_q5_0),
+    }
+    Ok(())
+}
+
 /// Multi-token product on rows unpacked once (`a8_unpack`).
 #[cfg(target_arch = "x86_64")]
 fn x86_unpacked(
@@ -140,10 +173,7 @@ fn x86_unpacked(
     let n = row_bytes / ty.type_size() * ty.block_size();
     let (groups, nb) = (n_groups(n), n / SUB);
     let mut u = vec![UnpackedGroup8::zeroed(); n_rows * groups];
-    let mut scratch = vec![UnpackedGroup::zeroed(); groups];
-    for (i, ug) in u.chunks_mut(groups).enumerate() {
-        unpack_row(ty, &w[i * row_bytes..(i + 1) * row_bytes], &mut scratch, ug)?;
-    }
+    x86_unpack(ty, w, row_bytes, nb, groups, &mut u)?;
     let row = |i: usize| &u[i * groups..(i + 1) * groups];
     macro_rules! go {
         ($split:literal, $mins:literal) => {

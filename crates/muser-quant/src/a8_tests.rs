@@ -188,3 +188,32 @@ fn bad_rows_are_typed_errors() {
         Err(QuantError::NotBlockMultiple { .. })
     ));
 }
+
+/// The AVX2 unpackers give `unpack_row`'s groups (the scalar unpacking via A16's).
+#[cfg(target_arch = "x86_64")]
+#[test]
+fn simd_unpack_equals_the_scalar_unpack() {
+    if !crate::simd::avx2_available() {
+        eprintln!("skipping: no AVX2 on this CPU");
+        return;
+    }
+    for ty in TYPES {
+        for n in [256usize, 640, 1280] {
+            let Some(row_bytes) = ty.bytes_for(n as u64) else {
+                continue;
+            };
+            let row_bytes = row_bytes as usize;
+            let w: Vec<u8> = (0..3u64).flat_map(|r| weights(ty, n, 7 + r)).collect();
+            let groups = n_groups(n);
+            let mut want = vec![UnpackedGroup8::zeroed(); 3 * groups];
+            let mut scratch = vec![crate::a16::UnpackedGroup::zeroed(); groups];
+            for (r, o) in w.chunks(row_bytes).zip(want.chunks_mut(groups)) {
+                unpack_row(ty, r, &mut scratch, o).expect("unpack");
+            }
+            let mut got = vec![UnpackedGroup8::zeroed(); 3 * groups];
+            crate::a8_dispatch::x86_unpack(ty, &w, row_bytes, n / SUB, groups, &mut got)
+                .expect("simd unpack");
+            assert_eq!(got, want, "{ty} n={n}");
+        }
+    }
+}
