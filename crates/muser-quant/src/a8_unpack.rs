@@ -1,8 +1,10 @@
 //! Weight rows unpacked for the A8 prefill path: when several tokens multiply the same weight
-//! rows, each row is unpacked once (`unpack_row`: the integer weights offset-corrected as i8,
-//! the sub-block scales exactly as the packed kernels compute them — the A16 unpacking,
-//! narrowed) and the AVX2 tiles (`a8_avx2::dot_unpacked`) run on them. Results are
-//! bit-identical to the packed path and to the references in `a8` (`a8_tests`).
+//! rows, each row is unpacked once — integer weights offset-corrected as i8 (unsigned for
+//! Q4_K/Q5_K), the sub-block scales exactly as the packed kernels compute them — and the AVX2
+//! tiles (`a8_avx2::dot_unpacked`) run on them. The engine's path unpacks with AVX2
+//! (`a8_avx2::unpack_*`); [`unpack_row`] here is the scalar unpacking (A16's, narrowed) those
+//! are tested equal to. Results are bit-identical to the packed path and to the references in
+//! `a8` (`a8_tests`).
 
 use bytemuck::{Pod, Zeroable};
 use muser_gguf::GgmlType;
