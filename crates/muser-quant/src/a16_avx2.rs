@@ -105,6 +105,50 @@ impl ActGroup for crate::a8::BlockA8 {
     }
 }
 
+/// The spread prefetch of a decode tile (module `prefetch`): the following tile's bytes
+/// (`next`), a few cache lines before each of the tile's `iters` sub-block steps, so the last
+/// line is asked for by the last step. Addresses past `next`'s end are never formed.
+pub(crate) struct Spread {
+    ptr: *const i8,
+    left: usize,
+    step: usize,
+}
+
+impl Spread {
+    #[inline(always)]
+    pub(crate) fn new(next: &[u8], iters: impl FnOnce() -> usize) -> Spread {
+        let lines = next.len().div_ceil(64);
+        let step = if next.is_empty() {
+            0
+        } else {
+            lines.div_ceil(iters().max(1))
+        };
+        Spread {
+            ptr: next.as_ptr() as *const i8,
+            left: lines,
+            step,
+        }
+    }
+
+    /// Whether this tile prefetches its successor (else the in-row prefetch runs).
+    #[inline(always)]
+    pub(crate) fn active(&self) -> bool {
+        self.step != 0
+    }
+
+    /// Ask for this step's lines (hints only).
+    #[inline(always)]
+    pub(crate) unsafe fn step(&mut self) {
+        for _ in 0..self.step.min(self.left) {
+            _mm_prefetch::<_MM_HINT_T0>(self.ptr);
+            self.left -= 1;
+            if self.left > 0 {
+                self.ptr = self.ptr.add(64);
+            }
+        }
+    }
+}
+
 /// Ask for group `g + 6` of each row now: decode streams weights from memory.
 #[inline(always)]
 pub(crate) unsafe fn prefetch_ahead<F: Fmt, const RW: usize>(
@@ -140,35 +184,20 @@ unsafe fn tile<F: Fmt, const RW: usize, const RA: usize>(
     next: &[u8],
 ) {
     let groups = a[0].len();
-    // Lines of `next` to ask for before each sub-block so the last is asked for by the
-    // tile's last sub-block; `pf` walks `next` (addresses past its end are never formed).
-    let mut pf = next.as_ptr() as *const i8;
-    let mut pf_left = next.len().div_ceil(64);
-    let pf_step = if next.is_empty() {
-        0
-    } else {
-        let iters: usize = (0..groups).map(|g| F::n_sub(nb, g)).sum();
-        next.len().div_ceil(64).div_ceil(iters.max(1))
-    };
+    let mut pf = Spread::new(next, || (0..groups).map(|g| F::n_sub(nb, g)).sum());
     let mut acc_lo = [[_mm256_setzero_ps(); RA]; RW];
     let mut acc_hi = [[_mm256_setzero_ps(); RA]; RW];
     let mut macc = [[_mm256_setzero_ps(); RA]; RW];
     for g in 0..groups {
         let n_sub = F::n_sub(nb, g);
-        if RA == 1 && pf_step == 0 {
+        if RA == 1 && !pf.active() {
             prefetch_ahead::<F, RW>(w, g, groups);
         }
         let mut s = [[[0f32; 8]; RA]; RW];
         let mut s_hi = [[[0f32; 8]; RA]; RW];
         group_scales::<F, BlockA16, RW, RA>(w, a, g, &mut s, &mut s_hi, &mut macc);
         for j in 0..n_sub {
-            for _ in 0..pf_step.min(pf_left) {
-                _mm_prefetch::<_MM_HINT_T0>(pf);
-                pf_left -= 1;
-                if pf_left > 0 {
-                    pf = pf.add(64);
-                }
-            }
+            pf.step();
             let mut wv = [(_mm256_setzero_si256(), _mm256_setzero_si256()); RW];
             for rw in 0..RW {
                 wv[rw] = weights::<F>(w[rw], g, j);

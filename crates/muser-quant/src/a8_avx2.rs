@@ -19,7 +19,7 @@
 
 use std::arch::x86_64::*;
 
-use crate::a16_avx2::{group_scales, prefetch_ahead, quantize_sub_i32, reduce8};
+use crate::a16_avx2::{group_scales, prefetch_ahead, quantize_sub_i32, reduce8, Spread};
 use crate::a16_fmt::{Fmt, Scales, Q4K, Q50, Q5K, Q6K, Q80};
 use crate::a8::{BlockA8, UnpackedGroup8, SUB};
 use crate::q4_k::BlockQ4K;
@@ -42,33 +42,20 @@ unsafe fn tile<F: Fmt, const RW: usize, const RA: usize>(
     next: &[u8],
 ) {
     let groups = a[0].len();
-    let mut pf = next.as_ptr() as *const i8;
-    let mut pf_left = next.len().div_ceil(64);
-    let pf_step = if next.is_empty() {
-        0
-    } else {
-        let iters: usize = (0..groups).map(|g| F::n_sub(nb, g)).sum();
-        next.len().div_ceil(64).div_ceil(iters.max(1))
-    };
+    let mut pf = Spread::new(next, || (0..groups).map(|g| F::n_sub(nb, g)).sum());
     let ones = _mm256_set1_epi16(1);
     let mut acc = [[_mm256_setzero_ps(); RA]; RW];
     let mut macc = [[_mm256_setzero_ps(); RA]; RW];
     for g in 0..groups {
         let n_sub = F::n_sub(nb, g);
-        if RA == 1 && pf_step == 0 {
+        if RA == 1 && !pf.active() {
             prefetch_ahead::<F, RW>(w, g, groups);
         }
         let mut s = [[[0f32; 8]; RA]; RW];
         let mut s_hi = [[[0f32; 8]; RA]; RW];
         group_scales::<F, BlockA8, RW, RA>(w, a, g, &mut s, &mut s_hi, &mut macc);
         for j in 0..n_sub {
-            for _ in 0..pf_step.min(pf_left) {
-                _mm_prefetch::<_MM_HINT_T0>(pf);
-                pf_left -= 1;
-                if pf_left > 0 {
-                    pf = pf.add(64);
-                }
-            }
+            pf.step();
             let mut wv = [_mm256_setzero_si256(); RW];
             let mut wabs = [_mm256_setzero_si256(); RW];
             for rw in 0..RW {
