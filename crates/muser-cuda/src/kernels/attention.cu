@@ -373,28 +373,56 @@ extern "C" __global__ void attn_partial_mt(const float* Q, const u16* Kc, const 
     }
 }
 
-// The merged (unnormalised acc, 1/L) of one head's visible partials, in block order.
-__device__ __forceinline__ float combine_head(const float* Op, const float* Mp, const float* Lp,
-                                              int window, int hd_v, int n_super, int super_len,
-                                              int pos, size_t base, float* acc) {
+// The merged (unnormalised acc, 1/L) of one head's visible partials, in block order. Called by
+// a whole warp. The maximum M is order-free (fmaxf is exact), so lanes scan strided shares and a
+// butterfly finishes; each partial's weight expf(Mp - M) is computed by one lane and shuffled to
+// the others; L and acc then take the partials' fused multiply-adds strictly in block order, as
+// a one-lane scan would. Partials' outputs are loaded four at a time before their (dependent)
+// multiply-adds, so the loads overlap instead of forming one latency chain per partial.
+__device__ __forceinline__ float combine_head(const float* __restrict__ Op,
+                                              const float* __restrict__ Mp,
+                                              const float* __restrict__ Lp, int window, int hd_v,
+                                              int n_super, int super_len, int pos, size_t base,
+                                              float* acc) {
     const int lane = threadIdx.x & 31;
     const int lo = window > 0 ? max(0, pos - window + 1) : 0;
     const int s0 = lo / super_len, s1 = pos / super_len;
     if (s1 >= n_super) __trap();  // the host sized the partials for fewer positions: fail loudly
     float M = -MUSER_INF;
-#pragma unroll 4
-    for (int s = s0; s <= s1; ++s) M = fmaxf(M, Mp[base + s]);
+    for (int s = s0 + lane; s <= s1; s += 32) M = fmaxf(M, Mp[base + s]);
+    M = warp_max(M);
     float L = 0.f;
 #pragma unroll
     for (int r = 0; r < 8; ++r) acc[r] = 0.f;
     const int nr = hd_v / 32;
-#pragma unroll 4
-    for (int s = s0; s <= s1; ++s) {
-        const float c = expf(Mp[base + s] - M);
-        L = fmaf(c, Lp[base + s], L);
+    for (int c0 = s0; c0 <= s1; c0 += 32) {
+        const int cnt = min(32, s1 - c0 + 1);  // warp-uniform
+        float ck = 0.f, lk = 0.f;
+        if (lane < cnt) {
+            ck = expf(Mp[base + c0 + lane] - M);
+            lk = Lp[base + c0 + lane];
+        }
+        for (int k = 0; k < cnt; k += 4) {
+            float o[4][8];
 #pragma unroll
-        for (int r = 0; r < 8; ++r)
-            if (r < nr) acc[r] = fmaf(c, Op[(base + s) * hd_v + lane + 32 * r], acc[r]);
+            for (int j = 0; j < 4; ++j)
+#pragma unroll
+                for (int r = 0; r < 8; ++r)
+                    o[j][r] = (r < nr && k + j < cnt)
+                                  ? Op[(base + c0 + k + j) * hd_v + lane + 32 * r]
+                                  : 0.f;
+#pragma unroll
+            for (int j = 0; j < 4; ++j) {
+                const float c = __shfl_sync(0xffffffffu, ck, (k + j) & 31);
+                const float l = __shfl_sync(0xffffffffu, lk, (k + j) & 31);
+                if (k + j < cnt) {
+                    L = fmaf(c, l, L);
+#pragma unroll
+                    for (int r = 0; r < 8; ++r)
+                        if (r < nr) acc[r] = fmaf(c, o[j][r], acc[r]);
+                }
+            }
+        }
     }
     return 1.0f / L;
 }
