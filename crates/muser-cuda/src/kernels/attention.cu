@@ -14,7 +14,8 @@
 // Block b owns keys [b*S, (b+1)*S) (S = `super_len`, a multiple of 32), processed in tiles of
 // 32 (tile boundaries absolute), online softmax in f32, tiles in order. HPB only changes which
 // warps share a tile load, never a head's arithmetic; S fixes the partition (numerics).
-// attn_combine: grid (n_head, n_tok), 32 threads; merges the partials of the visible blocks in
+// attn_combine: grid (n_head, n_tok), 32 threads or one warp per 32-value group of a head's
+// output (hd_v threads; the same numbers); merges the partials of the visible blocks in
 // block order. attn_combine_q: the same, then the output gate (G non-null: A / (1 + exp(-G)),
 // the sigmoid_gate formula) and the A16 quantization of the row (a16_group per 32 values) —
 // bit-identical to attn_combine → sigmoid_gate_q (strict math) or → quant_a16.
@@ -378,12 +379,13 @@ extern "C" __global__ void attn_partial_mt(const float* Q, const u16* Kc, const 
 // butterfly finishes; each partial's weight expf(Mp - M) is computed by one lane and shuffled to
 // the others; L and acc then take the partials' fused multiply-adds strictly in block order, as
 // a one-lane scan would. Partials' outputs are loaded four at a time before their (dependent)
-// multiply-adds, so the loads overlap instead of forming one latency chain per partial.
+// multiply-adds, so the loads overlap instead of forming one latency chain per partial. Only
+// the 32-value groups r with bit r of `rmask` set are computed (`combine_groups`).
 __device__ __forceinline__ float combine_head(const float* __restrict__ Op,
                                               const float* __restrict__ Mp,
                                               const float* __restrict__ Lp, int window, int hd_v,
                                               int n_super, int super_len, int pos, size_t base,
-                                              float* acc) {
+                                              unsigned rmask, float* acc) {
     const int lane = threadIdx.x & 31;
     const int lo = window > 0 ? max(0, pos - window + 1) : 0;
     const int s0 = lo / super_len, s1 = pos / super_len;
@@ -394,7 +396,6 @@ __device__ __forceinline__ float combine_head(const float* __restrict__ Op,
     float L = 0.f;
 #pragma unroll
     for (int r = 0; r < 8; ++r) acc[r] = 0.f;
-    const int nr = hd_v / 32;
     for (int c0 = s0; c0 <= s1; c0 += 32) {
         const int cnt = min(32, s1 - c0 + 1);  // warp-uniform
         float ck = 0.f, lk = 0.f;
@@ -408,7 +409,7 @@ __device__ __forceinline__ float combine_head(const float* __restrict__ Op,
             for (int j = 0; j < 4; ++j)
 #pragma unroll
                 for (int r = 0; r < 8; ++r)
-                    o[j][r] = (r < nr && k + j < cnt)
+                    o[j][r] = (((rmask >> r) & 1u) && k + j < cnt)
                                   ? Op[(base + c0 + k + j) * hd_v + lane + 32 * r]
                                   : 0.f;
 #pragma unroll
@@ -419,7 +420,7 @@ __device__ __forceinline__ float combine_head(const float* __restrict__ Op,
                     L = fmaf(c, l, L);
 #pragma unroll
                     for (int r = 0; r < 8; ++r)
-                        if (r < nr) acc[r] = fmaf(c, o[j][r], acc[r]);
+                        if ((rmask >> r) & 1u) acc[r] = fmaf(c, o[j][r], acc[r]);
                 }
             }
         }
@@ -427,20 +428,31 @@ __device__ __forceinline__ float combine_head(const float* __restrict__ Op,
     return 1.0f / L;
 }
 
+// The 32-value groups of a head's output this warp computes: warp w of a block of `nw` warps
+// takes groups w, w + nw, … (one warp per group with hd_v threads, all groups with 32). Every
+// group's numbers are the same whichever warp computes it.
+__device__ __forceinline__ unsigned combine_groups(int hd_v) {
+    const int w = threadIdx.x >> 5, nw = blockDim.x >> 5, nr = hd_v / 32;
+    unsigned m = 0;
+    for (int r = w; r < nr; r += nw) m |= 1u << r;
+    return m;
+}
+
 extern "C" __global__ void attn_combine(const float* Op, const float* Mp, const float* Lp,
                                         int window, int n_head, int hd_v, int n_super,
                                         int super_len, float* A, const StepParams* sp) {
-    const int h = blockIdx.x, t = blockIdx.y, lane = threadIdx.x;
+    const int h = blockIdx.x, t = blockIdx.y, lane = threadIdx.x & 31;
     if ((u32)t >= sp->n_tok) return;
     const int pos = (int)(sp->pos0 + t);
     const size_t base = ((size_t)t * n_head + h) * n_super;
+    const unsigned rmask = combine_groups(hd_v);
     float acc[8];
     const float inv =
-        combine_head(Op, Mp, Lp, window, hd_v, n_super, super_len, pos, base, acc);
-    const int nr = hd_v / 32;
+        combine_head(Op, Mp, Lp, window, hd_v, n_super, super_len, pos, base, rmask, acc);
 #pragma unroll
     for (int r = 0; r < 8; ++r)
-        if (r < nr) A[(size_t)t * n_head * hd_v + (size_t)h * hd_v + lane + 32 * r] = acc[r] * inv;
+        if ((rmask >> r) & 1u)
+            A[(size_t)t * n_head * hd_v + (size_t)h * hd_v + lane + 32 * r] = acc[r] * inv;
 }
 
 // Needs hd_v % 32 == 0 (checked on the host). XQ/XS/XSUM rows are n_head*hd_v wide.
@@ -449,18 +461,18 @@ extern "C" __global__ void attn_combine_q(const float* Op, const float* Mp, cons
                                           int super_len, float* A, const float* G,
                                           const StepParams* sp, short* XQ, float* XS,
                                           int* XSUM) {
-    const int h = blockIdx.x, t = blockIdx.y, lane = threadIdx.x;
+    const int h = blockIdx.x, t = blockIdx.y, lane = threadIdx.x & 31;
     if ((u32)t >= sp->n_tok) return;
     const int pos = (int)(sp->pos0 + t);
     const size_t base = ((size_t)t * n_head + h) * n_super;
+    const unsigned rmask = combine_groups(hd_v);
     float acc[8];
     const float inv =
-        combine_head(Op, Mp, Lp, window, hd_v, n_super, super_len, pos, base, acc);
-    const int nr = hd_v / 32;
+        combine_head(Op, Mp, Lp, window, hd_v, n_super, super_len, pos, base, rmask, acc);
     const size_t width = (size_t)n_head * hd_v;
 #pragma unroll
     for (int r = 0; r < 8; ++r) {
-        if (r < nr) {
+        if ((rmask >> r) & 1u) {
             const size_t i0 = (size_t)h * hd_v + 32 * r;  // this group's first value in the row
             const size_t i = (size_t)t * width + i0 + lane;
             float v = acc[r] * inv;

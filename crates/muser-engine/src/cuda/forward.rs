@@ -383,9 +383,11 @@ impl<'m> CudaSession<'m> {
                 .int(self.n_super)
                 .int(self.opts.attn_super)
                 .ptr(b.a.ptr());
+            // One warp per 32-value group of a head's output (the kernel also runs, with the
+            // same numbers, on one warp per head: the attention kernel test).
             let combine_dims = Dims {
                 grid: (c.n_head as u32, n as u32, 1),
-                block: 32,
+                block: c.head_dim_v as u32,
                 smem: 0,
             };
             if fused_combine {
