@@ -1,6 +1,9 @@
 //! Times the CPU route's matmul on a model's matrices (decode: one token; prefill: 64 tokens)
 //! and a plain memory-read pass, to see how close the kernels are to memory bandwidth.
 //! Usage: cargo run --release -p muser-engine --example matvec_bench -- MODEL.gguf [threads]
+//! Environment: `BENCH_ACTS=a16,a8` (activation formats, alternated per matrix), `BENCH_TOKENS=64`
+//! (the prefill batch), `BENCH_NOISE=1` (random activations instead of a ramp), `BENCH_FFN=1`
+//! (in-cache tests on the FFN up matrix instead of the output projection).
 
 use std::time::Instant;
 
@@ -100,11 +103,14 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .unwrap_or_else(|_| "a16,a8".into())
         .split(',')
         .map(|f| match f {
-            "a8" => ActFormat::A8,
-            "q8" => ActFormat::Q8,
-            _ => ActFormat::A16,
+            "a8" => Ok(ActFormat::A8),
+            "a16" => Ok(ActFormat::A16),
+            "q8" => Ok(ActFormat::Q8),
+            other => Err(format!(
+                "BENCH_ACTS: unknown format {other:?} (a16, a8, q8)"
+            )),
         })
-        .collect();
+        .collect::<Result<_, _>>()?;
     // Prefill batch size (`BENCH_TOKENS`, default 64).
     let prefill: usize = std::env::var("BENCH_TOKENS").map_or(Ok(64), |s| s.parse())?;
     let noise = std::env::var_os("BENCH_NOISE").is_some();
