@@ -72,51 +72,63 @@ pub fn n_groups(n: usize) -> usize {
     n.div_ceil(GROUP)
 }
 
-/// Quantize one row. `x.len()` must be a multiple of 32 and `y.len() == n_groups(x.len())`.
-pub fn quantize_row(x: &[f32], y: &mut [BlockA16]) -> Result<(), QuantError> {
+/// The group walk of the activation formats' `quantize_row` (A16 here, A8 in `a8`): checks
+/// that `x` is whole sub-blocks and `y` has `n_groups(x.len())` groups, zeroes every group, and
+/// calls `sub(xs, group, j)` for each sub-block `j` of the group that lies inside the row
+/// (sub-blocks past the end stay zero).
+pub(crate) fn quantize_groups<G: Zeroable>(
+    x: &[f32],
+    y: &mut [G],
+    what: &'static str,
+    mut sub: impl FnMut(&[f32], &mut G, usize),
+) -> Result<(), QuantError> {
     if !x.len().is_multiple_of(SUB) || y.len() != n_groups(x.len()) {
         return Err(QuantError::Length {
             ty: GgmlType::F32,
-            what: "A16 row (elements must be a multiple of 32, groups = ceil(n/256))",
+            what,
             expected: n_groups(x.len()),
             got: y.len(),
         });
     }
     for (g, out) in y.iter_mut().enumerate() {
-        *out = BlockA16::zeroed();
+        *out = G::zeroed();
         for j in 0..8 {
             let start = g * GROUP + j * SUB;
             if start >= x.len() {
                 break;
             }
-            let xs = &x[start..start + SUB];
-            #[cfg(target_arch = "x86_64")]
-            if crate::simd::simd_level().avx2() {
-                // SAFETY: AVX2/FMA/F16C detected (`SimdLevel::Avx2`); both slices hold 32 values.
-                if let Some((d, sum)) = unsafe {
-                    crate::a16_avx2::quantize_sub(xs, &mut out.qs[j * SUB..(j + 1) * SUB])
-                } {
-                    out.d[j] = d;
-                    out.sum[j] = sum;
-                    continue;
-                }
-            }
-            let amax = xs.iter().fold(0f32, |m, v| m.max(v.abs()));
-            if amax == 0.0 || !amax.is_finite() {
-                continue;
-            }
-            let id = QMAX / amax;
-            out.d[j] = amax / QMAX;
-            let mut s = 0i32;
-            for (i, &v) in xs.iter().enumerate() {
-                let q = (v * id).round_ties_even().clamp(-QMAX, QMAX) as i16;
-                out.qs[j * SUB + i] = q;
-                s += i32::from(q);
-            }
-            out.sum[j] = s;
+            sub(&x[start..start + SUB], out, j);
         }
     }
     Ok(())
+}
+
+/// Quantize one row. `x.len()` must be a multiple of 32 and `y.len() == n_groups(x.len())`.
+pub fn quantize_row(x: &[f32], y: &mut [BlockA16]) -> Result<(), QuantError> {
+    let what = "A16 row (elements must be a multiple of 32, groups = ceil(n/256))";
+    quantize_groups(x, y, what, |xs, out, j| {
+        let qs = &mut out.qs[j * SUB..(j + 1) * SUB];
+        #[cfg(target_arch = "x86_64")]
+        if crate::simd::simd_level().avx2() {
+            // SAFETY: AVX2/FMA/F16C detected (`SimdLevel::Avx2`); both slices hold 32 values.
+            if let Some((d, sum)) = unsafe { crate::a16_avx2::quantize_sub(xs, qs) } {
+                (out.d[j], out.sum[j]) = (d, sum);
+                return;
+            }
+        }
+        let amax = xs.iter().fold(0f32, |m, v| m.max(v.abs()));
+        if amax == 0.0 || !amax.is_finite() {
+            return;
+        }
+        let id = QMAX / amax;
+        out.d[j] = amax / QMAX;
+        let mut s = 0i32;
+        for (q, &v) in qs.iter_mut().zip(xs) {
+            *q = (v * id).round_ties_even().clamp(-QMAX, QMAX) as i16;
+            s += i32::from(*q);
+        }
+        out.sum[j] = s;
+    })
 }
 
 /// Dequantize the first `n` activations of a row (`y.len() == n`).

@@ -72,6 +72,16 @@ unsafe fn nibbles(qs: *const u8, j: usize) -> __m256i {
     _mm256_and_si256(v, _mm256_set1_epi8(0x0f))
 }
 
+/// The scale vectors of an unpacked group (A16's `UnpackedGroup`, A8's `UnpackedGroup8`).
+#[inline(always)]
+pub(crate) unsafe fn stored_scales(ws: &[f32; 8], ws_hi: &[f32; 8], wm: &[f32; 8]) -> Scales {
+    Scales {
+        ws: _mm256_loadu_ps(ws.as_ptr()),
+        ws_hi: _mm256_loadu_ps(ws_hi.as_ptr()),
+        wm: _mm256_loadu_ps(wm.as_ptr()),
+    }
+}
+
 /// Scale vectors of one group of one weight row (lane `j` = sub-block `j`).
 #[derive(Clone, Copy)]
 pub(crate) struct Scales {
@@ -281,11 +291,7 @@ impl<const SPLIT_: bool, const MINS_: bool> Fmt for Unp<SPLIT_, MINS_> {
     #[inline(always)]
     unsafe fn scales(row: &[UnpackedGroup], g: usize) -> Scales {
         let u = &row[g];
-        Scales {
-            ws: _mm256_loadu_ps(u.ws.as_ptr()),
-            ws_hi: _mm256_loadu_ps(u.ws_hi.as_ptr()),
-            wm: _mm256_loadu_ps(u.wm.as_ptr()),
-        }
+        stored_scales(&u.ws, &u.ws_hi, &u.wm)
     }
     #[inline(always)]
     unsafe fn bytes(_row: &[UnpackedGroup], _g: usize, _j: usize) -> __m256i {

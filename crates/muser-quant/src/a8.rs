@@ -37,9 +37,8 @@
 //! batching, tile shape or the CPU's SIMD level.
 
 use bytemuck::{Pod, Zeroable};
-use muser_gguf::GgmlType;
 
-use crate::a16::reduce8;
+use crate::a16::{quantize_groups, reduce8};
 use crate::common::unpack_k4_scales;
 use crate::q4_k::BlockQ4K;
 use crate::q5_0::BlockQ5_0;
@@ -73,38 +72,19 @@ pub fn n_groups(n: usize) -> usize {
 
 /// Quantize one row. `x.len()` must be a multiple of 32 and `y.len() == n_groups(x.len())`.
 pub fn quantize_row(x: &[f32], y: &mut [BlockA8]) -> Result<(), QuantError> {
-    if !x.len().is_multiple_of(SUB) || y.len() != n_groups(x.len()) {
-        return Err(QuantError::Length {
-            ty: GgmlType::F32,
-            what: "A8 row (elements must be a multiple of 32, groups = ceil(n/256))",
-            expected: n_groups(x.len()),
-            got: y.len(),
-        });
-    }
-    for (g, out) in y.iter_mut().enumerate() {
-        *out = BlockA8::zeroed();
-        for j in 0..8 {
-            let start = g * GROUP + j * SUB;
-            if start >= x.len() {
-                break;
+    let what = "A8 row (elements must be a multiple of 32, groups = ceil(n/256))";
+    quantize_groups(x, y, what, |xs, out, j| {
+        let qs = &mut out.qs[j * SUB..(j + 1) * SUB];
+        #[cfg(target_arch = "x86_64")]
+        if crate::simd::simd_level().avx2() {
+            // SAFETY: AVX2/FMA/F16C detected (`SimdLevel::Avx2`); both slices hold 32 values.
+            if let Some((d, sum)) = unsafe { crate::a8_avx2::quantize_sub(xs, qs) } {
+                (out.d[j], out.sum[j]) = (d, sum);
+                return;
             }
-            let xs = &x[start..start + SUB];
-            let qs = &mut out.qs[j * SUB..(j + 1) * SUB];
-            #[cfg(target_arch = "x86_64")]
-            if crate::simd::simd_level().avx2() {
-                // SAFETY: AVX2/FMA/F16C detected (`SimdLevel::Avx2`); both slices hold 32 values.
-                if let Some((d, sum)) = unsafe { crate::a8_avx2::quantize_sub(xs, qs) } {
-                    out.d[j] = d;
-                    out.sum[j] = sum;
-                    continue;
-                }
-            }
-            let (d, sum) = quantize_sub_ref(xs, qs);
-            out.d[j] = d;
-            out.sum[j] = sum;
         }
-    }
-    Ok(())
+        (out.d[j], out.sum[j]) = quantize_sub_ref(xs, qs);
+    })
 }
 
 /// One 32-value sub-block, scalar: returns (scale, Σ quants).

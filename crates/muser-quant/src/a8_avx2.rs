@@ -20,7 +20,7 @@
 use std::arch::x86_64::*;
 
 use crate::a16_avx2::{group_scales, prefetch_ahead, quantize_sub_i32, reduce8, Spread};
-use crate::a16_fmt::{Fmt, Scales, Q4K, Q50, Q5K, Q6K, Q80};
+use crate::a16_fmt::{stored_scales, Fmt, Scales, Q4K, Q50, Q5K, Q6K, Q80};
 use crate::a8::{BlockA8, UnpackedGroup8, SUB};
 use crate::q4_k::BlockQ4K;
 use crate::q5_0::BlockQ5_0;
@@ -113,11 +113,7 @@ impl<const SPLIT_: bool, const MINS_: bool> Fmt for Unp8<SPLIT_, MINS_> {
     #[inline(always)]
     unsafe fn scales(row: &[UnpackedGroup8], g: usize) -> Scales {
         let u = &row[g];
-        Scales {
-            ws: _mm256_loadu_ps(u.ws.as_ptr()),
-            ws_hi: _mm256_loadu_ps(u.ws_hi.as_ptr()),
-            wm: _mm256_loadu_ps(u.wm.as_ptr()),
-        }
+        stored_scales(&u.ws, &u.ws_hi, &u.wm)
     }
     #[inline(always)]
     unsafe fn bytes(row: &[UnpackedGroup8], g: usize, j: usize) -> __m256i {

@@ -3,6 +3,7 @@
 
 use super::*;
 use crate::SimdLevel;
+use muser_gguf::GgmlType;
 
 use crate::testutil::{noise, noise_weights as weights};
 

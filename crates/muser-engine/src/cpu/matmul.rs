@@ -112,26 +112,14 @@ impl<'x> Acts<'x> {
 
     fn a16(&mut self, tensor: &str) -> Result<&[BlockA16], EngineError> {
         if self.a16.is_none() {
-            let groups = a16::n_groups(self.n);
-            let mut buf = vec![BlockA16::zeroed(); groups * self.n_tokens];
-            buf.par_chunks_mut(groups.max(1))
-                .zip(self.x.par_chunks(self.n.max(1)))
-                .try_for_each(|(dst, src)| a16::quantize_row(src, dst))
-                .map_err(|e| EngineError::quant(tensor, e))?;
-            self.a16 = Some(buf);
+            self.a16 = Some(quantize_rows(self.x, self.n, a16::quantize_row, tensor)?);
         }
         Ok(self.a16.as_deref().unwrap_or(&[]))
     }
 
     fn a8(&mut self, tensor: &str) -> Result<&[BlockA8], EngineError> {
         if self.a8.is_none() {
-            let groups = a8::n_groups(self.n);
-            let mut buf = vec![BlockA8::zeroed(); groups * self.n_tokens];
-            buf.par_chunks_mut(groups.max(1))
-                .zip(self.x.par_chunks(self.n.max(1)))
-                .try_for_each(|(dst, src)| a8::quantize_row(src, dst))
-                .map_err(|e| EngineError::quant(tensor, e))?;
-            self.a8 = Some(buf);
+            self.a8 = Some(quantize_rows(self.x, self.n, a8::quantize_row, tensor)?);
         }
         Ok(self.a8.as_deref().unwrap_or(&[]))
     }
@@ -159,6 +147,23 @@ impl<'x> Acts<'x> {
             .map(|(w, len)| &bytemuck::cast_slice::<u64, u8>(w)[..*len])
             .unwrap_or(&[]))
     }
+}
+
+/// The rows of `x` (`[n_tokens][n]`) quantized in parallel into groups of 256 (A16 or A8 blocks,
+/// `quantize_row` of that format), `ceil(n / 256)` per row.
+fn quantize_rows<B: Zeroable + Clone + Send>(
+    x: &[f32],
+    n: usize,
+    quantize_row: fn(&[f32], &mut [B]) -> Result<(), muser_quant::QuantError>,
+    tensor: &str,
+) -> Result<Vec<B>, EngineError> {
+    let groups = a16::n_groups(n);
+    let mut buf = vec![B::zeroed(); groups * (x.len() / n.max(1))];
+    buf.par_chunks_mut(groups.max(1))
+        .zip(x.par_chunks(n.max(1)))
+        .try_for_each(|(dst, src)| quantize_row(src, dst))
+        .map_err(|e| EngineError::quant(tensor, e))?;
+    Ok(buf)
 }
 
 /// Rows per parallel task: about two tasks per thread per matrix (a token's work is already
