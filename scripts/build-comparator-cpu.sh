@@ -6,6 +6,12 @@
 # - Writes DEST/receipt.json: sdist SHA, llama.cpp commit, compiler, flags, binary SHA-256s.
 #
 # Usage: scripts/build-comparator-cpu.sh [DEST]   (default: ${MUSER_CACHE:-~/.cache/muser}/comparator-cpu)
+#
+# MUSER_COMPARATOR_NO_AMX=1 compiles ggml without AMX (-mno-amx-tile -mno-amx-int8
+# -mno-amx-bf16 next to GGML_NATIVE's -march=native; GCC keeps explicit -mno-* over -march). For
+# VMs whose CPU advertises AMX but faults on tile instructions: there the native build dies with
+# SIGILL in `tinygemm_kernel_amx` at its first prompt batch (seen 2026-12-01 on a Sapphire
+# Rapids VM). The receipt records the flags.
 set -euo pipefail
 
 SDIST_VERSION=0.3.36
@@ -35,6 +41,10 @@ SRC="$SRC_ROOT/vendor/llama.cpp"
 
 FLAGS=(-G Ninja -DCMAKE_BUILD_TYPE=Release -DLLAMA_CURL=OFF -DLLAMA_OPENSSL=OFF
        -DLLAMA_BUILD_TESTS=OFF -DGGML_NATIVE=ON -DBUILD_SHARED_LIBS=ON)
+if [ "${MUSER_COMPARATOR_NO_AMX:-0}" = 1 ]; then
+  NO_AMX="-mno-amx-tile -mno-amx-int8 -mno-amx-bf16"
+  FLAGS+=("-DCMAKE_C_FLAGS=$NO_AMX" "-DCMAKE_CXX_FLAGS=$NO_AMX")
+fi
 cmake -S "$SRC" -B "$DEST/build" "${FLAGS[@]}"
 cmake --build "$DEST/build" -j"$(nproc)" --target "${TARGETS[@]}"
 

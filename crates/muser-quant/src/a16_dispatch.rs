@@ -121,7 +121,7 @@ fn x86_tile<const RW: usize, const RA: usize>(
     // VM (matvec_bench, 4-row tiles, 1 thread): Q8_0 14.7 GMAC/s AVX2 vs 12.5 AVX-512, Q4_K
     // 14.0 vs 12.9. Multi-token tiles use AVX-512 (see `x86_unpacked_tile`). Both give the
     // same bits; `MUSER_SIMD=avx2` is the A/B switch for the whole choice.
-    if level == SimdLevel::Avx512 && RA > 1 {
+    if level.avx512() && RA > 1 {
         let _ = next;
         by_type!(a16_avx512)
     } else {

@@ -107,13 +107,7 @@ fn dots_match_f64_of_the_dequantized_rows() {
     }
 }
 
-/// Every level this CPU can run.
-fn test_levels() -> Vec<SimdLevel> {
-    [SimdLevel::Scalar, SimdLevel::Avx2, SimdLevel::Avx512]
-        .into_iter()
-        .filter(|l| l.is_available())
-        .collect()
-}
+use crate::testutil::available_levels as test_levels;
 
 #[cfg(target_arch = "x86_64")]
 #[test]

@@ -175,7 +175,7 @@ fn x86_unpacked_tile<const RW: usize, const RA: usize>(
     }
     // Prefill tiles on unpacked rows: AVX-512 measured 25–27 GMAC/s vs AVX2 18 (forged small,
     // 64 tokens, 1 thread, matvec_bench).
-    if level == SimdLevel::Avx512 {
+    if level.avx512() {
         by_type!(a16_avx512)
     } else {
         by_type!(a16_avx2)

@@ -26,15 +26,18 @@
 //! Dot products (the references below; the AVX2 kernels in `a8_avx2` are bit-identical to
 //! them). Per sub-block of 32 (weights `w_i` as signed integers after the format's offset, as
 //! in `a16`), eight exact integer *lane partials* `P[l] = Σ_{i<4} w_{4l+i}·a_{4l+i}` — the
-//! lanes of `vpmaddubsw` followed by `vpmaddwd` with ones. |P| ≤ 4·128·127 < 2^24, so
-//! `P as f32` is exact. Eight f32 lane accumulators are updated with fused multiply-adds
+//! lanes of `vpmaddubsw` followed by `vpmaddwd` with ones, or of one `vpdpbusd`. |P| ≤
+//! 4·128·127 < 2^24, so `P as f32` is exact. Two sets of eight f32 lane accumulators, `acc_e`
+//! for the even sub-blocks of each group and `acc_o` for the odd ones (a 512-bit vector holds
+//! a pair of sub-blocks: `a8_avx512`), are updated with fused multiply-adds
 //! `acc[l] = fma(S_l, P[l], acc[l])`, with the sub-block scale `S` as in `a16` (every product
 //! rounded to f32): Q8_0 / Q5_0 `dw · da`; Q4_K / Q5_K `(d · sc_j) · da_j` plus the min
 //! accumulator `macc[j] = fma((dmin · m_j) · da_j, asum_j, macc[j])`; Q6_K lanes 0–3 (the
-//! sub-block's first 16 values) `S_lo`, lanes 4–7 `S_hi`.
+//! sub-block's first 16 values) `S_lo`, lanes 4–7 `S_hi`. For the 32-value block formats,
+//! block `i` is sub-block `i % 8` of group `i / 8`.
 //!
-//! Result: `reduce8(acc) − reduce8(macc)`. It depends only on the two rows: never on threads,
-//! batching, tile shape or the CPU's SIMD level.
+//! Result: `reduce8(acc_e + acc_o) − reduce8(macc)` (the lane-wise sum first). It depends only
+//! on the two rows: never on threads, batching, tile shape or the CPU's SIMD level.
 
 use bytemuck::{Pod, Zeroable};
 
@@ -122,6 +125,15 @@ fn lane_partials(w: &[i32], a: &[i8]) -> [i32; 8] {
     p
 }
 
+/// Even- and odd-sub-block lane accumulators (see the module header).
+type Acc = [[f32; 8]; 2];
+
+/// `reduce8(acc_e + acc_o)`.
+fn reduce_pair(acc: &Acc) -> f32 {
+    let sum: [f32; 8] = std::array::from_fn(|l| acc[0][l] + acc[1][l]);
+    reduce8(&sum)
+}
+
 /// `acc[l] = fma(s_lo, P[l], acc[l])` for lanes 0–3, `s_hi` for lanes 4–7.
 #[inline]
 fn fma_lanes(acc: &mut [f32; 8], s_lo: f32, s_hi: f32, p: &[i32; 8]) {
@@ -137,7 +149,7 @@ fn dot_asym_ref(
     blk: impl Fn(usize) -> (f32, f32, [u8; 12], [u8; 256]),
     a: &[BlockA8],
 ) -> f32 {
-    let mut acc = [0f32; 8];
+    let mut acc: Acc = [[0f32; 8]; 2];
     let mut macc = [0f32; 8];
     for (k, ag) in a.iter().enumerate().take(n_super) {
         let (d, dmin, scales, q) = blk(k);
@@ -146,14 +158,14 @@ fn dot_asym_ref(
         for j in 0..8 {
             let s = (d * f32::from(sc[j])) * ag.d[j];
             let p = lane_partials(&w[j * SUB..(j + 1) * SUB], &ag.qs[j * SUB..(j + 1) * SUB]);
-            fma_lanes(&mut acc, s, s, &p);
+            fma_lanes(&mut acc[j % 2], s, s, &p);
         }
         for j in 0..8 {
             let mm = (dmin * f32::from(m[j])) * ag.d[j];
             macc[j] = mm.mul_add(ag.sum[j] as f32, macc[j]);
         }
     }
-    reduce8(&acc) - reduce8(&macc)
+    reduce_pair(&acc) - reduce8(&macc)
 }
 
 /// Q4_K · A8, scalar reference.
@@ -176,7 +188,7 @@ pub fn dot_q5_k_ref(x: &[BlockQ5K], a: &[BlockA8]) -> f32 {
 
 /// Q6_K · A8, scalar reference.
 pub fn dot_q6_k_ref(x: &[BlockQ6K], a: &[BlockA8]) -> f32 {
-    let mut acc = [0f32; 8];
+    let mut acc: Acc = [[0f32; 8]; 2];
     for (b, ag) in x.iter().zip(a) {
         let d = b.d.to_f32();
         let w: Vec<i32> = b.quants().iter().map(|&v| i32::from(v) - 32).collect();
@@ -184,23 +196,28 @@ pub fn dot_q6_k_ref(x: &[BlockQ6K], a: &[BlockA8]) -> f32 {
             let (o, aq) = (j * SUB, &ag.qs[j * SUB..(j + 1) * SUB]);
             let s_lo = (d * f32::from(b.scales[2 * j])) * ag.d[j];
             let s_hi = (d * f32::from(b.scales[2 * j + 1])) * ag.d[j];
-            fma_lanes(&mut acc, s_lo, s_hi, &lane_partials(&w[o..o + 32], aq));
+            fma_lanes(
+                &mut acc[j % 2],
+                s_lo,
+                s_hi,
+                &lane_partials(&w[o..o + 32], aq),
+            );
         }
     }
-    reduce8(&acc)
+    reduce_pair(&acc)
 }
 
 /// The 32-value block formats: block `i` pairs with sub-block `i % 8` of group `i / 8`.
 fn dot_blocks32_ref(nb: usize, blk: impl Fn(usize) -> (f32, [i32; 32]), a: &[BlockA8]) -> f32 {
-    let mut acc = [0f32; 8];
+    let mut acc: Acc = [[0f32; 8]; 2];
     for i in 0..nb {
         let (ag, j) = (&a[i / 8], i % 8);
         let (dw, w) = blk(i);
         let p = lane_partials(&w, &ag.qs[j * SUB..(j + 1) * SUB]);
         let s = dw * ag.d[j];
-        fma_lanes(&mut acc, s, s, &p);
+        fma_lanes(&mut acc[j % 2], s, s, &p);
     }
-    reduce8(&acc)
+    reduce_pair(&acc)
 }
 
 /// Q8_0 · A8, scalar reference.
@@ -217,7 +234,9 @@ pub fn dot_q5_0_ref(x: &[BlockQ5_0], a: &[BlockA8]) -> f32 {
     )
 }
 
-pub use crate::a8_dispatch::{dot, dot_at, matmul_rows, matmul_rows_at, supports};
+pub use crate::a8_dispatch::{
+    dot, dot_at, matmul_rows, matmul_rows_at, matmul_rows_shaped, supports, TileShape,
+};
 pub use crate::a8_unpack::{unpack_row, UnpackedGroup8};
 
 #[cfg(test)]

@@ -7,8 +7,8 @@
 //! ones adds adjacent pairs of those into the reference's eight lane partials. Unsigned weights
 //! (Q4_K, Q5_K) go in as they are; signed ones as `|w|` with the activation's sign flipped
 //! where `w < 0` (`vpsignb`; exact, activations are within ±127). Each (weight row, activation
-//! row) pair has its own accumulator, updated with the same fused multiply-add by the same
-//! scale in the same order; the final reduction is the reference's tree. The tile shape
+//! row) pair has its own two accumulators (even and odd sub-blocks), updated with the same fused
+//! multiply-add by the same scale in the same order; the final reduction is the reference's. The tile shape
 //! therefore never changes a result.
 //!
 //! Safety: the entry points are `unsafe` and `#[target_feature(enable = "avx2,fma,f16c")]`;
@@ -44,7 +44,8 @@ unsafe fn tile<F: Fmt, const RW: usize, const RA: usize>(
     let groups = a[0].len();
     let mut pf = Spread::new(next, || (0..groups).map(|g| F::n_sub(nb, g)).sum());
     let ones = _mm256_set1_epi16(1);
-    let mut acc = [[_mm256_setzero_ps(); RA]; RW];
+    // acc[0]: even sub-blocks, acc[1]: odd ones (the reference's two accumulator sets).
+    let mut acc = [[[_mm256_setzero_ps(); RA]; RW]; 2];
     let mut macc = [[_mm256_setzero_ps(); RA]; RW];
     for g in 0..groups {
         let n_sub = F::n_sub(nb, g);
@@ -54,39 +55,55 @@ unsafe fn tile<F: Fmt, const RW: usize, const RA: usize>(
         let mut s = [[[0f32; 8]; RA]; RW];
         let mut s_hi = [[[0f32; 8]; RA]; RW];
         group_scales::<F, BlockA8, RW, RA>(w, a, g, &mut s, &mut s_hi, &mut macc);
-        for j in 0..n_sub {
-            pf.step();
-            let mut wv = [_mm256_setzero_si256(); RW];
-            let mut wabs = [_mm256_setzero_si256(); RW];
-            for rw in 0..RW {
-                wv[rw] = F::bytes(w[rw], g, j);
-                if F::SIGNED {
-                    wabs[rw] = _mm256_abs_epi8(wv[rw]);
-                }
-            }
-            for ra in 0..RA {
-                let av = _mm256_loadu_si256(a[ra][g].qs.as_ptr().add(SUB * j) as *const __m256i);
+        // Sub-block `$j` into accumulator set `$par` (a constant, so the sets stay in registers).
+        macro_rules! sub_block {
+            ($j:expr, $par:literal) => {{
+                let j = $j;
+                pf.step();
+                let mut wv = [_mm256_setzero_si256(); RW];
+                let mut wabs = [_mm256_setzero_si256(); RW];
                 for rw in 0..RW {
-                    let pairs = if F::SIGNED {
-                        _mm256_maddubs_epi16(wabs[rw], _mm256_sign_epi8(av, wv[rw]))
-                    } else {
-                        _mm256_maddubs_epi16(wv[rw], av)
-                    };
-                    let p = _mm256_cvtepi32_ps(_mm256_madd_epi16(pairs, ones));
-                    let lo = _mm256_broadcast_ss(&s[rw][ra][j]);
-                    let sv = if F::SPLIT {
-                        _mm256_blend_ps::<0b1111_0000>(lo, _mm256_broadcast_ss(&s_hi[rw][ra][j]))
-                    } else {
-                        lo
-                    };
-                    acc[rw][ra] = _mm256_fmadd_ps(sv, p, acc[rw][ra]);
+                    wv[rw] = F::bytes(w[rw], g, j);
+                    if F::SIGNED {
+                        wabs[rw] = _mm256_abs_epi8(wv[rw]);
+                    }
                 }
+                for ra in 0..RA {
+                    let av =
+                        _mm256_loadu_si256(a[ra][g].qs.as_ptr().add(SUB * j) as *const __m256i);
+                    for rw in 0..RW {
+                        let pairs = if F::SIGNED {
+                            _mm256_maddubs_epi16(wabs[rw], _mm256_sign_epi8(av, wv[rw]))
+                        } else {
+                            _mm256_maddubs_epi16(wv[rw], av)
+                        };
+                        let p = _mm256_cvtepi32_ps(_mm256_madd_epi16(pairs, ones));
+                        let lo = _mm256_broadcast_ss(&s[rw][ra][j]);
+                        let sv = if F::SPLIT {
+                            _mm256_blend_ps::<0b1111_0000>(
+                                lo,
+                                _mm256_broadcast_ss(&s_hi[rw][ra][j]),
+                            )
+                        } else {
+                            lo
+                        };
+                        acc[$par][rw][ra] = _mm256_fmadd_ps(sv, p, acc[$par][rw][ra]);
+                    }
+                }
+            }};
+        }
+        let mut j = 0;
+        while j < n_sub {
+            sub_block!(j, 0);
+            if j + 1 < n_sub {
+                sub_block!(j + 1, 1);
             }
+            j += 2;
         }
     }
     for rw in 0..RW {
         for ra in 0..RA {
-            let r = reduce8(acc[rw][ra]);
+            let r = reduce8(_mm256_add_ps(acc[0][rw][ra], acc[1][rw][ra]));
             out[rw * RA + ra] = if F::MINS {
                 r - reduce8(macc[rw][ra])
             } else {
@@ -160,9 +177,9 @@ entry!(dot_q8_0, Q80, BlockQ8_0);
 entry!(dot_q5_0, Q50, BlockQ5_0);
 
 /// Unpack the rows of `w` (each `nb` 32-value blocks of format `F`, `groups` groups) into
-/// `out` (`groups` per row, zeroed by the caller): scales exactly as the packed tiles compute
+/// `out` (`groups` per row; every byte is written): scales exactly as the packed tiles compute
 /// them (`Fmt::scales`), quants as the packed tiles see them (`Fmt::bytes`) — so the unpacked
-/// tiles give the packed tiles' bits.
+/// tiles give the packed tiles' bits — and each lane's offset correction (`corr`).
 #[inline(always)]
 unsafe fn unpack<F: Fmt>(
     rows: &[&[F::Block]],
@@ -176,9 +193,20 @@ unsafe fn unpack<F: Fmt>(
             _mm256_storeu_ps(o.ws.as_mut_ptr(), sc.ws);
             _mm256_storeu_ps(o.ws_hi.as_mut_ptr(), sc.ws_hi);
             _mm256_storeu_ps(o.wm.as_mut_ptr(), sc.wm);
-            for j in 0..F::n_sub(nb, g) {
-                let q = o.q.as_mut_ptr().add(SUB * j) as *mut __m256i;
-                _mm256_storeu_si256(q, F::bytes(row, g, j));
+            let n_sub = F::n_sub(nb, g);
+            // A partial last group: the missing sub-blocks are zero (the buffer is reused).
+            o.q[SUB * n_sub..].fill(0);
+            o.corr[8 * n_sub..].fill(0);
+            for j in 0..n_sub {
+                let v = F::bytes(row, g, j);
+                _mm256_storeu_si256(o.q.as_mut_ptr().add(SUB * j) as *mut __m256i, v);
+                // Lane sums of four (signed bytes times ones), times -128.
+                let sums = _mm256_madd_epi16(
+                    _mm256_maddubs_epi16(_mm256_set1_epi8(1), v),
+                    _mm256_set1_epi16(1),
+                );
+                let corr = _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(sums, 7));
+                _mm256_storeu_si256(o.corr.as_mut_ptr().add(8 * j) as *mut __m256i, corr);
             }
         }
     }

@@ -93,24 +93,28 @@ macro_rules! by_tokens {
 /// Tokens per cache block of a multi-token product.
 const TOKEN_BLOCK: usize = 16;
 
-/// The multi-token walk: for each block of 16 activation rows, every pair of weight rows (a
-/// single one at the end) times `tokens` activation rows at a time: `tile(i, rw, a_chunk, o)`
-/// writes `o[r * a_chunk.len() + t]` for weight row `i + r`.
+/// The multi-token walk: for each block of 16 activation rows, every group of `max_rw` weight
+/// rows (then pairs, then a single one at the end) times `tokens` activation rows at a time:
+/// `tile(i, rw, a_chunk, o)` writes `o[r * a_chunk.len() + t]` for weight row `i + r`.
 fn tiles_by_tokens(
     n_rows: usize,
     a: &[&[BlockA8]],
     tokens: usize,
+    max_rw: usize,
     out: &mut [f32],
     mut tile: impl FnMut(usize, usize, &[&[BlockA8]], &mut [f32]) -> Result<(), QuantError>,
 ) -> Result<(), QuantError> {
     let na = a.len();
     let ta = tokens.clamp(1, 4);
-    let mut tmp = [0f32; 8];
+    let mut tmp = [0f32; 16];
     for t0 in (0..na).step_by(TOKEN_BLOCK) {
         let tb = &a[t0..(t0 + TOKEN_BLOCK).min(na)];
         let mut i = 0;
         while i < n_rows {
-            let rw = if i + 2 <= n_rows { 2 } else { 1 };
+            let rw = [max_rw, 2, 1]
+                .into_iter()
+                .find(|&r| i + r <= n_rows)
+                .unwrap_or(1);
             for (k, ac) in tb.chunks(ta).enumerate() {
                 let t = t0 + k * ta;
                 let o = &mut tmp[..rw * ac.len()];
@@ -126,7 +130,7 @@ fn tiles_by_tokens(
     Ok(())
 }
 
-/// Unpack the `w.len() / row_bytes` rows of `w` into `u` (`groups` per row, zeroed) with the
+/// Unpack the `w.len() / row_bytes` rows of `w` into `u` (`groups` per row) with the
 /// AVX2 unpackers (`a8_avx2::unpack_*`; equal to `a8_unpack::unpack_row`, `a8_tests`).
 #[cfg(target_arch = "x86_64")]
 pub(crate) fn x86_unpack(
@@ -159,49 +163,83 @@ pub(crate) fn x86_unpack(
     Ok(())
 }
 
-/// Multi-token product on rows unpacked once (`a8_unpack`).
+/// Multi-token product on rows unpacked once (`a8_unpack`): the AVX-512 VNNI tiles at a
+/// `vnni()` level, the AVX2 ones otherwise.
 #[cfg(target_arch = "x86_64")]
 fn x86_unpacked(
+    level: SimdLevel,
     ty: GgmlType,
     w: &[u8],
     row_bytes: usize,
     a: &[&[BlockA8]],
     out: &mut [f32],
-    tokens: usize,
+    shape: TileShape,
 ) -> Result<(), QuantError> {
     let n_rows = w.len() / row_bytes;
     let n = row_bytes / ty.type_size() * ty.block_size();
     let (groups, nb) = (n_groups(n), n / SUB);
-    let mut u = vec![UnpackedGroup8::zeroed(); n_rows * groups];
-    x86_unpack(ty, w, row_bytes, nb, groups, &mut u)?;
+    UNPACKED.with_borrow_mut(|buf| {
+        if buf.len() < n_rows * groups {
+            buf.resize(n_rows * groups, UnpackedGroup8::zeroed());
+        }
+        let u = &mut buf[..n_rows * groups];
+        x86_unpack(ty, w, row_bytes, nb, groups, u)?;
+        x86_unpacked_tiles(level, ty, u, groups, nb, a, out, shape)
+    })
+}
+
+#[cfg(target_arch = "x86_64")]
+std::thread_local! {
+    /// Each thread's buffer for the weight rows `x86_unpacked` unpacks (reused: a fresh
+    /// allocation per call was 13% of a prefill matmul's time in `memset` and page faults).
+    static UNPACKED: std::cell::RefCell<Vec<UnpackedGroup8>> =
+        const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// The tiles of [`x86_unpacked`] on rows already unpacked into `u` (`groups` per row).
+#[cfg(target_arch = "x86_64")]
+#[allow(clippy::too_many_arguments)]
+fn x86_unpacked_tiles(
+    level: SimdLevel,
+    ty: GgmlType,
+    u: &[UnpackedGroup8],
+    groups: usize,
+    nb: usize,
+    a: &[&[BlockA8]],
+    out: &mut [f32],
+    shape: TileShape,
+) -> Result<(), QuantError> {
+    let n_rows = u.len() / groups;
     let row = |i: usize| &u[i * groups..(i + 1) * groups];
-    macro_rules! go {
-        ($split:literal, $mins:literal) => {
-            tiles_by_tokens(n_rows, a, tokens, out, |i, rw, ac, o| {
+    let vnni = level.vnni();
+    let (max_rw, tokens) = (shape.rows_at(level), shape.tokens);
+    // `$rw` rows from `i` by the tokens of `ac`, with the kernel of this level.
+    macro_rules! tile {
+        ($split:literal, $mins:literal, $rw:literal, $i:expr, $ac:expr, $o:expr) => {{
+            let rows: [&[UnpackedGroup8]; $rw] = std::array::from_fn(|r| row($i + r));
+            if vnni {
+                // SAFETY: `vnni()` levels are selected only after detecting AVX-512
+                // F/BW/VL/VNNI and the AVX2 set; the unpacked and activation rows were built
+                // for the same length.
+                by_tokens!($ac, |ar| unsafe {
+                    crate::a8_avx512::dot_unpacked::<$split, $mins, $rw, _>(nb, rows, ar, $o)
+                });
+            } else {
                 // SAFETY: reached only at an AVX2-or-better level (AVX2/FMA/F16C detected by
                 // `simd`); the unpacked and activation rows were built for the same length.
-                unsafe {
-                    if rw == 2 {
-                        by_tokens!(
-                            ac,
-                            |ar| crate::a8_avx2::dot_unpacked::<$split, $mins, 2, _>(
-                                nb,
-                                [row(i), row(i + 1)],
-                                ar,
-                                o
-                            )
-                        );
-                    } else {
-                        by_tokens!(
-                            ac,
-                            |ar| crate::a8_avx2::dot_unpacked::<$split, $mins, 1, _>(
-                                nb,
-                                [row(i)],
-                                ar,
-                                o
-                            )
-                        );
-                    }
+                by_tokens!($ac, |ar| unsafe {
+                    crate::a8_avx2::dot_unpacked::<$split, $mins, $rw, _>(nb, rows, ar, $o)
+                });
+            }
+        }};
+    }
+    macro_rules! go {
+        ($split:literal, $mins:literal) => {
+            tiles_by_tokens(n_rows, a, tokens, max_rw, out, |i, rw, ac, o| {
+                match rw {
+                    4 => tile!($split, $mins, 4, i, ac, o),
+                    2 => tile!($split, $mins, 2, i, ac, o),
+                    _ => tile!($split, $mins, 1, i, ac, o),
                 }
                 Ok(())
             })
@@ -228,25 +266,48 @@ pub fn matmul_rows_at(
     a: &[&[BlockA8]],
     out: &mut [f32],
 ) -> Result<(), QuantError> {
-    let tokens = if level.avx2() {
-        crate::tile_shape::tile_tokens_a8(level)
+    let shape = if level.avx2() {
+        TileShape {
+            rows: crate::tile_shape::tile_rows_a8(level),
+            tokens: crate::tile_shape::tile_tokens_a8(level),
+        }
     } else {
-        1
+        TileShape { rows: 1, tokens: 1 }
     };
-    matmul_rows_tiled(level, ty, w, row_bytes, a, out, tokens)
+    matmul_rows_shaped(level, ty, w, row_bytes, a, out, shape)
 }
 
-/// [`matmul_rows_at`] with `tokens` activation rows per multi-token tile (1..=4; a speed
-/// choice, never a result).
-pub(crate) fn matmul_rows_tiled(
+/// The shape of a multi-token tile: up to `rows` weight rows (1, 2 or 4; the AVX2 tiles take
+/// at most 2) × `tokens` activation rows (1..=4). A speed choice, never a result.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TileShape {
+    pub rows: usize,
+    pub tokens: usize,
+}
+
+impl TileShape {
+    /// Weight rows per tile at `level`.
+    fn rows_at(self, level: SimdLevel) -> usize {
+        match (self.rows, level.vnni()) {
+            (4.., true) => 4,
+            (2.., _) => 2,
+            _ => 1,
+        }
+    }
+}
+
+/// [`matmul_rows_at`] with an explicit multi-token tile shape (benchmarks and tests; every
+/// shape gives the same bits).
+pub fn matmul_rows_shaped(
     level: SimdLevel,
     ty: GgmlType,
     w: &[u8],
     row_bytes: usize,
     a: &[&[BlockA8]],
     out: &mut [f32],
-    tokens: usize,
+    shape: TileShape,
 ) -> Result<(), QuantError> {
+    let tokens = shape.tokens;
     if row_bytes == 0 || !w.len().is_multiple_of(row_bytes) || a.is_empty() {
         return Err(QuantError::Length {
             ty,
@@ -283,9 +344,9 @@ pub(crate) fn matmul_rows_tiled(
             });
         }
         if na >= UNPACK_MIN_ROWS {
-            return x86_unpacked(ty, w, row_bytes, a, out, tokens);
+            return x86_unpacked(level, ty, w, row_bytes, a, out, shape);
         }
-        return tiles_by_tokens(n_rows, a, tokens, out, |i, rw, ac, o| {
+        return tiles_by_tokens(n_rows, a, tokens, 2, out, |i, rw, ac, o| {
             if rw == 2 {
                 by_tokens!(ac, |ar| x86_tile::<2, _>(
                     ty,

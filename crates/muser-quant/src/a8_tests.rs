@@ -128,14 +128,25 @@ fn references_match_f64() {
 #[cfg(target_arch = "x86_64")]
 #[test]
 fn simd_tiles_equal_the_reference() {
-    let level = crate::simd::detected_level();
-    if !level.avx2() {
+    let levels: Vec<SimdLevel> = crate::testutil::available_levels()
+        .into_iter()
+        .filter(|l| l.avx2())
+        .collect();
+    if levels.is_empty() {
         eprintln!("skipping: no AVX2 on this CPU");
         return;
     }
+    for level in levels {
+        tiles_equal_the_reference_at(level);
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+fn tiles_equal_the_reference_at(level: SimdLevel) {
     for ty in TYPES {
-        for n in [256usize, 640, 1280] {
-            // 640 (a partial last group) only for the 32-value block formats.
+        for n in [256usize, 640, 1056, 1280] {
+            // 640 and 1056 (partial last groups, 1056 with an odd block count) only for the
+            // 32-value block formats.
             let Some(row_bytes) = ty.bytes_for(n as u64) else {
                 continue;
             };
@@ -148,17 +159,17 @@ fn simd_tiles_equal_the_reference() {
                 let mut want = vec![0f32; 13 * na];
                 matmul_rows_at(SimdLevel::Scalar, ty, &w, row_bytes, &ar, &mut want)
                     .expect("reference");
-                for height in 1..=4 {
+                for (rows, tokens) in (1..=4).flat_map(|t| [(1, t), (2, t), (4, t)]) {
                     let mut got = vec![0f32; 13 * na];
-                    crate::a8_dispatch::matmul_rows_tiled(
-                        level, ty, &w, row_bytes, &ar, &mut got, height,
-                    )
-                    .expect("simd");
+                    let shape = TileShape { rows, tokens };
+                    matmul_rows_shaped(level, ty, &w, row_bytes, &ar, &mut got, shape)
+                        .expect("simd");
                     let (wb, gb): (Vec<u32>, Vec<u32>) = (
                         want.iter().map(|v| v.to_bits()).collect(),
                         got.iter().map(|v| v.to_bits()).collect(),
                     );
-                    assert_eq!(gb, wb, "{ty} n={n} tokens={na} tile height {height}");
+                    let l = level.name();
+                    assert_eq!(gb, wb, "{l} {ty} n={n} tokens={na} tile {rows}x{tokens}");
                 }
                 // And each pair equals its single dot.
                 for (i, chunk) in w.chunks(row_bytes).enumerate() {
@@ -211,7 +222,9 @@ fn simd_unpack_equals_the_scalar_unpack() {
             for (r, o) in w.chunks(row_bytes).zip(want.chunks_mut(groups)) {
                 unpack_row(ty, r, &mut scratch, o).expect("unpack");
             }
+            // Garbage first: the unpacker writes every byte (its buffer is reused).
             let mut got = vec![UnpackedGroup8::zeroed(); 3 * groups];
+            bytemuck::cast_slice_mut::<UnpackedGroup8, u8>(&mut got).fill(0x5a);
             crate::a8_dispatch::x86_unpack(ty, &w, row_bytes, n / SUB, groups, &mut got)
                 .expect("simd unpack");
             assert_eq!(got, want, "{ty} n={n}");

@@ -13,7 +13,7 @@ use crate::a16::{self, UnpackedGroup};
 use crate::a8::GROUP;
 use crate::QuantError;
 
-/// One group (256 values) of a weight row unpacked for the A8 prefill tiles. 352 bytes.
+/// One group (256 values) of a weight row unpacked for the A8 prefill tiles. 608 bytes.
 #[derive(Clone, Copy, Debug, PartialEq, Pod, Zeroable)]
 #[repr(C)]
 pub struct UnpackedGroup8 {
@@ -23,11 +23,22 @@ pub struct UnpackedGroup8 {
     pub ws_hi: [f32; 8],
     /// Q4_K/Q5_K: `dmin · m_j`.
     pub wm: [f32; 8],
+    /// `-128 · Σ_{i<4} q[4l + i]` for each lane `l` (sub-block `j` at `8j..8j+8`): the
+    /// correction that turns a product with activations offset by +128 (unsigned, as
+    /// `vpdpbusd` takes them) back into the exact lane partials (`a8_avx512`).
+    pub corr: [i32; GROUP / 4],
     /// Weights (offset-corrected, all formats fit i8), sub-block `j` at `32j..32j+32`.
     pub q: [i8; GROUP],
 }
 
-const _: () = assert!(std::mem::size_of::<UnpackedGroup8>() == 352);
+const _: () = assert!(std::mem::size_of::<UnpackedGroup8>() == 608);
+
+/// Fill `u.corr` from `u.q` (see [`UnpackedGroup8::corr`]).
+pub(crate) fn fill_corr(u: &mut UnpackedGroup8) {
+    for (c, q) in u.corr.iter_mut().zip(u.q.chunks_exact(4)) {
+        *c = -128 * q.iter().map(|&v| i32::from(v)).sum::<i32>();
+    }
+}
 
 /// Unpack one weight row of `ty` into `out` (`ceil(n / 256)` groups), using `scratch` (the same
 /// number of A16 groups) for the wide form.
@@ -54,6 +65,7 @@ pub fn unpack_row(
             // Every format's offset-corrected weights lie in -128..=127.
             *d = v as i8;
         }
+        fill_corr(o);
     }
     Ok(())
 }

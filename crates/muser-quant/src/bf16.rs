@@ -68,7 +68,7 @@ pub fn vec_dot_at(level: SimdLevel, x: &[bf16], y: &[bf16]) -> f32 {
     assert_eq!(x.len(), y.len(), "bf16 vec_dot: length mismatch");
     match level {
         SimdLevel::Scalar => vec_dot_ref(x, y),
-        SimdLevel::Avx2 | SimdLevel::Avx512 => {
+        SimdLevel::Avx2 | SimdLevel::Avx512 | SimdLevel::Avx512Vnni => {
             simd::require(level);
             #[cfg(target_arch = "x86_64")]
             // SAFETY: `require` checked AVX2/FMA/F16C; lengths are equal.

@@ -29,6 +29,8 @@ mod a16_unpack;
 pub mod a8;
 #[cfg(target_arch = "x86_64")]
 mod a8_avx2;
+#[cfg(target_arch = "x86_64")]
+mod a8_avx512;
 mod a8_dispatch;
 mod a8_unpack;
 pub mod bf16;
@@ -66,7 +68,7 @@ pub use q8_0::BlockQ8_0;
 pub use q8_1::BlockQ8_1;
 pub use q8_k::BlockQ8K;
 pub use simd::{avx2_available, detected_level, init_simd, simd_level, SimdLevel};
-pub use tile_shape::{init_tile_tokens, tile_tokens, tile_tokens_a8};
+pub use tile_shape::{init_tile_tokens, tile_rows_a8, tile_tokens, tile_tokens_a8};
 
 /// Errors of the type-erased front.
 #[derive(thiserror::Error, Debug, Clone, PartialEq, Eq)]

@@ -159,7 +159,7 @@ pub fn vec_dot_at(level: SimdLevel, x: &[BlockQ5K], y: &[BlockQ8K]) -> f32 {
     assert_eq!(x.len(), y.len(), "q5_K vec_dot: block count mismatch");
     match level {
         SimdLevel::Scalar => vec_dot_ref(x, y),
-        SimdLevel::Avx2 | SimdLevel::Avx512 => {
+        SimdLevel::Avx2 | SimdLevel::Avx512 | SimdLevel::Avx512Vnni => {
             simd::require(level);
             #[cfg(target_arch = "x86_64")]
             // SAFETY: `require` checked AVX2/FMA/F16C; block counts are equal.

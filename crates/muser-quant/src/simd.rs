@@ -10,6 +10,8 @@
 //!   ([`init_simd`] returns it, [`simd_level`] panics with the message), never a silent
 //!   fallback;
 //! - `avx512`: demand the AVX-512 kernels, likewise;
+//! - `avx512vnni`: demand the AVX-512 kernels plus the VNNI ones (the A8 prefill tiles),
+//!   likewise;
 //! - anything else: an error, the same way.
 //!
 //! Invariant: every kernel's AVX2 path returns bit-identical results to its scalar
@@ -29,6 +31,8 @@ pub enum SimdLevel {
     Avx2,
     /// AVX-512 (F, BW) kernels where Muser has them (the A16 dots), AVX2 kernels elsewhere.
     Avx512,
+    /// `Avx512` plus the AVX-512 VNNI kernels (VL, VNNI: the A8 prefill tiles).
+    Avx512Vnni,
 }
 
 impl SimdLevel {
@@ -38,12 +42,23 @@ impl SimdLevel {
             SimdLevel::Scalar => "scalar",
             SimdLevel::Avx2 => "avx2",
             SimdLevel::Avx512 => "avx512",
+            SimdLevel::Avx512Vnni => "avx512vnni",
         }
     }
 
     /// Whether the AVX2 kernels may run at this level (AVX-512 implies them).
     pub fn avx2(self) -> bool {
-        matches!(self, SimdLevel::Avx2 | SimdLevel::Avx512)
+        self != SimdLevel::Scalar
+    }
+
+    /// Whether the AVX-512 (F, BW) kernels may run at this level.
+    pub fn avx512(self) -> bool {
+        matches!(self, SimdLevel::Avx512 | SimdLevel::Avx512Vnni)
+    }
+
+    /// Whether the AVX-512 VNNI kernels may run at this level.
+    pub fn vnni(self) -> bool {
+        self == SimdLevel::Avx512Vnni
     }
 
     /// Whether this CPU can run the level.
@@ -52,6 +67,7 @@ impl SimdLevel {
             SimdLevel::Scalar => true,
             SimdLevel::Avx2 => avx2_available(),
             SimdLevel::Avx512 => avx512_available(),
+            SimdLevel::Avx512Vnni => avx512_vnni_available(),
         }
     }
 }
@@ -90,9 +106,28 @@ pub fn avx512_available() -> bool {
     }
 }
 
+/// Whether the AVX-512 VNNI kernels can run here (the AVX-512 set plus VL and VNNI).
+pub fn avx512_vnni_available() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        static HAS: OnceLock<bool> = OnceLock::new();
+        *HAS.get_or_init(|| {
+            avx512_available()
+                && is_x86_feature_detected!("avx512vl")
+                && is_x86_feature_detected!("avx512vnni")
+        })
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        false
+    }
+}
+
 /// The best level the hardware supports, ignoring `MUSER_SIMD`.
 pub fn detected_level() -> SimdLevel {
-    if avx512_available() {
+    if avx512_vnni_available() {
+        SimdLevel::Avx512Vnni
+    } else if avx512_available() {
         SimdLevel::Avx512
     } else if avx2_available() {
         SimdLevel::Avx2
@@ -122,8 +157,18 @@ fn resolve(var: Option<&str>) -> Result<SimdLevel, String> {
                 )
             }
         }
+        Some("avx512vnni") => {
+            if avx512_vnni_available() {
+                Ok(SimdLevel::Avx512Vnni)
+            } else {
+                Err(
+                    "MUSER_SIMD=avx512vnni but this CPU lacks AVX-512 VNNI/VL/F/BW (or AVX2/FMA/F16C)"
+                        .to_string(),
+                )
+            }
+        }
         Some(other) => Err(format!(
-            "MUSER_SIMD={other:?} is not one of: auto, scalar, avx2, avx512"
+            "MUSER_SIMD={other:?} is not one of: auto, scalar, avx2, avx512, avx512vnni"
         )),
     }
 }
@@ -168,5 +213,8 @@ mod tests {
         assert_eq!(resolve(Some("auto")), Ok(detected_level()));
         assert!(resolve(Some("sse9")).is_err());
         assert_eq!(resolve(Some("avx2")).is_ok(), avx2_available());
+        assert_eq!(resolve(Some("avx512vnni")).is_ok(), avx512_vnni_available());
+        assert!(SimdLevel::Avx512Vnni.avx2() && SimdLevel::Avx512Vnni.avx512());
+        assert!(!SimdLevel::Avx512.vnni() && SimdLevel::Avx512Vnni.vnni());
     }
 }

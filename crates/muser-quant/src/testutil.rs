@@ -87,3 +87,19 @@ pub(crate) fn noise_weights(ty: muser_gguf::GgmlType, n_in: usize, seed: u64) ->
     crate::quantize(ty, &x, &mut w).expect("quantize");
     w
 }
+
+/// Every SIMD level this CPU can run (the scalar reference first); says loudly which levels it
+/// cannot test here.
+pub(crate) fn available_levels() -> Vec<crate::SimdLevel> {
+    use crate::SimdLevel;
+    let all = [
+        SimdLevel::Scalar,
+        SimdLevel::Avx2,
+        SimdLevel::Avx512,
+        SimdLevel::Avx512Vnni,
+    ];
+    for l in all.iter().filter(|l| !l.is_available()) {
+        eprintln!("skipping level {}: not available on this CPU", l.name());
+    }
+    all.into_iter().filter(|l| l.is_available()).collect()
+}

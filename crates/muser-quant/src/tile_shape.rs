@@ -33,7 +33,7 @@ static TOKENS: EnvSetting<Option<usize>> = EnvSetting::new("MUSER_CPU_TILE_TOKEN
 
 /// The height for SIMD `level` given the setting (`None` = auto).
 fn height(setting: Option<usize>, level: SimdLevel) -> usize {
-    setting.unwrap_or(if level == SimdLevel::Avx512 { 4 } else { 2 })
+    setting.unwrap_or(if level.avx512() { 4 } else { 2 })
 }
 
 /// Resolve `MUSER_CPU_TILE_TOKENS` now and return the height at `level`. Call at start-up to
@@ -55,6 +55,16 @@ pub fn init_tile_tokens(level: SimdLevel) -> Result<usize, QuantError> {
 pub fn tile_tokens_a8(level: SimdLevel) -> usize {
     let _ = level;
     TOKENS.get().unwrap_or(4)
+}
+
+/// Weight rows per prefill tile of the A8 kernels at SIMD `level`: 4 with AVX-512 VNNI (32
+/// vector registers hold 4 × 4 accumulators), 2 otherwise (the AVX2 tiles take at most 2).
+pub fn tile_rows_a8(level: SimdLevel) -> usize {
+    if level.vnni() {
+        4
+    } else {
+        2
+    }
 }
 
 /// Tokens per prefill tile at SIMD `level`.
