@@ -21,7 +21,6 @@
 
 use std::arch::x86_64::*;
 
-use crate::a16_avx2::reduce8;
 use crate::a8::{BlockA8, UnpackedGroup8};
 
 /// `[lo | hi]` as one 512-bit vector.
@@ -31,6 +30,44 @@ unsafe fn join(lo: __m256, hi: __m256) -> __m512 {
         _mm512_castps_pd(_mm512_castps256_ps512(lo)),
         _mm256_castps_pd(hi),
     ))
+}
+
+/// `reduce8(lo + hi)` (`a16_avx2::reduce8` of the lane-wise sum of the two 256-bit halves) of
+/// each of eight vectors, as one array: the same additions on the same operands as the
+/// reference's tree (`a8`: `acc_e + acc_o`, then `(s_l + s_{l+4})`, `(u_0 + u_2)`,
+/// `(u_1 + u_3)`, `t_0 + t_1`), eight outputs at once. For `macc`, pass `[m | 0]`: `m + 0`
+/// is `m` exactly.
+#[inline(always)]
+unsafe fn reduce8_x8(v: [__m512; 8]) -> [f32; 8] {
+    // z[m] = [s_{2m} | s_{2m+1}], s_k = lo(v_k) + hi(v_k).
+    let z: [__m512; 4] = std::array::from_fn(|m| {
+        let (a, b) = (v[2 * m], v[2 * m + 1]);
+        _mm512_add_ps(
+            _mm512_shuffle_f32x4::<0x44>(a, b),
+            _mm512_shuffle_f32x4::<0xee>(a, b),
+        )
+    });
+    // u[h] 128-bit lane k = s_{4h+k}[0..4] + s_{4h+k}[4..8].
+    let u: [__m512; 2] = std::array::from_fn(|h| {
+        let (a, b) = (z[2 * h], z[2 * h + 1]);
+        _mm512_add_ps(
+            _mm512_shuffle_f32x4::<0x88>(a, b),
+            _mm512_shuffle_f32x4::<0xdd>(a, b),
+        )
+    });
+    // Lane k: [u0 + u2, u1 + u3] of s_k, then of s_{k+4}.
+    let t = _mm512_add_ps(
+        _mm512_shuffle_ps::<0x44>(u[0], u[1]),
+        _mm512_shuffle_ps::<0xee>(u[0], u[1]),
+    );
+    // Lane k: [t0 + t1 of s_k, of s_{k+4}, (repeated)].
+    let r = _mm512_add_ps(
+        _mm512_shuffle_ps::<0x88>(t, t),
+        _mm512_shuffle_ps::<0xdd>(t, t),
+    );
+    let mut lanes = [0f32; 16];
+    _mm512_storeu_ps(lanes.as_mut_ptr(), r);
+    std::array::from_fn(|k| lanes[4 * (k % 4) + k / 4])
 }
 
 /// `out[rw * RA + ra] = dot(w[rw], a[ra])` for unpacked rows of `nb` 32-value blocks.
@@ -125,6 +162,10 @@ pub unsafe fn dot_unpacked<
             pair!(2, false);
             pair!(4, false);
             pair!(6, false);
+        } else if n_sub == 4 {
+            // Half a group (rows of 640, gemma-3-270m's width, end with one).
+            pair!(0, false);
+            pair!(2, false);
         } else {
             let mut j = 0;
             while j < n_sub {
@@ -133,12 +174,33 @@ pub unsafe fn dot_unpacked<
             }
         }
     }
-    for rw in 0..RW {
-        for ra in 0..RA {
-            let v = acc[rw][ra];
-            let hi = _mm256_castpd_ps(_mm512_extractf64x4_pd::<1>(_mm512_castps_pd(v)));
-            let r = reduce8(_mm256_add_ps(_mm512_castps512_ps256(v), hi));
-            out[rw * RA + ra] = if MINS { r - reduce8(macc[rw][ra]) } else { r };
+    // Eight outputs at a time through the reference's reduction tree, transposed.
+    let n = RW * RA;
+    let mut c = 0;
+    while c < n {
+        let r = reduce8_x8(std::array::from_fn(|k| {
+            let i = c + k;
+            if i < n {
+                acc[i / RA][i % RA]
+            } else {
+                _mm512_setzero_ps()
+            }
+        }));
+        let m = if MINS {
+            reduce8_x8(std::array::from_fn(|k| {
+                let i = c + k;
+                if i < n {
+                    join(macc[i / RA][i % RA], _mm256_setzero_ps())
+                } else {
+                    _mm512_setzero_ps()
+                }
+            }))
+        } else {
+            [0f32; 8]
+        };
+        for k in 0..(n - c).min(8) {
+            out[c + k] = if MINS { r[k] - m[k] } else { r[k] };
         }
+        c += 8;
     }
 }
