@@ -9,12 +9,15 @@
 //! weights, has an f16 scale per 32). The step is `amax_32/127`, never coarser than Q8_K's
 //! `amax_256/127`; the integer sums stay exact.
 //!
-//! Layout (`BlockA8`, 320 bytes, 4-byte aligned): one *group* of 256 activations as eight
+//! Layout (`BlockA8`, 576 bytes, 4-byte aligned): one *group* of 256 activations as eight
 //! sub-blocks of 32:
 //! ```text
-//! offset   0: d[8]    f32   sub-block scales (value = d[j] * qs[32j + i])
-//! offset  32: sum[8]  i32   Σ qs over each sub-block (for the k-quants' min terms)
-//! offset  64: qs[256] i8    quants in -127..=127
+//! offset   0: d[8]      f32  sub-block scales (value = d[j] * qs[32j + i])
+//! offset  32: sum[8]    i32  Σ qs over each sub-block (for the k-quants' min terms)
+//! offset  64: qs[256]   i8   quants in -127..=127, natural order
+//! offset 320: qs_il[256] u8  the same quants interleaved for the prefill tiles
+//!                           (`il_index`) and offset by +128 (`q ^ 0x80`: unsigned bytes, as
+//!                           `vpdpbusd` takes them)
 //! ```
 //! A row of `n` activations (`n` a multiple of 32) is `ceil(n / 256)` groups; sub-blocks past
 //! the end are zero (d = 0, sum = 0, qs = 0).
@@ -23,21 +26,24 @@
 //! `q = round_ties_even(x * (127 / amax))` clamped to ±127 (all zero when `amax == 0` or
 //! `amax` is not finite).
 //!
-//! Dot products (the references below; the AVX2 kernels in `a8_avx2` are bit-identical to
-//! them). Per sub-block of 32 (weights `w_i` as signed integers after the format's offset, as
-//! in `a16`), eight exact integer *lane partials* `P[l] = Σ_{i<4} w_{4l+i}·a_{4l+i}` — the
-//! lanes of `vpmaddubsw` followed by `vpmaddwd` with ones, or of one `vpdpbusd`. |P| ≤
-//! 4·128·127 < 2^24, so `P as f32` is exact. Two sets of eight f32 lane accumulators, `acc_e`
-//! for the even sub-blocks of each group and `acc_o` for the odd ones (a 512-bit vector holds
-//! a pair of sub-blocks: `a8_avx512`), are updated with fused multiply-adds
-//! `acc[l] = fma(S_l, P[l], acc[l])`, with the sub-block scale `S` as in `a16` (every product
-//! rounded to f32): Q8_0 / Q5_0 `dw · da`; Q4_K / Q5_K `(d · sc_j) · da_j` plus the min
-//! accumulator `macc[j] = fma((dmin · m_j) · da_j, asum_j, macc[j])`; Q6_K lanes 0–3 (the
-//! sub-block's first 16 values) `S_lo`, lanes 4–7 `S_hi`. For the 32-value block formats,
-//! block `i` is sub-block `i % 8` of group `i / 8`.
+//! Dot products (the references below; the SIMD tiles in `a8_avx2` and `a8_avx512` are
+//! bit-identical to them). Weights `w_i` are signed integers after the format's offset, as in
+//! `a16`. Per group, sixteen *lanes*: lane `L = j + 8h` is half `h` (values `16h..16h+16`) of
+//! sub-block `j`, and its partial `P[L] = Σ w_i·a_i` over those sixteen values is an exact
+//! integer (|P| ≤ 16·128·127 < 2^24, so `P as f32` is exact; the kernels may add the products
+//! in any order). Sixteen f32 accumulators are updated once per group:
+//! `acc[L] = fma(S[L], P[L], acc[L])`, with the scale `S` as in `a16` (each product rounded to
+//! f32): Q8_0 / Q5_0 `dw_j · da_j` (block `8g + j`); Q4_K / Q5_K `(d · sc_j) · da_j` plus the
+//! min accumulator `macc[j] = fma((dmin · m_j) · da_j, asum_j, macc[j])`; Q6_K
+//! `(d · sc_{2j+h}) · da_j`. Missing sub-blocks (a row that ends inside a group) add nothing.
 //!
-//! Result: `reduce8(acc_e + acc_o) − reduce8(macc)` (the lane-wise sum first). It depends only
-//! on the two rows: never on threads, batching, tile shape or the CPU's SIMD level.
+//! Result: `reduce8(acc[0..8] + acc[8..16]) − reduce8(macc)` (the lane-wise sum first). It
+//! depends only on the two rows: never on threads, batching, tile shape or the CPU's SIMD level.
+//!
+//! Why sixteen-value lanes: one float update per sixteen products (integer sums within a
+//! half sub-block, where the scale is constant) instead of one per four; the prefill tiles
+//! take the interleaved copy `qs_il`, where each 64-byte row of a group holds four values of
+//! every lane, so one `vpdpbusd` chain per group fills all sixteen lanes.
 
 use bytemuck::{Pod, Zeroable};
 
@@ -64,9 +70,32 @@ pub struct BlockA8 {
     pub d: [f32; 8],
     pub sum: [i32; 8],
     pub qs: [i8; GROUP],
+    /// `qs` interleaved and offset: `qs_il[il_index(i)] = (qs[i] as u8) ^ 0x80`.
+    pub qs_il: [u8; GROUP],
 }
 
-const _: () = assert!(std::mem::size_of::<BlockA8>() == 320);
+const _: () = assert!(std::mem::size_of::<BlockA8>() == 576);
+
+/// Where value `i` of a group (0..256) sits in the interleaved order: 64-byte row `k`, lane
+/// `L` (4 bytes), byte `t`, for `i = 32(L % 8) + 16(L / 8) + 4k + t` — row `k` holds values
+/// `4k..4k+4` of every half sub-block.
+#[inline]
+pub const fn il_index(i: usize) -> usize {
+    let (j, h, k, t) = (i / 32, (i / 16) % 2, (i / 4) % 4, i % 4);
+    64 * k + 4 * (j + 8 * h) + t
+}
+
+/// Copy sub-block `j`'s 32 quants (natural order) into their interleaved places, offset by
+/// +128.
+#[inline]
+pub(crate) fn interleave_sub(qs_il: &mut [u8; GROUP], j: usize, q: &[i8]) {
+    for (d, quad) in q.chunks_exact(4).enumerate() {
+        let at = il_index(32 * j + 4 * d);
+        for (o, &v) in qs_il[at..at + 4].iter_mut().zip(quad) {
+            *o = (v as u8) ^ 0x80;
+        }
+    }
+}
 
 /// Groups needed for a row of `n` activations.
 pub fn n_groups(n: usize) -> usize {
@@ -87,7 +116,14 @@ pub fn quantize_row(x: &[f32], y: &mut [BlockA8]) -> Result<(), QuantError> {
             }
         }
         (out.d[j], out.sum[j]) = quantize_sub_ref(xs, qs);
-    })
+    })?;
+    for g in y.iter_mut() {
+        let qs = g.qs;
+        for j in 0..8 {
+            interleave_sub(&mut g.qs_il, j, &qs[j * SUB..(j + 1) * SUB]);
+        }
+    }
+    Ok(())
 }
 
 /// One 32-value sub-block, scalar: returns (scale, Σ quants).
@@ -115,31 +151,26 @@ pub fn dequantize_row(x: &[BlockA8], y: &mut [f32]) {
     }
 }
 
-/// The eight lane partials of one 32-value sub-block (`w` already offset-corrected).
-#[inline]
-fn lane_partials(w: &[i32], a: &[i8]) -> [i32; 8] {
-    let mut p = [0i32; 8];
-    for (l, v) in p.iter_mut().enumerate() {
-        *v = (0..4).map(|i| w[4 * l + i] * i32::from(a[4 * l + i])).sum();
-    }
-    p
-}
+/// Sixteen lane accumulators (see the module header).
+type Acc = [f32; 16];
 
-/// Even- and odd-sub-block lane accumulators (see the module header).
-type Acc = [[f32; 8]; 2];
-
-/// `reduce8(acc_e + acc_o)`.
-fn reduce_pair(acc: &Acc) -> f32 {
-    let sum: [f32; 8] = std::array::from_fn(|l| acc[0][l] + acc[1][l]);
+/// `reduce8(acc[0..8] + acc[8..16])`.
+fn reduce_lanes(acc: &Acc) -> f32 {
+    let sum: [f32; 8] = std::array::from_fn(|l| acc[l] + acc[l + 8]);
     reduce8(&sum)
 }
 
-/// `acc[l] = fma(s_lo, P[l], acc[l])` for lanes 0–3, `s_hi` for lanes 4–7.
-#[inline]
-fn fma_lanes(acc: &mut [f32; 8], s_lo: f32, s_hi: f32, p: &[i32; 8]) {
-    for (l, (a, &v)) in acc.iter_mut().zip(p).enumerate() {
-        let s = if l < 4 { s_lo } else { s_hi };
-        *a = s.mul_add(v as f32, *a);
+/// One group's update: `w` and `a` the group's values (weights offset-corrected), `n_sub`
+/// sub-blocks present, `scale(L)` the lane scale `S[L]`.
+fn group_update(acc: &mut Acc, w: &[i32], a: &[i8], n_sub: usize, scale: impl Fn(usize) -> f32) {
+    for (l, acc_l) in acc.iter_mut().enumerate() {
+        let (j, h) = (l % 8, l / 8);
+        if j >= n_sub {
+            continue;
+        }
+        let o = 32 * j + 16 * h;
+        let p: i32 = (o..o + 16).map(|i| w[i] * i32::from(a[i])).sum();
+        *acc_l = scale(l).mul_add(p as f32, *acc_l);
     }
 }
 
@@ -149,23 +180,21 @@ fn dot_asym_ref(
     blk: impl Fn(usize) -> (f32, f32, [u8; 12], [u8; 256]),
     a: &[BlockA8],
 ) -> f32 {
-    let mut acc: Acc = [[0f32; 8]; 2];
+    let mut acc: Acc = [0f32; 16];
     let mut macc = [0f32; 8];
     for (k, ag) in a.iter().enumerate().take(n_super) {
         let (d, dmin, scales, q) = blk(k);
         let (sc, m) = unpack_k4_scales(&scales);
         let w: Vec<i32> = q.iter().map(|&v| i32::from(v)).collect();
-        for j in 0..8 {
-            let s = (d * f32::from(sc[j])) * ag.d[j];
-            let p = lane_partials(&w[j * SUB..(j + 1) * SUB], &ag.qs[j * SUB..(j + 1) * SUB]);
-            fma_lanes(&mut acc[j % 2], s, s, &p);
-        }
+        group_update(&mut acc, &w, &ag.qs, 8, |l| {
+            (d * f32::from(sc[l % 8])) * ag.d[l % 8]
+        });
         for j in 0..8 {
             let mm = (dmin * f32::from(m[j])) * ag.d[j];
             macc[j] = mm.mul_add(ag.sum[j] as f32, macc[j]);
         }
     }
-    reduce_pair(&acc) - reduce8(&macc)
+    reduce_lanes(&acc) - reduce8(&macc)
 }
 
 /// Q4_K · A8, scalar reference.
@@ -188,36 +217,33 @@ pub fn dot_q5_k_ref(x: &[BlockQ5K], a: &[BlockA8]) -> f32 {
 
 /// Q6_K · A8, scalar reference.
 pub fn dot_q6_k_ref(x: &[BlockQ6K], a: &[BlockA8]) -> f32 {
-    let mut acc: Acc = [[0f32; 8]; 2];
+    let mut acc: Acc = [0f32; 16];
     for (b, ag) in x.iter().zip(a) {
         let d = b.d.to_f32();
         let w: Vec<i32> = b.quants().iter().map(|&v| i32::from(v) - 32).collect();
-        for j in 0..8 {
-            let (o, aq) = (j * SUB, &ag.qs[j * SUB..(j + 1) * SUB]);
-            let s_lo = (d * f32::from(b.scales[2 * j])) * ag.d[j];
-            let s_hi = (d * f32::from(b.scales[2 * j + 1])) * ag.d[j];
-            fma_lanes(
-                &mut acc[j % 2],
-                s_lo,
-                s_hi,
-                &lane_partials(&w[o..o + 32], aq),
-            );
-        }
+        group_update(&mut acc, &w, &ag.qs, 8, |l| {
+            let (j, h) = (l % 8, l / 8);
+            (d * f32::from(b.scales[2 * j + h])) * ag.d[j]
+        });
     }
-    reduce_pair(&acc)
+    reduce_lanes(&acc)
 }
 
-/// The 32-value block formats: block `i` pairs with sub-block `i % 8` of group `i / 8`.
+/// The 32-value block formats: block `i` is sub-block `i % 8` of group `i / 8`.
 fn dot_blocks32_ref(nb: usize, blk: impl Fn(usize) -> (f32, [i32; 32]), a: &[BlockA8]) -> f32 {
-    let mut acc: Acc = [[0f32; 8]; 2];
-    for i in 0..nb {
-        let (ag, j) = (&a[i / 8], i % 8);
-        let (dw, w) = blk(i);
-        let p = lane_partials(&w, &ag.qs[j * SUB..(j + 1) * SUB]);
-        let s = dw * ag.d[j];
-        fma_lanes(&mut acc[j % 2], s, s, &p);
+    let mut acc: Acc = [0f32; 16];
+    for (g, ag) in a.iter().enumerate().take(nb.div_ceil(8)) {
+        let n_sub = (nb - 8 * g).min(8);
+        let mut w = vec![0i32; GROUP];
+        let mut dw = [0f32; 8];
+        for j in 0..n_sub {
+            let (d, q) = blk(8 * g + j);
+            dw[j] = d;
+            w[32 * j..32 * j + 32].copy_from_slice(&q);
+        }
+        group_update(&mut acc, &w, &ag.qs, n_sub, |l| dw[l % 8] * ag.d[l % 8]);
     }
-    reduce_pair(&acc)
+    reduce_lanes(&acc)
 }
 
 /// Q8_0 · A8, scalar reference.

@@ -1,15 +1,18 @@
 //! AVX2 kernels for the weight · A8 dot products, on tiles of `RW` weight rows × `RA`
-//! activation rows (`RW = 4, RA = 1` for decode, `RW ≤ 2, RA ≤ 4` for prefill), straight from
-//! the packed weight bytes (`a16_fmt::Fmt::bytes`, decoded once per tile and sub-block).
+//! activation rows (`RW = 4, RA = 1` for decode, `RW ≤ 2, RA ≤ 4` for prefill): straight from
+//! the packed weight bytes (`a16_fmt::Fmt::bytes`, decoded once per tile and sub-block), or on
+//! rows unpacked once into the interleaved order (`a8_unpack`).
 //!
 //! Bit-identical to the references in `a8`: `vpmaddubsw` multiplies unsigned by signed bytes
 //! and adds adjacent pairs into i16 (no saturation: |pair| ≤ 2·128·127 < 2^15), `vpmaddwd` with
-//! ones adds adjacent pairs of those into the reference's eight lane partials. Unsigned weights
+//! ones adds adjacent pairs of those; the lane partials of sixteen values are then exact i32
+//! sums — from natural-order sub-blocks by two rounds of `vphaddd` (packed tiles), from the
+//! interleaved order by adding the four rows of a group (unpacked tiles). Unsigned weights
 //! (Q4_K, Q5_K) go in as they are; signed ones as `|w|` with the activation's sign flipped
 //! where `w < 0` (`vpsignb`; exact, activations are within ±127). Each (weight row, activation
-//! row) pair has its own two accumulators (even and odd sub-blocks), updated with the same fused
-//! multiply-add by the same scale in the same order; the final reduction is the reference's. The tile shape
-//! therefore never changes a result.
+//! row) pair has its own two accumulators (lanes 0–7 and 8–15), updated once per group with the
+//! same fused multiply-add by the same scale; the final reduction is the reference's. The tile
+//! shape therefore never changes a result.
 //!
 //! Safety: the entry points are `unsafe` and `#[target_feature(enable = "avx2,fma,f16c")]`;
 //! callers check those features at run time (`SimdLevel::avx2()`) and pass rows of matching
@@ -19,8 +22,8 @@
 
 use std::arch::x86_64::*;
 
-use crate::a16_avx2::{group_scales, prefetch_ahead, quantize_sub_i32, reduce8, Spread};
-use crate::a16_fmt::{stored_scales, Fmt, Scales, Q4K, Q50, Q5K, Q6K, Q80};
+use crate::a16_avx2::{prefetch_ahead, quantize_sub_i32, reduce8, Spread};
+use crate::a16_fmt::{Fmt, Q4K, Q50, Q5K, Q6K, Q80};
 use crate::a8::{BlockA8, UnpackedGroup8, SUB};
 use crate::q4_k::BlockQ4K;
 use crate::q5_0::BlockQ5_0;
@@ -28,7 +31,19 @@ use crate::q5_k::BlockQ5K;
 use crate::q6_k::BlockQ6K;
 use crate::q8_0::BlockQ8_0;
 
-/// The tile kernel: `out[rw * RA + ra] = dot(w[rw], a[ra])`. A non-empty `next` (the
+/// The eight lane partials of sub-block `w`·`a` (32 bytes each; `signed`: `w` signed, else
+/// unsigned) as `vpmaddwd` lanes: lane `l` = values `4l..4l+4`.
+#[inline(always)]
+unsafe fn quad_partials(signed: bool, wv: __m256i, av: __m256i) -> __m256i {
+    let pairs = if signed {
+        _mm256_maddubs_epi16(_mm256_abs_epi8(wv), _mm256_sign_epi8(av, wv))
+    } else {
+        _mm256_maddubs_epi16(wv, av)
+    };
+    _mm256_madd_epi16(pairs, _mm256_set1_epi16(1))
+}
+
+/// The packed tile kernel: `out[rw * RA + ra] = dot(w[rw], a[ra])`. A non-empty `next` (the
 /// following tile's bytes, decode only) is prefetched a few lines per sub-block, spread evenly
 /// over the tile's work, and then replaces the in-row prefetch (module `prefetch`).
 // Group, row and sub-block indices address several arrays at once.
@@ -43,115 +58,156 @@ unsafe fn tile<F: Fmt, const RW: usize, const RA: usize>(
 ) {
     let groups = a[0].len();
     let mut pf = Spread::new(next, || (0..groups).map(|g| F::n_sub(nb, g)).sum());
-    let ones = _mm256_set1_epi16(1);
-    // acc[0]: even sub-blocks, acc[1]: odd ones (the reference's two accumulator sets).
-    let mut acc = [[[_mm256_setzero_ps(); RA]; RW]; 2];
+    let zero = _mm256_setzero_si256();
+    // Lanes 0–7 (first halves) and 8–15 (second halves) of each pair's accumulators.
+    let mut acc_lo = [[_mm256_setzero_ps(); RA]; RW];
+    let mut acc_hi = [[_mm256_setzero_ps(); RA]; RW];
     let mut macc = [[_mm256_setzero_ps(); RA]; RW];
     for g in 0..groups {
         let n_sub = F::n_sub(nb, g);
         if RA == 1 && !pf.active() {
             prefetch_ahead::<F, RW>(w, g, groups);
         }
-        let mut s = [[[0f32; 8]; RA]; RW];
-        let mut s_hi = [[[0f32; 8]; RA]; RW];
-        group_scales::<F, BlockA8, RW, RA>(w, a, g, &mut s, &mut s_hi, &mut macc);
-        // Sub-block `$j` into accumulator set `$par` (a constant, so the sets stay in registers).
-        macro_rules! sub_block {
-            ($j:expr, $par:literal) => {{
-                let j = $j;
-                pf.step();
-                let mut wv = [_mm256_setzero_si256(); RW];
-                let mut wabs = [_mm256_setzero_si256(); RW];
-                for rw in 0..RW {
-                    wv[rw] = F::bytes(w[rw], g, j);
-                    if F::SIGNED {
-                        wabs[rw] = _mm256_abs_epi8(wv[rw]);
+        // Sub-blocks 4q..4q+4 summed into halves: [h0 of each | h1 of each] per quad q.
+        let mut quad = [[[zero; 2]; RA]; RW];
+        for q in 0..2 {
+            let mut h = [[[zero; 2]; RA]; RW];
+            for pair in 0..2 {
+                let mut p = [[[zero; 2]; RA]; RW];
+                for (e, j) in [4 * q + 2 * pair, 4 * q + 2 * pair + 1]
+                    .into_iter()
+                    .enumerate()
+                {
+                    if j >= n_sub {
+                        continue;
                     }
-                }
-                for ra in 0..RA {
-                    let av =
-                        _mm256_loadu_si256(a[ra][g].qs.as_ptr().add(SUB * j) as *const __m256i);
+                    pf.step();
+                    let mut wv = [zero; RW];
                     for rw in 0..RW {
-                        let pairs = if F::SIGNED {
-                            _mm256_maddubs_epi16(wabs[rw], _mm256_sign_epi8(av, wv[rw]))
-                        } else {
-                            _mm256_maddubs_epi16(wv[rw], av)
-                        };
-                        let p = _mm256_cvtepi32_ps(_mm256_madd_epi16(pairs, ones));
-                        let lo = _mm256_broadcast_ss(&s[rw][ra][j]);
-                        let sv = if F::SPLIT {
-                            _mm256_blend_ps::<0b1111_0000>(
-                                lo,
-                                _mm256_broadcast_ss(&s_hi[rw][ra][j]),
-                            )
-                        } else {
-                            lo
-                        };
-                        acc[$par][rw][ra] = _mm256_fmadd_ps(sv, p, acc[$par][rw][ra]);
+                        wv[rw] = F::bytes(w[rw], g, j);
+                    }
+                    for ra in 0..RA {
+                        let av =
+                            _mm256_loadu_si256(a[ra][g].qs.as_ptr().add(SUB * j) as *const __m256i);
+                        for rw in 0..RW {
+                            p[rw][ra][e] = quad_partials(F::SIGNED, wv[rw], av);
+                        }
                     }
                 }
-            }};
-        }
-        let mut j = 0;
-        while j < n_sub {
-            sub_block!(j, 0);
-            if j + 1 < n_sub {
-                sub_block!(j + 1, 1);
+                for rw in 0..RW {
+                    for ra in 0..RA {
+                        h[rw][ra][pair] = _mm256_hadd_epi32(p[rw][ra][0], p[rw][ra][1]);
+                    }
+                }
             }
-            j += 2;
+            for rw in 0..RW {
+                for ra in 0..RA {
+                    quad[rw][ra][q] = _mm256_hadd_epi32(h[rw][ra][0], h[rw][ra][1]);
+                }
+            }
+        }
+        for rw in 0..RW {
+            let sc = F::scales(w[rw], g);
+            let ws_hi = if F::SPLIT { sc.ws_hi } else { sc.ws };
+            for ra in 0..RA {
+                let da = _mm256_loadu_ps(a[ra][g].d.as_ptr());
+                let [q0, q1] = quad[rw][ra];
+                let lo = _mm256_cvtepi32_ps(_mm256_permute2x128_si256::<0x20>(q0, q1));
+                let hi = _mm256_cvtepi32_ps(_mm256_permute2x128_si256::<0x31>(q0, q1));
+                acc_lo[rw][ra] = _mm256_fmadd_ps(_mm256_mul_ps(sc.ws, da), lo, acc_lo[rw][ra]);
+                acc_hi[rw][ra] = _mm256_fmadd_ps(_mm256_mul_ps(ws_hi, da), hi, acc_hi[rw][ra]);
+                if F::MINS {
+                    let sum = _mm256_loadu_si256(a[ra][g].sum.as_ptr() as *const __m256i);
+                    let fas = _mm256_cvtepi32_ps(sum);
+                    macc[rw][ra] = _mm256_fmadd_ps(_mm256_mul_ps(sc.wm, da), fas, macc[rw][ra]);
+                }
+            }
         }
     }
+    finish(F::MINS, &acc_lo, &acc_hi, &macc, out);
+}
+
+/// `out[rw * RA + ra] = reduce8(acc_lo + acc_hi) − reduce8(macc)` (without the min term when
+/// `!mins`).
+#[inline(always)]
+unsafe fn finish<const RW: usize, const RA: usize>(
+    mins: bool,
+    acc_lo: &[[__m256; RA]; RW],
+    acc_hi: &[[__m256; RA]; RW],
+    macc: &[[__m256; RA]; RW],
+    out: &mut [f32],
+) {
     for rw in 0..RW {
         for ra in 0..RA {
-            let r = reduce8(_mm256_add_ps(acc[0][rw][ra], acc[1][rw][ra]));
-            out[rw * RA + ra] = if F::MINS {
-                r - reduce8(macc[rw][ra])
-            } else {
-                r
-            };
+            let r = reduce8(_mm256_add_ps(acc_lo[rw][ra], acc_hi[rw][ra]));
+            out[rw * RA + ra] = if mins { r - reduce8(macc[rw][ra]) } else { r };
         }
     }
 }
 
-/// Rows unpacked by `a8::unpack_row` (any format; `SPLIT`/`MINS` as that format).
-struct Unp8<const SPLIT: bool, const MINS: bool>;
-
-impl<const SPLIT_: bool, const MINS_: bool> Fmt for Unp8<SPLIT_, MINS_> {
-    type Block = UnpackedGroup8;
-    /// The formats with a min term (Q4_K, Q5_K) have unsigned weights (0..32), which go into
-    /// `vpmaddubsw` as they are; the others are signed.
-    const SIGNED: bool = !MINS_;
-    const VALUES_PER_BLOCK: usize = 256;
-    const SPLIT: bool = SPLIT_;
-    const MINS: bool = MINS_;
-    fn n_sub(nb: usize, g: usize) -> usize {
-        (nb - 8 * g).min(8)
-    }
-    #[inline(always)]
-    unsafe fn scales(row: &[UnpackedGroup8], g: usize) -> Scales {
-        let u = &row[g];
-        stored_scales(&u.ws, &u.ws_hi, &u.wm)
-    }
-    #[inline(always)]
-    unsafe fn bytes(row: &[UnpackedGroup8], g: usize, j: usize) -> __m256i {
-        _mm256_loadu_si256(row[g].q.as_ptr().add(SUB * j) as *const __m256i)
-    }
-}
-
-/// `out[rw * RA + ra] = dot(w[rw], a[ra])` for unpacked rows of `nb` 32-value blocks.
+/// The unpacked tile kernel (interleaved rows from `a8_unpack`, `qs_il` activations):
+/// `out[rw * RA + ra] = dot(w[rw], a[ra])`. `SIGNED`: the format's weights can be negative.
+// Group, row and token indices address several arrays at once.
+#[allow(clippy::needless_range_loop)]
 #[target_feature(enable = "avx2,fma,f16c")]
 pub unsafe fn dot_unpacked<
-    const SPLIT: bool,
+    const SIGNED: bool,
     const MINS: bool,
     const RW: usize,
     const RA: usize,
 >(
-    nb: usize,
     w: [&[UnpackedGroup8]; RW],
     a: [&[BlockA8]; RA],
     out: &mut [f32],
 ) {
-    tile::<Unp8<SPLIT, MINS>, RW, RA>(nb, w, a, out, &[])
+    let groups = a[0].len();
+    let flip = _mm256_set1_epi8(-128);
+    let mut acc = [[[_mm256_setzero_ps(); RA]; RW]; 2];
+    let mut macc = [[_mm256_setzero_ps(); RA]; RW];
+    for g in 0..groups {
+        for h in 0..2 {
+            let mut p = [[_mm256_setzero_si256(); RA]; RW];
+            for k in 0..4 {
+                let o = 64 * k + 32 * h;
+                let mut wv = [_mm256_setzero_si256(); RW];
+                for rw in 0..RW {
+                    wv[rw] = _mm256_loadu_si256(w[rw][g].q.as_ptr().add(o) as *const __m256i);
+                }
+                for ra in 0..RA {
+                    let u = _mm256_loadu_si256(a[ra][g].qs_il.as_ptr().add(o) as *const __m256i);
+                    let av = _mm256_xor_si256(u, flip);
+                    for rw in 0..RW {
+                        p[rw][ra] = _mm256_add_epi32(p[rw][ra], quad_partials(SIGNED, wv[rw], av));
+                    }
+                }
+            }
+            for rw in 0..RW {
+                let u = &w[rw][g];
+                let ws = _mm256_loadu_ps(if h == 0 {
+                    u.ws.as_ptr()
+                } else {
+                    u.ws_hi.as_ptr()
+                });
+                for ra in 0..RA {
+                    let da = _mm256_loadu_ps(a[ra][g].d.as_ptr());
+                    let pf = _mm256_cvtepi32_ps(p[rw][ra]);
+                    acc[h][rw][ra] = _mm256_fmadd_ps(_mm256_mul_ps(ws, da), pf, acc[h][rw][ra]);
+                }
+            }
+        }
+        if MINS {
+            for rw in 0..RW {
+                let wm = _mm256_loadu_ps(w[rw][g].wm.as_ptr());
+                for ra in 0..RA {
+                    let da = _mm256_loadu_ps(a[ra][g].d.as_ptr());
+                    let sum = _mm256_loadu_si256(a[ra][g].sum.as_ptr() as *const __m256i);
+                    let fas = _mm256_cvtepi32_ps(sum);
+                    macc[rw][ra] = _mm256_fmadd_ps(_mm256_mul_ps(wm, da), fas, macc[rw][ra]);
+                }
+            }
+        }
+    }
+    finish(MINS, &acc[0], &acc[1], &macc, out);
 }
 
 macro_rules! entry {
@@ -178,8 +234,11 @@ entry!(dot_q5_0, Q50, BlockQ5_0);
 
 /// Unpack the rows of `w` (each `nb` 32-value blocks of format `F`, `groups` groups) into
 /// `out` (`groups` per row; every byte is written): scales exactly as the packed tiles compute
-/// them (`Fmt::scales`), quants as the packed tiles see them (`Fmt::bytes`) — so the unpacked
-/// tiles give the packed tiles' bits — and each lane's offset correction (`corr`).
+/// them (`Fmt::scales`; `ws_hi = ws` for the formats with one scale per sub-block), quants as
+/// the packed tiles see them (`Fmt::bytes`) in the interleaved order (`a8::il_index`), and each
+/// lane's offset correction (`corr`) — so the unpacked tiles give the packed tiles' bits.
+// Group and sub-block indices address several arrays at once.
+#[allow(clippy::needless_range_loop)]
 #[inline(always)]
 unsafe fn unpack<F: Fmt>(
     rows: &[&[F::Block]],
@@ -187,26 +246,37 @@ unsafe fn unpack<F: Fmt>(
     groups: usize,
     out: &mut [UnpackedGroup8],
 ) {
+    let ones8 = _mm256_set1_epi8(1);
+    let ones16 = _mm256_set1_epi16(1);
     for (row, og) in rows.iter().zip(out.chunks_mut(groups)) {
         for (g, o) in og.iter_mut().enumerate() {
             let sc = F::scales(row, g);
             _mm256_storeu_ps(o.ws.as_mut_ptr(), sc.ws);
-            _mm256_storeu_ps(o.ws_hi.as_mut_ptr(), sc.ws_hi);
+            _mm256_storeu_ps(
+                o.ws_hi.as_mut_ptr(),
+                if F::SPLIT { sc.ws_hi } else { sc.ws },
+            );
             _mm256_storeu_ps(o.wm.as_mut_ptr(), sc.wm);
             let n_sub = F::n_sub(nb, g);
-            // A partial last group: the missing sub-blocks are zero (the buffer is reused).
-            o.q[SUB * n_sub..].fill(0);
-            o.corr[8 * n_sub..].fill(0);
+            // Four-value lane sums of each sub-block, for the corrections.
+            let mut sums = [[0i32; 8]; 8];
+            let mut q = [[0i32; 8]; 8];
             for j in 0..n_sub {
                 let v = F::bytes(row, g, j);
-                _mm256_storeu_si256(o.q.as_mut_ptr().add(SUB * j) as *mut __m256i, v);
-                // Lane sums of four (signed bytes times ones), times -128.
-                let sums = _mm256_madd_epi16(
-                    _mm256_maddubs_epi16(_mm256_set1_epi8(1), v),
-                    _mm256_set1_epi16(1),
-                );
-                let corr = _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(sums, 7));
-                _mm256_storeu_si256(o.corr.as_mut_ptr().add(8 * j) as *mut __m256i, corr);
+                _mm256_storeu_si256(q[j].as_mut_ptr() as *mut __m256i, v);
+                let s = _mm256_madd_epi16(_mm256_maddubs_epi16(ones8, v), ones16);
+                _mm256_storeu_si256(sums[j].as_mut_ptr() as *mut __m256i, s);
+            }
+            // Dword `d` of sub-block `j` (values 4d..4d+4) goes to row d % 4, lane j + 8(d / 4).
+            let qd: &mut [i32; 64] = bytemuck::cast_mut(&mut o.q);
+            for j in 0..8 {
+                for d in 0..8 {
+                    qd[16 * (d % 4) + j + 8 * (d / 4)] = q[j][d];
+                }
+            }
+            for l in 0..16 {
+                let (j, h) = (l % 8, l / 8);
+                o.corr[l] = -128 * (0..4).map(|k| sums[j][4 * h + k]).sum::<i32>();
             }
         }
     }

@@ -119,9 +119,12 @@ fn tiles_by_tokens(
                 let t = t0 + k * ta;
                 let o = &mut tmp[..rw * ac.len()];
                 tile(i, rw, ac, o)?;
+                // Element by element: a `copy_from_slice` of one to four values was a
+                // `memmove` call each, 6% of a prefill tile's time.
                 for r in 0..rw {
-                    out[(i + r) * na + t..(i + r) * na + t + ac.len()]
-                        .copy_from_slice(&o[r * ac.len()..(r + 1) * ac.len()]);
+                    for (k, &v) in o[r * ac.len()..(r + 1) * ac.len()].iter().enumerate() {
+                        out[(i + r) * na + t + k] = v;
+                    }
                 }
             }
             i += rw;
@@ -184,7 +187,7 @@ fn x86_unpacked(
         }
         let u = &mut buf[..n_rows * groups];
         x86_unpack(ty, w, row_bytes, nb, groups, u)?;
-        x86_unpacked_tiles(level, ty, u, groups, nb, a, out, shape)
+        x86_unpacked_tiles(level, ty, u, groups, a, out, shape)
     })
 }
 
@@ -204,7 +207,6 @@ fn x86_unpacked_tiles(
     ty: GgmlType,
     u: &[UnpackedGroup8],
     groups: usize,
-    nb: usize,
     a: &[&[BlockA8]],
     out: &mut [f32],
     shape: TileShape,
@@ -215,31 +217,31 @@ fn x86_unpacked_tiles(
     let (max_rw, tokens) = (shape.rows_at(level), shape.tokens);
     // `$rw` rows from `i` by the tokens of `ac`, with the kernel of this level.
     macro_rules! tile {
-        ($split:literal, $mins:literal, $rw:literal, $i:expr, $ac:expr, $o:expr) => {{
+        ($signed:literal, $mins:literal, $rw:literal, $i:expr, $ac:expr, $o:expr) => {{
             let rows: [&[UnpackedGroup8]; $rw] = std::array::from_fn(|r| row($i + r));
             if vnni {
                 // SAFETY: `vnni()` levels are selected only after detecting AVX-512
                 // F/BW/VL/VNNI and the AVX2 set; the unpacked and activation rows were built
                 // for the same length.
                 by_tokens!($ac, |ar| unsafe {
-                    crate::a8_avx512::dot_unpacked::<$split, $mins, $rw, _>(nb, rows, ar, $o)
+                    crate::a8_avx512::dot_unpacked::<$mins, $rw, _>(rows, ar, $o)
                 });
             } else {
                 // SAFETY: reached only at an AVX2-or-better level (AVX2/FMA/F16C detected by
                 // `simd`); the unpacked and activation rows were built for the same length.
                 by_tokens!($ac, |ar| unsafe {
-                    crate::a8_avx2::dot_unpacked::<$split, $mins, $rw, _>(nb, rows, ar, $o)
+                    crate::a8_avx2::dot_unpacked::<$signed, $mins, $rw, _>(rows, ar, $o)
                 });
             }
         }};
     }
     macro_rules! go {
-        ($split:literal, $mins:literal) => {
+        ($signed:literal, $mins:literal) => {
             tiles_by_tokens(n_rows, a, tokens, max_rw, out, |i, rw, ac, o| {
                 match rw {
-                    4 => tile!($split, $mins, 4, i, ac, o),
-                    2 => tile!($split, $mins, 2, i, ac, o),
-                    _ => tile!($split, $mins, 1, i, ac, o),
+                    4 => tile!($signed, $mins, 4, i, ac, o),
+                    2 => tile!($signed, $mins, 2, i, ac, o),
+                    _ => tile!($signed, $mins, 1, i, ac, o),
                 }
                 Ok(())
             })
@@ -247,8 +249,7 @@ fn x86_unpacked_tiles(
     }
     match ty {
         GgmlType::Q4_K | GgmlType::Q5_K => go!(false, true),
-        GgmlType::Q6_K => go!(true, false),
-        _ => go!(false, false),
+        _ => go!(true, false),
     }
 }
 

@@ -47,6 +47,19 @@ fn quantization_round_trips_within_half_a_step() {
             .sum();
         assert_eq!(g.sum[sb % 8], s);
     }
+    // The interleaved copy: every value once, offset by +128.
+    for g in &a {
+        for (i, &q) in g.qs.iter().enumerate() {
+            assert_eq!(g.qs_il[il_index(i)], (q as u8) ^ 0x80, "value {i}");
+        }
+    }
+    let mut seen = [false; GROUP];
+    for i in 0..GROUP {
+        assert!(
+            !std::mem::replace(&mut seen[il_index(i)], true),
+            "il_index({i}) repeats"
+        );
+    }
     // Sub-blocks past the end of the row are zero.
     assert!(a[1].d[2..].iter().all(|&d| d == 0.0));
     let mut bad = vec![BlockA8::zeroed(); 1];

@@ -13,30 +13,32 @@ use crate::a16::{self, UnpackedGroup};
 use crate::a8::GROUP;
 use crate::QuantError;
 
-/// One group (256 values) of a weight row unpacked for the A8 prefill tiles. 608 bytes.
+/// One group (256 values) of a weight row unpacked for the A8 prefill tiles. 416 bytes.
 #[derive(Clone, Copy, Debug, PartialEq, Pod, Zeroable)]
 #[repr(C)]
 pub struct UnpackedGroup8 {
-    /// Weight scale of each sub-block (Q6_K: of its first half); Q8_0/Q5_0: the block's `d`.
+    /// Scale of each sub-block's first half (lanes 0–7); Q8_0/Q5_0: the block's `d`.
     pub ws: [f32; 8],
-    /// Q6_K: scale of each sub-block's second half.
+    /// Scale of each sub-block's second half (lanes 8–15): Q6_K's second scale, `ws` otherwise.
     pub ws_hi: [f32; 8],
     /// Q4_K/Q5_K: `dmin · m_j`.
     pub wm: [f32; 8],
-    /// `-128 · Σ_{i<4} q[4l + i]` for each lane `l` (sub-block `j` at `8j..8j+8`): the
-    /// correction that turns a product with activations offset by +128 (unsigned, as
-    /// `vpdpbusd` takes them) back into the exact lane partials (`a8_avx512`).
-    pub corr: [i32; GROUP / 4],
-    /// Weights (offset-corrected, all formats fit i8), sub-block `j` at `32j..32j+32`.
+    /// `-128 · Σ w` over each lane's sixteen values: the correction that turns a product with
+    /// activations offset by +128 (unsigned, as `vpdpbusd` takes them) back into the exact
+    /// lane partial (`a8_avx512`).
+    pub corr: [i32; 16],
+    /// Weights (offset-corrected, all formats fit i8) in the interleaved order of
+    /// `BlockA8::qs_il` (`a8::il_index`).
     pub q: [i8; GROUP],
 }
 
-const _: () = assert!(std::mem::size_of::<UnpackedGroup8>() == 608);
+const _: () = assert!(std::mem::size_of::<UnpackedGroup8>() == 416);
 
 /// Fill `u.corr` from `u.q` (see [`UnpackedGroup8::corr`]).
 pub(crate) fn fill_corr(u: &mut UnpackedGroup8) {
-    for (c, q) in u.corr.iter_mut().zip(u.q.chunks_exact(4)) {
-        *c = -128 * q.iter().map(|&v| i32::from(v)).sum::<i32>();
+    u.corr = [0; 16];
+    for (i, &v) in u.q.iter().enumerate() {
+        u.corr[(i % 64) / 4] -= 128 * i32::from(v);
     }
 }
 
@@ -59,11 +61,11 @@ pub fn unpack_row(
     a16::unpack_row(ty, w, scratch)?;
     for (o, s) in out.iter_mut().zip(scratch.iter()) {
         o.ws = s.ws;
-        o.ws_hi = s.ws_hi;
+        o.ws_hi = if ty == GgmlType::Q6_K { s.ws_hi } else { s.ws };
         o.wm = s.wm;
-        for (d, &v) in o.q.iter_mut().zip(s.q.iter()) {
+        for (i, &v) in s.q.iter().enumerate() {
             // Every format's offset-corrected weights lie in -128..=127.
-            *d = v as i8;
+            o.q[crate::a8::il_index(i)] = v as i8;
         }
         fill_corr(o);
     }

@@ -17,6 +17,8 @@ pub mod profile;
 
 use std::sync::Arc;
 
+use rayon::prelude::*;
+
 use half::f16;
 
 use crate::config::FfnActivation;
@@ -202,17 +204,13 @@ impl<'m> CpuSession<'m> {
         let mut o = vec![0f32; n * e];
         let mut fg = vec![0f32; n * c.n_ff];
         let mut fu = vec![0f32; n * c.n_ff];
-        let mut tmp = vec![0f32; e];
 
         for (il, lw) in w.layers.iter().enumerate() {
-            for t in 0..n {
-                ops::rmsnorm(
-                    &x[t * e..(t + 1) * e],
-                    Some(&lw.attn_norm),
-                    c.rms_eps,
-                    &mut h[t * e..(t + 1) * e],
-                );
-            }
+            // Per-token work below runs in parallel over tokens: each token's numbers are
+            // computed alone, so the split never changes them.
+            h.par_chunks_mut(e)
+                .zip(x.par_chunks(e))
+                .for_each(|(h, x)| ops::rmsnorm(x, Some(&lw.attn_norm), c.rms_eps, h));
             self.profile.mark("norms+embed");
             let mut acts = Acts::new(&h, e, self.opts.acts);
             match &lw.wgate {
@@ -234,18 +232,20 @@ impl<'m> CpuSession<'m> {
             }
             drop(acts);
             self.profile.mark("matmul qkv+gate");
-            for t in 0..n {
-                let qt = &mut q[t * qw..(t + 1) * qw];
-                let kt = &mut k[t * kvw..(t + 1) * kvw];
-                ops::rmsnorm_heads(qt, &lw.q_norm, c.rms_eps);
-                ops::rmsnorm_heads(kt, &lw.k_norm, c.rms_eps);
-                if let Some(r) = &self.ropes[il] {
-                    r.apply(qt, pos0 + t);
-                    r.apply(kt, pos0 + t);
-                }
-            }
-            let k16: Vec<f16> = k.iter().map(|&f| f16::from_f32(f)).collect();
-            let v16: Vec<f16> = v.iter().map(|&f| f16::from_f32(f)).collect();
+            let rope = &self.ropes[il];
+            q.par_chunks_mut(qw)
+                .zip(k.par_chunks_mut(kvw))
+                .enumerate()
+                .for_each(|(t, (qt, kt))| {
+                    ops::rmsnorm_heads(qt, &lw.q_norm, c.rms_eps);
+                    ops::rmsnorm_heads(kt, &lw.k_norm, c.rms_eps);
+                    if let Some(r) = rope {
+                        r.apply(qt, pos0 + t);
+                        r.apply(kt, pos0 + t);
+                    }
+                });
+            let k16: Vec<f16> = k.par_iter().map(|&f| f16::from_f32(f)).collect();
+            let v16: Vec<f16> = v.par_iter().map(|&f| f16::from_f32(f)).collect();
             let shape = AttnShape {
                 n_head: c.n_head,
                 n_head_kv: c.n_head_kv,
@@ -276,24 +276,15 @@ impl<'m> CpuSession<'m> {
             matmul(g, &lw.wo, &mut acts, &mut o)?;
             drop(acts);
             self.profile.mark("matmul o");
-            for t in 0..n {
-                ops::rmsnorm(
-                    &o[t * e..(t + 1) * e],
-                    Some(&lw.post_attn_norm),
-                    c.post_norm_eps,
-                    &mut tmp,
-                );
-                x[t * e..(t + 1) * e]
-                    .iter_mut()
-                    .zip(&tmp)
-                    .for_each(|(x, d)| *x += d);
-                ops::rmsnorm(
-                    &x[t * e..(t + 1) * e],
-                    Some(&lw.ffn_norm),
-                    c.rms_eps,
-                    &mut h[t * e..(t + 1) * e],
-                );
-            }
+            x.par_chunks_mut(e)
+                .zip(o.par_chunks(e))
+                .zip(h.par_chunks_mut(e))
+                .for_each(|((x, o), h)| {
+                    // `h` holds the normed attention output first, then the FFN input.
+                    ops::rmsnorm(o, Some(&lw.post_attn_norm), c.post_norm_eps, h);
+                    x.iter_mut().zip(h.iter()).for_each(|(x, d)| *x += d);
+                    ops::rmsnorm(x, Some(&lw.ffn_norm), c.rms_eps, h);
+                });
             let mut acts = Acts::new(&h, e, self.opts.acts);
             matmul_many(
                 g,
@@ -311,18 +302,13 @@ impl<'m> CpuSession<'m> {
             matmul(g, &lw.ffn_down, &mut acts, &mut o)?;
             drop(acts);
             self.profile.mark("matmul down");
-            for t in 0..n {
-                ops::rmsnorm(
-                    &o[t * e..(t + 1) * e],
-                    Some(&lw.post_ffw_norm),
-                    c.post_norm_eps,
-                    &mut tmp,
-                );
-                x[t * e..(t + 1) * e]
-                    .iter_mut()
-                    .zip(&tmp)
-                    .for_each(|(x, d)| *x += d);
-            }
+            x.par_chunks_mut(e)
+                .zip(o.par_chunks(e))
+                .zip(h.par_chunks_mut(e))
+                .for_each(|((x, o), h)| {
+                    ops::rmsnorm(o, Some(&lw.post_ffw_norm), c.post_norm_eps, h);
+                    x.iter_mut().zip(h.iter()).for_each(|(x, d)| *x += d);
+                });
         }
         self.n_past += n;
 

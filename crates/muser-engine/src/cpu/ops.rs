@@ -118,11 +118,15 @@ pub fn geglu(g: &mut [f32], u: &[f32]) {
         });
 }
 
-/// `a *= sigmoid(g)` element-wise.
+/// `a *= sigmoid(g)` element-wise (parallel; each element computed alone).
 pub fn sigmoid_gate(a: &mut [f32], g: &[f32]) {
-    for (x, &y) in a.iter_mut().zip(g) {
-        *x /= 1.0 + (-y).exp();
-    }
+    a.par_chunks_mut(ACT_CHUNK)
+        .zip(g.par_chunks(ACT_CHUNK))
+        .for_each(|(a, g)| {
+            for (x, &y) in a.iter_mut().zip(g) {
+                *x /= 1.0 + (-y).exp();
+            }
+        });
 }
 
 /// `x = cap * tanh(x * scale / cap)` (or just `x * scale` without a cap).
