@@ -32,15 +32,20 @@ use crate::q6_k::BlockQ6K;
 use crate::q8_0::BlockQ8_0;
 
 /// The eight lane partials of sub-block `w`·`a` (32 bytes each; `signed`: `w` signed, else
-/// unsigned) as `vpmaddwd` lanes: lane `l` = values `4l..4l+4`.
+/// unsigned): lane `l` = values `4l..4l+4`. `vnni`: one `vpdpbusd` instead of `vpmaddubsw` +
+/// `vpmaddwd` (the same exact sums; only in functions that enable AVX-512 VNNI/VL).
 #[inline(always)]
-unsafe fn quad_partials(signed: bool, wv: __m256i, av: __m256i) -> __m256i {
-    let pairs = if signed {
-        _mm256_maddubs_epi16(_mm256_abs_epi8(wv), _mm256_sign_epi8(av, wv))
+unsafe fn quad_partials(signed: bool, vnni: bool, wv: __m256i, av: __m256i) -> __m256i {
+    let (wu, a) = if signed {
+        (_mm256_abs_epi8(wv), _mm256_sign_epi8(av, wv))
     } else {
-        _mm256_maddubs_epi16(wv, av)
+        (wv, av)
     };
-    _mm256_madd_epi16(pairs, _mm256_set1_epi16(1))
+    if vnni {
+        _mm256_dpbusd_epi32(_mm256_setzero_si256(), wu, a)
+    } else {
+        _mm256_madd_epi16(_mm256_maddubs_epi16(wu, a), _mm256_set1_epi16(1))
+    }
 }
 
 /// The packed tile kernel: `out[rw * RA + ra] = dot(w[rw], a[ra])`. A non-empty `next` (the
@@ -49,7 +54,7 @@ unsafe fn quad_partials(signed: bool, wv: __m256i, av: __m256i) -> __m256i {
 // Group, row and sub-block indices address several arrays at once.
 #[allow(clippy::needless_range_loop)]
 #[inline(always)]
-unsafe fn tile<F: Fmt, const RW: usize, const RA: usize>(
+unsafe fn tile<F: Fmt, const RW: usize, const RA: usize, const VNNI: bool>(
     nb: usize,
     w: [&[F::Block]; RW],
     a: [&[BlockA8]; RA],
@@ -68,41 +73,44 @@ unsafe fn tile<F: Fmt, const RW: usize, const RA: usize>(
         if RA == 1 && !pf.active() {
             prefetch_ahead::<F, RW>(w, g, groups);
         }
-        // Sub-blocks 4q..4q+4 summed into halves: [h0 of each | h1 of each] per quad q.
-        let mut quad = [[[zero; 2]; RA]; RW];
-        for q in 0..2 {
-            let mut h = [[[zero; 2]; RA]; RW];
-            for pair in 0..2 {
-                let mut p = [[[zero; 2]; RA]; RW];
-                for (e, j) in [4 * q + 2 * pair, 4 * q + 2 * pair + 1]
-                    .into_iter()
-                    .enumerate()
-                {
-                    if j >= n_sub {
-                        continue;
-                    }
+        // Sub-block `j`'s eight four-value partials per (row, token); zero past the row's end.
+        // (A macro, not a closure: closures do not inherit the target features.)
+        macro_rules! partials {
+            ($j:expr) => {{
+                let j = $j;
+                let mut p = [[zero; RA]; RW];
+                if j < n_sub {
                     pf.step();
                     let mut wv = [zero; RW];
                     for rw in 0..RW {
                         wv[rw] = F::bytes(w[rw], g, j);
                     }
                     for ra in 0..RA {
-                        let av =
-                            _mm256_loadu_si256(a[ra][g].qs.as_ptr().add(SUB * j) as *const __m256i);
+                        let at = a[ra][g].qs.as_ptr().add(SUB * j) as *const __m256i;
+                        let av = _mm256_loadu_si256(at);
                         for rw in 0..RW {
-                            p[rw][ra][e] = quad_partials(F::SIGNED, wv[rw], av);
+                            p[rw][ra] = quad_partials(F::SIGNED, VNNI, wv[rw], av);
                         }
                     }
                 }
-                for rw in 0..RW {
-                    for ra in 0..RA {
-                        h[rw][ra][pair] = _mm256_hadd_epi32(p[rw][ra][0], p[rw][ra][1]);
-                    }
-                }
-            }
+                p
+            }};
+        }
+        // Sub-blocks 4q..4q+4 summed into halves, `[h0 of each | h1 of each]`, per quad q.
+        let mut quad = [[[zero; 2]; RA]; RW];
+        for q in 0..2 {
+            let (p0, p1) = (partials!(4 * q), partials!(4 * q + 1));
+            let mut h01 = [[zero; RA]; RW];
             for rw in 0..RW {
                 for ra in 0..RA {
-                    quad[rw][ra][q] = _mm256_hadd_epi32(h[rw][ra][0], h[rw][ra][1]);
+                    h01[rw][ra] = _mm256_hadd_epi32(p0[rw][ra], p1[rw][ra]);
+                }
+            }
+            let (p2, p3) = (partials!(4 * q + 2), partials!(4 * q + 3));
+            for rw in 0..RW {
+                for ra in 0..RA {
+                    let h23 = _mm256_hadd_epi32(p2[rw][ra], p3[rw][ra]);
+                    quad[rw][ra][q] = _mm256_hadd_epi32(h01[rw][ra], h23);
                 }
             }
         }
@@ -177,7 +185,8 @@ pub unsafe fn dot_unpacked<
                     let u = _mm256_loadu_si256(a[ra][g].qs_il.as_ptr().add(o) as *const __m256i);
                     let av = _mm256_xor_si256(u, flip);
                     for rw in 0..RW {
-                        p[rw][ra] = _mm256_add_epi32(p[rw][ra], quad_partials(SIGNED, wv[rw], av));
+                        p[rw][ra] =
+                            _mm256_add_epi32(p[rw][ra], quad_partials(SIGNED, false, wv[rw], av));
                     }
                 }
             }
@@ -221,7 +230,7 @@ macro_rules! entry {
             out: &mut [f32],
             next: &[u8],
         ) {
-            tile::<$fmt, RW, RA>(w[0].len(), w, a, out, next)
+            tile::<$fmt, RW, RA, false>(w[0].len(), w, a, out, next)
         }
     };
 }
@@ -231,6 +240,28 @@ entry!(dot_q5_k, Q5K, BlockQ5K);
 entry!(dot_q6_k, Q6K, BlockQ6K);
 entry!(dot_q8_0, Q80, BlockQ8_0);
 entry!(dot_q5_0, Q50, BlockQ5_0);
+
+macro_rules! entry_vnni {
+    ($name:ident, $fmt:ty, $block:ty) => {
+        /// As the AVX2 entry of this format, with `vpdpbusd` for the lane partials (the same
+        /// bits); callers check AVX-512 VNNI/VL (`SimdLevel::vnni()`).
+        #[target_feature(enable = "avx512vnni,avx512vl,avx512f,avx512bw,avx2,fma,f16c")]
+        pub unsafe fn $name<const RW: usize, const RA: usize>(
+            w: [&[$block]; RW],
+            a: [&[BlockA8]; RA],
+            out: &mut [f32],
+            next: &[u8],
+        ) {
+            tile::<$fmt, RW, RA, true>(w[0].len(), w, a, out, next)
+        }
+    };
+}
+
+entry_vnni!(dot_q4_k_vnni, Q4K, BlockQ4K);
+entry_vnni!(dot_q5_k_vnni, Q5K, BlockQ5K);
+entry_vnni!(dot_q6_k_vnni, Q6K, BlockQ6K);
+entry_vnni!(dot_q8_0_vnni, Q80, BlockQ8_0);
+entry_vnni!(dot_q5_0_vnni, Q50, BlockQ5_0);
 
 /// Unpack the rows of `w` (each `nb` 32-value blocks of format `F`, `groups` groups) into
 /// `out` (`groups` per row; every byte is written): scales exactly as the packed tiles compute

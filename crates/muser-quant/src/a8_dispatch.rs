@@ -34,9 +34,11 @@ fn reference(ty: GgmlType, w: &[u8], a: &[BlockA8]) -> Result<f32, QuantError> {
     })
 }
 
-/// One AVX2 tile of `RW` weight rows × `RA` activation rows.
+/// One packed tile of `RW` weight rows × `RA` activation rows: the AVX2 kernels, with
+/// `vpdpbusd` at a `vnni()` level (the same bits).
 #[cfg(target_arch = "x86_64")]
 fn x86_tile<const RW: usize, const RA: usize>(
+    level: SimdLevel,
     ty: GgmlType,
     w: [&[u8]; RW],
     a: [&[BlockA8]; RA],
@@ -44,22 +46,29 @@ fn x86_tile<const RW: usize, const RA: usize>(
     next: &[u8],
 ) -> Result<(), QuantError> {
     macro_rules! go {
-        ($f:ident) => {{
+        ($f:ident, $fv:ident) => {{
             let mut rows = [&[][..]; RW];
             for (r, wb) in rows.iter_mut().zip(w) {
                 *r = cast_blocks(ty, wb)?;
             }
-            // SAFETY: callers reach this only at an AVX2-or-better `SimdLevel`, selected by
-            // `simd` after detecting AVX2/FMA/F16C; every row's length was checked by the caller.
-            unsafe { crate::a8_avx2::$f::<RW, RA>(rows, a, out, next) }
+            if level.vnni() {
+                // SAFETY: `vnni()` levels are selected only after detecting AVX-512
+                // F/BW/VL/VNNI and the AVX2 set; every row's length was checked by the caller.
+                unsafe { crate::a8_avx2::$fv::<RW, RA>(rows, a, out, next) }
+            } else {
+                // SAFETY: callers reach this only at an AVX2-or-better `SimdLevel`, selected by
+                // `simd` after detecting AVX2/FMA/F16C; every row's length was checked by the
+                // caller.
+                unsafe { crate::a8_avx2::$f::<RW, RA>(rows, a, out, next) }
+            }
         }};
     }
     match ty {
-        GgmlType::Q4_K => go!(dot_q4_k),
-        GgmlType::Q5_K => go!(dot_q5_k),
-        GgmlType::Q6_K => go!(dot_q6_k),
-        GgmlType::Q8_0 => go!(dot_q8_0),
-        _ => go!(dot_q5_0),
+        GgmlType::Q4_K => go!(dot_q4_k, dot_q4_k_vnni),
+        GgmlType::Q5_K => go!(dot_q5_k, dot_q5_k_vnni),
+        GgmlType::Q6_K => go!(dot_q6_k, dot_q6_k_vnni),
+        GgmlType::Q8_0 => go!(dot_q8_0, dot_q8_0_vnni),
+        _ => go!(dot_q5_0, dot_q5_0_vnni),
     }
     Ok(())
 }
@@ -338,9 +347,9 @@ pub fn matmul_rows_shaped(
                 let o = &mut out[i..i + rows];
                 if rows == 4 {
                     let r = [row(i), row(i + 1), row(i + 2), row(i + 3)];
-                    x86_tile::<4, 1>(ty, r, [a0], o, next)
+                    x86_tile::<4, 1>(level, ty, r, [a0], o, next)
                 } else {
-                    x86_tile::<1, 1>(ty, [row(i)], [a0], o, &[])
+                    x86_tile::<1, 1>(level, ty, [row(i)], [a0], o, &[])
                 }
             });
         }
@@ -350,6 +359,7 @@ pub fn matmul_rows_shaped(
         return tiles_by_tokens(n_rows, a, tokens, 2, out, |i, rw, ac, o| {
             if rw == 2 {
                 by_tokens!(ac, |ar| x86_tile::<2, _>(
+                    level,
                     ty,
                     [row(i), row(i + 1)],
                     ar,
@@ -357,7 +367,7 @@ pub fn matmul_rows_shaped(
                     &[]
                 )?);
             } else {
-                by_tokens!(ac, |ar| x86_tile::<1, _>(ty, [row(i)], ar, o, &[])?);
+                by_tokens!(ac, |ar| x86_tile::<1, _>(level, ty, [row(i)], ar, o, &[])?);
             }
             Ok(())
         });
