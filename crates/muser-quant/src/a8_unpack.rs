@@ -1,7 +1,9 @@
 //! Weight rows unpacked for the A8 prefill path: when several tokens multiply the same weight
-//! rows, each row is unpacked once — integer weights offset-corrected as i8 (unsigned for
-//! Q4_K/Q5_K), the sub-block scales exactly as the packed kernels compute them — and the AVX2
-//! tiles (`a8_avx2::dot_unpacked`) run on them. The engine's path unpacks with AVX2
+//! rows, each row is unpacked once — integer weights offset-corrected as i8 (non-negative for
+//! Q4_K/Q5_K) in the interleaved order of the activations' `qs_il` (`a8::il_index`), each
+//! lane's +128 correction, the half sub-block scales exactly as the packed kernels compute
+//! them — and the AVX2 and AVX-512 VNNI tiles (`a8_avx2::dot_unpacked`,
+//! `a8_avx512::dot_unpacked`) run on them. The engine's path unpacks with AVX2
 //! (`a8_avx2::unpack_*`); [`unpack_row`] here is the scalar unpacking (A16's, narrowed) those
 //! are tested equal to. Results are bit-identical to the packed path and to the references in
 //! `a8` (`a8_tests`).

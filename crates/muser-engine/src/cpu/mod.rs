@@ -100,16 +100,21 @@ impl<'m> CpuSession<'m> {
 
     /// What produces this session's numbers.
     pub fn route_identity(&self) -> String {
+        let level = muser_quant::simd_level();
+        // Prefill tile: weight rows x tokens.
+        let (rows, tokens) = if self.opts.acts == ActFormat::A8 {
+            (
+                muser_quant::tile_rows_a8(level),
+                muser_quant::tile_tokens_a8(level),
+            )
+        } else {
+            (2, muser_quant::tile_tokens(level))
+        };
         format!(
-            "cpu:acts={},kv=f16,attn=f32,simd={},pf={},tile=2x{}",
+            "cpu:acts={},kv=f16,attn=f32,simd={},pf={},tile={rows}x{tokens}",
             self.opts.acts.name(),
-            muser_quant::simd_level().name(),
+            level.name(),
             muser_quant::prefetch_mode().name(),
-            if self.opts.acts == ActFormat::A8 {
-                muser_quant::tile_tokens_a8(muser_quant::simd_level())
-            } else {
-                muser_quant::tile_tokens(muser_quant::simd_level())
-            }
         )
     }
 
