@@ -132,11 +132,11 @@ unsafe fn tile<F: Fmt, const RW: usize, const RA: usize, const VNNI: bool>(
             }
         }
     }
-    finish(F::MINS, &acc_lo, &acc_hi, &macc, out);
+    finish(F::MINS, &acc_lo, &acc_hi, &macc, out, RA);
 }
 
-/// `out[rw * RA + ra] = reduce8(acc_lo + acc_hi) − reduce8(macc)` (without the min term when
-/// `!mins`).
+/// `out[rw * stride + ra] = reduce8(acc_lo + acc_hi) − reduce8(macc)` (without the min term
+/// when `!mins`).
 #[inline(always)]
 unsafe fn finish<const RW: usize, const RA: usize>(
     mins: bool,
@@ -144,17 +144,18 @@ unsafe fn finish<const RW: usize, const RA: usize>(
     acc_hi: &[[__m256; RA]; RW],
     macc: &[[__m256; RA]; RW],
     out: &mut [f32],
+    stride: usize,
 ) {
     for rw in 0..RW {
         for ra in 0..RA {
             let r = reduce8(_mm256_add_ps(acc_lo[rw][ra], acc_hi[rw][ra]));
-            out[rw * RA + ra] = if mins { r - reduce8(macc[rw][ra]) } else { r };
+            out[rw * stride + ra] = if mins { r - reduce8(macc[rw][ra]) } else { r };
         }
     }
 }
 
 /// The unpacked tile kernel (interleaved rows from `a8_unpack`, `qs_il` activations):
-/// `out[rw * RA + ra] = dot(w[rw], a[ra])`. `SIGNED`: the format's weights can be negative.
+/// `out[rw * stride + ra] = dot(w[rw], a[ra])`. `SIGNED`: the format's weights can be negative.
 // Group, row and token indices address several arrays at once.
 #[allow(clippy::needless_range_loop)]
 #[target_feature(enable = "avx2,fma,f16c")]
@@ -167,6 +168,7 @@ pub unsafe fn dot_unpacked<
     w: [&[UnpackedGroup8]; RW],
     a: [&[BlockA8]; RA],
     out: &mut [f32],
+    stride: usize,
 ) {
     let groups = a[0].len();
     let flip = _mm256_set1_epi8(-128);
@@ -216,7 +218,7 @@ pub unsafe fn dot_unpacked<
             }
         }
     }
-    finish(MINS, &acc[0], &acc[1], &macc, out);
+    finish(MINS, &acc[0], &acc[1], &macc, out, stride);
 }
 
 macro_rules! entry {

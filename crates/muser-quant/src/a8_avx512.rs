@@ -70,7 +70,7 @@ unsafe fn reduce8_x8(v: [__m512; 8]) -> [f32; 8] {
     std::array::from_fn(|k| lanes[4 * (k % 4) + k / 4])
 }
 
-/// `out[rw * RA + ra] = dot(w[rw], a[ra])` for unpacked rows.
+/// `out[rw * stride + ra] = dot(w[rw], a[ra])` for unpacked rows.
 // Row and token indices address several arrays at once.
 #[allow(clippy::needless_range_loop)]
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
@@ -78,6 +78,7 @@ pub unsafe fn dot_unpacked<const MINS: bool, const RW: usize, const RA: usize>(
     w: [&[UnpackedGroup8]; RW],
     a: [&[BlockA8]; RA],
     out: &mut [f32],
+    stride: usize,
 ) {
     let groups = a[0].len();
     let mut acc = [[_mm512_setzero_ps(); RA]; RW];
@@ -170,7 +171,8 @@ pub unsafe fn dot_unpacked<const MINS: bool, const RW: usize, const RA: usize>(
             [0f32; 8]
         };
         for k in 0..(n - c).min(8) {
-            out[c + k] = if MINS { r[k] - m[k] } else { r[k] };
+            let i = c + k;
+            out[(i / RA) * stride + i % RA] = if MINS { r[k] - m[k] } else { r[k] };
         }
         c += 8;
     }

@@ -142,6 +142,37 @@ fn tiles_by_tokens(
     Ok(())
 }
 
+/// The unpacked tiles' walk: as [`tiles_by_tokens`], but `tile(i, rw, a_chunk, o, stride)`
+/// writes its outputs straight into `out`: `o[r * stride + t]` for weight row `i + r` and the
+/// chunk's token `t` (`o` starts at the tile's first output, `stride` is the token count).
+fn tiles_into(
+    n_rows: usize,
+    a: &[&[BlockA8]],
+    tokens: usize,
+    max_rw: usize,
+    out: &mut [f32],
+    mut tile: impl FnMut(usize, usize, &[&[BlockA8]], &mut [f32], usize) -> Result<(), QuantError>,
+) -> Result<(), QuantError> {
+    let na = a.len();
+    let ta = tokens.clamp(1, 4);
+    for t0 in (0..na).step_by(TOKEN_BLOCK) {
+        let tb = &a[t0..(t0 + TOKEN_BLOCK).min(na)];
+        let mut i = 0;
+        while i < n_rows {
+            let rw = [max_rw, 2, 1]
+                .into_iter()
+                .find(|&r| i + r <= n_rows)
+                .unwrap_or(1);
+            for (k, ac) in tb.chunks(ta).enumerate() {
+                let t = t0 + k * ta;
+                tile(i, rw, ac, &mut out[i * na + t..], na)?;
+            }
+            i += rw;
+        }
+    }
+    Ok(())
+}
+
 /// Unpack the `w.len() / row_bytes` rows of `w` into `u` (`groups` per row) with the
 /// AVX2 unpackers (`a8_avx2::unpack_*`; equal to `a8_unpack::unpack_row`, `a8_tests`).
 #[cfg(target_arch = "x86_64")]
@@ -226,31 +257,31 @@ fn x86_unpacked_tiles(
     let (max_rw, tokens) = (shape.rows_at(level), shape.tokens);
     // `$rw` rows from `i` by the tokens of `ac`, with the kernel of this level.
     macro_rules! tile {
-        ($signed:literal, $mins:literal, $rw:literal, $i:expr, $ac:expr, $o:expr) => {{
+        ($signed:literal, $mins:literal, $rw:literal, $i:expr, $ac:expr, $o:expr, $st:expr) => {{
             let rows: [&[UnpackedGroup8]; $rw] = std::array::from_fn(|r| row($i + r));
             if vnni {
                 // SAFETY: `vnni()` levels are selected only after detecting AVX-512
                 // F/BW/VL/VNNI and the AVX2 set; the unpacked and activation rows were built
                 // for the same length.
                 by_tokens!($ac, |ar| unsafe {
-                    crate::a8_avx512::dot_unpacked::<$mins, $rw, _>(rows, ar, $o)
+                    crate::a8_avx512::dot_unpacked::<$mins, $rw, _>(rows, ar, $o, $st)
                 });
             } else {
                 // SAFETY: reached only at an AVX2-or-better level (AVX2/FMA/F16C detected by
                 // `simd`); the unpacked and activation rows were built for the same length.
                 by_tokens!($ac, |ar| unsafe {
-                    crate::a8_avx2::dot_unpacked::<$signed, $mins, $rw, _>(rows, ar, $o)
+                    crate::a8_avx2::dot_unpacked::<$signed, $mins, $rw, _>(rows, ar, $o, $st)
                 });
             }
         }};
     }
     macro_rules! go {
         ($signed:literal, $mins:literal) => {
-            tiles_by_tokens(n_rows, a, tokens, max_rw, out, |i, rw, ac, o| {
+            tiles_into(n_rows, a, tokens, max_rw, out, |i, rw, ac, o, stride| {
                 match rw {
-                    4 => tile!($signed, $mins, 4, i, ac, o),
-                    2 => tile!($signed, $mins, 2, i, ac, o),
-                    _ => tile!($signed, $mins, 1, i, ac, o),
+                    4 => tile!($signed, $mins, 4, i, ac, o, stride),
+                    2 => tile!($signed, $mins, 2, i, ac, o, stride),
+                    _ => tile!($signed, $mins, 1, i, ac, o, stride),
                 }
                 Ok(())
             })
