@@ -86,19 +86,12 @@ pub(crate) unsafe fn group_scales<F: Fmt, A: ActGroup, const RW: usize, const RA
     }
 }
 
-/// A group of 256 quantized activations with a scale and a quant sum per 32 (A16, A8).
+/// A group of 256 quantized activations with a scale and a quant sum per 32 (A16).
 pub(crate) trait ActGroup {
     fn scales_sums(&self) -> (&[f32; 8], &[i32; 8]);
 }
 
 impl ActGroup for BlockA16 {
-    #[inline(always)]
-    fn scales_sums(&self) -> (&[f32; 8], &[i32; 8]) {
-        (&self.d, &self.sum)
-    }
-}
-
-impl ActGroup for crate::a8::BlockA8 {
     #[inline(always)]
     fn scales_sums(&self) -> (&[f32; 8], &[i32; 8]) {
         (&self.d, &self.sum)

@@ -103,48 +103,10 @@ macro_rules! by_tokens {
 const TOKEN_BLOCK: usize = 16;
 
 /// The multi-token walk: for each block of 16 activation rows, every group of `max_rw` weight
-/// rows (then pairs, then a single one at the end) times `tokens` activation rows at a time:
-/// `tile(i, rw, a_chunk, o)` writes `o[r * a_chunk.len() + t]` for weight row `i + r`.
-fn tiles_by_tokens(
-    n_rows: usize,
-    a: &[&[BlockA8]],
-    tokens: usize,
-    max_rw: usize,
-    out: &mut [f32],
-    mut tile: impl FnMut(usize, usize, &[&[BlockA8]], &mut [f32]) -> Result<(), QuantError>,
-) -> Result<(), QuantError> {
-    let na = a.len();
-    let ta = tokens.clamp(1, 4);
-    let mut tmp = [0f32; 16];
-    for t0 in (0..na).step_by(TOKEN_BLOCK) {
-        let tb = &a[t0..(t0 + TOKEN_BLOCK).min(na)];
-        let mut i = 0;
-        while i < n_rows {
-            let rw = [max_rw, 2, 1]
-                .into_iter()
-                .find(|&r| i + r <= n_rows)
-                .unwrap_or(1);
-            for (k, ac) in tb.chunks(ta).enumerate() {
-                let t = t0 + k * ta;
-                let o = &mut tmp[..rw * ac.len()];
-                tile(i, rw, ac, o)?;
-                // Element by element: a `copy_from_slice` of one to four values was a
-                // `memmove` call each, 6% of a prefill tile's time.
-                for r in 0..rw {
-                    for (k, &v) in o[r * ac.len()..(r + 1) * ac.len()].iter().enumerate() {
-                        out[(i + r) * na + t + k] = v;
-                    }
-                }
-            }
-            i += rw;
-        }
-    }
-    Ok(())
-}
-
-/// The unpacked tiles' walk: as [`tiles_by_tokens`], but `tile(i, rw, a_chunk, o, stride)`
-/// writes its outputs straight into `out`: `o[r * stride + t]` for weight row `i + r` and the
-/// chunk's token `t` (`o` starts at the tile's first output, `stride` is the token count).
+/// rows (then pairs, then a single one at the end) times `tokens` activation rows at a time.
+/// `tile(i, rw, a_chunk, o, stride)` writes its outputs straight into `out`: `o[r * stride +
+/// t]` for weight row `i + r` and the chunk's token `t` (`o` starts at the tile's first output,
+/// `stride` is the token count).
 fn tiles_into(
     n_rows: usize,
     a: &[&[BlockA8]],
@@ -387,18 +349,26 @@ pub fn matmul_rows_shaped(
         if na >= UNPACK_MIN_ROWS {
             return x86_unpacked(level, ty, w, row_bytes, a, out, shape);
         }
-        return tiles_by_tokens(n_rows, a, tokens, 2, out, |i, rw, ac, o| {
+        return tiles_into(n_rows, a, tokens, 2, out, |i, rw, ac, o, stride| {
+            // The packed tiles write `[row][token]` densely; spread that over the stride.
+            let mut tmp = [0f32; 8];
+            let t = &mut tmp[..rw * ac.len()];
             if rw == 2 {
                 by_tokens!(ac, |ar| x86_tile::<2, _>(
                     level,
                     ty,
                     [row(i), row(i + 1)],
                     ar,
-                    o,
+                    t,
                     &[]
                 )?);
             } else {
-                by_tokens!(ac, |ar| x86_tile::<1, _>(level, ty, [row(i)], ar, o, &[])?);
+                by_tokens!(ac, |ar| x86_tile::<1, _>(level, ty, [row(i)], ar, t, &[])?);
+            }
+            for (r, vals) in t.chunks(ac.len()).enumerate() {
+                for (k, &v) in vals.iter().enumerate() {
+                    o[r * stride + k] = v;
+                }
             }
             Ok(())
         });
