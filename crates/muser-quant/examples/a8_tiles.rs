@@ -13,15 +13,7 @@ use muser_quant::a8::{self, BlockA8, TileShape};
 use muser_quant::SimdLevel;
 
 fn level(name: &str) -> Result<SimdLevel, String> {
-    [
-        SimdLevel::Scalar,
-        SimdLevel::Avx2,
-        SimdLevel::Avx512,
-        SimdLevel::Avx512Vnni,
-    ]
-    .into_iter()
-    .find(|l| l.name() == name)
-    .ok_or_else(|| format!("unknown level {name:?}"))
+    SimdLevel::from_name(name).ok_or_else(|| format!("unknown level {name:?}"))
 }
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {

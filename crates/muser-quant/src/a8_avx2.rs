@@ -300,11 +300,11 @@ unsafe fn unpack<F: Fmt>(
                 let s = _mm256_madd_epi16(_mm256_maddubs_epi16(ones8, v), ones16);
                 _mm256_storeu_si256(sums[j].as_mut_ptr() as *mut __m256i, s);
             }
-            // Dword `d` of sub-block `j` (values 4d..4d+4) goes to row d % 4, lane j + 8(d / 4).
+            // Dword `d` of sub-block `j` (values 4d..4d+4) to its interleaved place.
             let qd: &mut [i32; 64] = bytemuck::cast_mut(&mut o.q);
             for j in 0..8 {
                 for d in 0..8 {
-                    qd[16 * (d % 4) + j + 8 * (d / 4)] = q[j][d];
+                    qd[crate::a8::il_index(32 * j + 4 * d) / 4] = q[j][d];
                 }
             }
             for l in 0..16 {

@@ -36,6 +36,29 @@ pub enum SimdLevel {
 }
 
 impl SimdLevel {
+    /// Every level, the scalar reference first.
+    pub const ALL: [SimdLevel; 4] = [
+        SimdLevel::Scalar,
+        SimdLevel::Avx2,
+        SimdLevel::Avx512,
+        SimdLevel::Avx512Vnni,
+    ];
+
+    /// The level named `name` (as [`SimdLevel::name`] spells it), if any.
+    pub fn from_name(name: &str) -> Option<SimdLevel> {
+        SimdLevel::ALL.into_iter().find(|l| l.name() == name)
+    }
+
+    /// The CPU features the level needs, for error messages.
+    fn requires(self) -> &'static str {
+        match self {
+            SimdLevel::Scalar => "nothing",
+            SimdLevel::Avx2 => "AVX2/FMA/F16C",
+            SimdLevel::Avx512 => "AVX-512 F/BW (or AVX2/FMA/F16C)",
+            SimdLevel::Avx512Vnni => "AVX-512 VNNI/VL/F/BW (or AVX2/FMA/F16C)",
+        }
+    }
+
     /// Lower-case name, as accepted by `MUSER_SIMD`.
     pub fn name(self) -> &'static str {
         match self {
@@ -139,37 +162,23 @@ pub fn detected_level() -> SimdLevel {
 fn resolve(var: Option<&str>) -> Result<SimdLevel, String> {
     match var.map(str::trim) {
         None | Some("") | Some("auto") => Ok(detected_level()),
-        Some("scalar") => Ok(SimdLevel::Scalar),
-        Some("avx2") => {
-            if avx2_available() {
-                Ok(SimdLevel::Avx2)
-            } else {
-                Err("MUSER_SIMD=avx2 but this CPU lacks AVX2/FMA/F16C".to_string())
-            }
-        }
-        Some("avx512") => {
-            if avx512_available() {
-                Ok(SimdLevel::Avx512)
-            } else {
-                Err(
-                    "MUSER_SIMD=avx512 but this CPU lacks AVX-512 F/BW (or AVX2/FMA/F16C)"
-                        .to_string(),
+        Some(name) => {
+            let level = SimdLevel::from_name(name).ok_or_else(|| {
+                let names: Vec<&str> = SimdLevel::ALL.iter().map(|l| l.name()).collect();
+                format!(
+                    "MUSER_SIMD={name:?} is not one of: auto, {}",
+                    names.join(", ")
                 )
-            }
-        }
-        Some("avx512vnni") => {
-            if avx512_vnni_available() {
-                Ok(SimdLevel::Avx512Vnni)
+            })?;
+            if level.is_available() {
+                Ok(level)
             } else {
-                Err(
-                    "MUSER_SIMD=avx512vnni but this CPU lacks AVX-512 VNNI/VL/F/BW (or AVX2/FMA/F16C)"
-                        .to_string(),
-                )
+                Err(format!(
+                    "MUSER_SIMD={name} but this CPU lacks {}",
+                    level.requires()
+                ))
             }
         }
-        Some(other) => Err(format!(
-            "MUSER_SIMD={other:?} is not one of: auto, scalar, avx2, avx512, avx512vnni"
-        )),
     }
 }
 
@@ -212,6 +221,10 @@ mod tests {
         assert_eq!(resolve(None), Ok(detected_level()));
         assert_eq!(resolve(Some("auto")), Ok(detected_level()));
         assert!(resolve(Some("sse9")).is_err());
+        for l in SimdLevel::ALL {
+            assert_eq!(SimdLevel::from_name(l.name()), Some(l));
+            assert_eq!(resolve(Some(l.name())).is_ok(), l.is_available());
+        }
         assert_eq!(resolve(Some("avx2")).is_ok(), avx2_available());
         assert_eq!(resolve(Some("avx512vnni")).is_ok(), avx512_vnni_available());
         assert!(SimdLevel::Avx512Vnni.avx2() && SimdLevel::Avx512Vnni.avx512());

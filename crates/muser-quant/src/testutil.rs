@@ -91,13 +91,7 @@ pub(crate) fn noise_weights(ty: muser_gguf::GgmlType, n_in: usize, seed: u64) ->
 /// Every SIMD level this CPU can run (the scalar reference first); says loudly which levels it
 /// cannot test here.
 pub(crate) fn available_levels() -> Vec<crate::SimdLevel> {
-    use crate::SimdLevel;
-    let all = [
-        SimdLevel::Scalar,
-        SimdLevel::Avx2,
-        SimdLevel::Avx512,
-        SimdLevel::Avx512Vnni,
-    ];
+    let all = crate::SimdLevel::ALL;
     for l in all.iter().filter(|l| !l.is_available()) {
         eprintln!("skipping level {}: not available on this CPU", l.name());
     }

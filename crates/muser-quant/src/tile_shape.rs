@@ -1,4 +1,5 @@
-//! Tokens per prefill tile of the A16 and A8 kernels (two weight rows by this many tokens).
+//! Prefill tile shapes of the A16 and A8 kernels: tokens per tile (the switch below) and the A8
+//! tiles' weight rows per SIMD level (`tile_rows_a8`).
 //!
 //! Owns: the `MUSER_CPU_TILE_TOKENS` switch (read once, at the first prefill tile or at
 //! [`init_tile_tokens`]). Every height gives the same results: each (row, token) output has its
