@@ -2,6 +2,7 @@
 
 use clap::{Args, ValueEnum};
 use muser_engine::cpu::matmul::ActFormat;
+use muser_engine::cpu::repack::Repack;
 use muser_engine::cpu::CpuOptions;
 use muser_engine::session::{Backend, Session};
 use muser_engine::Model;
@@ -75,6 +76,7 @@ impl EngineOpts {
             n_ctx: self.ctx.unwrap_or(needed).max(needed),
             chunk: self.chunk.max(1),
             acts: ActFormat::from_env()?,
+            repack: Repack::from_env()?,
         })
     }
 }

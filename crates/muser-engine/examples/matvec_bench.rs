@@ -7,7 +7,7 @@
 
 use std::time::Instant;
 
-use muser_engine::cpu::matmul::{matmul, ActFormat, Acts};
+use muser_engine::cpu::matmul::{matmul, ActFormat, Acts, WeightSource};
 use muser_engine::Model;
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -136,7 +136,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             let t = Instant::now();
             for _ in 0..reps {
                 let mut acts = Acts::new(&x, m.n_in, fmt);
-                pool.install(|| matmul(g, m, &mut acts, &mut out))?;
+                pool.install(|| matmul(WeightSource::mapped(g), m, &mut acts, &mut out))?;
             }
             let dt = t.elapsed().as_secs_f64() / reps as f64;
             let wbytes = (m.row_bytes * m.n_out) as f64;

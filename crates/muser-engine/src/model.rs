@@ -125,6 +125,9 @@ pub struct Model {
     pub gguf: Arc<Gguf>,
     pub config: ModelConfig,
     pub weights: Weights,
+    /// The CPU route's repacked weights, built by the first session that uses them
+    /// (`cpu::repack`) and shared by every later one.
+    pub(crate) cpu_repacked: std::sync::Mutex<Option<Arc<crate::cpu::repack::Repacked>>>,
 }
 
 struct Binder<'a> {
@@ -250,6 +253,7 @@ impl Model {
             gguf,
             config,
             weights,
+            cpu_repacked: std::sync::Mutex::new(None),
         })
     }
 

@@ -6,6 +6,7 @@
 use std::sync::Arc;
 
 use muser_engine::cpu::matmul::ActFormat;
+use muser_engine::cpu::repack::Repack;
 use muser_engine::cpu::{CpuOptions, CpuSession, Logits};
 use muser_engine::{EngineError, Model, ModelError};
 use muser_forge::ForgeConfig;
@@ -148,6 +149,7 @@ fn out_of_range_tokens_and_context_overflow_are_errors() {
         n_ctx: 8,
         chunk: 4,
         acts: ActFormat::A16,
+        repack: Repack::Auto,
     };
     let mut s = CpuSession::new(&m, opts).expect("session");
     assert!(matches!(

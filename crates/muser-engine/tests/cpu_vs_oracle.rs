@@ -5,6 +5,7 @@ mod common;
 
 use common::{tiny_model, tokens};
 use muser_engine::cpu::matmul::ActFormat;
+use muser_engine::cpu::repack::Repack;
 use muser_engine::cpu::{CpuOptions, CpuSession, Logits};
 use muser_engine::Oracle;
 
@@ -25,6 +26,7 @@ fn cpu_route_tracks_the_oracle() {
         n_ctx: 256,
         chunk: 32,
         acts: ActFormat::A16,
+        repack: Repack::Auto,
     };
     let mut s = CpuSession::new(&m, opts).expect("session");
     let got = s.eval(&toks, Logits::All).expect("cpu");
@@ -62,7 +64,12 @@ fn cpu_route_tracks_the_oracle() {
 fn cpu_route_is_deterministic_across_threads_chunks_and_batching() {
     let m = tiny_model(2);
     let toks = tokens(50, m.config.n_vocab);
-    let run = |acts: ActFormat, threads: usize, chunk: usize, one_by_one: bool| -> Vec<u32> {
+    let run_with = |acts: ActFormat,
+                    repack: Repack,
+                    threads: usize,
+                    chunk: usize,
+                    one_by_one: bool|
+     -> Vec<u32> {
         let mut s = CpuSession::new(
             &m,
             CpuOptions {
@@ -70,6 +77,7 @@ fn cpu_route_is_deterministic_across_threads_chunks_and_batching() {
                 n_ctx: 128,
                 chunk,
                 acts,
+                repack,
             },
         )
         .expect("session");
@@ -82,6 +90,8 @@ fn cpu_route_is_deterministic_across_threads_chunks_and_batching() {
         };
         logits.iter().map(|v| v.to_bits()).collect()
     };
+    let run =
+        |acts, threads, chunk, one_by_one| run_with(acts, Repack::Auto, threads, chunk, one_by_one);
     for acts in [ActFormat::A16, ActFormat::A8] {
         let reference = run(acts, 1, 512, false);
         let name = acts.name();
@@ -89,6 +99,27 @@ fn cpu_route_is_deterministic_across_threads_chunks_and_batching() {
         assert_eq!(reference, run(acts, 3, 7, false), "{name}: chunk size");
         assert_eq!(reference, run(acts, 2, 16, true), "{name}: one at a time");
         assert_eq!(reference, run(acts, 1, 512, false), "{name}: run to run");
+    }
+    // Repacked weights give the mapped weights' bits, batched and one token at a time.
+    if muser_quant::SimdLevel::Avx512Vnni.is_available() {
+        let mapped = run_with(ActFormat::A8, Repack::Off, 2, 512, false);
+        for (chunk, one) in [(512, false), (7, false), (16, true)] {
+            let got = run_with(ActFormat::A8, Repack::On, 2, chunk, one);
+            assert_eq!(mapped, got, "repacked, chunk {chunk}, one at a time: {one}");
+        }
+    } else {
+        eprintln!("skipping the repacked-weights comparison: no AVX-512 VNNI on this CPU");
+        assert!(CpuSession::new(
+            &m,
+            CpuOptions {
+                threads: 1,
+                n_ctx: 8,
+                chunk: 8,
+                acts: ActFormat::A8,
+                repack: Repack::On,
+            },
+        )
+        .is_err());
     }
     // The two formats are different routes: their logits differ.
     assert_ne!(

@@ -5,6 +5,7 @@
 use std::path::PathBuf;
 
 use muser_engine::cpu::matmul::ActFormat;
+use muser_engine::cpu::repack::Repack;
 use muser_engine::cpu::{CpuOptions, CpuSession, Logits};
 use muser_engine::Model;
 
@@ -37,12 +38,18 @@ fn gemma_logits_are_bit_identical_across_threads_chunks_and_batching() {
         2, 818, 5279, 529, 7001, 563, 236764, 532, 506, 5279, 529, 9405, 563, 9405, 236761, 107,
     ];
     let all = std::thread::available_parallelism().map_or(2, |n| n.get());
-    let run = |acts: ActFormat, threads: usize, chunk: usize, one_by_one: bool| -> Vec<u32> {
+    let run_with = |acts: ActFormat,
+                    repack: Repack,
+                    threads: usize,
+                    chunk: usize,
+                    one_by_one: bool|
+     -> Vec<u32> {
         let opts = CpuOptions {
             threads,
             n_ctx: 64,
             chunk,
             acts,
+            repack,
         };
         let mut s = CpuSession::new(&m, opts).expect("session");
         let logits: Vec<f32> = if one_by_one {
@@ -54,6 +61,17 @@ fn gemma_logits_are_bit_identical_across_threads_chunks_and_batching() {
         };
         logits.iter().map(|v| v.to_bits()).collect()
     };
+    let run =
+        |acts, threads, chunk, one_by_one| run_with(acts, Repack::Auto, threads, chunk, one_by_one);
+    if muser_quant::SimdLevel::Avx512Vnni.is_available() {
+        let mapped = run_with(ActFormat::A8, Repack::Off, 2, 512, false);
+        for (chunk, one) in [(512, false), (5, false), (512, true)] {
+            let got = run_with(ActFormat::A8, Repack::On, 2, chunk, one);
+            assert_eq!(mapped, got, "repacked, chunk {chunk}, one at a time: {one}");
+        }
+    } else {
+        eprintln!("skipping the repacked-weights comparison: no AVX-512 VNNI on this CPU");
+    }
     for acts in [ActFormat::A16, ActFormat::A8] {
         let name = acts.name();
         let reference = run(acts, 1, 512, false);

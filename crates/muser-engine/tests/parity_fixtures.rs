@@ -10,6 +10,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use muser_engine::cpu::matmul::ActFormat;
+use muser_engine::cpu::repack::Repack;
 use muser_engine::cpu::{CpuOptions, CpuSession, Logits};
 use muser_engine::metrics::compare;
 use muser_engine::{Model, Oracle};
@@ -63,6 +64,7 @@ fn check_fixture(fixture: &str, max_prompts: usize) {
                 n_ctx: ids.len(),
                 chunk: 512,
                 acts: *acts,
+                repack: Repack::Auto,
             };
             let got = CpuSession::new(&model, opts)
                 .expect("session")

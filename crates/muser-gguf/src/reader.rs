@@ -285,6 +285,31 @@ impl Gguf {
         self.storage.bytes()
     }
 
+    /// A hint that bytes `offset..offset + len` will not be read soon: a mapped file's pages
+    /// in that range (widened to whole pages) leave the process's resident set; a later read
+    /// faults them back from the file with the same contents. Nothing for owned storage. An
+    /// out-of-range request is an error.
+    pub fn release_range(&self, offset: usize, len: usize) -> std::io::Result<()> {
+        let end = offset.checked_add(len);
+        if end.is_none_or(|e| e > self.as_bytes().len()) {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                format!("range {offset}+{len} is outside the file"),
+            ));
+        }
+        match &self.storage {
+            #[cfg(unix)]
+            Storage::Mmap(m) if len > 0 => {
+                // SAFETY: the map is a read-only view of a file (`Mmap::map`, shared); dropping
+                // its resident pages changes no byte any reference can observe — the next read
+                // faults the page back from the file, as the first read did. (Another process
+                // rewriting the file is the caveat every mmap loader shares; see `open`.)
+                unsafe { m.unchecked_advise_range(memmap2::UncheckedAdvice::DontNeed, offset, len) }
+            }
+            _ => Ok(()),
+        }
+    }
+
     /// Metadata in file order.
     pub fn metadata(&self) -> &[(String, Value)] {
         &self.metadata

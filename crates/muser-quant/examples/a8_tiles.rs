@@ -4,16 +4,24 @@
 //! makes meaningful (its speed drifts by ±15% within minutes).
 //!
 //! Usage: cargo run --release -p muser-quant --example a8_tiles -- MODEL.gguf [tokens] [rounds]
-//! `A8_SHAPES=avx2:2x4,avx512vnni:4x4,…` picks the variants (default: every shape each level
-//! this CPU runs); `A8_TENSORS=blk.0.ffn_up.weight,…` the matrices.
+//! `A8_SHAPES=avx2:2x4,avx512vnni:4x4,repack:4x4,…` picks the variants (default: every shape
+//! each level this CPU runs, and the repacked weights of `a8_repack` at 4x4 where AVX-512 VNNI
+//! is available; `repack` runs at the `avx512vnni` level); `A8_TENSORS=blk.0.ffn_up.weight,…`
+//! the matrices.
 
 use std::time::Instant;
 
 use muser_quant::a8::{self, BlockA8, TileShape};
-use muser_quant::SimdLevel;
+use muser_quant::{a8_repack, SimdLevel};
 
-fn level(name: &str) -> Result<SimdLevel, String> {
-    SimdLevel::from_name(name).ok_or_else(|| format!("unknown level {name:?}"))
+/// A variant's level and whether it runs on repacked weights (`repack` = AVX-512 VNNI on
+/// `a8_repack` rows).
+fn level(name: &str) -> Result<(SimdLevel, bool), String> {
+    if name == "repack" {
+        return Ok((SimdLevel::Avx512Vnni, true));
+    }
+    let l = SimdLevel::from_name(name).ok_or_else(|| format!("unknown level {name:?}"))?;
+    Ok((l, false))
 }
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -24,7 +32,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let tokens: usize = args.get(2).map_or(Ok(128), |s| s.parse())?;
     let rounds: usize = args.get(3).map_or(Ok(7), |s| s.parse())?;
     let g = muser_gguf::Gguf::open(std::path::Path::new(path))?;
-    let variants: Vec<(SimdLevel, TileShape)> = match std::env::var("A8_SHAPES") {
+    let variants: Vec<((SimdLevel, bool), TileShape)> = match std::env::var("A8_SHAPES") {
         Ok(v) => v
             .split(',')
             .map(|s| {
@@ -46,8 +54,12 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 [(2, 4), (4, 4), (4, 3), (4, 2)]
                     .into_iter()
                     .filter(move |&(r, _)| r <= 2 || l.vnni())
-                    .map(move |(rows, tokens)| (l, TileShape { rows, tokens }))
+                    .map(move |(rows, tokens)| ((l, false), TileShape { rows, tokens }))
             })
+            .chain(SimdLevel::Avx512Vnni.is_available().then_some((
+                (SimdLevel::Avx512Vnni, true),
+                TileShape { rows: 4, tokens: 4 },
+            )))
             .collect(),
     };
     let names: Vec<String> = std::env::var("A8_TENSORS")
@@ -66,6 +78,14 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         let (n_in, n_out) = (t.row_len() as usize, t.n_rows() as usize);
         let w = g.try_tensor_data(t)?;
         let row_bytes = t.row_bytes() as usize;
+        let (packed, prb) = match a8_repack::row_bytes(t.ty, n_in) {
+            Some(prb) if variants.iter().any(|((_, r), _)| *r) => {
+                let mut p = vec![0u8; prb * n_out];
+                a8_repack::repack_rows(t.ty, w, row_bytes, &mut p)?;
+                (p, prb)
+            }
+            _ => (Vec::new(), 1),
+        };
         let acts: Vec<Vec<BlockA8>> = (0..tokens)
             .map(|k| {
                 let x: Vec<f32> = (0..n_in)
@@ -80,12 +100,21 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         let mut times = vec![Vec::new(); variants.len()];
         let mut check: Vec<Option<u64>> = vec![None; variants.len()];
         for _ in 0..rounds {
-            for (vi, &(lvl, shape)) in variants.iter().enumerate() {
+            for (vi, &((lvl, repacked), shape)) in variants.iter().enumerate() {
                 let t0 = Instant::now();
                 let mut sum = 0u64;
-                for rows in w.chunks(32 * row_bytes) {
-                    let o = &mut out[..rows.len() / row_bytes * tokens];
-                    a8::matmul_rows_shaped(lvl, t.ty, rows, row_bytes, &ar, o, shape)?;
+                let (src, rb) = if repacked {
+                    (&packed[..], prb)
+                } else {
+                    (w, row_bytes)
+                };
+                for rows in src.chunks(32 * rb) {
+                    let o = &mut out[..rows.len() / rb * tokens];
+                    if repacked {
+                        a8_repack::matmul_rows_at(lvl, t.ty, rows, rb, &ar, o, shape)?;
+                    } else {
+                        a8::matmul_rows_shaped(lvl, t.ty, rows, rb, &ar, o, shape)?;
+                    }
                     sum = o
                         .iter()
                         .fold(sum, |s, v| s.wrapping_add(u64::from(v.to_bits())));
@@ -101,11 +130,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             "{name} ({}, {n_in} x {n_out}), {tokens} tokens, {rounds} rounds:",
             t.ty
         );
-        for ((lvl, shape), ts) in variants.iter().zip(&mut times) {
+        for (((lvl, repacked), shape), ts) in variants.iter().zip(&mut times) {
             ts.sort_by(f64::total_cmp);
             println!(
                 "  {:>10} {}x{}  best {:6.2}  median {:6.2} GMAC/s",
-                lvl.name(),
+                if *repacked { "repack" } else { lvl.name() },
                 shape.rows,
                 shape.tokens,
                 macs / ts[0] / 1e9,

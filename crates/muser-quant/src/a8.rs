@@ -9,15 +9,17 @@
 //! weights, has an f16 scale per 32). The step is `amax_32/127`, never coarser than Q8_K's
 //! `amax_256/127`; the integer sums stay exact.
 //!
-//! Layout (`BlockA8`, 576 bytes, 4-byte aligned): one *group* of 256 activations as eight
+//! Layout (`BlockA8`, 640 bytes, 4-byte aligned): one *group* of 256 activations as eight
 //! sub-blocks of 32:
 //! ```text
-//! offset   0: d[8]      f32  sub-block scales (value = d[j] * qs[32j + i])
-//! offset  32: sum[8]    i32  Σ qs over each sub-block (for the k-quants' min terms)
-//! offset  64: qs[256]   i8   quants in -127..=127, natural order
-//! offset 320: qs_il[256] u8  the same quants interleaved for the prefill tiles
-//!                           (`il_index`) and offset by +128 (`q ^ 0x80`: unsigned bytes, as
-//!                           `vpdpbusd` takes them)
+//! offset   0: d[8]       f32  sub-block scales (value = d[j] * qs[32j + i])
+//! offset  32: sum[8]     i32  Σ qs over each sub-block (for the k-quants' min terms)
+//! offset  64: qs[256]    i8   quants in -127..=127, natural order
+//! offset 320: qs_il[256] i8   the same quants interleaved (`il_index`) for the unpacked and
+//!                             repacked tiles
+//! offset 576: lcorr[16]  i32  −128 · Σ qs over each lane (half sub-block, see below): the
+//!                             offset corrections of the tiles whose weights enter `vpdpbusd`
+//!                             as unsigned bytes (`a8_unpack`, `a8_repack`)
 //! ```
 //! A row of `n` activations (`n` a multiple of 32) is `ceil(n / 256)` groups; sub-blocks past
 //! the end are zero (d = 0, sum = 0, qs = 0).
@@ -41,9 +43,9 @@
 //! depends only on the two rows: never on threads, batching, tile shape or the CPU's SIMD level.
 //!
 //! Why sixteen-value lanes: one float update per sixteen products (integer sums within a
-//! half sub-block, where the scale is constant) instead of one per four; the prefill tiles
-//! take the interleaved copy `qs_il`, where each 64-byte row of a group holds four values of
-//! every lane, so one `vpdpbusd` chain per group fills all sixteen lanes.
+//! half sub-block, where the scale is constant) instead of one per four; the prefill and
+//! repacked tiles take the interleaved copy `qs_il`, where each 64-byte row of a group holds
+//! four values of every lane, so one `vpdpbusd` chain per group fills all sixteen lanes.
 
 use bytemuck::{Pod, Zeroable};
 
@@ -70,11 +72,15 @@ pub struct BlockA8 {
     pub d: [f32; 8],
     pub sum: [i32; 8],
     pub qs: [i8; GROUP],
-    /// `qs` interleaved and offset: `qs_il[il_index(i)] = (qs[i] as u8) ^ 0x80`.
-    pub qs_il: [u8; GROUP],
+    /// `qs` interleaved: `qs_il[il_index(i)] = qs[i]`.
+    pub qs_il: [i8; GROUP],
+    /// `lcorr[L]` = −128 · Σ `qs` over lane `L` (values `32(L % 8) + 16(L / 8)..+16`): a
+    /// chain of products with weights offset by `+128` that starts here ends at the exact
+    /// partial (offset `2^s`: start at `lcorr[L] >> (7 − s)`, exact).
+    pub lcorr: [i32; 16],
 }
 
-const _: () = assert!(std::mem::size_of::<BlockA8>() == 576);
+const _: () = assert!(std::mem::size_of::<BlockA8>() == 640);
 
 /// Where value `i` of a group (0..256) sits in the interleaved order: 64-byte row `k`, lane
 /// `L` (4 bytes), byte `t`, for `i = 32(L % 8) + 16(L / 8) + 4k + t` — row `k` holds values
@@ -85,15 +91,15 @@ pub const fn il_index(i: usize) -> usize {
     64 * k + 4 * (j + 8 * h) + t
 }
 
-/// Copy sub-block `j`'s 32 quants (natural order) into their interleaved places, offset by
-/// +128.
+/// Fill a group's interleaved copy and lane corrections from its natural-order quants.
 #[inline]
-pub(crate) fn interleave_sub(qs_il: &mut [u8; GROUP], j: usize, q: &[i8]) {
-    for (d, quad) in q.chunks_exact(4).enumerate() {
-        let at = il_index(32 * j + 4 * d);
-        for (o, &v) in qs_il[at..at + 4].iter_mut().zip(quad) {
-            *o = (v as u8) ^ 0x80;
-        }
+pub(crate) fn fill_interleaved(g: &mut BlockA8) {
+    for (i, &v) in g.qs.iter().enumerate() {
+        g.qs_il[il_index(i)] = v;
+    }
+    for (l, s) in g.lcorr.iter_mut().enumerate() {
+        let o = 32 * (l % 8) + 16 * (l / 8);
+        *s = -128 * g.qs[o..o + 16].iter().map(|&v| i32::from(v)).sum::<i32>();
     }
 }
 
@@ -117,12 +123,7 @@ pub fn quantize_row(x: &[f32], y: &mut [BlockA8]) -> Result<(), QuantError> {
         }
         (out.d[j], out.sum[j]) = quantize_sub_ref(xs, qs);
     })?;
-    for g in y.iter_mut() {
-        let qs = g.qs;
-        for j in 0..8 {
-            interleave_sub(&mut g.qs_il, j, &qs[j * SUB..(j + 1) * SUB]);
-        }
-    }
+    y.iter_mut().for_each(fill_interleaved);
     Ok(())
 }
 

@@ -171,6 +171,7 @@ pub unsafe fn dot_unpacked<
     stride: usize,
 ) {
     let groups = a[0].len();
+    // The stored weights are offset by +128; `^ 0x80` gives the signed weights back.
     let flip = _mm256_set1_epi8(-128);
     let mut acc = [[[_mm256_setzero_ps(); RA]; RW]; 2];
     let mut macc = [[_mm256_setzero_ps(); RA]; RW];
@@ -181,11 +182,11 @@ pub unsafe fn dot_unpacked<
                 let o = 64 * k + 32 * h;
                 let mut wv = [_mm256_setzero_si256(); RW];
                 for rw in 0..RW {
-                    wv[rw] = _mm256_loadu_si256(w[rw][g].q.as_ptr().add(o) as *const __m256i);
+                    let u = _mm256_loadu_si256(w[rw][g].q.as_ptr().add(o) as *const __m256i);
+                    wv[rw] = _mm256_xor_si256(u, flip);
                 }
                 for ra in 0..RA {
-                    let u = _mm256_loadu_si256(a[ra][g].qs_il.as_ptr().add(o) as *const __m256i);
-                    let av = _mm256_xor_si256(u, flip);
+                    let av = _mm256_loadu_si256(a[ra][g].qs_il.as_ptr().add(o) as *const __m256i);
                     for rw in 0..RW {
                         p[rw][ra] =
                             _mm256_add_epi32(p[rw][ra], quad_partials(SIGNED, false, wv[rw], av));
@@ -268,8 +269,8 @@ entry_vnni!(dot_q5_0_vnni, Q50, BlockQ5_0);
 /// Unpack the rows of `w` (each `nb` 32-value blocks of format `F`, `groups` groups) into
 /// `out` (`groups` per row; every byte is written): scales exactly as the packed tiles compute
 /// them (`Fmt::scales`; `ws_hi = ws` for the formats with one scale per sub-block), quants as
-/// the packed tiles see them (`Fmt::bytes`) in the interleaved order (`a8::il_index`), and each
-/// lane's offset correction (`corr`) — so the unpacked tiles give the packed tiles' bits.
+/// the packed tiles see them (`Fmt::bytes`) offset by +128 in the interleaved order
+/// (`a8::il_index`) — so the unpacked tiles give the packed tiles' bits.
 // Group and sub-block indices address several arrays at once.
 #[allow(clippy::needless_range_loop)]
 #[inline(always)]
@@ -279,8 +280,7 @@ unsafe fn unpack<F: Fmt>(
     groups: usize,
     out: &mut [UnpackedGroup8],
 ) {
-    let ones8 = _mm256_set1_epi8(1);
-    let ones16 = _mm256_set1_epi16(1);
+    let flip = _mm256_set1_epi8(-128);
     for (row, og) in rows.iter().zip(out.chunks_mut(groups)) {
         for (g, o) in og.iter_mut().enumerate() {
             let sc = F::scales(row, g);
@@ -291,14 +291,11 @@ unsafe fn unpack<F: Fmt>(
             );
             _mm256_storeu_ps(o.wm.as_mut_ptr(), sc.wm);
             let n_sub = F::n_sub(nb, g);
-            // Four-value lane sums of each sub-block, for the corrections.
-            let mut sums = [[0i32; 8]; 8];
-            let mut q = [[0i32; 8]; 8];
+            // Missing sub-blocks: weight 0, stored as 0x80.
+            let mut q = [[i32::from_ne_bytes([0x80; 4]); 8]; 8];
             for j in 0..n_sub {
-                let v = F::bytes(row, g, j);
+                let v = _mm256_xor_si256(F::bytes(row, g, j), flip);
                 _mm256_storeu_si256(q[j].as_mut_ptr() as *mut __m256i, v);
-                let s = _mm256_madd_epi16(_mm256_maddubs_epi16(ones8, v), ones16);
-                _mm256_storeu_si256(sums[j].as_mut_ptr() as *mut __m256i, s);
             }
             // Dword `d` of sub-block `j` (values 4d..4d+4) to its interleaved place.
             let qd: &mut [i32; 64] = bytemuck::cast_mut(&mut o.q);
@@ -306,10 +303,6 @@ unsafe fn unpack<F: Fmt>(
                 for d in 0..8 {
                     qd[crate::a8::il_index(32 * j + 4 * d) / 4] = q[j][d];
                 }
-            }
-            for l in 0..16 {
-                let (j, h) = (l % 8, l / 8);
-                o.corr[l] = -128 * (0..4).map(|k| sums[j][4 * h + k]).sum::<i32>();
             }
         }
     }

@@ -4,9 +4,9 @@
 //! Bit-identical to the references in `a8`. In the interleaved order each 64-byte row `k` of a
 //! group holds values `4k..4k+4` of every half sub-block, in the 32-bit lane of that half
 //! (lane `L = j + 8h`). Per (weight row, activation row) and group, four chained `vpdpbusd`
-//! give the sixteen exact lane partials: the activations go in offset by +128 (unsigned bytes,
-//! as stored), the weights as signed bytes, and the chain starts at the row's stored
-//! correction `corr = -128 · Σ w` per lane, so the result is `Σ w·a` exactly (|partial| <
+//! give the sixteen exact lane partials: the weights go in offset by +128 (unsigned bytes, as
+//! stored), the activations as signed bytes, and the chain starts at the token's stored
+//! correction `lcorr = -128 · Σ a` per lane, so the result is `Σ w·a` exactly (|partial| <
 //! 2^24, no overflow in i32). Then one fused multiply-add per lane with the reference's scale
 //! product `[ws · da | ws_hi · da]`. Missing sub-blocks of a partial group are zero bytes with
 //! zero scales: they add `+0` to an accumulator that is never `-0`, so nothing. The final
@@ -24,12 +24,24 @@ use std::arch::x86_64::*;
 use crate::a8::{BlockA8, UnpackedGroup8};
 
 /// `[lo | hi]` as one 512-bit vector.
-#[inline(always)]
-unsafe fn join(lo: __m256, hi: __m256) -> __m512 {
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
+#[inline]
+pub(crate) unsafe fn join(lo: __m256, hi: __m256) -> __m512 {
     _mm512_castpd_ps(_mm512_insertf64x4::<1>(
         _mm512_castps_pd(_mm512_castps256_ps512(lo)),
         _mm256_castps_pd(hi),
     ))
+}
+
+/// Half `h` (0: lanes 0–7, 1: lanes 8–15) of `v`.
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
+#[inline]
+pub(crate) unsafe fn half(v: __m512, h: usize) -> __m256 {
+    if h == 0 {
+        _mm512_castps512_ps256(v)
+    } else {
+        _mm256_castpd_ps(_mm512_extractf64x4_pd::<1>(_mm512_castps_pd(v)))
+    }
 }
 
 /// `reduce8(lo + hi)` (`a16_avx2::reduce8` of the lane-wise sum of the two 256-bit halves) of
@@ -37,24 +49,28 @@ unsafe fn join(lo: __m256, hi: __m256) -> __m512 {
 /// reference's tree (`a8`: `acc_e + acc_o`, then `(s_l + s_{l+4})`, `(u_0 + u_2)`,
 /// `(u_1 + u_3)`, `t_0 + t_1`), eight outputs at once. For `macc`, pass `[m | 0]`: `m + 0`
 /// is `m` exactly.
-#[inline(always)]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
+#[inline]
 unsafe fn reduce8_x8(v: [__m512; 8]) -> [f32; 8] {
     // z[m] = [s_{2m} | s_{2m+1}], s_k = lo(v_k) + hi(v_k).
-    let z: [__m512; 4] = std::array::from_fn(|m| {
+    // (Loops, not `array::from_fn`: a closure would not inherit the target features.)
+    let mut z = [_mm512_setzero_ps(); 4];
+    for m in 0..4 {
         let (a, b) = (v[2 * m], v[2 * m + 1]);
-        _mm512_add_ps(
+        z[m] = _mm512_add_ps(
             _mm512_shuffle_f32x4::<0x44>(a, b),
             _mm512_shuffle_f32x4::<0xee>(a, b),
-        )
-    });
+        );
+    }
     // u[h] 128-bit lane k = s_{4h+k}[0..4] + s_{4h+k}[4..8].
-    let u: [__m512; 2] = std::array::from_fn(|h| {
+    let mut u = [_mm512_setzero_ps(); 2];
+    for h in 0..2 {
         let (a, b) = (z[2 * h], z[2 * h + 1]);
-        _mm512_add_ps(
+        u[h] = _mm512_add_ps(
             _mm512_shuffle_f32x4::<0x88>(a, b),
             _mm512_shuffle_f32x4::<0xdd>(a, b),
-        )
-    });
+        );
+    }
     // Lane k: [u0 + u2, u1 + u3] of s_k, then of s_{k+4}.
     let t = _mm512_add_ps(
         _mm512_shuffle_ps::<0x44>(u[0], u[1]),
@@ -112,13 +128,16 @@ pub unsafe fn dot_unpacked<const MINS: bool, const RW: usize, const RA: usize>(
         }
         for rw in 0..RW {
             let u = &w[rw][g];
-            let corr = _mm512_loadu_si512(u.corr.as_ptr() as *const __m512i);
-            let mut p = [corr; RA];
+            // (A loop, not `array::from_fn`: a closure would not inherit the target features.)
+            let mut p = [_mm512_setzero_si512(); RA];
+            for ra in 0..RA {
+                p[ra] = _mm512_loadu_si512(a[ra][g].lcorr.as_ptr() as *const __m512i);
+            }
             for k in 0..4 {
                 let wv = _mm512_loadu_si512(u.q.as_ptr().add(64 * k) as *const __m512i);
                 for ra in 0..RA {
                     let q = a[ra][g].qs_il.as_ptr().add(64 * k) as *const __m512i;
-                    p[ra] = _mm512_dpbusd_epi32(p[ra], _mm512_loadu_si512(q), wv);
+                    p[ra] = _mm512_dpbusd_epi32(p[ra], wv, _mm512_loadu_si512(q));
                 }
             }
             let ws = join(
@@ -139,40 +158,50 @@ pub unsafe fn dot_unpacked<const MINS: bool, const RW: usize, const RA: usize>(
             }
         }
     }
-    // Eight outputs at a time through the reference's reduction tree, transposed.
+    let mut m = [[_mm256_setzero_ps(); RA]; RW];
+    if MINS {
+        for rw in 0..RW {
+            for ra in 0..RA {
+                m[rw][ra] = half(macc[rw][ra / 2], ra % 2);
+            }
+        }
+    }
+    store_tile(&acc, MINS.then_some(&m), out, stride);
+}
+
+/// `out[rw * stride + ra] = reduce8(lo + hi of acc[rw][ra]) − reduce8(macc[rw][ra])` (no min
+/// term without `macc`): eight outputs at a time through the reference's reduction tree,
+/// transposed (`reduce8_x8`).
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
+#[inline]
+pub(crate) unsafe fn store_tile<const RW: usize, const RA: usize>(
+    acc: &[[__m512; RA]; RW],
+    macc: Option<&[[__m256; RA]; RW]>,
+    out: &mut [f32],
+    stride: usize,
+) {
     let n = RW * RA;
     let mut c = 0;
     while c < n {
-        let r = reduce8_x8(std::array::from_fn(|k| {
+        // (Loops, not `array::from_fn`: a closure would not inherit the target features.)
+        let mut v = [_mm512_setzero_ps(); 8];
+        let mut mv = [_mm512_setzero_ps(); 8];
+        for k in 0..(n - c).min(8) {
             let i = c + k;
-            if i < n {
-                acc[i / RA][i % RA]
-            } else {
-                _mm512_setzero_ps()
+            v[k] = acc[i / RA][i % RA];
+            if let Some(macc) = macc {
+                mv[k] = join(macc[i / RA][i % RA], _mm256_setzero_ps());
             }
-        }));
-        let m = if MINS {
-            reduce8_x8(std::array::from_fn(|k| {
-                let i = c + k;
-                if i < n {
-                    let (rw, ra) = (i / RA, i % RA);
-                    let m2 = macc[rw][ra / 2];
-                    let m = if ra % 2 == 0 {
-                        _mm512_castps512_ps256(m2)
-                    } else {
-                        _mm256_castpd_ps(_mm512_extractf64x4_pd::<1>(_mm512_castps_pd(m2)))
-                    };
-                    join(m, _mm256_setzero_ps())
-                } else {
-                    _mm512_setzero_ps()
-                }
-            }))
+        }
+        let r = reduce8_x8(v);
+        let m = if macc.is_some() {
+            reduce8_x8(mv)
         } else {
             [0f32; 8]
         };
         for k in 0..(n - c).min(8) {
             let i = c + k;
-            out[(i / RA) * stride + i % RA] = if MINS { r[k] - m[k] } else { r[k] };
+            out[(i / RA) * stride + i % RA] = if macc.is_some() { r[k] - m[k] } else { r[k] };
         }
         c += 8;
     }

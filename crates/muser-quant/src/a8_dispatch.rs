@@ -107,7 +107,7 @@ const TOKEN_BLOCK: usize = 16;
 /// `tile(i, rw, a_chunk, o, stride)` writes its outputs straight into `out`: `o[r * stride +
 /// t]` for weight row `i + r` and the chunk's token `t` (`o` starts at the tile's first output,
 /// `stride` is the token count).
-fn tiles_into(
+pub(crate) fn tiles_into(
     n_rows: usize,
     a: &[&[BlockA8]],
     tokens: usize,
@@ -183,20 +183,28 @@ fn x86_unpacked(
     let n_rows = w.len() / row_bytes;
     let n = row_bytes / ty.type_size() * ty.block_size();
     let (groups, nb) = (n_groups(n), n / SUB);
-    UNPACKED.with_borrow_mut(|buf| {
-        if buf.len() < n_rows * groups {
-            buf.resize(n_rows * groups, UnpackedGroup8::zeroed());
-        }
-        let u = &mut buf[..n_rows * groups];
+    with_unpack_buffer(n_rows * groups, |u| {
         x86_unpack(ty, w, row_bytes, nb, groups, u)?;
         x86_unpacked_tiles(level, ty, u, groups, a, out, shape)
     })
 }
 
+/// `f` on `len` groups of this thread's unpack buffer (`UNPACKED`; contents unspecified).
+#[cfg(target_arch = "x86_64")]
+pub(crate) fn with_unpack_buffer<R>(len: usize, f: impl FnOnce(&mut [UnpackedGroup8]) -> R) -> R {
+    UNPACKED.with_borrow_mut(|buf| {
+        if buf.len() < len {
+            buf.resize(len, UnpackedGroup8::zeroed());
+        }
+        f(&mut buf[..len])
+    })
+}
+
 #[cfg(target_arch = "x86_64")]
 std::thread_local! {
-    /// Each thread's buffer for the weight rows `x86_unpacked` unpacks (reused: a fresh zeroed
-    /// allocation per call was 13% of the time in `memset` in the `a8_tiles` harness).
+    /// Each thread's buffer for the weight rows `x86_unpacked` (and `a8_repack`) unpacks
+    /// (reused: a fresh zeroed allocation per call was 13% of the time in `memset` in the
+    /// `a8_tiles` harness).
     static UNPACKED: std::cell::RefCell<Vec<UnpackedGroup8>> =
         const { std::cell::RefCell::new(Vec::new()) };
 }
@@ -204,7 +212,7 @@ std::thread_local! {
 /// The tiles of [`x86_unpacked`] on rows already unpacked into `u` (`groups` per row).
 #[cfg(target_arch = "x86_64")]
 #[allow(clippy::too_many_arguments)]
-fn x86_unpacked_tiles(
+pub(crate) fn x86_unpacked_tiles(
     level: SimdLevel,
     ty: GgmlType,
     u: &[UnpackedGroup8],

@@ -47,10 +47,15 @@ fn quantization_round_trips_within_half_a_step() {
             .sum();
         assert_eq!(g.sum[sb % 8], s);
     }
-    // The interleaved copy: every value once, offset by +128.
+    // The interleaved copy (every value once) and the lane sums.
     for g in &a {
         for (i, &q) in g.qs.iter().enumerate() {
-            assert_eq!(g.qs_il[il_index(i)], (q as u8) ^ 0x80, "value {i}");
+            assert_eq!(g.qs_il[il_index(i)], q, "value {i}");
+        }
+        for l in 0..16 {
+            let o = 32 * (l % 8) + 16 * (l / 8);
+            let s: i32 = g.qs[o..o + 16].iter().map(|&q| i32::from(q)).sum();
+            assert_eq!(g.lcorr[l], -128 * s, "lane {l}");
         }
     }
     let mut seen = [false; GROUP];
@@ -242,5 +247,99 @@ fn simd_unpack_equals_the_scalar_unpack() {
                 .expect("simd unpack");
             assert_eq!(got, want, "{ty} n={n}");
         }
+    }
+}
+
+/// Repacked rows (`a8_repack`) through the AVX-512 VNNI tiles give the scalar reference's bits
+/// on the original rows, at every tile shape, for decode and prefill batches.
+#[cfg(target_arch = "x86_64")]
+#[test]
+fn repacked_tiles_equal_the_reference() {
+    use crate::a8_repack;
+    if !SimdLevel::Avx512Vnni.is_available() {
+        eprintln!("skipping: no AVX-512 VNNI on this CPU (repacked A8 tiles)");
+        return;
+    }
+    let level = SimdLevel::Avx512Vnni;
+    for ty in TYPES {
+        for n in [256usize, 640, 1056, 1280] {
+            let Some(row_bytes) = ty.bytes_for(n as u64) else {
+                continue;
+            };
+            let row_bytes = row_bytes as usize;
+            let w: Vec<u8> = (0..13u64).flat_map(|r| weights(ty, n, 300 + r)).collect();
+            let rb = a8_repack::row_bytes(ty, n).expect("layout");
+            // Garbage first: the repacker writes every byte.
+            let mut packed = vec![0x5au8; 13 * rb];
+            a8_repack::repack_rows(ty, &w, row_bytes, &mut packed).expect("repack");
+            let a: Vec<Vec<BlockA8>> = (0..9u64).map(|t| acts(n, 60 + t).1).collect();
+            for na in [1usize, 2, 3, 5, 9] {
+                let ar: Vec<&[BlockA8]> = a[..na].iter().map(|v| &v[..]).collect();
+                let mut want = vec![0f32; 13 * na];
+                matmul_rows_at(SimdLevel::Scalar, ty, &w, row_bytes, &ar, &mut want)
+                    .expect("reference");
+                for (rows, tokens) in (1..=4).flat_map(|t| [(1, t), (2, t), (4, t)]) {
+                    let mut got = vec![f32::NAN; 13 * na];
+                    let shape = TileShape { rows, tokens };
+                    a8_repack::matmul_rows_at(level, ty, &packed, rb, &ar, &mut got, shape)
+                        .expect("repacked");
+                    let (wb, gb): (Vec<u32>, Vec<u32>) = (
+                        want.iter().map(|v| v.to_bits()).collect(),
+                        got.iter().map(|v| v.to_bits()).collect(),
+                    );
+                    assert_eq!(
+                        gb, wb,
+                        "repacked {ty} n={n} tokens={na} tile {rows}x{tokens}"
+                    );
+                }
+            }
+        }
+    }
+}
+
+/// Wrong inputs to the repacked path are typed errors, not panics.
+#[test]
+fn repacked_bad_input_is_a_typed_error() {
+    use crate::a8_repack;
+    let ty = GgmlType::Q4_K;
+    let w = weights(ty, 512, 1);
+    let rb = a8_repack::row_bytes(ty, 512).expect("layout");
+    let mut packed = vec![0u8; rb];
+    assert!(matches!(
+        a8_repack::repack_rows(GgmlType::F16, &w, w.len(), &mut packed),
+        Err(QuantError::Unsupported { .. })
+    ));
+    assert!(matches!(
+        a8_repack::repack_rows(ty, &w[..100], 144, &mut packed),
+        Err(QuantError::NotBlockMultiple { .. })
+    ));
+    assert!(matches!(
+        a8_repack::repack_rows(ty, &w, w.len(), &mut packed[..10]),
+        Err(QuantError::Length { .. })
+    ));
+    a8_repack::repack_rows(ty, &w, w.len(), &mut packed).expect("repack");
+    let (_, a) = acts(512, 2);
+    let (_, short) = acts(256, 2);
+    let shape = TileShape { rows: 4, tokens: 4 };
+    let mut out = [0f32; 1];
+    assert!(matches!(
+        a8_repack::matmul_rows_at(SimdLevel::Scalar, ty, &packed, rb, &[&a], &mut out, shape),
+        Err(QuantError::Simd { .. })
+    ));
+    let level = SimdLevel::Avx512Vnni;
+    assert!(matches!(
+        a8_repack::matmul_rows_at(level, ty, &packed, rb, &[&short], &mut out, shape),
+        Err(QuantError::Length { .. })
+    ));
+    assert!(matches!(
+        a8_repack::matmul_rows_at(level, ty, &packed, rb, &[&a], &mut [0f32; 2], shape),
+        Err(QuantError::Length { .. })
+    ));
+    for t in TYPES {
+        let n = 256;
+        let gb = a8_repack::group_bytes(t).expect("layout");
+        let w = weights(t, n, 3);
+        let mut p = vec![0u8; gb];
+        a8_repack::repack_rows(t, &w, w.len(), &mut p).expect("repack");
     }
 }

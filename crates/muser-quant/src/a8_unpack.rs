@@ -1,8 +1,8 @@
 //! Weight rows unpacked for the A8 prefill path: when several tokens multiply the same weight
-//! rows, each row is unpacked once — integer weights offset-corrected as i8 (non-negative for
-//! Q4_K/Q5_K) in the interleaved order of the activations' `qs_il` (`a8::il_index`), each
-//! lane's +128 correction, the half sub-block scales exactly as the packed kernels compute
-//! them — and the AVX2 and AVX-512 VNNI tiles (`a8_avx2::dot_unpacked`,
+//! rows, each row is unpacked once — integer weights offset-corrected, then offset by +128 as
+//! unsigned bytes, in the interleaved order of the activations' `qs_il` (`a8::il_index`), the
+//! half sub-block scales exactly as the packed kernels compute them — and the AVX2 and AVX-512
+//! VNNI tiles (`a8_avx2::dot_unpacked`,
 //! `a8_avx512::dot_unpacked`) run on them. The engine's path unpacks with AVX2
 //! (`a8_avx2::unpack_*`); [`unpack_row`] here is the scalar unpacking (A16's, narrowed) those
 //! are tested equal to. Results are bit-identical to the packed path and to the references in
@@ -15,7 +15,7 @@ use crate::a16::{self, UnpackedGroup};
 use crate::a8::GROUP;
 use crate::QuantError;
 
-/// One group (256 values) of a weight row unpacked for the A8 prefill tiles. 416 bytes.
+/// One group (256 values) of a weight row unpacked for the A8 prefill tiles. 352 bytes.
 #[derive(Clone, Copy, Debug, PartialEq, Pod, Zeroable)]
 #[repr(C)]
 pub struct UnpackedGroup8 {
@@ -25,24 +25,13 @@ pub struct UnpackedGroup8 {
     pub ws_hi: [f32; 8],
     /// Q4_K/Q5_K: `dmin · m_j`.
     pub wm: [f32; 8],
-    /// `-128 · Σ w` over each lane's sixteen values: the correction that turns a product with
-    /// activations offset by +128 (unsigned, as `vpdpbusd` takes them) back into the exact
-    /// lane partial (`a8_avx512`).
-    pub corr: [i32; 16],
-    /// Weights (offset-corrected, all formats fit i8) in the interleaved order of
-    /// `BlockA8::qs_il` (`a8::il_index`).
-    pub q: [i8; GROUP],
+    /// Weights, offset-corrected (all formats' lie in -128..=127) and then offset by +128:
+    /// `(w as u8) ^ 0x80`, unsigned as `vpdpbusd` takes them (the activations' `lcorr` takes
+    /// the offset back out), in the interleaved order of `BlockA8::qs_il` (`a8::il_index`).
+    pub q: [u8; GROUP],
 }
 
-const _: () = assert!(std::mem::size_of::<UnpackedGroup8>() == 416);
-
-/// Fill `u.corr` from `u.q` (see [`UnpackedGroup8::corr`]).
-pub(crate) fn fill_corr(u: &mut UnpackedGroup8) {
-    u.corr = [0; 16];
-    for (i, &v) in u.q.iter().enumerate() {
-        u.corr[(i % 64) / 4] -= 128 * i32::from(v);
-    }
-}
+const _: () = assert!(std::mem::size_of::<UnpackedGroup8>() == 352);
 
 /// Unpack one weight row of `ty` into `out` (`ceil(n / 256)` groups), using `scratch` (the same
 /// number of A16 groups) for the wide form.
@@ -67,9 +56,8 @@ pub fn unpack_row(
         o.wm = s.wm;
         for (i, &v) in s.q.iter().enumerate() {
             // Every format's offset-corrected weights lie in -128..=127.
-            o.q[crate::a8::il_index(i)] = v as i8;
+            o.q[crate::a8::il_index(i)] = (v as u8) ^ 0x80;
         }
-        fill_corr(o);
     }
     Ok(())
 }

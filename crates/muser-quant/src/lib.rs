@@ -32,6 +32,9 @@ mod a8_avx2;
 #[cfg(target_arch = "x86_64")]
 mod a8_avx512;
 mod a8_dispatch;
+pub mod a8_repack;
+#[cfg(target_arch = "x86_64")]
+mod a8_repack_avx512;
 mod a8_unpack;
 pub mod bf16;
 pub mod f16;

@@ -26,10 +26,27 @@ use bytemuck::Zeroable;
 use muser_gguf::{GgmlType, Gguf};
 use muser_quant::a16::{self, BlockA16};
 use muser_quant::a8::{self, BlockA8};
+use muser_quant::a8_repack;
 use rayon::prelude::*;
 
+use crate::cpu::repack::Repacked;
 use crate::model::Matrix;
 use crate::EngineError;
+
+/// Where a product's weight bytes come from: the mapped file, or the model's repacked copy
+/// (`cpu::repack`) for the matrices that have one.
+#[derive(Clone, Copy)]
+pub struct WeightSource<'a> {
+    pub g: &'a Gguf,
+    pub repacked: Option<&'a Repacked>,
+}
+
+impl<'a> WeightSource<'a> {
+    /// The mapped weights only.
+    pub fn mapped(g: &'a Gguf) -> WeightSource<'a> {
+        WeightSource { g, repacked: None }
+    }
+}
 
 /// How activations are quantized before a matmul.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -232,7 +249,7 @@ struct Task<'a> {
 /// `outs[i][t * w_i.n_out + r] = dot(W_i[r], acts[t])`. Sharing the region (Q/K/V/gate;
 /// FFN gate/up) saves a fork-join per matrix, which matters at one token.
 pub fn matmul_many(
-    g: &Gguf,
+    src: WeightSource<'_>,
     acts: &mut Acts<'_>,
     products: &mut [(&Matrix, &mut [f32])],
 ) -> Result<(), EngineError> {
@@ -287,6 +304,16 @@ pub fn matmul_many(
         .collect();
 
     let mats: Vec<&Matrix> = products.iter().map(|(w, _)| *w).collect();
+    // Each product's weight bytes and row size: the repacked copy (A8 products only) or the
+    // mapped rows.
+    let sources: Vec<(&[u8], usize, bool)> = mats
+        .iter()
+        .zip(&kinds)
+        .map(|(w, k)| match src.repacked.and_then(|r| r.get(w)) {
+            Some(r) if *k == ActKind::A8 => (r.bytes(), r.row_bytes, true),
+            _ => (w.bytes(src.g), w.row_bytes, false),
+        })
+        .collect();
     let mut outs: Vec<SharedOut> = Vec::with_capacity(products.len());
     let mut tasks: Vec<Task<'_>> = Vec::new();
     for (p, (w, out)) in products.iter_mut().enumerate() {
@@ -322,8 +349,10 @@ pub fn matmul_many(
     // `y[i * n_tokens + t] = W[r0 + i] · acts[t]` for the rows of `wbytes`.
     let product = |p: usize, wbytes: &[u8], y: &mut [f32]| -> Result<(), EngineError> {
         let w = mats[p];
+        let (_, rb, repacked) = sources[p];
         let r = match &operands[p] {
             Operand::A16(a) => a16::matmul_rows(w.ty, wbytes, w.row_bytes, a, y),
+            Operand::A8(a) if repacked => a8_repack::matmul_rows(w.ty, wbytes, rb, a, y),
             Operand::A8(a) => a8::matmul_rows(w.ty, wbytes, w.row_bytes, a, y),
             Operand::F32(x) => (|| {
                 let n = w.n_in;
@@ -351,9 +380,8 @@ pub fn matmul_many(
         r.map_err(|e| EngineError::quant(&w.name, e))
     };
     tasks.into_par_iter().try_for_each(|task| {
-        let w = mats[task.p];
-        let rb = w.row_bytes;
-        let wbytes = &w.bytes(g)[task.r0 * rb..(task.r0 + task.rows) * rb];
+        let (all, rb, _) = sources[task.p];
+        let wbytes = &all[task.r0 * rb..(task.r0 + task.rows) * rb];
         if let Some(dst) = task.dst {
             return product(task.p, wbytes, dst);
         }
@@ -373,10 +401,10 @@ pub fn matmul_many(
 
 /// `out[t * w.n_out + r] = dot(W[r], acts[t])` for every token `t` and row `r`.
 pub fn matmul(
-    g: &Gguf,
+    src: WeightSource<'_>,
     w: &Matrix,
     acts: &mut Acts<'_>,
     out: &mut [f32],
 ) -> Result<(), EngineError> {
-    matmul_many(g, acts, &mut [(w, out)])
+    matmul_many(src, acts, &mut [(w, out)])
 }

@@ -14,6 +14,7 @@ pub mod matmul;
 pub mod membw;
 pub mod ops;
 pub mod profile;
+pub mod repack;
 
 use std::sync::Arc;
 
@@ -26,7 +27,7 @@ use crate::model::Model;
 use crate::EngineError;
 use attention::{AttnShape, ChunkKv};
 use kv::LayerCache;
-use matmul::{matmul, matmul_many, ActFormat, Acts};
+use matmul::{matmul, matmul_many, ActFormat, Acts, WeightSource};
 use ops::Rope;
 
 /// Which logit rows `eval` returns.
@@ -49,6 +50,8 @@ pub struct CpuOptions {
     pub chunk: usize,
     /// Activation format of the matmuls.
     pub acts: ActFormat,
+    /// Repacked weights (`repack`): same logits, faster A8 decode.
+    pub repack: repack::Repack,
 }
 
 /// One sequence on the CPU route.
@@ -57,6 +60,8 @@ pub struct CpuSession<'m> {
     cache: Vec<LayerCache>,
     ropes: Vec<Option<Rope>>,
     pool: Arc<rayon::ThreadPool>,
+    /// The model's repacked weights (`repack`), when this session uses them.
+    repacked: Option<Arc<repack::Repacked>>,
     opts: CpuOptions,
     n_past: usize,
     profile: profile::PhaseProfile,
@@ -75,6 +80,11 @@ impl<'m> CpuSession<'m> {
             .build()
             .map_err(|e| EngineError::Threads(e.to_string()))?;
         let pool = Arc::new(pool);
+        let repacked = if opts.repack.resolve(opts.acts, muser_quant::simd_level())? {
+            Some(model.cpu_repacked(&pool)?)
+        } else {
+            None
+        };
         let cache = (0..c.n_layer)
             .map(|il| {
                 let ring = c.swa_layers[il].then_some(c.sliding_window.min(opts.n_ctx));
@@ -92,6 +102,7 @@ impl<'m> CpuSession<'m> {
             cache,
             ropes,
             pool,
+            repacked,
             opts,
             n_past: 0,
             profile: profile::PhaseProfile::from_env(),
@@ -111,10 +122,11 @@ impl<'m> CpuSession<'m> {
             (2, muser_quant::tile_tokens(level))
         };
         format!(
-            "cpu:acts={},kv=f16,attn=f32,simd={},pf={},tile={rows}x{tokens}",
+            "cpu:acts={},kv=f16,attn=f32,simd={},pf={},tile={rows}x{tokens},repack={}",
             self.opts.acts.name(),
             level.name(),
             muser_quant::prefetch_mode().name(),
+            if self.repacked.is_some() { "on" } else { "off" },
         )
     }
 
@@ -177,6 +189,10 @@ impl<'m> CpuSession<'m> {
         let c = &m.config;
         let w = &m.weights;
         let g = m.gguf();
+        let src = WeightSource {
+            g,
+            repacked: self.repacked.as_deref(),
+        };
         let n = tokens.len();
         let e = c.n_embd;
         let pos0 = self.n_past;
@@ -220,7 +236,7 @@ impl<'m> CpuSession<'m> {
             let mut acts = Acts::new(&h, e, self.opts.acts);
             match &lw.wgate {
                 Some(wg) => matmul_many(
-                    g,
+                    src,
                     &mut acts,
                     &mut [
                         (&lw.wq, &mut q),
@@ -230,7 +246,7 @@ impl<'m> CpuSession<'m> {
                     ],
                 )?,
                 None => matmul_many(
-                    g,
+                    src,
                     &mut acts,
                     &mut [(&lw.wq, &mut q), (&lw.wk, &mut k), (&lw.wv, &mut v)],
                 )?,
@@ -285,7 +301,7 @@ impl<'m> CpuSession<'m> {
                 ops::sigmoid_gate(&mut a, &gate);
             }
             let mut acts = Acts::new(&a, aw, self.opts.acts);
-            matmul(g, &lw.wo, &mut acts, &mut o)?;
+            matmul(src, &lw.wo, &mut acts, &mut o)?;
             drop(acts);
             self.profile.mark("matmul o");
             x.par_chunks_mut(e)
@@ -299,7 +315,7 @@ impl<'m> CpuSession<'m> {
                 });
             let mut acts = Acts::new(&h, e, self.opts.acts);
             matmul_many(
-                g,
+                src,
                 &mut acts,
                 &mut [(&lw.ffn_gate, &mut fg), (&lw.ffn_up, &mut fu)],
             )?;
@@ -311,7 +327,7 @@ impl<'m> CpuSession<'m> {
             }
             let mut acts = Acts::new(&fg, c.n_ff, self.opts.acts);
             self.profile.mark("ffn activation");
-            matmul(g, &lw.ffn_down, &mut acts, &mut o)?;
+            matmul(src, &lw.ffn_down, &mut acts, &mut o)?;
             drop(acts);
             self.profile.mark("matmul down");
             x.par_chunks_mut(e)
@@ -341,7 +357,7 @@ impl<'m> CpuSession<'m> {
         let mut logits = vec![0f32; rows.len() * c.n_vocab];
         let mut acts = Acts::new(&xn, e, self.opts.acts);
         self.profile.mark("norms+embed");
-        matmul(g, &w.output, &mut acts, &mut logits)?;
+        matmul(src, &w.output, &mut acts, &mut logits)?;
         self.profile.mark("matmul output");
         ops::scale_softcap(&mut logits, c.logit_scale, c.softcap);
         self.profile.mark("softcap");
