@@ -24,6 +24,9 @@ use crate::cpu::matmul::ActFormat;
 use crate::model::{Matrix, Model};
 use crate::EngineError;
 
+/// File bytes repacked (and released) per task.
+const CHUNK_BYTES: usize = 1 << 20;
+
 /// One matrix repacked: `n_out` rows of `row_bytes`.
 pub struct RepackedMatrix {
     pub row_bytes: usize,
@@ -68,29 +71,43 @@ impl Repacked {
         todo.sort_by_key(|m| m.file_range().0);
         todo.dedup_by_key(|m| m.file_range().0);
         let g = model.gguf();
-        let built: Vec<(usize, RepackedMatrix)> = pool.install(|| {
-            todo.par_iter()
-                .map(|m| {
-                    let rb = a8_repack::row_bytes(m.ty, m.n_in).ok_or_else(|| {
-                        EngineError::Config(format!("{}: no repacked layout", m.name))
-                    })?;
-                    let mut data = vec![0u8; rb * m.n_out];
-                    a8_repack::repack_rows(m.ty, m.bytes(g), m.row_bytes, &mut data)
-                        .map_err(|e| EngineError::quant(&m.name, e))?;
-                    let (off, len) = m.file_range();
-                    g.release_range(off, len).map_err(|e| {
-                        EngineError::Config(format!("{}: releasing mapped pages: {e}", m.name))
-                    })?;
-                    Ok((
-                        off,
-                        RepackedMatrix {
-                            row_bytes: rb,
-                            data,
-                        },
-                    ))
-                })
-                .collect::<Result<_, EngineError>>()
-        })?;
+        let mut built = Vec::with_capacity(todo.len());
+        for m in todo {
+            let rb = a8_repack::row_bytes(m.ty, m.n_in)
+                .ok_or_else(|| EngineError::Config(format!("{}: no repacked layout", m.name)))?;
+            let mut data = vec![0u8; rb * m.n_out];
+            // Rows in chunks of about `CHUNK_BYTES` of the file, each released as soon as it is
+            // repacked, so the mapped pages and the copy of a large matrix are never both
+            // resident.
+            let rows = (CHUNK_BYTES / m.row_bytes).max(1);
+            let (off, _) = m.file_range();
+            let src = m.bytes(g);
+            pool.install(|| {
+                data.par_chunks_mut(rows * rb)
+                    .enumerate()
+                    .try_for_each(|(c, out)| {
+                        let r0 = c * rows;
+                        let n = out.len() / rb;
+                        let input = &src[r0 * m.row_bytes..(r0 + n) * m.row_bytes];
+                        a8_repack::repack_rows(m.ty, input, m.row_bytes, out)
+                            .map_err(|e| EngineError::quant(&m.name, e))?;
+                        g.release_range(off + r0 * m.row_bytes, input.len())
+                            .map_err(|e| {
+                                EngineError::Config(format!(
+                                    "{}: releasing mapped pages: {e}",
+                                    m.name
+                                ))
+                            })
+                    })
+            })?;
+            built.push((
+                off,
+                RepackedMatrix {
+                    row_bytes: rb,
+                    data,
+                },
+            ));
+        }
         let bytes = built.iter().map(|(_, m)| m.data.len()).sum();
         Ok(Repacked {
             mats: built.into_iter().collect(),
