@@ -98,33 +98,11 @@ pub unsafe fn dot_unpacked<const MINS: bool, const RW: usize, const RA: usize>(
 ) {
     let groups = a[0].len();
     let mut acc = [[_mm512_setzero_ps(); RA]; RW];
-    // The min accumulators of tokens 2p and 2p + 1 share a 512-bit vector (`[2p | 2p + 1]`;
-    // a missing odd token's half stays unused).
-    let mut macc = [[_mm512_setzero_ps(); 2]; RW];
     for g in 0..groups {
         let mut dd = [_mm512_setzero_ps(); RA];
         for ra in 0..RA {
             let da = _mm256_loadu_ps(a[ra][g].d.as_ptr());
             dd[ra] = join(da, da);
-        }
-        // Per token pair: [da | da'] and the quant sums as floats, [asum | asum'].
-        let mut da2 = [_mm512_setzero_ps(); 2];
-        let mut fas2 = [_mm512_setzero_ps(); 2];
-        if MINS {
-            for p in 0..RA.div_ceil(2) {
-                let (r0, r1) = (2 * p, 2 * p + 1);
-                // (Loads written out: a closure would not inherit the target features.)
-                let s0 = _mm256_loadu_si256(a[r0][g].sum.as_ptr() as *const __m256i);
-                let (d1, s1) = if r1 < RA {
-                    let s1 = _mm256_loadu_si256(a[r1][g].sum.as_ptr() as *const __m256i);
-                    (_mm512_castps512_ps256(dd[r1]), s1)
-                } else {
-                    (_mm256_setzero_ps(), _mm256_setzero_si256())
-                };
-                da2[p] = join(_mm512_castps512_ps256(dd[r0]), d1);
-                let s2 = _mm512_inserti64x4::<1>(_mm512_castsi256_si512(s0), s1);
-                fas2[p] = _mm512_cvtepi32_ps(s2);
-            }
         }
         for rw in 0..RW {
             let u = &w[rw][g];
@@ -148,12 +126,33 @@ pub unsafe fn dot_unpacked<const MINS: bool, const RW: usize, const RA: usize>(
                 let s = _mm512_mul_ps(ws, dd[ra]);
                 acc[rw][ra] = _mm512_fmadd_ps(s, _mm512_cvtepi32_ps(p[ra]), acc[rw][ra]);
             }
-            if MINS {
-                let wm = _mm256_loadu_ps(u.wm.as_ptr());
-                let wm2 = join(wm, wm);
-                for p in 0..RA.div_ceil(2) {
-                    let m = _mm512_mul_ps(wm2, da2[p]);
-                    macc[rw][p] = _mm512_fmadd_ps(m, fas2[p], macc[rw][p]);
+        }
+    }
+    // The min terms in a pass of their own (the same chain per output, group by group; out of
+    // the main loop they leave its accumulators in registers). Tokens 2p and 2p + 1 share a
+    // 512-bit vector (`[2p | 2p + 1]`; a missing odd token's half stays unused).
+    let mut macc = [[_mm512_setzero_ps(); 2]; RW];
+    if MINS {
+        for g in 0..groups {
+            for p in 0..RA.div_ceil(2) {
+                let (r0, r1) = (2 * p, 2 * p + 1);
+                let d0 = _mm256_loadu_ps(a[r0][g].d.as_ptr());
+                let s0 = _mm256_loadu_si256(a[r0][g].sum.as_ptr() as *const __m256i);
+                let (d1, s1) = if r1 < RA {
+                    (
+                        _mm256_loadu_ps(a[r1][g].d.as_ptr()),
+                        _mm256_loadu_si256(a[r1][g].sum.as_ptr() as *const __m256i),
+                    )
+                } else {
+                    (_mm256_setzero_ps(), _mm256_setzero_si256())
+                };
+                let da2 = join(d0, d1);
+                let s2 = _mm512_inserti64x4::<1>(_mm512_castsi256_si512(s0), s1);
+                let fas2 = _mm512_cvtepi32_ps(s2);
+                for rw in 0..RW {
+                    let wm = _mm256_loadu_ps(w[rw][g].wm.as_ptr());
+                    let m = _mm512_mul_ps(join(wm, wm), da2);
+                    macc[rw][p] = _mm512_fmadd_ps(m, fas2, macc[rw][p]);
                 }
             }
         }
