@@ -8,12 +8,13 @@
 //! Invariant: the output of a (token, head) pair depends only on its query and on the key/value
 //! rows of the positions it may see, visited oldest to newest; whether those rows come from the
 //! cache or from the chunk being evaluated makes no difference (both are f16), so chunked,
-//! batched and one-at-a-time evaluation agree bit for bit.
+//! batched and one-at-a-time evaluation agree bit for bit. The inner loops run several keys or
+//! output elements at once (`dots_f16`, `weighted_sum_f16`), each number by the one-key chain.
 
 use half::f16;
 use rayon::prelude::*;
 
-use super::f16math::{axpy_f16_many, dot_f16_many};
+use super::f16math::{dots_f16, weighted_sum_f16};
 use super::kv::LayerCache;
 
 /// Where keys/values of the current chunk live until the chunk is committed to the cache.
@@ -40,8 +41,8 @@ pub struct AttnShape {
 /// `out[t][h*hdv..]` for every token `t` of the chunk. `q`: `[n_tokens][n_head * head_dim]`.
 ///
 /// One task per (token, KV head): the group's query heads share every key and value row
-/// (`dot_f16_many` / `axpy_f16_many` convert each f16 row once); each head's numbers are exactly
-/// those of a head computed alone.
+/// (`dots_f16` / `weighted_sum_f16` convert each f16 row once per pass); each head's numbers are
+/// exactly those of a head computed alone.
 pub fn attention(
     s: &AttnShape,
     cache: &LayerCache,
@@ -81,13 +82,14 @@ pub fn attention(
                     &cache.v_row(j)[kh * hdv..(kh + 1) * hdv]
                 }
             };
+            let keys: Vec<&[f16]> = (first..=pos).map(krow).collect();
+            let vals: Vec<&[f16]> = (first..=pos).map(vrow).collect();
             // scores: [n_keys][group]
             scores.clear();
             scores.resize(n_keys * group, 0.0);
+            dots_f16(level, &qs, &keys, scores);
             let mut max = vec![f32::NEG_INFINITY; group];
-            for (jj, j) in (first..=pos).enumerate() {
-                let row = &mut scores[jj * group..(jj + 1) * group];
-                dot_f16_many(level, &qs, krow(j), row);
+            for row in scores.chunks_mut(group) {
                 for (sc, m) in row.iter_mut().zip(max.iter_mut()) {
                     *sc *= s.scale;
                     *m = m.max(*sc);
@@ -100,16 +102,8 @@ pub fn attention(
                     *z += *sc;
                 }
             }
-            og.fill(0.0);
             let mut outs: Vec<&mut [f32]> = og.chunks_mut(hdv).collect();
-            for (jj, j) in (first..=pos).enumerate() {
-                axpy_f16_many(
-                    level,
-                    &mut outs,
-                    &scores[jj * group..(jj + 1) * group],
-                    vrow(j),
-                );
-            }
+            weighted_sum_f16(level, &mut outs, scores, &vals);
             for (oh, z) in outs.iter_mut().zip(&sum) {
                 let inv = 1.0 / z;
                 oh.iter_mut().for_each(|o| *o *= inv);

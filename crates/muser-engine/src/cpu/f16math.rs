@@ -97,6 +97,80 @@ mod avx2 {
         }
     }
 
+    /// `scores[j * G + h] = q[h]·keys[j]`, two keys at a time (2G independent chains).
+    ///
+    /// # Safety
+    /// AVX2, FMA and F16C; every `q[h]` and `keys[j]` of one length, a multiple of 8;
+    /// `scores.len() == keys.len() * G`.
+    #[target_feature(enable = "avx2,fma,f16c")]
+    pub unsafe fn dots<const G: usize>(q: &[&[f32]; G], keys: &[&[f16]], scores: &mut [f32]) {
+        let n = q[0].len();
+        let mut j = 0;
+        while j < keys.len() {
+            let two = j + 1 < keys.len();
+            let (k0, k1) = (keys[j], if two { keys[j + 1] } else { keys[j] });
+            let mut a0 = [_mm256_setzero_ps(); G];
+            let mut a1 = [_mm256_setzero_ps(); G];
+            for i in (0..n).step_by(8) {
+                let x0 = _mm256_cvtph_ps(_mm_loadu_si128(k0.as_ptr().add(i) as *const __m128i));
+                let x1 = _mm256_cvtph_ps(_mm_loadu_si128(k1.as_ptr().add(i) as *const __m128i));
+                for h in 0..G {
+                    let qv = _mm256_loadu_ps(q[h].as_ptr().add(i));
+                    a0[h] = _mm256_fmadd_ps(qv, x0, a0[h]);
+                    a1[h] = _mm256_fmadd_ps(qv, x1, a1[h]);
+                }
+            }
+            for h in 0..G {
+                scores[j * G + h] = hsum(a0[h]);
+                if two {
+                    scores[(j + 1) * G + h] = hsum(a1[h]);
+                }
+            }
+            j += 2;
+        }
+    }
+
+    /// `out[h] = Σ_j p[j * G + h] · vals[j]`, each element a chain of fused multiply-adds from
+    /// `+0` in key order; sixteen elements at a time (2G independent chains).
+    ///
+    /// # Safety
+    /// AVX2, FMA and F16C; every `out[h]` and `vals[j]` of one length, a multiple of 8;
+    /// `p.len() == vals.len() * G`.
+    #[target_feature(enable = "avx2,fma,f16c")]
+    pub unsafe fn weighted_sum<const G: usize>(
+        out: &mut [&mut [f32]],
+        p: &[f32],
+        vals: &[&[f16]],
+    ) {
+        let n = out[0].len();
+        let mut i = 0;
+        while i < n {
+            let two = i + 8 < n;
+            let mut a0 = [_mm256_setzero_ps(); G];
+            let mut a1 = [_mm256_setzero_ps(); G];
+            for (j, v) in vals.iter().enumerate() {
+                let x0 = _mm256_cvtph_ps(_mm_loadu_si128(v.as_ptr().add(i) as *const __m128i));
+                let x1 = if two {
+                    _mm256_cvtph_ps(_mm_loadu_si128(v.as_ptr().add(i + 8) as *const __m128i))
+                } else {
+                    x0
+                };
+                for h in 0..G {
+                    let ph = _mm256_set1_ps(*p.get_unchecked(j * G + h));
+                    a0[h] = _mm256_fmadd_ps(ph, x0, a0[h]);
+                    a1[h] = _mm256_fmadd_ps(ph, x1, a1[h]);
+                }
+            }
+            for h in 0..G {
+                _mm256_storeu_ps(out[h].as_mut_ptr().add(i), a0[h]);
+                if two {
+                    _mm256_storeu_ps(out[h].as_mut_ptr().add(i + 8), a1[h]);
+                }
+            }
+            i += 16;
+        }
+    }
+
     /// # Safety
     /// AVX2, FMA and F16C must be available; `out.len() == v.len()`, a multiple of 8.
     #[target_feature(enable = "avx2,fma,f16c")]
@@ -145,6 +219,74 @@ pub fn axpy_f16_many(level: SimdLevel, out: &mut [&mut [f32]], p: &[f32], v: &[f
     }
     for (o, &ph) in out.iter_mut().zip(p) {
         axpy_f16(level, o, ph, v);
+    }
+}
+
+/// `scores[j * g + h] = q[h]·keys[j]` for `g = q.len()` queries and every key row (each
+/// exactly [`dot_f16`]).
+pub fn dots_f16(level: SimdLevel, q: &[&[f32]], keys: &[&[f16]], scores: &mut [f32]) {
+    let g = q.len();
+    assert_eq!(scores.len(), keys.len() * g, "dots_f16: scores are keys × queries");
+    #[cfg(target_arch = "x86_64")]
+    if level.avx2()
+        && g > 0
+        && q[0].len().is_multiple_of(8)
+        && q.iter().all(|x| x.len() == q[0].len())
+        && keys.iter().all(|k| k.len() == q[0].len())
+    {
+        macro_rules! go {
+            ($g:literal) => {{
+                let qa: &[&[f32]; $g] = q.try_into().expect("length matched");
+                // SAFETY: AVX2/FMA/F16C detected (`SimdLevel::Avx2`); lengths checked above.
+                unsafe { avx2::dots::<$g>(qa, keys, scores) };
+                return;
+            }};
+        }
+        match g {
+            1 => go!(1),
+            2 => go!(2),
+            4 => go!(4),
+            8 => go!(8),
+            _ => {}
+        }
+    }
+    for (k, row) in keys.iter().zip(scores.chunks_mut(g.max(1))) {
+        dot_f16_many(level, q, k, row);
+    }
+}
+
+/// `out[h] = Σ_j p[j * g + h] · vals[j]` for `g = out.len()` outputs, overwriting `out`: each
+/// element exactly `axpy_f16` applied key by key to `+0`.
+pub fn weighted_sum_f16(level: SimdLevel, out: &mut [&mut [f32]], p: &[f32], vals: &[&[f16]]) {
+    let g = out.len();
+    assert_eq!(p.len(), vals.len() * g, "weighted_sum_f16: weights are keys × outputs");
+    #[cfg(target_arch = "x86_64")]
+    if level.avx2()
+        && g > 0
+        && out[0].len().is_multiple_of(8)
+        && out.iter().all(|x| x.len() == out[0].len())
+        && vals.iter().all(|v| v.len() == out[0].len())
+    {
+        macro_rules! go {
+            ($g:literal) => {{
+                // SAFETY: AVX2/FMA/F16C detected (`SimdLevel::Avx2`); lengths checked above.
+                unsafe { avx2::weighted_sum::<$g>(out, p, vals) };
+                return;
+            }};
+        }
+        match g {
+            1 => go!(1),
+            2 => go!(2),
+            4 => go!(4),
+            8 => go!(8),
+            _ => {}
+        }
+    }
+    for o in out.iter_mut() {
+        o.fill(0.0);
+    }
+    for (v, ph) in vals.iter().zip(p.chunks(g.max(1))) {
+        axpy_f16_many(level, out, ph, v);
     }
 }
 
@@ -229,6 +371,41 @@ mod tests {
             axpy_f16(SimdLevel::Scalar, &mut b2, -1.7, &v);
             assert_eq!((a, b), (a2, b2));
             let _ = &q2;
+        }
+    }
+
+    /// The batched forms (every group size, odd key counts, a head size that is not a multiple
+    /// of 16) equal the one-key calls bit for bit.
+    #[test]
+    fn batched_forms_equal_single_calls() {
+        for (g, hd, nk) in [(1, 64, 5), (2, 128, 4), (4, 128, 7), (8, 24, 3), (3, 64, 2)] {
+            let qs: Vec<Vec<f32>> = (0..g).map(|h| data(hd, 20 + h as u32).0).collect();
+            let ks: Vec<Vec<f16>> = (0..nk).map(|j| data(hd, 40 + j as u32).1).collect();
+            let q: Vec<&[f32]> = qs.iter().map(|v| &v[..]).collect();
+            let k: Vec<&[f16]> = ks.iter().map(|v| &v[..]).collect();
+            let p: Vec<f32> = (0..nk * g).map(|i| (i as f32 * 0.37).sin()).collect();
+            for level in [SimdLevel::Scalar, muser_quant::simd_level()] {
+                let mut scores = vec![f32::NAN; nk * g];
+                dots_f16(level, &q, &k, &mut scores);
+                for j in 0..nk {
+                    for h in 0..g {
+                        let want = dot_f16(SimdLevel::Scalar, q[h], k[j]);
+                        assert_eq!(scores[j * g + h].to_bits(), want.to_bits(), "g={g} j={j}");
+                    }
+                }
+                let mut outs: Vec<Vec<f32>> = (0..g).map(|_| vec![f32::NAN; hd]).collect();
+                let mut o: Vec<&mut [f32]> = outs.iter_mut().map(|v| &mut v[..]).collect();
+                weighted_sum_f16(level, &mut o, &p, &k);
+                for h in 0..g {
+                    let mut want = vec![0f32; hd];
+                    for j in 0..nk {
+                        axpy_f16(SimdLevel::Scalar, &mut want, p[j * g + h], k[j]);
+                    }
+                    let got: Vec<u32> = o[h].iter().map(|v| v.to_bits()).collect();
+                    let want: Vec<u32> = want.iter().map(|v| v.to_bits()).collect();
+                    assert_eq!(got, want, "g={g} h={h} {}", level.name());
+                }
+            }
         }
     }
 
