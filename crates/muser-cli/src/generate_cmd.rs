@@ -110,7 +110,6 @@ pub fn run(a: GenerateArgs) -> anyhow::Result<ExitCode> {
     let model = Model::load(&path).with_context(|| format!("loading {}", path.display()))?;
     let tok = Tokenizer::from_gguf(model.gguf())
         .with_context(|| format!("{}: tokenizer", path.display()))?;
-    let load_s = t0.elapsed().as_secs_f64();
 
     anyhow::ensure!(!a.prompt.is_empty(), "the prompt is empty");
     let text = if a.chat {
@@ -133,6 +132,9 @@ pub fn run(a: GenerateArgs) -> anyhow::Result<ExitCode> {
         prompt.len()
     );
     let mut session = a.engine.open_session(&model, n_ctx)?;
+    // Load time: from opening the file until the session is ready (the CPU route's weight
+    // repacking, the CUDA route's upload and kernel compilation included).
+    let load_s = t0.elapsed().as_secs_f64();
     let route = session.route_identity();
     if a.verbose {
         eprintln!(

@@ -60,101 +60,17 @@ pub fn row_bytes(ty: GgmlType, n: usize) -> Option<usize> {
     Some(group_bytes(ty)? * n_groups(n))
 }
 
-/// The offset-free quants (`u`, natural order) and the scale fields of one group.
-struct Group {
-    u: [u8; GROUP],
-    /// Scale bytes as stored after the quants (see the module header).
-    scales: Vec<u8>,
-}
-
-/// Write the quant bits of `g.u` into `out` (nibbles, then `hb4`, `hb5` as `bits` asks; Q8_0:
-/// whole bytes), interleaved.
-fn place(u: &[u8; GROUP], bits: u32, out: &mut Vec<u8>) {
-    let mut il = [0u8; GROUP];
-    for (i, &v) in u.iter().enumerate() {
-        il[il_index(i)] = v;
+/// `il_index` on four-value quads (it moves them whole): quad `q` (values `4q..4q + 4`) goes
+/// to quad `ILQ[q]` of the interleaved order.
+const ILQ: [u8; GROUP / 4] = {
+    let mut t = [0u8; GROUP / 4];
+    let mut q = 0;
+    while q < GROUP / 4 {
+        t[q] = (il_index(4 * q) / 4) as u8;
+        q += 1;
     }
-    if bits == 8 {
-        out.extend_from_slice(&il);
-        return;
-    }
-    for c in 0..2 {
-        for b in 0..64 {
-            out.push((il[64 * c + b] & 0x0f) | ((il[64 * (c + 2) + b] & 0x0f) << 4));
-        }
-    }
-    for bit in 4..bits {
-        for k in 0..4 {
-            let m = (0..64).fold(0u64, |m, b| {
-                m | (u64::from((il[64 * k + b] >> bit) & 1) << b)
-            });
-            out.extend_from_slice(&m.to_le_bytes());
-        }
-    }
-}
-
-/// The groups of one row of `ty` (`w` whole blocks).
-fn groups_of(ty: GgmlType, w: &[u8]) -> Result<Vec<Group>, QuantError> {
-    let k4 = |d: half::f16, dmin: half::f16, scales: &[u8; 12], q: [u8; GROUP]| {
-        let (sc, m) = unpack_k4_scales(scales);
-        let mut s = Vec::with_capacity(20);
-        s.extend_from_slice(&d.to_bits().to_le_bytes());
-        s.extend_from_slice(&dmin.to_bits().to_le_bytes());
-        s.extend_from_slice(&sc);
-        s.extend_from_slice(&m);
-        Group { u: q, scales: s }
-    };
-    // The 32-value block formats: eight blocks per group, missing ones zero.
-    let blocks32 = |nb: usize, blk: &dyn Fn(usize) -> (half::f16, [u8; SUB])| {
-        (0..nb.div_ceil(8))
-            .map(|g| {
-                let mut u = [0u8; GROUP];
-                let mut s = vec![0u8; 16];
-                for j in 0..(nb - 8 * g).min(8) {
-                    let (d, q) = blk(8 * g + j);
-                    u[SUB * j..SUB * (j + 1)].copy_from_slice(&q);
-                    s[2 * j..2 * j + 2].copy_from_slice(&d.to_bits().to_le_bytes());
-                }
-                Group { u, scales: s }
-            })
-            .collect::<Vec<_>>()
-    };
-    Ok(match ty {
-        GgmlType::Q4_K => cast_blocks::<BlockQ4K>(ty, w)?
-            .iter()
-            .map(|b| k4(b.d, b.dmin, &b.scales, b.quants()))
-            .collect(),
-        GgmlType::Q5_K => cast_blocks::<BlockQ5K>(ty, w)?
-            .iter()
-            .map(|b| k4(b.d, b.dmin, &b.scales, b.quants()))
-            .collect(),
-        GgmlType::Q6_K => cast_blocks::<BlockQ6K>(ty, w)?
-            .iter()
-            .map(|b| {
-                let mut s = b.d.to_bits().to_le_bytes().to_vec();
-                s.extend((0..16).map(|l| b.scales[2 * (l % 8) + l / 8] as u8));
-                Group {
-                    u: b.quants(),
-                    scales: s,
-                }
-            })
-            .collect(),
-        GgmlType::Q5_0 => {
-            let x = cast_blocks::<BlockQ5_0>(ty, w)?;
-            blocks32(x.len(), &|i| (x[i].d, x[i].quants()))
-        }
-        GgmlType::Q8_0 => {
-            let x = cast_blocks::<BlockQ8_0>(ty, w)?;
-            blocks32(x.len(), &|i| (x[i].d, x[i].qs.map(|q| (q as u8) ^ 0x80)))
-        }
-        _ => {
-            return Err(QuantError::Unsupported {
-                ty,
-                op: "A8 weight repacking",
-            })
-        }
-    })
-}
+    t
+};
 
 /// Quant bits per value in the repacked layout.
 fn bits(ty: GgmlType) -> u32 {
@@ -166,7 +82,130 @@ fn bits(ty: GgmlType) -> u32 {
     }
 }
 
-/// Repack whole rows of `ty` (`w.len()` a multiple of `row_bytes`, the GGUF row size) into
+/// Bytes of a group's quant bits (the scale fields follow).
+fn quant_bytes(bits: u32) -> usize {
+    if bits == 8 {
+        GROUP
+    } else {
+        128 + 32 * (bits as usize - 4)
+    }
+}
+
+/// Write the group's stored quants `u` (natural order) into `out` (`quant_bytes(bits)`):
+/// interleaved; nibbles, then the `hb4` / `hb5` masks; or whole bytes for 8 bits.
+fn place(u: &[u8; GROUP], bits: u32, out: &mut [u8]) {
+    let mut il = [0u8; GROUP];
+    for (quad, &at) in u.chunks_exact(4).zip(ILQ.iter()) {
+        let at = 4 * usize::from(at);
+        il[at..at + 4].copy_from_slice(quad);
+    }
+    if bits == 8 {
+        out.copy_from_slice(&il);
+        return;
+    }
+    let (nib, masks) = out.split_at_mut(128);
+    for c in 0..2 {
+        for b in 0..64 {
+            nib[64 * c + b] = (il[64 * c + b] & 0x0f) | ((il[64 * (c + 2) + b] & 0x0f) << 4);
+        }
+    }
+    // Bit `bit` of eight bytes at once: isolate it in each byte's low bit, then gather the
+    // eight low bits into one byte (byte k's bit lands at bit 56 + k).
+    for (bi, bit) in (4..bits).enumerate() {
+        for k in 0..4 {
+            let mut m = [0u8; 8];
+            for (q, mb) in m.iter_mut().enumerate() {
+                let at = 64 * k + 8 * q;
+                let x = u64::from_le_bytes(il[at..at + 8].try_into().unwrap_or([0; 8]));
+                let lows = (x >> bit) & 0x0101_0101_0101_0101;
+                *mb = (lows.wrapping_mul(0x0102_0408_1020_4080) >> 56) as u8;
+            }
+            masks[32 * bi + 8 * k..32 * bi + 8 * k + 8].copy_from_slice(&m);
+        }
+    }
+}
+
+/// The k-quant scale fields: d, dmin, sc[8], m[8].
+fn k4_fields(d: half::f16, dmin: half::f16, scales: &[u8; 12], out: &mut [u8]) {
+    let (sc, m) = unpack_k4_scales(scales);
+    out[0..2].copy_from_slice(&d.to_bits().to_le_bytes());
+    out[2..4].copy_from_slice(&dmin.to_bits().to_le_bytes());
+    out[4..12].copy_from_slice(&sc);
+    out[12..20].copy_from_slice(&m);
+}
+
+/// Repack one row (`w`, whole blocks of `ty`) into `out` (`groups × group_bytes`).
+fn repack_row(ty: GgmlType, w: &[u8], gb: usize, out: &mut [u8]) -> Result<(), QuantError> {
+    let bits = bits(ty);
+    let qb = quant_bytes(bits);
+    let mut u = [0u8; GROUP];
+    // The 32-value block formats: eight blocks per group, missing ones zero.
+    let mut blocks32 = |nb: usize, blk: &dyn Fn(usize) -> (half::f16, [u8; SUB])| {
+        for (g, og) in out.chunks_mut(gb).enumerate() {
+            u.fill(0);
+            let (q, sc) = og.split_at_mut(qb);
+            sc.fill(0);
+            for j in 0..(nb - 8 * g).min(8) {
+                let (d, qs) = blk(8 * g + j);
+                u[SUB * j..SUB * (j + 1)].copy_from_slice(&qs);
+                sc[2 * j..2 * j + 2].copy_from_slice(&d.to_bits().to_le_bytes());
+            }
+            place(&u, bits, q);
+        }
+    };
+    match ty {
+        GgmlType::Q4_K => {
+            for (b, og) in cast_blocks::<BlockQ4K>(ty, w)?
+                .iter()
+                .zip(out.chunks_mut(gb))
+            {
+                let (q, sc) = og.split_at_mut(qb);
+                place(&b.quants(), bits, q);
+                k4_fields(b.d, b.dmin, &b.scales, sc);
+            }
+        }
+        GgmlType::Q5_K => {
+            for (b, og) in cast_blocks::<BlockQ5K>(ty, w)?
+                .iter()
+                .zip(out.chunks_mut(gb))
+            {
+                let (q, sc) = og.split_at_mut(qb);
+                place(&b.quants(), bits, q);
+                k4_fields(b.d, b.dmin, &b.scales, sc);
+            }
+        }
+        GgmlType::Q6_K => {
+            for (b, og) in cast_blocks::<BlockQ6K>(ty, w)?
+                .iter()
+                .zip(out.chunks_mut(gb))
+            {
+                let (q, sc) = og.split_at_mut(qb);
+                place(&b.quants(), bits, q);
+                sc[0..2].copy_from_slice(&b.d.to_bits().to_le_bytes());
+                for l in 0..16 {
+                    sc[2 + l] = b.scales[2 * (l % 8) + l / 8] as u8;
+                }
+            }
+        }
+        GgmlType::Q5_0 => {
+            let x = cast_blocks::<BlockQ5_0>(ty, w)?;
+            blocks32(x.len(), &|i| (x[i].d, x[i].quants()));
+        }
+        GgmlType::Q8_0 => {
+            let x = cast_blocks::<BlockQ8_0>(ty, w)?;
+            blocks32(x.len(), &|i| (x[i].d, x[i].qs.map(|q| (q as u8) ^ 0x80)));
+        }
+        _ => {
+            return Err(QuantError::Unsupported {
+                ty,
+                op: "A8 weight repacking",
+            })
+        }
+    }
+    Ok(())
+}
+
+/// Repack whole rows of `ty` (`w.len()` a multiple of `row_bytes_in`, the GGUF row size) into
 /// `out`, which must hold `row_bytes(ty, n)` per row. Every byte of `out` is written.
 pub fn repack_rows(
     ty: GgmlType,
@@ -197,15 +236,8 @@ pub fn repack_rows(
             got: out.len(),
         });
     }
-    let mut buf = Vec::with_capacity(rb);
     for (row, o) in w.chunks(row_bytes_in).zip(out.chunks_mut(rb)) {
-        buf.clear();
-        for g in groups_of(ty, row)? {
-            place(&g.u, bits(ty), &mut buf);
-            buf.extend_from_slice(&g.scales);
-        }
-        debug_assert_eq!(buf.len(), rb);
-        o.copy_from_slice(&buf);
+        repack_row(ty, row, gb, o)?;
     }
     Ok(())
 }

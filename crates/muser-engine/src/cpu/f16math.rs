@@ -137,11 +137,7 @@ mod avx2 {
     /// AVX2, FMA and F16C; every `out[h]` and `vals[j]` of one length, a multiple of 8;
     /// `p.len() == vals.len() * G`.
     #[target_feature(enable = "avx2,fma,f16c")]
-    pub unsafe fn weighted_sum<const G: usize>(
-        out: &mut [&mut [f32]],
-        p: &[f32],
-        vals: &[&[f16]],
-    ) {
+    pub unsafe fn weighted_sum<const G: usize>(out: &mut [&mut [f32]], p: &[f32], vals: &[&[f16]]) {
         let n = out[0].len();
         let mut i = 0;
         while i < n {
@@ -226,7 +222,11 @@ pub fn axpy_f16_many(level: SimdLevel, out: &mut [&mut [f32]], p: &[f32], v: &[f
 /// exactly [`dot_f16`]).
 pub fn dots_f16(level: SimdLevel, q: &[&[f32]], keys: &[&[f16]], scores: &mut [f32]) {
     let g = q.len();
-    assert_eq!(scores.len(), keys.len() * g, "dots_f16: scores are keys × queries");
+    assert_eq!(
+        scores.len(),
+        keys.len() * g,
+        "dots_f16: scores are keys × queries"
+    );
     #[cfg(target_arch = "x86_64")]
     if level.avx2()
         && g > 0
@@ -259,7 +259,11 @@ pub fn dots_f16(level: SimdLevel, q: &[&[f32]], keys: &[&[f16]], scores: &mut [f
 /// element exactly `axpy_f16` applied key by key to `+0`.
 pub fn weighted_sum_f16(level: SimdLevel, out: &mut [&mut [f32]], p: &[f32], vals: &[&[f16]]) {
     let g = out.len();
-    assert_eq!(p.len(), vals.len() * g, "weighted_sum_f16: weights are keys × outputs");
+    assert_eq!(
+        p.len(),
+        vals.len() * g,
+        "weighted_sum_f16: weights are keys × outputs"
+    );
     #[cfg(target_arch = "x86_64")]
     if level.avx2()
         && g > 0
