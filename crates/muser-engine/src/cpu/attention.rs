@@ -14,6 +14,7 @@
 use half::f16;
 use rayon::prelude::*;
 
+use super::expf::expf_slice;
 use super::f16math::{dots_f16, weighted_sum_f16};
 use super::kv::LayerCache;
 
@@ -95,10 +96,15 @@ pub fn attention(
                     *m = m.max(*sc);
                 }
             }
-            let mut sum = vec![0f32; group];
             for row in scores.chunks_mut(group) {
-                for ((sc, m), z) in row.iter_mut().zip(&max).zip(sum.iter_mut()) {
-                    *sc = (*sc - m).exp();
+                for (sc, m) in row.iter_mut().zip(&max) {
+                    *sc -= m;
+                }
+            }
+            expf_slice(level, scores);
+            let mut sum = vec![0f32; group];
+            for row in scores.chunks(group) {
+                for (sc, z) in row.iter().zip(sum.iter_mut()) {
                     *z += *sc;
                 }
             }

@@ -8,6 +8,7 @@
 //! each output element by one fixed sequence of operations.
 
 pub mod attention;
+pub mod expf;
 pub mod f16math;
 pub mod kv;
 pub mod matmul;
