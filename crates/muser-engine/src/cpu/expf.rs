@@ -175,7 +175,6 @@ mod avx2 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use muser_quant::SimdLevel;
 
     /// Inputs: a dense sweep of the range that matters, random bit patterns, and the edges.
     fn inputs() -> Vec<f32> {
