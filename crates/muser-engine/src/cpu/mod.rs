@@ -31,6 +31,9 @@ use kv::LayerCache;
 use matmul::{matmul, matmul_many, ActFormat, Acts, WeightSource};
 use ops::Rope;
 
+/// Tokens per task of the per-token norms (`ops::rmsnorm_rows` interleaves eight rows).
+const NORM_ROWS: usize = 8;
+
 /// Which logit rows `eval` returns.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Logits {
@@ -228,11 +231,12 @@ impl<'m> CpuSession<'m> {
         let mut fu = vec![0f32; n * c.n_ff];
 
         for (il, lw) in w.layers.iter().enumerate() {
-            // Per-token work below runs in parallel over tokens: each token's numbers are
-            // computed alone, so the split never changes them.
-            h.par_chunks_mut(e)
-                .zip(x.par_chunks(e))
-                .for_each(|(h, x)| ops::rmsnorm(x, Some(&lw.attn_norm), c.rms_eps, h));
+            // Per-token work below runs in parallel over tokens (norms over blocks of `NORM_ROWS`
+            // tokens, `ops::rmsnorm_rows`): each token's numbers are computed alone, so the
+            // split never changes them.
+            h.par_chunks_mut(NORM_ROWS * e)
+                .zip(x.par_chunks(NORM_ROWS * e))
+                .for_each(|(h, x)| ops::rmsnorm_rows(x, e, Some(&lw.attn_norm), c.rms_eps, h));
             self.profile.mark("norms+embed");
             let mut acts = Acts::new(&h, e, self.opts.acts);
             match &lw.wgate {
@@ -305,14 +309,14 @@ impl<'m> CpuSession<'m> {
             matmul(src, &lw.wo, &mut acts, &mut o)?;
             drop(acts);
             self.profile.mark("matmul o");
-            x.par_chunks_mut(e)
-                .zip(o.par_chunks(e))
-                .zip(h.par_chunks_mut(e))
+            x.par_chunks_mut(NORM_ROWS * e)
+                .zip(o.par_chunks(NORM_ROWS * e))
+                .zip(h.par_chunks_mut(NORM_ROWS * e))
                 .for_each(|((x, o), h)| {
                     // `h` holds the normed attention output first, then the FFN input.
-                    ops::rmsnorm(o, Some(&lw.post_attn_norm), c.post_norm_eps, h);
+                    ops::rmsnorm_rows(o, e, Some(&lw.post_attn_norm), c.post_norm_eps, h);
                     x.iter_mut().zip(h.iter()).for_each(|(x, d)| *x += d);
-                    ops::rmsnorm(x, Some(&lw.ffn_norm), c.rms_eps, h);
+                    ops::rmsnorm_rows(x, e, Some(&lw.ffn_norm), c.rms_eps, h);
                 });
             let mut acts = Acts::new(&h, e, self.opts.acts);
             matmul_many(
@@ -331,11 +335,11 @@ impl<'m> CpuSession<'m> {
             matmul(src, &lw.ffn_down, &mut acts, &mut o)?;
             drop(acts);
             self.profile.mark("matmul down");
-            x.par_chunks_mut(e)
-                .zip(o.par_chunks(e))
-                .zip(h.par_chunks_mut(e))
+            x.par_chunks_mut(NORM_ROWS * e)
+                .zip(o.par_chunks(NORM_ROWS * e))
+                .zip(h.par_chunks_mut(NORM_ROWS * e))
                 .for_each(|((x, o), h)| {
-                    ops::rmsnorm(o, Some(&lw.post_ffw_norm), c.post_norm_eps, h);
+                    ops::rmsnorm_rows(o, e, Some(&lw.post_ffw_norm), c.post_norm_eps, h);
                     x.iter_mut().zip(h.iter()).for_each(|(x, d)| *x += d);
                 });
         }

@@ -17,6 +17,38 @@ use crate::config::RopeMode;
 pub fn rmsnorm(x: &[f32], w: Option<&[f32]>, eps: f32, out: &mut [f32]) {
     let ms = x.iter().map(|&v| f64::from(v) * f64::from(v)).sum::<f64>() / x.len() as f64;
     let s = (1.0 / (ms + f64::from(eps)).sqrt()) as f32;
+    scale_row(x, w, s, out);
+}
+
+/// [`rmsnorm`] of each `n`-value row of `x` into the same row of `out`, eight rows' sums of
+/// squares at a time (eight independent f64 chains instead of one; each row's chain is the
+/// same additions in the same order, so every value equals `rmsnorm`'s).
+pub fn rmsnorm_rows(x: &[f32], n: usize, w: Option<&[f32]>, eps: f32, out: &mut [f32]) {
+    const R: usize = 8;
+    for (xs, os) in x.chunks(R * n).zip(out.chunks_mut(R * n)) {
+        if xs.len() < R * n {
+            for (xr, or) in xs.chunks(n).zip(os.chunks_mut(n)) {
+                rmsnorm(xr, w, eps, or);
+            }
+            continue;
+        }
+        let rows: [&[f32]; R] = std::array::from_fn(|r| &xs[r * n..(r + 1) * n]);
+        let mut ss = [0f64; R];
+        for i in 0..n {
+            for r in 0..R {
+                let v = f64::from(rows[r][i]);
+                ss[r] += v * v;
+            }
+        }
+        for ((xr, or), s) in xs.chunks(n).zip(os.chunks_mut(n)).zip(ss) {
+            let s = (1.0 / (s / n as f64 + f64::from(eps)).sqrt()) as f32;
+            scale_row(xr, w, s, or);
+        }
+    }
+}
+
+/// `out = x · s (· w)`, as `rmsnorm` applies its scale.
+fn scale_row(x: &[f32], w: Option<&[f32]>, s: f32, out: &mut [f32]) {
     match w {
         Some(w) => {
             for ((o, &v), &g) in out.iter_mut().zip(x).zip(w) {
@@ -34,11 +66,8 @@ pub fn rmsnorm(x: &[f32], w: Option<&[f32]>, eps: f32, out: &mut [f32]) {
 /// In-place weighted RMSNorm of each `head_dim` slice of `x`.
 pub fn rmsnorm_heads(x: &mut [f32], w: &[f32], eps: f32) {
     let hd = w.len();
-    let mut tmp = vec![0f32; hd];
-    for head in x.chunks_mut(hd) {
-        rmsnorm(head, Some(w), eps, &mut tmp);
-        head.copy_from_slice(&tmp);
-    }
+    let src = x.to_vec();
+    rmsnorm_rows(&src, hd, Some(w), eps, x);
 }
 
 /// Precomputed RoPE angles for one head size and base: `inv_freq[i] = base^(-2i/d)` in f64.
@@ -202,6 +231,29 @@ mod tests {
         assert_eq!(tanh_exp(100.0), 1.0);
         assert_eq!(tanh_exp(-100.0), -1.0);
         assert!(tanh_exp(f32::NAN).is_nan());
+    }
+
+    /// The eight-row form gives `rmsnorm`'s bits on every row (full blocks and a remainder).
+    #[test]
+    fn rmsnorm_rows_equals_rmsnorm() {
+        let n = 40;
+        let x: Vec<f32> = (0..11 * n)
+            .map(|i| ((i * 37 % 101) as f32 - 50.0) * 0.013)
+            .collect();
+        let w: Vec<f32> = (0..n).map(|i| 1.0 + i as f32 * 0.01).collect();
+        for wt in [None, Some(&w[..])] {
+            let mut got = vec![f32::NAN; x.len()];
+            rmsnorm_rows(&x, n, wt, 1e-6, &mut got);
+            for (xr, gr) in x.chunks(n).zip(got.chunks(n)) {
+                let mut want = vec![0f32; n];
+                rmsnorm(xr, wt, 1e-6, &mut want);
+                let (a, b): (Vec<u32>, Vec<u32>) = (
+                    gr.iter().map(|v| v.to_bits()).collect(),
+                    want.iter().map(|v| v.to_bits()).collect(),
+                );
+                assert_eq!(a, b);
+            }
+        }
     }
 
     #[test]
