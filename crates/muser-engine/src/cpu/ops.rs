@@ -34,6 +34,8 @@ pub fn rmsnorm_rows(x: &[f32], n: usize, w: Option<&[f32]>, eps: f32, out: &mut 
         }
         let rows: [&[f32]; R] = std::array::from_fn(|r| &xs[r * n..(r + 1) * n]);
         let mut ss = [0f64; R];
+        // Column `i` of all eight rows at once: the rows' chains advance together.
+        #[allow(clippy::needless_range_loop)]
         for i in 0..n {
             for r in 0..R {
                 let v = f64::from(rows[r][i]);
