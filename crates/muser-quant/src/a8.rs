@@ -94,8 +94,10 @@ pub const fn il_index(i: usize) -> usize {
 /// Fill a group's interleaved copy and lane corrections from its natural-order quants.
 #[inline]
 pub(crate) fn fill_interleaved(g: &mut BlockA8) {
-    for (i, &v) in g.qs.iter().enumerate() {
-        g.qs_il[il_index(i)] = v;
+    // `il_index` moves four-value quads whole: quad `q` lands at quad `il_index(4q) / 4`.
+    for (q, quad) in g.qs.chunks_exact(4).enumerate() {
+        let at = il_index(4 * q);
+        g.qs_il[at..at + 4].copy_from_slice(quad);
     }
     for (l, s) in g.lcorr.iter_mut().enumerate() {
         let o = 32 * (l % 8) + 16 * (l / 8);
