@@ -262,7 +262,7 @@ unsafe fn tile<F: Packed, const RW: usize, const RA: usize>(
             }
         }
     }
-    store_tile::<RW, RA>(&acc, F::MINS.then_some(&m), out, stride);
+    store_tile::<RW, RA>(acc, F::MINS.then_some(m), out, stride);
 }
 
 /// One tile of `rw` (1, 2 or 4) rows from `w0` (`row_bytes` apart) × the activation rows `ac`.
