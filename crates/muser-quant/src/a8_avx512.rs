@@ -182,6 +182,74 @@ pub unsafe fn dot_unpacked<const MINS: bool, const RW: usize, const RA: usize>(
     store_tile(acc, MINS.then_some(m), out, stride);
 }
 
+/// The outputs of a tile of four rows × `RA` (≤ 4) tokens in one pass: per token, the four
+/// rows' vectors become one 512-bit vector of their 128-bit partial sums (`u` = lanes 0–3 +
+/// lanes 4–7 of `lo + hi`, row `r` in 128-bit lane `r`); a 4 × 4 transpose inside each 128-bit
+/// lane then puts `u_k` of every token side by side, and `(u_0 + u_2) + (u_1 + u_3)` finishes the
+/// reference's tree for all sixteen outputs at once. The min terms go the same way (without the
+/// `lo + hi` step); each row's `RA` results are one (masked) 128-bit store.
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
+#[inline]
+unsafe fn store_tile_4rows<const RA: usize>(
+    acc: [[__m512; RA]; 4],
+    macc: Option<[[__m256; RA]; 4]>,
+    out: &mut [f32],
+    stride: usize,
+) {
+    // The reference tree of the 8-lane vectors given, two per 512-bit vector (rows 0, 1 and
+    // 2, 3): sixteen (or fewer) sums, row `r` in 128-bit lane `r`, token `e` in element `e`.
+    // (Intrinsics only in functions with the target features: closures and plain inline
+    // helpers do not inherit them.)
+    #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
+    #[inline]
+    unsafe fn tree(z01: [__m512; 4], z23: [__m512; 4], n: usize) -> __m512 {
+        let mut u = [_mm512_setzero_ps(); 4];
+        for e in 0..n {
+            u[e] = _mm512_add_ps(
+                _mm512_shuffle_f32x4::<0x88>(z01[e], z23[e]),
+                _mm512_shuffle_f32x4::<0xdd>(z01[e], z23[e]),
+            );
+        }
+        let t0 = _mm512_unpacklo_ps(u[0], u[1]);
+        let t1 = _mm512_unpackhi_ps(u[0], u[1]);
+        let t2 = _mm512_unpacklo_ps(u[2], u[3]);
+        let t3 = _mm512_unpackhi_ps(u[2], u[3]);
+        let (t0, t1) = (_mm512_castps_pd(t0), _mm512_castps_pd(t1));
+        let (t2, t3) = (_mm512_castps_pd(t2), _mm512_castps_pd(t3));
+        let k0 = _mm512_castpd_ps(_mm512_unpacklo_pd(t0, t2));
+        let k1 = _mm512_castpd_ps(_mm512_unpackhi_pd(t0, t2));
+        let k2 = _mm512_castpd_ps(_mm512_unpacklo_pd(t1, t3));
+        let k3 = _mm512_castpd_ps(_mm512_unpackhi_pd(t1, t3));
+        _mm512_add_ps(_mm512_add_ps(k0, k2), _mm512_add_ps(k1, k3))
+    }
+    let (mut z01, mut z23) = ([_mm512_setzero_ps(); 4], [_mm512_setzero_ps(); 4]);
+    for e in 0..RA {
+        // [lo + hi of row 0 | of row 1], [… row 2 | row 3].
+        let (a0, a1, a2, a3) = (acc[0][e], acc[1][e], acc[2][e], acc[3][e]);
+        z01[e] = _mm512_add_ps(
+            _mm512_shuffle_f32x4::<0x44>(a0, a1),
+            _mm512_shuffle_f32x4::<0xee>(a0, a1),
+        );
+        z23[e] = _mm512_add_ps(
+            _mm512_shuffle_f32x4::<0x44>(a2, a3),
+            _mm512_shuffle_f32x4::<0xee>(a2, a3),
+        );
+    }
+    let mut r = tree(z01, z23, RA);
+    if let Some(m) = macc {
+        for e in 0..RA {
+            z01[e] = join(m[0][e], m[1][e]);
+            z23[e] = join(m[2][e], m[3][e]);
+        }
+        r = _mm512_sub_ps(r, tree(z01, z23, RA));
+    }
+    let mut lanes = [0f32; 16];
+    _mm512_storeu_ps(lanes.as_mut_ptr(), r);
+    for rw in 0..4 {
+        out[rw * stride..rw * stride + RA].copy_from_slice(&lanes[4 * rw..4 * rw + RA]);
+    }
+}
+
 /// `out[rw * stride + ra] = reduce8(lo + hi of acc[rw][ra]) − reduce8(macc[rw][ra])` (no min
 /// term without `macc`): eight outputs at a time through the reference's reduction tree,
 /// transposed (`reduce8_x8`). The accumulators come by value: a reference would let them escape
@@ -194,6 +262,14 @@ pub(crate) unsafe fn store_tile<const RW: usize, const RA: usize>(
     out: &mut [f32],
     stride: usize,
 ) {
+    if RW == 4 && RA <= 4 {
+        return store_tile_4rows::<RA>(
+            std::array::from_fn(|r| acc[r % RW]),
+            macc.map(|m| std::array::from_fn(|r| m[r % RW])),
+            out,
+            stride,
+        );
+    }
     let n = RW * RA;
     let mut c = 0;
     while c < n {
