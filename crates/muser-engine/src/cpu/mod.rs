@@ -22,6 +22,7 @@ use std::sync::Arc;
 use rayon::prelude::*;
 
 use half::f16;
+use half::slice::HalfFloatSliceExt;
 
 use crate::config::FfnActivation;
 use crate::model::Model;
@@ -272,11 +273,14 @@ impl<'m> CpuSession<'m> {
                 });
             // At least 4096 values per task: a per-value split woke both threads for a single
             // decode token (18 µs per layer).
+            // Slices at a time (`half`'s vectorised conversion, round to nearest even like
+            // `f16::from_f32`; one value at a time it was a feature check and a call each).
             let to_f16 = |x: &[f32]| -> Vec<f16> {
-                x.par_iter()
-                    .with_min_len(4096)
-                    .map(|&f| f16::from_f32(f))
-                    .collect()
+                let mut h = vec![f16::ZERO; x.len()];
+                h.par_chunks_mut(4096)
+                    .zip(x.par_chunks(4096))
+                    .for_each(|(h, x)| h.convert_from_f32_slice(x));
+                h
             };
             let (k16, v16) = (to_f16(&k), to_f16(&v));
             let shape = AttnShape {
