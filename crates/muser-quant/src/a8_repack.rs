@@ -19,8 +19,9 @@
 //! Lane `L = j + 8h`'s scale is the reference's (`a8`): `d · sc_j` (Q4_K/Q5_K; min term
 //! `dmin · m_j`), `d · sc_{2j+h}` (Q6_K), `d_j` (Q5_0/Q8_0) — products of an f16 and a small
 //! integer, exact in f32, so computing them from these fields gives the reference's bits. The
-//! offset comes back out exactly: the chain starts at `−off · lsum[L]` (the activations' lane
-//! sums). Sub-blocks past a row's end (32-value formats) hold zero quants and zero scales.
+//! offset comes back out exactly: the chain starts at `−off · Σ a` over the lane
+//! (`BlockA8::lcorr = −128 · Σ a`, shifted right by `7 − log2 off`). Sub-blocks past a row's end
+//! (32-value formats) hold zero quants and zero scales.
 //!
 //! Invariant: [`matmul_rows_at`] on a repacked row gives, bit for bit, `a8::dot_at` on the
 //! original row (`a8_tests::repacked_tiles_equal_the_reference`). Only `SimdLevel::vnni()`

@@ -3,9 +3,9 @@
 //!
 //! Per group: each weight row's four 64-byte IL rows are rebuilt from the stored bits (nibble
 //! masks and shifts, the high bits added under `u64` byte masks), each activation row's lane
-//! chain starts at `−off · Σ a` (`BlockA8::lcorr` shifted; exact: it removes the weights' offset), and four `vpdpbusd`
-//! (unsigned weight bytes × signed activation bytes, `qs_il`) add the sixteen exact lane
-//! partials. Then, as in the reference (`a8`), one fused multiply-add per lane with the scale
+//! chain starts at `−off · Σ a` (`BlockA8::lcorr` shifted; exact: it removes the weights'
+//! offset), and four `vpdpbusd` (unsigned weight bytes × signed activation bytes, `qs_il`) add
+//! the sixteen exact lane partials. Then, as in the reference (`a8`), one fused multiply-add per lane with the scale
 //! `(weight scale) · da`, the min term per sub-block, and the reference's reduction tree
 //! (`a8_avx512::store_tile`). Missing sub-blocks are zero quants with zero scales (`+0`).
 //!
