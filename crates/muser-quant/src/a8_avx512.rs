@@ -33,6 +33,30 @@ pub(crate) unsafe fn join(lo: __m256, hi: __m256) -> __m512 {
     ))
 }
 
+/// Tokens `2p` and `2p + 1` of group `g` for the min terms: `[da | da']` and the quant sums
+/// as floats, `[asum | asum']` (zeros for a missing odd token).
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
+#[inline]
+pub(crate) unsafe fn token_pair<const RA: usize>(
+    a: &[&[BlockA8]; RA],
+    g: usize,
+    p: usize,
+) -> (__m512, __m512) {
+    let (r0, r1) = (2 * p, 2 * p + 1);
+    let d0 = _mm256_loadu_ps(a[r0][g].d.as_ptr());
+    let s0 = _mm256_loadu_si256(a[r0][g].sum.as_ptr() as *const __m256i);
+    let (d1, s1) = if r1 < RA {
+        (
+            _mm256_loadu_ps(a[r1][g].d.as_ptr()),
+            _mm256_loadu_si256(a[r1][g].sum.as_ptr() as *const __m256i),
+        )
+    } else {
+        (_mm256_setzero_ps(), _mm256_setzero_si256())
+    };
+    let s2 = _mm512_inserti64x4::<1>(_mm512_castsi256_si512(s0), s1);
+    (join(d0, d1), _mm512_cvtepi32_ps(s2))
+}
+
 /// Half `h` (0: lanes 0–7, 1: lanes 8–15) of `v`.
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
 #[inline]
@@ -149,20 +173,7 @@ pub unsafe fn dot_unpacked<const MINS: bool, const RW: usize, const RA: usize>(
     if MINS {
         for g in 0..groups {
             for p in 0..RA.div_ceil(2) {
-                let (r0, r1) = (2 * p, 2 * p + 1);
-                let d0 = _mm256_loadu_ps(a[r0][g].d.as_ptr());
-                let s0 = _mm256_loadu_si256(a[r0][g].sum.as_ptr() as *const __m256i);
-                let (d1, s1) = if r1 < RA {
-                    (
-                        _mm256_loadu_ps(a[r1][g].d.as_ptr()),
-                        _mm256_loadu_si256(a[r1][g].sum.as_ptr() as *const __m256i),
-                    )
-                } else {
-                    (_mm256_setzero_ps(), _mm256_setzero_si256())
-                };
-                let da2 = join(d0, d1);
-                let s2 = _mm512_inserti64x4::<1>(_mm512_castsi256_si512(s0), s1);
-                let fas2 = _mm512_cvtepi32_ps(s2);
+                let (da2, fas2) = token_pair(&a, g, p);
                 for rw in 0..RW {
                     let wm = _mm256_loadu_ps(w[rw][g].wm.as_ptr());
                     let m = _mm512_mul_ps(join(wm, wm), da2);

@@ -21,7 +21,7 @@ use muser_gguf::GgmlType;
 
 use crate::a16::UNPACK_MIN_ROWS;
 use crate::a8::{BlockA8, TileShape, UnpackedGroup8};
-use crate::a8_avx512::{half, join, store_tile};
+use crate::a8_avx512::{half, join, store_tile, token_pair};
 use crate::a8_dispatch::{with_unpack_buffer, x86_unpacked_tiles};
 use crate::prefetch::Prefetch;
 use crate::{QuantError, SimdLevel};
@@ -209,20 +209,7 @@ unsafe fn tile<F: Packed, const RW: usize, const RA: usize>(
         let mut fas2 = [_mm512_setzero_ps(); 2];
         if F::MINS {
             for p in 0..RA.div_ceil(2) {
-                let (r0, r1) = (2 * p, 2 * p + 1);
-                let d0 = _mm256_loadu_ps(a[r0][g].d.as_ptr());
-                let s0 = _mm256_loadu_si256(a[r0][g].sum.as_ptr() as *const __m256i);
-                let (d1, s1) = if r1 < RA {
-                    (
-                        _mm256_loadu_ps(a[r1][g].d.as_ptr()),
-                        _mm256_loadu_si256(a[r1][g].sum.as_ptr() as *const __m256i),
-                    )
-                } else {
-                    (_mm256_setzero_ps(), _mm256_setzero_si256())
-                };
-                da2[p] = join(d0, d1);
-                let s2 = _mm512_inserti64x4::<1>(_mm512_castsi256_si512(s0), s1);
-                fas2[p] = _mm512_cvtepi32_ps(s2);
+                (da2[p], fas2[p]) = token_pair(&a, g, p);
             }
         }
         for rw in 0..RW {
