@@ -18,6 +18,7 @@ import argparse
 import json
 import os
 import platform
+import statistics
 import subprocess
 import sys
 import time
@@ -25,8 +26,6 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent / "lib"))
 from bench_common import add_bandwidth_shares, paired_rows, sha256, write_receipt  # noqa: E402
-import statistics  # noqa: E402
-
 
 
 def median_rows(per_round: list) -> list:
