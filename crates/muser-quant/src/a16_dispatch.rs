@@ -40,6 +40,35 @@ fn check_row(ty: GgmlType, w: &[u8], a: &[BlockA16]) -> Result<(), QuantError> {
 
 /// A weight row of `ty` (whole blocks, a type with an A16/A8 dot) against an activation row of
 /// `groups` 256-value groups, for the activation format `act`.
+/// The checks every multi-row product makes first: `w` is whole rows of `row_bytes`, there is at
+/// least one activation row, and `out` holds rows × activation rows. Returns the row count.
+pub(crate) fn check_block(
+    ty: GgmlType,
+    w: &[u8],
+    row_bytes: usize,
+    n_act: usize,
+    out: &[f32],
+) -> Result<usize, QuantError> {
+    if row_bytes == 0 || !w.len().is_multiple_of(row_bytes) || n_act == 0 {
+        return Err(QuantError::Length {
+            ty,
+            what: "weight rows (whole rows, at least one activation row)",
+            expected: row_bytes,
+            got: w.len(),
+        });
+    }
+    let n_rows = w.len() / row_bytes;
+    if out.len() != n_rows * n_act {
+        return Err(QuantError::Length {
+            ty,
+            what: "outputs (rows × activation rows)",
+            expected: n_rows * n_act,
+            got: out.len(),
+        });
+    }
+    Ok(n_rows)
+}
+
 pub(crate) fn check_row_groups(
     ty: GgmlType,
     w: &[u8],
@@ -180,23 +209,7 @@ pub fn matmul_rows_at(
     a: &[&[BlockA16]],
     out: &mut [f32],
 ) -> Result<(), QuantError> {
-    if row_bytes == 0 || !w.len().is_multiple_of(row_bytes) || a.is_empty() {
-        return Err(QuantError::Length {
-            ty,
-            what: "weight rows (whole rows, at least one activation row)",
-            expected: row_bytes,
-            got: w.len(),
-        });
-    }
-    let n_rows = w.len() / row_bytes;
-    if out.len() != n_rows * a.len() {
-        return Err(QuantError::Length {
-            ty,
-            what: "outputs (rows × activation rows)",
-            expected: n_rows * a.len(),
-            got: out.len(),
-        });
-    }
+    let n_rows = check_block(ty, w, row_bytes, a.len(), out)?;
     for r in a {
         check_row(ty, &w[..row_bytes], r)?;
     }

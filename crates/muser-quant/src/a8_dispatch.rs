@@ -7,7 +7,7 @@ use muser_gguf::GgmlType;
 use bytemuck::Zeroable;
 
 use crate::a16::UNPACK_MIN_ROWS;
-use crate::a16_dispatch::{cast_blocks, check_row_groups, decode_tiles};
+use crate::a16_dispatch::{cast_blocks, check_block, check_row_groups, decode_tiles};
 use crate::a8::{
     dot_q4_k_ref, dot_q5_0_ref, dot_q5_k_ref, dot_q6_k_ref, dot_q8_0_ref, n_groups, BlockA8,
 };
@@ -277,15 +277,7 @@ pub fn matmul_rows_at(
     a: &[&[BlockA8]],
     out: &mut [f32],
 ) -> Result<(), QuantError> {
-    let shape = if level.avx2() {
-        TileShape {
-            rows: crate::tile_shape::tile_rows_a8(level),
-            tokens: crate::tile_shape::tile_tokens_a8(level),
-        }
-    } else {
-        TileShape { rows: 1, tokens: 1 }
-    };
-    matmul_rows_shaped(level, ty, w, row_bytes, a, out, shape)
+    matmul_rows_shaped(level, ty, w, row_bytes, a, out, TileShape::for_level(level))
 }
 
 /// The shape of a multi-token tile: up to `rows` weight rows (1, 2 or 4; the AVX2 tiles take
@@ -297,8 +289,20 @@ pub struct TileShape {
 }
 
 impl TileShape {
-    /// Weight rows per tile at `level`.
-    fn rows_at(self, level: SimdLevel) -> usize {
+    /// The process-wide shape at `level` (`tile_shape`; 1 × 1 below AVX2).
+    pub fn for_level(level: SimdLevel) -> TileShape {
+        if level.avx2() {
+            TileShape {
+                rows: crate::tile_shape::tile_rows_a8(level),
+                tokens: crate::tile_shape::tile_tokens_a8(level),
+            }
+        } else {
+            TileShape { rows: 1, tokens: 1 }
+        }
+    }
+
+    /// Weight rows per tile at `level` (4 only at a `vnni()` level, else at most 2).
+    pub(crate) fn rows_at(self, level: SimdLevel) -> usize {
         match (self.rows, level.vnni()) {
             (4.., true) => 4,
             (2.., _) => 2,
@@ -319,24 +323,8 @@ pub fn matmul_rows_shaped(
     shape: TileShape,
 ) -> Result<(), QuantError> {
     let tokens = shape.tokens;
-    if row_bytes == 0 || !w.len().is_multiple_of(row_bytes) || a.is_empty() {
-        return Err(QuantError::Length {
-            ty,
-            what: "weight rows (whole rows, at least one activation row)",
-            expected: row_bytes,
-            got: w.len(),
-        });
-    }
-    let n_rows = w.len() / row_bytes;
+    let n_rows = check_block(ty, w, row_bytes, a.len(), out)?;
     let na = a.len();
-    if out.len() != n_rows * na {
-        return Err(QuantError::Length {
-            ty,
-            what: "outputs (rows × activation rows)",
-            expected: n_rows * na,
-            got: out.len(),
-        });
-    }
     for r in a {
         check_row(ty, &w[..row_bytes], r)?;
     }

@@ -29,7 +29,7 @@
 
 use muser_gguf::GgmlType;
 
-use crate::a16_dispatch::cast_blocks;
+use crate::a16_dispatch::{cast_blocks, check_block};
 use crate::a8::{il_index, n_groups, BlockA8, GROUP, SUB};
 use crate::common::unpack_k4_scales;
 use crate::q4_k::BlockQ4K;
@@ -40,7 +40,7 @@ use crate::q8_0::BlockQ8_0;
 use crate::{QuantError, SimdLevel};
 
 /// Bytes of one repacked group of `ty`, or `None` for a type without a repacked layout.
-pub fn group_bytes(ty: GgmlType) -> Option<usize> {
+pub const fn group_bytes(ty: GgmlType) -> Option<usize> {
     match ty {
         GgmlType::Q4_K => Some(148),
         GgmlType::Q5_K => Some(180),
@@ -73,8 +73,8 @@ const ILQ: [u8; GROUP / 4] = {
     t
 };
 
-/// Quant bits per value in the repacked layout.
-fn bits(ty: GgmlType) -> u32 {
+/// Quant bits per value in the repacked layout (8 for Q8_0 and for types without a layout).
+pub(crate) const fn bits(ty: GgmlType) -> u32 {
     match ty {
         GgmlType::Q4_K => 4,
         GgmlType::Q5_K | GgmlType::Q5_0 => 5,
@@ -84,7 +84,7 @@ fn bits(ty: GgmlType) -> u32 {
 }
 
 /// Bytes of a group's quant bits (the scale fields follow).
-fn quant_bytes(bits: u32) -> usize {
+pub(crate) const fn quant_bytes(bits: u32) -> usize {
     if bits == 8 {
         GROUP
     } else {
@@ -268,26 +268,14 @@ pub fn matmul_rows_at(
             ),
         });
     }
-    let groups = a.first().map_or(0, |r| r.len());
-    if groups == 0
-        || row_bytes != gb * groups
-        || !w.len().is_multiple_of(row_bytes)
-        || a.iter().any(|r| r.len() != groups)
-    {
+    check_block(ty, w, row_bytes, a.len(), out)?;
+    let groups = a[0].len();
+    if groups == 0 || row_bytes != gb * groups || a.iter().any(|r| r.len() != groups) {
         return Err(QuantError::Length {
             ty,
             what: "repacked row bytes (groups × group bytes, every activation row alike)",
             expected: gb * groups,
             got: row_bytes,
-        });
-    }
-    let n_rows = w.len() / row_bytes;
-    if out.len() != n_rows * a.len() {
-        return Err(QuantError::Length {
-            ty,
-            what: "outputs (rows × activation rows)",
-            expected: n_rows * a.len(),
-            got: out.len(),
         });
     }
     #[cfg(target_arch = "x86_64")]
@@ -312,9 +300,6 @@ pub fn matmul_rows(
     out: &mut [f32],
 ) -> Result<(), QuantError> {
     let level = crate::simd::simd_level();
-    let shape = crate::a8::TileShape {
-        rows: crate::tile_shape::tile_rows_a8(level),
-        tokens: crate::tile_shape::tile_tokens_a8(level),
-    };
+    let shape = crate::a8::TileShape::for_level(level);
     matmul_rows_at(level, ty, w, row_bytes, a, out, shape)
 }

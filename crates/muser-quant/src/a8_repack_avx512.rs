@@ -24,12 +24,7 @@ use crate::a8::{BlockA8, TileShape, UnpackedGroup8};
 use crate::a8_avx512::{half, join, store_tile, token_pair};
 use crate::a8_dispatch::{with_unpack_buffer, x86_unpacked_tiles};
 use crate::prefetch::Prefetch;
-use crate::{QuantError, SimdLevel};
-
-/// Bytes per group of a type the caller checked (`a8_repack::group_bytes`).
-fn group_bytes_of(ty: GgmlType) -> usize {
-    crate::a8_repack::group_bytes(ty).unwrap_or(1)
-}
+use crate::{a8_repack, QuantError, SimdLevel};
 
 /// How a repacked format's scale fields read (`a8_repack`'s layouts).
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -55,32 +50,27 @@ trait Packed {
     const MINS: bool = matches!(Self::SCALES, Scales::K4);
 }
 
+/// A format's sizes come from `a8_repack`'s layout (the one definition); offset and scales here.
 macro_rules! packed {
-    ($name:ident, $bytes:literal, $bits:literal, $shift:literal, $scales:ident) => {
+    ($name:ident, $ty:ident, $shift:literal, $scales:ident) => {
         struct $name;
         impl Packed for $name {
-            const BYTES: usize = $bytes;
-            const BITS: u32 = $bits;
+            const BYTES: usize = match a8_repack::group_bytes(GgmlType::$ty) {
+                Some(b) => b,
+                None => panic!("no repacked layout"),
+            };
+            const BITS: u32 = a8_repack::bits(GgmlType::$ty);
             const SHIFT: u32 = $shift;
             const SCALES: Scales = Scales::$scales;
         }
     };
 }
 
-packed!(Q4K, 148, 4, 0, K4);
-packed!(Q5K, 180, 5, 0, K4);
-packed!(Q6K, 210, 6, 5, K6);
-packed!(Q50, 176, 5, 4, Blocks32);
-packed!(Q80, 272, 8, 7, Blocks32);
-
-/// Bytes of a group's quant bits (the scale fields follow).
-const fn quant_bytes(bits: u32) -> usize {
-    if bits == 8 {
-        256
-    } else {
-        128 + 32 * (bits as usize - 4)
-    }
-}
+packed!(Q4K, Q4_K, 0, K4);
+packed!(Q5K, Q5_K, 0, K4);
+packed!(Q6K, Q6_K, 5, K6);
+packed!(Q50, Q5_0, 4, Blocks32);
+packed!(Q80, Q8_0, 7, Blocks32);
 
 /// The four IL rows of a group as unsigned bytes (`u = w + off`).
 #[inline(always)]
@@ -129,7 +119,7 @@ unsafe fn f16_at(p: *const u8) -> f32 {
 /// integer: exact).
 #[inline(always)]
 unsafe fn scales<F: Packed>(g: *const u8) -> (__m512, __m256) {
-    let s = g.add(quant_bytes(F::BITS));
+    let s = g.add(a8_repack::quant_bytes(F::BITS));
     match F::SCALES {
         Scales::K4 => {
             let (d, dmin) = (f16_at(s), f16_at(s.add(2)));
@@ -323,24 +313,32 @@ pub(crate) fn matmul(
     out: &mut [f32],
     shape: TileShape,
 ) -> Result<(), QuantError> {
+    match ty {
+        GgmlType::Q4_K => matmul_as::<Q4K>(ty, w, row_bytes, a, out, shape),
+        GgmlType::Q5_K => matmul_as::<Q5K>(ty, w, row_bytes, a, out, shape),
+        GgmlType::Q6_K => matmul_as::<Q6K>(ty, w, row_bytes, a, out, shape),
+        GgmlType::Q5_0 => matmul_as::<Q50>(ty, w, row_bytes, a, out, shape),
+        _ => matmul_as::<Q80>(ty, w, row_bytes, a, out, shape),
+    }
+}
+
+/// [`matmul`] for format `F` (`ty` its type).
+fn matmul_as<F: Packed>(
+    ty: GgmlType,
+    w: &[u8],
+    row_bytes: usize,
+    a: &[&[BlockA8]],
+    out: &mut [f32],
+    shape: TileShape,
+) -> Result<(), QuantError> {
     let n_rows = w.len() / row_bytes;
-    let groups = row_bytes / group_bytes_of(ty);
+    let level = SimdLevel::Avx512Vnni;
     if a.len() >= UNPACK_MIN_ROWS {
+        let groups = row_bytes / F::BYTES;
         return with_unpack_buffer(n_rows * groups, |u| {
-            macro_rules! go {
-                ($f:ty) => {
-                    // SAFETY: the caller checked the CPU features and the lengths (see above).
-                    unsafe { unpack::<$f>(w, row_bytes, groups, u) }
-                };
-            }
-            match ty {
-                GgmlType::Q4_K => go!(Q4K),
-                GgmlType::Q5_K => go!(Q5K),
-                GgmlType::Q6_K => go!(Q6K),
-                GgmlType::Q5_0 => go!(Q50),
-                _ => go!(Q80),
-            }
-            x86_unpacked_tiles(SimdLevel::Avx512Vnni, ty, u, groups, a, out, shape)
+            // SAFETY: the caller checked the CPU features and the lengths (see above).
+            unsafe { unpack::<F>(w, row_bytes, groups, u) };
+            x86_unpacked_tiles(level, ty, u, groups, a, out, shape)
         });
     }
     let mode = if a.len() == 1 {
@@ -348,47 +346,28 @@ pub(crate) fn matmul(
     } else {
         Prefetch::Off
     };
-    let max_rw = shape.rows.clamp(1, 4);
-    let max_rw = if max_rw == 3 { 2 } else { max_rw };
-    macro_rules! go {
-        ($f:ty) => {
-            crate::a8_dispatch::tiles_into(
-                n_rows,
-                a,
-                shape.tokens,
-                max_rw,
-                out,
-                |i, rw, ac, o, st| {
-                    // The next tile's bytes (decode: one activation row).
-                    let from = ((i + rw) * row_bytes).min(w.len());
-                    let to = ((i + 2 * rw) * row_bytes).min(w.len());
-                    let next = Next {
-                        bytes: &w[from..to],
-                        mode,
-                    };
-                    // SAFETY: the caller checked the CPU features and the lengths (see above);
-                    // rows `i..i + rw` lie inside `w` (`tiles_into` never passes the last row).
-                    unsafe {
-                        tile_any::<$f>(
-                            w.as_ptr().add(i * row_bytes),
-                            row_bytes,
-                            rw,
-                            ac,
-                            o,
-                            st,
-                            next,
-                        )
-                    };
-                    Ok(())
-                },
+    let tiles = |i: usize, rw: usize, ac: &[&[BlockA8]], o: &mut [f32], st: usize| {
+        // The next tile's bytes (decode: one activation row).
+        let from = ((i + rw) * row_bytes).min(w.len());
+        let to = ((i + 2 * rw) * row_bytes).min(w.len());
+        let next = Next {
+            bytes: &w[from..to],
+            mode,
+        };
+        // SAFETY: the caller checked the CPU features and the lengths (see above); rows
+        // `i..i + rw` lie inside `w` (`tiles_into` never passes the last row).
+        unsafe {
+            tile_any::<F>(
+                w.as_ptr().add(i * row_bytes),
+                row_bytes,
+                rw,
+                ac,
+                o,
+                st,
+                next,
             )
         };
-    }
-    match ty {
-        GgmlType::Q4_K => go!(Q4K),
-        GgmlType::Q5_K => go!(Q5K),
-        GgmlType::Q6_K => go!(Q6K),
-        GgmlType::Q5_0 => go!(Q50),
-        _ => go!(Q80),
-    }
+        Ok(())
+    };
+    crate::a8_dispatch::tiles_into(n_rows, a, shape.tokens, shape.rows_at(level), out, tiles)
 }
