@@ -31,6 +31,11 @@ pub struct BenchArgs {
     /// (prefilled untimed, like llama-bench's `-d`).
     #[arg(short = 'd', long, value_delimiter = ',', default_value = "0")]
     depth: Vec<usize>,
+    /// Batched decode: for each listed row count B, the `tg` tests run B sequences together
+    /// (one token of each per step, packed rows of one graph; CUDA only) and report the
+    /// aggregate tok/s and its ratio to B = 1 (comma separated; empty = none).
+    #[arg(short = 'b', long, value_delimiter = ',')]
+    batch: Vec<usize>,
     /// Repetitions (after one warm-up).
     #[arg(short, long, default_value_t = 3)]
     reps: usize,
@@ -79,8 +84,9 @@ pub fn run(a: BenchArgs) -> anyhow::Result<ExitCode> {
     let max_depth = a.depth.iter().copied().max().unwrap_or(0);
     let max_len = a.pp.iter().chain(&a.tg).copied().max().unwrap_or(1) + max_depth;
     let opts = a.engine.cpu_options(max_len)?;
+    let n_seq = a.batch.iter().copied().max().unwrap_or(1).max(1);
     // One session for all tests (the CUDA route uploads weights once); cleared per repetition.
-    let mut s = a.engine.open_session(&model, max_len)?;
+    let mut s = a.engine.open_session_seqs(&model, max_len, n_seq)?;
     let route = s.route_identity();
     let reps = a.reps.max(1);
     let mut results = Vec::new();
@@ -138,6 +144,7 @@ pub fn run(a: BenchArgs) -> anyhow::Result<ExitCode> {
             results.push(r);
         }
     }
+    results.extend(batched_tests(&a, &mut s, n_vocab)?);
     // Peak RSS before the bandwidth measurement (the CPU one reads a 1 GiB buffer of its own).
     let peak_rss = peak_rss_bytes();
     let bw = s.bandwidth_facts()?;
@@ -145,8 +152,9 @@ pub fn run(a: BenchArgs) -> anyhow::Result<ExitCode> {
         .iter_mut()
         .filter(|r| r["test"].as_str().is_some_and(|t| t.starts_with("tg")))
     {
-        // Decode reads every weight once per token.
-        let gbps = bw.decode_weight_bytes as f64 * r["tok_per_s"].as_f64().unwrap_or(0.0) / 1e9;
+        // Decode reads every weight once per step (one token of each of `batch` sequences).
+        let steps = r["tok_per_s"].as_f64().unwrap_or(0.0) / r["batch"].as_f64().unwrap_or(1.0);
+        let gbps = bw.decode_weight_bytes as f64 * steps / 1e9;
         r["weight_gb_per_s"] = json!(gbps);
         r[format!("pct_of_{}_bandwidth", bw.kind)] = json!(100.0 * gbps / bw.gb_per_s);
     }
@@ -186,9 +194,17 @@ pub fn run(a: BenchArgs) -> anyhow::Result<ExitCode> {
                 Some(f) => format!("  (context filled in {:.2} s)", f.as_f64().unwrap_or(0.0)),
                 None => String::new(),
             };
+            let test = match r["batch"].as_u64() {
+                Some(b) => format!("{} x{b}", r["test"].as_str().unwrap_or("?")),
+                None => r["test"].as_str().unwrap_or("?").to_string(),
+            };
+            let speedup = match r["speedup_vs_batch1"].as_f64() {
+                Some(x) => format!("  ({x:.2}x one sequence)"),
+                None => String::new(),
+            };
             println!(
-                "{:>12} {:>10.2} ± {:.2} tok/s{bw}{fill}",
-                r["test"].as_str().unwrap_or("?"),
+                "{:>14} {:>10.2} ± {:.2} tok/s{bw}{fill}{speedup}",
+                test,
                 r["tok_per_s"].as_f64().unwrap_or(0.0),
                 r["stddev"].as_f64().unwrap_or(0.0)
             );
@@ -196,4 +212,66 @@ pub fn run(a: BenchArgs) -> anyhow::Result<ExitCode> {
         println!("peak RSS {:.1} MiB", peak_rss as f64 / (1u64 << 20) as f64);
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The batched decode tests (`--batch`): per depth, `tg` length and row count B, B sequences
+/// (each filled to the depth, untimed) decode `n` tokens each in `n` packed steps; tok/s is
+/// the aggregate (B·n / seconds).
+fn batched_tests(
+    a: &BenchArgs,
+    s: &mut muser_engine::session::Session<'_>,
+    n_vocab: usize,
+) -> anyhow::Result<Vec<serde_json::Value>> {
+    let reps = a.reps.max(1);
+    let mut out = Vec::new();
+    for &d in &a.depth {
+        let ctx = tokens(d, n_vocab, 5);
+        for &n in a.tg.iter().filter(|&&n| n > 0) {
+            let mut one = None;
+            for &bsz in a.batch.iter().filter(|&&b| b > 0) {
+                let name = match d {
+                    0 => format!("tg{n}"),
+                    _ => format!("tg{n}@d{d}"),
+                };
+                let mut tps = Vec::new();
+                for rep in 0..=reps {
+                    s.clear();
+                    if d > 0 {
+                        for seq in 0..bsz {
+                            s.eval_seq(seq, &ctx, Logits::Last)?;
+                        }
+                    }
+                    // Each sequence its own tokens.
+                    let toks: Vec<Vec<u32>> = (0..bsz)
+                        .map(|seq| tokens(n, n_vocab, rep + 17 + 31 * seq))
+                        .collect();
+                    let t = Instant::now();
+                    for i in 0..n {
+                        let rows: Vec<(usize, u32)> = toks
+                            .iter()
+                            .enumerate()
+                            .map(|(seq, t)| (seq, t[i]))
+                            .collect();
+                        s.decode_batch(&rows)?;
+                    }
+                    let secs = t.elapsed().as_secs_f64();
+                    if rep > 0 {
+                        tps.push((bsz * n) as f64 / secs);
+                    }
+                }
+                let (median, sd) = stats(&tps);
+                let mut r = json!({"test": name, "batch": bsz, "n_tokens": n, "depth": d,
+                    "tok_per_s": median, "stddev": sd, "samples": tps,
+                    "per_sequence_tok_per_s": median / bsz as f64});
+                if bsz == 1 {
+                    one = Some(median);
+                }
+                if let Some(o) = one {
+                    r["speedup_vs_batch1"] = json!(median / o);
+                }
+                out.push(r);
+            }
+        }
+    }
+    Ok(out)
 }

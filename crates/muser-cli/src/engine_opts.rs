@@ -85,6 +85,16 @@ impl EngineOpts {
     /// Resolve the backend and open a session for a context of at least `needed` tokens.
     /// Prints the backend choice (and for CUDA the load report) to stderr.
     pub fn open_session<'m>(&self, model: &'m Model, needed: usize) -> anyhow::Result<Session<'m>> {
+        self.open_session_seqs(model, needed, 1)
+    }
+
+    /// `open_session` with `n_seq` sequence slots (more than one: CUDA only).
+    pub fn open_session_seqs<'m>(
+        &self,
+        model: &'m Model,
+        needed: usize,
+        n_seq: usize,
+    ) -> anyhow::Result<Session<'m>> {
         let b = match self.backend {
             BackendArg::Cpu => Backend::Cpu,
             BackendArg::Cuda => Backend::Cuda,
@@ -106,7 +116,7 @@ impl EngineOpts {
             bar.set_length(total);
             bar.set_position(done);
         };
-        let s = Session::open(model, b, opts, &mut progress)?;
+        let s = Session::open(model, b, opts, n_seq, &mut progress)?;
         bar.finish_and_clear();
         if let Some(r) = s.load_report() {
             eprintln!("{r}");

@@ -5,9 +5,10 @@
 //! launch. Prints the time of one layer's matmuls and the aggregate speed-up over one token
 //! (`nt × t(1) / t(nt)`). A measurement tool, not a test: it asserts nothing.
 //!
-//! `cargo run --release -p muser-cuda --example mvb_bench [-- --unstaged | --optin]`
-//! (`--optin`: stage the activations in up to 227 KiB of opt-in shared memory per block,
-//! instead of the 48 KiB default).
+//! `cargo run --release -p muser-cuda --example mvb_bench [-- --unstaged | --default-smem]`
+//! Packed rows launch as batched decode does (`Registry::packed_plan`: `MUSER_CUDA_MVB_WARPS`
+//! warps, activations staged in up to 227 KiB of opt-in shared memory); `--default-smem`
+//! stages only within the 48 KiB default, `--unstaged` never.
 
 use std::time::Instant;
 
@@ -48,9 +49,7 @@ struct Mat {
 
 fn main() {
     let unstaged = std::env::args().any(|a| a == "--unstaged");
-    let optin = std::env::args().any(|a| a == "--optin");
-    // Opt-in dynamic shared memory per block on sm_90 (227 KiB) less the static scratch.
-    const SMEM_OPTIN_MAX: usize = 232_448;
+    let default_smem = std::env::args().any(|a| a == "--default-smem");
     match Gpu::probe() {
         Ok(Some(_)) => {}
         _ => {
@@ -117,15 +116,16 @@ fn main() {
     let y = gpu.alloc(nmax * ff * 4, "y").expect("alloc");
     let layer_bytes: usize = mats.iter().map(|m| m.n_out * m.row_bytes).sum();
     println!(
-        "mvb_bench: warps {}, rows/warp {} (t1), one layer's decode matmuls = {:.1} MB, {} copies{}",
+        "mvb_bench: warps {} (t1) / {} (packed), rows/warp {} (t1), one layer's decode matmuls = {:.1} MB, {} copies{}",
         reg.mva_warps,
+        reg.mvb_warps,
         reg.mva_rows,
         layer_bytes as f64 / 1e6,
         COPIES,
         if unstaged {
             ", unstaged"
-        } else if optin {
-            ", opt-in shared memory"
+        } else if default_smem {
+            ", packed staging only within 48 KiB"
         } else {
             ""
         }
@@ -140,29 +140,28 @@ fn main() {
         let plan: Vec<(Kernel, Dims)> = mats
             .iter()
             .map(|m| {
-                let smem = nt * (m.k / 64) * 72 * 2;
-                let red = (reg.mva_warps * rows) as usize * nt * 36 * 4;
-                let cap = if optin {
-                    SMEM_OPTIN_MAX
-                } else {
-                    SMEM_DEFAULT_MAX
-                };
-                let staged = !unstaged && smem + red <= cap;
-                let dims = Dims {
-                    grid: ((m.n_out as u32).div_ceil(reg.mva_warps * rows), 1, 1),
-                    block: 32 * reg.mva_warps,
-                    smem: if staged { smem as u32 } else { 0 },
-                };
-                let kern = kernel(m.ty, nt, staged);
-                if staged && smem + red > SMEM_DEFAULT_MAX {
-                    reg.get(kern, Math::Strict)
-                        .set_attribute(
-                            cudarc::driver::sys::CUfunction_attribute_enum::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-                            (SMEM_OPTIN_MAX - red) as i32,
-                        )
-                        .expect("opt-in shared memory");
+                if nt == 1 {
+                    // The engine's one-token kernel (4 warps by default), staged where the
+                    // copy fits the default shared memory.
+                    let smem = (m.k / 64) * 72 * 2;
+                    let red = (reg.mva_warps * rows) as usize * 36 * 4;
+                    let staged = !unstaged && smem + red <= SMEM_DEFAULT_MAX;
+                    let dims = Dims {
+                        grid: ((m.n_out as u32).div_ceil(reg.mva_warps * rows), 1, 1),
+                        block: 32 * reg.mva_warps,
+                        smem: if staged { smem as u32 } else { 0 },
+                    };
+                    return (kernel(m.ty, nt, staged), dims);
                 }
-                (kern, dims)
+                // Packed rows: batched decode's launch (`MUSER_CUDA_MVB_WARPS` warps, opt-in
+                // shared memory), or the 48 KiB default with `--default-smem`.
+                let mut p = reg.packed_plan(m.n_out, m.k, nt);
+                let red = (reg.mvb_warps * rows) as usize * nt * 36 * 4;
+                if unstaged || (default_smem && p.dims.smem as usize + red > SMEM_DEFAULT_MAX) {
+                    p.staged = false;
+                    p.dims.smem = 0;
+                }
+                (kernel(m.ty, nt, p.staged), p.dims)
             })
             .collect();
         let pass = |c: usize| {

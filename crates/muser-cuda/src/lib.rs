@@ -9,7 +9,8 @@
 //! - `graph`: stream capture into CUDA graphs, parallel branches, replay;
 //! - `arena`: the device weight arena (one allocation, tensors as offsets);
 //! - `profile`: the phase profiler on CUDA events;
-//! - `sched`: the accelerator scheduler (the one owner of the device queue).
+//! - `sched`: the accelerator scheduler (the one owner of the device queue);
+//! - `step`: the per-step parameters kernels read from device memory (`StepParams`).
 //!
 //! Kernel sources live in `src/kernels/*.cu` (one family per file) and are embedded with
 //! `include_str!`. The model layer (`muser-engine`) composes these pieces into a forward pass.
@@ -22,12 +23,14 @@ pub mod launch;
 pub mod profile;
 pub mod registry;
 pub mod sched;
+pub mod step;
 
 pub use arena::{Arena, ArenaSlice};
 pub use device::{DeviceBuffer, Gpu, GpuInfo, Stream};
 pub use error::CudaError;
 pub use graph::{Graph, GraphMode};
 pub use launch::KArgs;
-pub use registry::{Kernel, Math, Module, Registry, MMQ_ROWS};
+pub use registry::{Kernel, Math, Module, PackedPlan, Registry, MMQ_ROWS, SMEM_OPTIN_MAX};
+pub use step::{StepParams, MAX_BATCH};
 
 pub use cudarc::driver::CudaFunction;

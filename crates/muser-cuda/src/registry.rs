@@ -216,6 +216,10 @@ pub struct Registry {
     pub mva_rows: u32,
     /// Warps per block of the A16 matvec kernels (`-DMVA_WARPS`).
     pub mva_warps: u32,
+    /// Warps per block of the packed decode kernels (`-DMVA_WARPS` of matvec_packed.cu,
+    /// `MUSER_CUDA_MVB_WARPS`, default 8: `mvb_bench` four-row pass 354.5 µs per layer vs 470.9
+    /// with 4 warps, docs/cuda.md).
+    pub mvb_warps: u32,
     /// Minimum resident blocks per SM asked of the one-token A16 matvec kernels (`-DMVA_MINB`;
     /// 0 = no register cap).
     pub mva_minb: u32,
@@ -257,6 +261,30 @@ impl Registry {
         }
     }
 
+    /// The launch of a packed decode matmul (`mvs_*` / `mvp_*` `_t{nt}`, matvec_packed.cu) over
+    /// `n_out` rows of `k` inputs: staged (the NT activation rows copied into shared memory,
+    /// up to the opt-in limit) where the copy fits, else unstaged. Rows per warp: the one-token
+    /// kernels' `mva_rows`, fewer where R·NT would exceed 8 outputs per warp (the kernel
+    /// macro's rule).
+    pub fn packed_plan(&self, n_out: usize, k: usize, nt: usize) -> PackedPlan {
+        let rows = if self.mva_rows as usize * nt <= 8 {
+            self.mva_rows
+        } else {
+            (8 / nt) as u32
+        };
+        let smem = nt * (k / 64) * 72 * 2;
+        let staged =
+            k.is_multiple_of(64) && smem <= SMEM_OPTIN_MAX - packed_red_max(self.mvb_warps);
+        PackedPlan {
+            staged,
+            dims: crate::launch::Dims {
+                grid: ((n_out as u32).div_ceil(self.mvb_warps * rows), 1, 1),
+                block: 32 * self.mvb_warps,
+                smem: if staged { smem as u32 } else { 0 },
+            },
+        }
+    }
+
     /// Compile and load every module variant for `gpu`'s architecture.
     pub fn build(gpu: &Gpu) -> Result<Registry, CudaError> {
         Registry::build_modules(gpu, &Module::ENGINE)
@@ -276,6 +304,7 @@ impl Registry {
         let mva_rows = mva_rows_from_env()?;
         let mva_minb = mva_minb_from_env()?;
         let mva_warps = mva_warps_from_env()?;
+        let mvb_warps = env_choice("MUSER_CUDA_MVB_WARPS", 8, &[4, 8, 16])?;
         let ld16_window = ld16_from_env()?;
         let mmq_wn = env_choice("MUSER_CUDA_MMQ_WN", 4, &[2, 4])?;
         let mmq_minb = env_choice("MUSER_CUDA_MMQ_MINB", 1, &[1, 2])?;
@@ -293,7 +322,14 @@ impl Registry {
                     Module::MatvecA16 | Module::MatvecPacked => vec![
                         format!("-DMVA_R1={mva_rows}"),
                         format!("-DMVA_MINB={mva_minb}"),
-                        format!("-DMVA_WARPS={mva_warps}"),
+                        format!(
+                            "-DMVA_WARPS={}",
+                            if m == Module::MatvecPacked {
+                                mvb_warps
+                            } else {
+                                mva_warps
+                            }
+                        ),
                         format!("-DMUSER_LD16_WINDOW={}", u8::from(ld16_window)),
                         format!("-DMVA_Q6_LAZY={q6_lazy}"),
                         format!("-DMVA_STAGE_ASYNC={stage_async}"),
@@ -321,6 +357,19 @@ impl Registry {
                             kernel: k.symbol().into(),
                             source: e,
                         })?;
+                    if m == Module::MatvecPacked && k.symbol().starts_with("mvs_") {
+                        // The staged packed kernels copy NT activation rows: opt in to the
+                        // SM's large shared memory (beside their static lane-sum scratch).
+                        f.set_attribute(
+                            cudarc::driver::sys::CUfunction_attribute_enum::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                            (SMEM_OPTIN_MAX - packed_red_max(mvb_warps)) as i32,
+                        )
+                        .map_err(|e| CudaError::Load {
+                            module: m.file().into(),
+                            kernel: k.symbol().into(),
+                            source: e,
+                        })?;
+                    }
                     functions.insert((k, math), f);
                 }
                 loaded.push(module);
@@ -343,6 +392,7 @@ impl Registry {
             q6_lazy: q6_lazy == 1,
             stage_async: stage_async == 1,
             mva_warps,
+            mvb_warps,
             functions,
             modules,
             _loaded: loaded,
@@ -376,6 +426,23 @@ impl Registry {
         }
         hex(&h.finalize())
     }
+}
+
+/// Dynamic + static shared memory one block may use on sm_90 after opting in (227 KiB).
+pub const SMEM_OPTIN_MAX: usize = 232_448;
+
+/// The packed decode kernels' static lane-sum scratch at most (`MVA_RED_DECL`: 8 outputs per
+/// warp × 36 floats per warp).
+fn packed_red_max(warps: u32) -> usize {
+    warps as usize * 8 * 36 * 4
+}
+
+/// How one packed decode matmul launches (`Registry::packed_plan`).
+#[derive(Clone, Copy, Debug)]
+pub struct PackedPlan {
+    /// The `mvs_*` kernel (activations staged in shared memory) rather than `mvp_*`.
+    pub staged: bool,
+    pub dims: crate::launch::Dims,
 }
 
 /// Compile one module variant to PTX (no device needed). Returns the PTX, the full option list

@@ -5,7 +5,7 @@
 //! Every output buffer is surrounded by guard regions filled with a sentinel; a kernel that
 //! writes outside its output fails the test.
 
-use muser_cuda::launch::{launch, A16Matmul, Dims, SMEM_DEFAULT_MAX};
+use muser_cuda::launch::{launch, A16Matmul, Dims};
 use muser_cuda::{DeviceBuffer, Gpu, KArgs, Kernel, Math, Module, Registry};
 use muser_gguf::GgmlType;
 use muser_quant::a16::{self, BlockA16};
@@ -376,22 +376,17 @@ fn a16_matvec_case(gpu: &Gpu, reg: &Registry, k: usize) {
             );
         }
         // Packed decode rows (several sequences' tokens in one launch): each token's outputs
-        // are the eight-token kernel's, bit for bit. Staged variants only where their copy of
-        // `nt` activation rows fits the default shared memory beside the lane-sum scratch.
+        // are the eight-token kernel's, bit for bit, in the launch shape batched decode uses
+        // (`Registry::packed_plan`). Staged variants only where their copy of `nt` activation
+        // rows fits the opt-in shared memory.
         for &(kern, nt, staged) in packed_kernels(ty) {
-            let rows = if reg.mva_rows as usize * nt <= 8 {
-                reg.mva_rows
-            } else {
-                8 / nt as u32
-            };
-            let mut dims = mva_dims(reg, n_out, nt, rows, nt as u32);
-            if staged {
-                let smem = nt * (k / 64) * 72 * 2;
-                let red = (reg.mva_warps * rows) as usize * nt * 36 * 4;
-                if smem + red > SMEM_DEFAULT_MAX {
-                    continue;
-                }
-                dims.smem = smem as u32;
+            let plan = reg.packed_plan(n_out, k, nt);
+            if staged && !plan.staged {
+                continue;
+            }
+            let mut dims = plan.dims;
+            if !staged {
+                dims.smem = 0;
             }
             let yp = case.run(gpu, reg, kern, dims, nt);
             assert_eq!(

@@ -51,17 +51,23 @@ pub enum Session<'m> {
 }
 
 impl<'m> Session<'m> {
-    /// Open a session on a resolved backend (`Auto` must be resolved first).
+    /// Open a session on a resolved backend (`Auto` must be resolved first) with `n_seq`
+    /// sequence slots (more than one: CUDA only, for `decode_batch`).
     pub fn open(
         model: &'m Model,
         backend: Backend,
         cpu: CpuOptions,
+        n_seq: usize,
         progress: &mut dyn FnMut(u64, u64),
     ) -> Result<Session<'m>, EngineError> {
         match backend {
+            Backend::Cpu if n_seq != 1 => Err(EngineError::Config(format!(
+                "the CPU route runs one sequence per session (asked for {n_seq}); batched decode needs the CUDA route"
+            ))),
             Backend::Cpu => Ok(Session::Cpu(Box::new(CpuSession::new(model, cpu)?))),
             Backend::Cuda => {
-                let opts = CudaOptions::new(cpu.n_ctx, cpu.chunk);
+                let mut opts = CudaOptions::new(cpu.n_ctx, cpu.chunk);
+                opts.n_seq = n_seq;
                 Ok(Session::Cuda(Box::new(CudaSession::new(
                     model, opts, progress,
                 )?)))
@@ -76,6 +82,36 @@ impl<'m> Session<'m> {
         match self {
             Session::Cpu(s) => s.eval(tokens, which),
             Session::Cuda(s) => s.eval(tokens, which),
+        }
+    }
+
+    /// `eval` on sequence `seq` (CPU: only sequence 0 exists).
+    pub fn eval_seq(
+        &mut self,
+        seq: usize,
+        tokens: &[u32],
+        which: Logits,
+    ) -> Result<Vec<f32>, EngineError> {
+        match self {
+            Session::Cpu(s) if seq == 0 => s.eval(tokens, which),
+            Session::Cpu(_) => Err(EngineError::Config(format!(
+                "sequence {seq} does not exist (the CPU route runs one sequence per session)"
+            ))),
+            Session::Cuda(s) => s.eval_seq(seq, tokens, which),
+        }
+    }
+
+    /// One token of each of several sequences in one step (CUDA; see
+    /// `CudaSession::decode_batch`). Returns `rows.len() × n_vocab` logits.
+    pub fn decode_batch(&mut self, rows: &[(usize, u32)]) -> Result<Vec<f32>, EngineError> {
+        match self {
+            Session::Cpu(s) if rows.len() == 1 && rows[0].0 == 0 => {
+                s.eval(&[rows[0].1], Logits::Last)
+            }
+            Session::Cpu(_) => Err(EngineError::Config(
+                "batched decode of several sequences needs the CUDA route".into(),
+            )),
+            Session::Cuda(s) => s.decode_batch(rows),
         }
     }
 

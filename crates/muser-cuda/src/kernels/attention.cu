@@ -2,12 +2,14 @@
 // fixed order (deterministic flash-decoding). Decode and prefill use the same kernels and the
 // same absolute key partition, so a query's result depends only on its position and the cache.
 //
-// Q:  [n_tok][n_head*hd] f32          Kc: [cap][n_head_kv*hd] f16   Vc: [cap][n_head_kv*hd_v] f16
+// Q:  [n_tok][n_head*hd] f32
+// Kc: [n_seq][cap][n_head_kv*hd] f16   Vc: [n_seq][cap][n_head_kv*hd_v] f16
 // Op: [n_tok][n_head][n_super][hd_v] f32 (unnormalised partial outputs)
 // Mp, Lp: [n_tok][n_head][n_super] f32 (running max and sum of each partial)
 // A:  [n_tok][n_head*hd_v] f32
-// Query t sits at pos = pos0 + t and sees keys lo..=pos, lo = window ? max(0, pos-window+1) : 0.
-// Key p lives at cache row p % cap (the caller guarantees rows lo..=pos are all present).
+// Query t sits at pos = step_pos(t) (pos0 + t, or its packed row's own position) and sees keys
+// lo..=pos, lo = window ? max(0, pos-window+1) : 0. Key p of the query's sequence s lives at
+// cache row s * cap + p % cap (the caller guarantees rows lo..=pos are all present).
 //
 // attn_partial: grid (n_super, n_head / HPB, n_tok), block = HPB warps (HPB divides the GQA
 // ratio, so one block's heads share one KV head and its K/V tiles), one warp per query head.
@@ -64,7 +66,11 @@ extern "C" __global__ void attn_partial(const float* Q, const u16* Kc, const u16
     const int h = blockIdx.y * G + w;
     const int kvh = h / (n_head / n_head_kv);
     if ((u32)t >= sp->n_tok) return;
-    const int pos = (int)(sp->pos0 + t);
+    const int pos = (int)step_pos(sp, t);
+    // This token's sequence: its ring is rows [seq * cap, seq * cap + cap) of the cache.
+    const u64 seq_base = (u64)step_seq(sp, t) * (u64)cap;
+    Kc += seq_base * (u64)(n_head_kv * hd);
+    Vc += seq_base * (u64)(n_head_kv * hd_v);
     const int lo = window > 0 ? max(0, pos - window + 1) : 0;
     const int SUPER = super_len;
     const int b0 = max(lo, sb * SUPER), b1 = min(pos, sb * SUPER + SUPER - 1);
@@ -199,6 +205,9 @@ extern "C" __global__ void attn_partial_mt(const float* Q, const u16* Kc, const 
     const int kvh = h / (n_head / n_head_kv);
     const int n_tok = (int)sp->n_tok;
     const int SUPER = super_len;
+    // One sequence per step (the host never launches this kernel on packed decode rows).
+    Kc += (u64)sp->seq0 * (u64)cap * (u64)(n_head_kv * hd);
+    Vc += (u64)sp->seq0 * (u64)cap * (u64)(n_head_kv * hd_v);
     // Each token's visible keys inside this block's range (b0 > b1: none), and their union.
     int b0[ATQ], b1[ATQ];
     int u0 = 0x7fffffff, u1 = -1;
@@ -443,7 +452,7 @@ extern "C" __global__ void attn_combine(const float* Op, const float* Mp, const 
                                         int super_len, float* A, const StepParams* sp) {
     const int h = blockIdx.x, t = blockIdx.y, lane = threadIdx.x & 31;
     if ((u32)t >= sp->n_tok) return;
-    const int pos = (int)(sp->pos0 + t);
+    const int pos = (int)step_pos(sp, t);
     const size_t base = ((size_t)t * n_head + h) * n_super;
     const unsigned rmask = combine_groups(hd_v);
     float acc[8];
@@ -463,7 +472,7 @@ extern "C" __global__ void attn_combine_q(const float* Op, const float* Mp, cons
                                           int* XSUM) {
     const int h = blockIdx.x, t = blockIdx.y, lane = threadIdx.x & 31;
     if ((u32)t >= sp->n_tok) return;
-    const int pos = (int)(sp->pos0 + t);
+    const int pos = (int)step_pos(sp, t);
     const size_t base = ((size_t)t * n_head + h) * n_super;
     const unsigned rmask = combine_groups(hd_v);
     float acc[8];

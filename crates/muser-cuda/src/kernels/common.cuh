@@ -14,10 +14,32 @@ typedef unsigned long long u64;
 #define MUSER_INF __int_as_float(0x7f800000)
 
 // Per-step scalars, read from device memory so a captured graph replays without re-capture.
+// Two kinds of step (host image: `muser_cuda::launch::StepParams`, 80 bytes):
+// - one sequence (per_row == 0): token t sits at position pos0 + t of sequence seq0 (prefill
+//   chunks and single-sequence decode);
+// - packed decode rows (per_row != 0): row t is one token of sequence seq[t] at position
+//   pos[t], t < n_tok <= MUSER_MAX_BATCH (batched decode: each row its own sequence).
+// A sequence's K/V rows live at [seq][cap] in each layer's cache (step_kv_row).
+#define MUSER_MAX_BATCH 8
 struct StepParams {
-    u32 pos0;   // position of the first token of this step
-    u32 n_tok;  // tokens in this step
+    u32 pos0;     // position of the first token of this step (one sequence)
+    u32 n_tok;    // tokens (rows) in this step
+    u32 seq0;     // the sequence of a one-sequence step
+    u32 per_row;  // nonzero: pos[] and seq[] give each row's position and sequence
+    u32 pos[MUSER_MAX_BATCH];
+    u32 seq[MUSER_MAX_BATCH];
 };
+
+__device__ __forceinline__ u32 step_pos(const StepParams* sp, int t) {
+    return sp->per_row ? sp->pos[t] : sp->pos0 + (u32)t;
+}
+__device__ __forceinline__ u32 step_seq(const StepParams* sp, int t) {
+    return sp->per_row ? sp->seq[t] : sp->seq0;
+}
+// Row of token t's sequence ring holding position `pos` in a `cap`-row-per-sequence cache.
+__device__ __forceinline__ u64 step_kv_row(const StepParams* sp, int t, u32 pos, int cap) {
+    return (u64)step_seq(sp, t) * (u64)cap + (u64)(pos % (u32)cap);
+}
 
 __device__ __forceinline__ float h2f(u16 h) {
     float f;

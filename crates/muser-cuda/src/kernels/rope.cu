@@ -6,7 +6,8 @@
 //
 // Q: [n_tok][n_head*hd] f32 (in place)   K: [n_tok][n_head_kv*hd] f32 (in place)
 // V: [n_tok][n_head_kv*hd_v] f32
-// Kc: [cap][n_head_kv*hd] f16, Vc: [cap][n_head_kv*hd_v] f16; position p lives at row p % cap.
+// Kc: [n_seq][cap][n_head_kv*hd] f16, Vc: [n_seq][cap][n_head_kv*hd_v] f16; position p of
+// sequence s lives at row s * cap + p % cap (step_kv_row).
 // mode: 0 = no rope, 1 = NORM (pairs 2i, 2i+1), 2 = NEOX (pairs i, i + hd/2).
 
 #define ROPE_MAX_HD 512
@@ -21,7 +22,7 @@ extern "C" __global__ void qk_norm_rope_kv(float* Q, float* K, const float* V, c
     const int t = blockIdx.y;
     const int head = blockIdx.x * 4 + w;
     if ((u32)t >= sp->n_tok) return;  // the whole block
-    const u32 pos = sp->pos0 + t;
+    const u32 pos = step_pos(sp, t);
     const int half = hd / 2;
     if (mode != 0) {
         for (int i = threadIdx.x; i < half; i += blockDim.x) {
@@ -33,7 +34,7 @@ extern "C" __global__ void qk_norm_rope_kv(float* Q, float* K, const float* V, c
     }
     __syncthreads();
     if (head >= n_head + 2 * n_head_kv) return;
-    const u64 crow = (u64)(pos % (u32)cap);
+    const u64 crow = step_kv_row(sp, t, pos, cap);
     if (head >= n_head + n_head_kv) {
         const int hv = head - n_head - n_head_kv;
         const float* v = V + (size_t)t * n_head_kv * hd_v + hv * hd_v;

@@ -4,10 +4,10 @@
 
 use muser_cuda::launch::{launch, A16Matmul, AttnShape, Dims, SMEM_DEFAULT_MAX};
 use muser_cuda::profile::PhaseProfiler;
-use muser_cuda::{CudaError, Graph, KArgs, Kernel, Math};
+use muser_cuda::{CudaError, Graph, KArgs, Kernel, Math, StepParams, MAX_BATCH};
 
 use super::weights::{kernels_for, DevMatrix};
-use super::{Acts, CudaSession};
+use super::{Acts, BatchMm, CudaSession};
 use crate::config::{FfnActivation, RopeMode};
 use crate::EngineError;
 
@@ -21,27 +21,39 @@ const NORM_THREADS: u32 = 1024;
 const EW_THREADS: u32 = 256;
 
 impl<'m> CudaSession<'m> {
-    /// Run one chunk of `tokens` and return its last `rows` logit rows.
-    pub(super) fn step(&mut self, tokens: &[u32], rows: usize) -> Result<Vec<f32>, EngineError> {
+    /// Run one step — a chunk of one sequence's tokens, or packed decode rows (`sp` says which
+    /// and where) — and return its last `rows` logit rows. The caller advances the positions.
+    pub(super) fn step(
+        &mut self,
+        tokens: &[u32],
+        sp: StepParams,
+        rows: usize,
+    ) -> Result<Vec<f32>, EngineError> {
         let n = tokens.len();
+        debug_assert_eq!(n, sp.n_tok());
+        let packed = sp.per_row();
         self.gpu.bind()?;
         self.gpu.upload(self.b.tokens.ptr(), tokens)?;
-        self.gpu
-            .upload(self.b.step.ptr(), &[self.n_past as u32, n as u32])?;
-        let use_graph = self.opts.graphs && n == 1 && rows == 1 && !self.profile.enabled();
+        self.gpu.upload(self.b.step.ptr(), sp.words())?;
+        // Graphs: single-token decode, and packed decode steps (one graph per row count; the
+        // one-token graph serves both kinds of one-row step: the kernels are the same).
+        let use_graph = self.opts.graphs
+            && rows == n
+            && (n == 1 || (packed && n <= MAX_BATCH))
+            && !self.profile.enabled();
         if use_graph {
-            if self.decode_graph.is_none() {
+            if self.graphs[n].is_none() {
                 let g = Graph::capture(&self.gpu, "decode step", || {
-                    self.enqueue(1, 1, &mut PhaseProfiler::default())
+                    self.enqueue(n, n, packed, &mut PhaseProfiler::default())
                 })?;
-                self.decode_graph = Some(g);
+                self.graphs[n] = Some(g);
             }
-            if let Some(g) = &self.decode_graph {
+            if let Some(g) = &self.graphs[n] {
                 g.launch()?;
             }
         } else {
             let mut prof = std::mem::take(&mut self.profile);
-            let r = self.enqueue(n, rows, &mut prof);
+            let r = self.enqueue(n, rows, packed, &mut prof);
             let label_count = 1 + 5 * self.model.config.n_layer + usize::from(rows > 0);
             let r2 = r.and_then(|()| {
                 self.gpu.wait("prefill step")?;
@@ -50,7 +62,6 @@ impl<'m> CudaSession<'m> {
             self.profile = prof;
             r2?;
         }
-        self.n_past += n;
         let n_vocab = self.model.config.n_vocab;
         let mut out = vec![0f32; rows * n_vocab];
         if rows > 0 {
@@ -70,6 +81,7 @@ impl<'m> CudaSession<'m> {
 
     /// `y[t] = m · x[t]` for `n` tokens; `x`, `y` are (device pointer, row stride in f32).
     /// On the A16 route `x` must already be quantized into the A16 buffers (`quantize`).
+    /// `packed`: the tokens are packed decode rows of several sequences.
     fn mv(
         &self,
         s: Stream,
@@ -77,9 +89,36 @@ impl<'m> CudaSession<'m> {
         (x, ldx): (u64, usize),
         (y, ldy): (u64, usize),
         n: usize,
+        packed: bool,
     ) -> Result<(), CudaError> {
         let ks = kernels_for(m.ty).expect("checked at upload");
         let a16 = self.opts.acts == Acts::A16;
+        if let Some(kp) = ks
+            .a16_packed
+            .filter(|_| packed && n > 1 && a16 && self.opts.batch_mm == BatchMm::Packed)
+        {
+            // Packed decode rows: NT = the next of 2, 4, 8 (rows past n compute on spare
+            // buffer rows nobody reads: the buffers hold MAX_BATCH rows).
+            let nt = n.next_power_of_two();
+            let (staged, unstaged) = kp[nt.trailing_zeros() as usize - 1];
+            let plan = self.reg.packed_plan(m.n_out, m.n_in, nt);
+            let b = &self.b;
+            let args = A16Matmul {
+                w: m.ptr,
+                row_bytes: m.row_bytes,
+                xq: b.xq.ptr(),
+                xs: b.xs.ptr(),
+                xsum: b.xsum.ptr(),
+                k: m.n_in,
+                y,
+                ldy,
+                n_out: m.n_out,
+                n_tok: nt,
+            }
+            .args();
+            let k = if plan.staged { staged } else { unstaged };
+            return launch(self.f(k), plan.dims, s, args);
+        }
         // The staged-activation kernel's shared memory: K/64 padded runs of 72 quants.
         let xsmem_bytes = m.n_in.div_ceil(64) * 72 * 2;
         // Beside it, each warp's static lane_seq_sum scratch (MVA_RED in matvec_a16.cu): one
@@ -196,6 +235,7 @@ impl<'m> CudaSession<'m> {
         n: usize,
         outs: &[(&DevMatrix, u64, usize)],
         prequantized: bool,
+        packed: bool,
     ) -> Result<(), CudaError> {
         if !prequantized {
             self.quantize(self.gpu.stream(), x, k, n)?;
@@ -204,7 +244,7 @@ impl<'m> CudaSession<'m> {
         let mut branches: Vec<Branch<'_>> = outs
             .iter()
             .map(|&(m, y, ldy)| {
-                Box::new(move |st: Stream| self.mv(st, m, x, (y, ldy), n)) as Branch<'_>
+                Box::new(move |st: Stream| self.mv(st, m, x, (y, ldy), n, packed)) as Branch<'_>
             })
             .collect();
         let mut refs: Vec<&mut dyn FnMut(Stream) -> Result<(), CudaError>> = branches
@@ -224,8 +264,15 @@ impl<'m> CudaSession<'m> {
     }
 
     /// Queue one step of `n` tokens (ids and StepParams already on the device) producing the
-    /// last `rows` logit rows.
-    fn enqueue(&self, n: usize, rows: usize, prof: &mut PhaseProfiler) -> Result<(), CudaError> {
+    /// last `rows` logit rows; `packed`: the tokens are packed decode rows of several
+    /// sequences (decode's attention kernel per row, the packed matmuls).
+    fn enqueue(
+        &self,
+        n: usize,
+        rows: usize,
+        packed: bool,
+        prof: &mut PhaseProfiler,
+    ) -> Result<(), CudaError> {
         let c = &self.model.config;
         let b = &self.b;
         let w = &self.w;
@@ -284,13 +331,14 @@ impl<'m> CudaSession<'m> {
         prof.mark("embed+norm", s)?;
 
         // Decode (and `MUSER_CUDA_ATTN_MT=0`): one query token per block; prefill: eight.
-        let (attn_kernel, attn_shape) = match (n > 1 && self.opts.attn_mt, self.attn_prefill) {
-            (true, Some(shape)) => (Kernel::AttnPartialMt, shape),
-            _ => (
-                Kernel::AttnPartial,
-                AttnShape::decode(self.attn_hpb(), c.head_dim, c.head_dim_v),
-            ),
-        };
+        let (attn_kernel, attn_shape) =
+            match (n > 1 && !packed && self.opts.attn_mt, self.attn_prefill) {
+                (true, Some(shape)) => (Kernel::AttnPartialMt, shape),
+                _ => (
+                    Kernel::AttnPartial,
+                    AttnShape::decode(self.attn_hpb(), c.head_dim, c.head_dim_v),
+                ),
+            };
         let attn_dims = attn_shape.dims(self.n_super, c.n_head, n, c.head_dim, c.head_dim_v);
         assert!(
             attn_dims.smem as usize <= SMEM_DEFAULT_MAX,
@@ -306,7 +354,7 @@ impl<'m> CudaSession<'m> {
             if let Some(wg) = &lw.wgate {
                 outs.push((wg, b.gate.ptr(), aw));
             }
-            self.project((h, e), e, n, &outs, fuse && il > 0)?;
+            self.project((h, e), e, n, &outs, fuse && il > 0, packed)?;
             prof.mark("qkv+gate", s)?;
             let kv = &self.kv[il];
             let (inv, mode) = match (&b.rope[il], c.rope_mode) {
@@ -431,6 +479,7 @@ impl<'m> CudaSession<'m> {
                 n,
                 &[(&lw.wo, b.o.ptr(), e)],
                 a_quantized,
+                packed,
             )?;
             self.residual_norm(s, n, lw.post_attn_norm, lw.ffn_norm, fuse)?;
             prof.mark("attn out+norm", s)?;
@@ -443,6 +492,7 @@ impl<'m> CudaSession<'m> {
                     (&lw.ffn_up, b.fu.ptr(), c.n_ff),
                 ],
                 fuse,
+                packed,
             )?;
             let act = match (c.ffn_activation, fuse) {
                 (FfnActivation::Silu, false) => Kernel::Swiglu,
@@ -467,6 +517,7 @@ impl<'m> CudaSession<'m> {
                 n,
                 &[(&lw.ffn_down, b.o.ptr(), e)],
                 fuse,
+                packed,
             )?;
             let next = w.layers.get(il + 1).map_or(w.output_norm, |l| l.attn_norm);
             // The last layer's h feeds only the output rows, quantized there.
@@ -482,6 +533,7 @@ impl<'m> CudaSession<'m> {
                 rows,
                 &[(&w.output, b.logits.ptr(), c.n_vocab)],
                 false,
+                packed && rows == n,
             )?;
             self.ew(
                 Kernel::ScaleSoftcap,

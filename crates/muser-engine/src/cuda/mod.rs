@@ -11,7 +11,14 @@
 //!
 //! Decode (one token) is recorded once as a CUDA graph and replayed; the position and token id
 //! are read from device memory (`StepParams`, `tokens`), so replay needs no re-capture.
-//! Prefill runs eagerly in chunks of up to `chunk` tokens (the 8-token matvec kernels).
+//! Prefill runs eagerly in chunks of up to `chunk` tokens (the tensor-core matmuls).
+//!
+//! Several sequences (`n_seq` slots, each with its own K/V rings and position): prefill runs
+//! per sequence (`eval_seq`); `decode_batch` runs one token of each of up to `MAX_BATCH`
+//! sequences as packed rows of one step — one graph per row count, the matmuls on the packed
+//! decode kernels (each weight unit decoded once for all rows), attention per row on its own
+//! sequence's cache. Every row's logits are bit-identical to that sequence decoding alone
+//! (same per-(row, token) arithmetic in every kernel; device test `cuda_route`).
 
 mod forward;
 pub mod weights;
@@ -22,7 +29,7 @@ use muser_cuda::graph::Fork;
 use muser_cuda::launch::AttnShape;
 use muser_cuda::profile::PhaseProfiler;
 use muser_cuda::sched::{AcceleratorScheduler, StepKind};
-use muser_cuda::{DeviceBuffer, Gpu, Graph, GraphMode, Math, Registry};
+use muser_cuda::{DeviceBuffer, Gpu, Graph, GraphMode, Math, Module, Registry, MAX_BATCH};
 
 use crate::cpu::Logits;
 use crate::model::Model;
@@ -76,6 +83,23 @@ pub struct CudaOptions {
     /// default; `MUSER_CUDA_ATTN_MT=0` for A/B: one token per block, as decode). Launch shape
     /// only: bit-identical partials (device test).
     pub attn_mt: bool,
+    /// Sequence slots (each its own K/V rings and position; `decode_batch` packs up to
+    /// `MAX_BATCH` of them into one step). 1 for a single-sequence session.
+    pub n_seq: usize,
+    /// Matmuls of a packed decode step (`MUSER_CUDA_BATCH_MM=packed|mmq`): the packed decode
+    /// kernels (default) or the prefill kernels (tensor cores). Same numbers either way.
+    pub batch_mm: BatchMm,
+}
+
+/// The matmul kernels of a packed decode step.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BatchMm {
+    /// `mvs_*` / `mvp_*` `_t{2,4,8}` (matvec_packed.cu).
+    Packed,
+    /// The several-token kernels prefill uses (`mmq_*`, or the eight-token dp2a kernels).
+    Mmq,
+    /// An unknown `MUSER_CUDA_BATCH_MM` value (a session refuses it).
+    Invalid,
 }
 
 /// Activation precision of the CUDA matmuls.
@@ -120,6 +144,13 @@ impl CudaOptions {
                 Ok("f32") => Acts::F32,
                 _ => Acts::A16,
             },
+            n_seq: 1,
+            batch_mm: match std::env::var("MUSER_CUDA_BATCH_MM").as_deref() {
+                Ok("mmq") => BatchMm::Mmq,
+                Err(_) | Ok("packed") => BatchMm::Packed,
+                // Rejected with the value's name by `CudaSession::new`.
+                Ok(_) => BatchMm::Invalid,
+            },
         }
     }
 }
@@ -160,7 +191,7 @@ struct Bufs {
     fu: DeviceBuffer,                // [C][n_ff]
     logits: DeviceBuffer,            // [C][n_vocab]
     tokens: DeviceBuffer,            // [C] u32
-    step: DeviceBuffer,              // StepParams {pos0, n_tok}
+    step: DeviceBuffer,              // StepParams (muser_cuda::step)
     op: DeviceBuffer,                // [C][n_head][n_super][hd_v]
     mp: DeviceBuffer,                // [C][n_head][n_super]
     lp: DeviceBuffer,                // [C][n_head][n_super]
@@ -170,14 +201,14 @@ struct Bufs {
     rope: Vec<Option<DeviceBuffer>>, // per layer: [hd/2] f64 inverse frequencies
 }
 
-/// Per layer f16 K/V rings: position p at row p % cap.
+/// Per layer f16 K/V rings, one per sequence: position p of sequence s at row s * cap + p % cap.
 struct LayerKv {
-    k: DeviceBuffer, // [cap][n_head_kv*hd] f16
-    v: DeviceBuffer, // [cap][n_head_kv*hd_v] f16
+    k: DeviceBuffer, // [n_seq][cap][n_head_kv*hd] f16
+    v: DeviceBuffer, // [n_seq][cap][n_head_kv*hd_v] f16
     cap: usize,
 }
 
-/// One sequence on the GPU.
+/// Sequences on the GPU (one, or `n_seq` slots decoded together by `decode_batch`).
 pub struct CudaSession<'m> {
     model: &'m Model,
     gpu: Gpu,
@@ -190,8 +221,10 @@ pub struct CudaSession<'m> {
     /// Prefill attention shape (`attn_partial_mt`), None: prefill uses decode's kernel
     /// (`MUSER_CUDA_ATTN_MT=0`, or head_dim too wide for its tiles; the route identity says).
     attn_prefill: Option<AttnShape>,
-    n_past: usize,
-    decode_graph: Option<Graph>,
+    /// Positions seen, per sequence slot.
+    n_past: Vec<usize>,
+    /// Decode graphs by row count (index 1: one token; 2..=MAX_BATCH: packed rows).
+    graphs: Vec<Option<Graph>>,
     fork: Fork,
     sched: AcceleratorScheduler<(usize, usize, usize)>,
     profile: PhaseProfiler,
@@ -212,13 +245,14 @@ fn k_max(model: &Model) -> usize {
 /// Device memory needed for `model` at `opts` (computed before anything is allocated).
 pub fn vram_plan(model: &Model, opts: &CudaOptions) -> VramPlan {
     let c = &model.config;
-    let chunk = opts.chunk;
+    let chunk = bufs_rows(opts);
     let kv: usize = (0..c.n_layer)
         .map(|il| {
             let cap = ring_cap(model, opts, il);
             cap * (c.kv_width() + c.n_head_kv * c.head_dim_v) * 2
         })
-        .sum();
+        .sum::<usize>()
+        * opts.n_seq.max(1);
     let n_super = opts.n_ctx.div_ceil(opts.attn_super.max(32));
     let aw = c.n_head * c.head_dim_v;
     let scratch = bytes_f32(
@@ -241,6 +275,11 @@ pub fn vram_plan(model: &Model, opts: &CudaOptions) -> VramPlan {
         kv: kv as u64,
         scratch: scratch as u64,
     }
+}
+
+/// Token rows of the activation buffers: a prefill chunk, or a packed decode step's rows.
+fn bufs_rows(opts: &CudaOptions) -> usize {
+    opts.chunk.max(MAX_BATCH)
 }
 
 /// Rows of layer `il`'s ring: sliding layers keep `window + chunk` rows (a chunk's queries need
@@ -292,6 +331,17 @@ impl<'m> CudaSession<'m> {
                 opts.attn_super
             )));
         }
+        if opts.n_seq == 0 {
+            return Err(EngineError::Config(
+                "a CUDA session needs at least one sequence slot".into(),
+            ));
+        }
+        if opts.batch_mm == BatchMm::Invalid {
+            return Err(EngineError::Config(format!(
+                "MUSER_CUDA_BATCH_MM={}: expected packed or mmq",
+                std::env::var("MUSER_CUDA_BATCH_MM").unwrap_or_default()
+            )));
+        }
         if opts.attn_hpb != 0 && (opts.attn_hpb > gqa || !gqa.is_multiple_of(opts.attn_hpb)) {
             return Err(EngineError::Config(format!(
                 "MUSER_CUDA_ATTN_HPB must divide the GQA ratio {gqa} (got {})",
@@ -327,7 +377,12 @@ impl<'m> CudaSession<'m> {
             }
             .into());
         }
-        let reg = Registry::build(&gpu)?;
+        // The packed decode kernels only where several sequences can decode together.
+        let mut modules = Module::ENGINE.to_vec();
+        if opts.n_seq > 1 && opts.acts == Acts::A16 && opts.batch_mm == BatchMm::Packed {
+            modules.push(Module::MatvecPacked);
+        }
+        let reg = Registry::build_modules(&gpu, &modules)?;
         let t = Instant::now();
         let w = weights::upload(&gpu, model, progress)?;
         let up = t.elapsed().as_secs_f64();
@@ -335,9 +390,10 @@ impl<'m> CudaSession<'m> {
         let kv = (0..c.n_layer)
             .map(|il| {
                 let cap = ring_cap(model, &opts, il);
+                let ns = opts.n_seq;
                 Ok(LayerKv {
-                    k: gpu.alloc(cap * c.kv_width() * 2, "K cache")?,
-                    v: gpu.alloc(cap * c.n_head_kv * c.head_dim_v * 2, "V cache")?,
+                    k: gpu.alloc(ns * cap * c.kv_width() * 2, "K cache")?,
+                    v: gpu.alloc(ns * cap * c.n_head_kv * c.head_dim_v * 2, "V cache")?,
                     cap,
                 })
             })
@@ -363,6 +419,7 @@ impl<'m> CudaSession<'m> {
             plan.kv as f64 / 1e6,
             plan.scratch as f64 / 1e6,
         );
+        let n_seq = opts.n_seq;
         Ok(CudaSession {
             model,
             gpu,
@@ -373,8 +430,8 @@ impl<'m> CudaSession<'m> {
             opts,
             n_super,
             attn_prefill,
-            n_past: 0,
-            decode_graph: None,
+            n_past: vec![0; n_seq],
+            graphs: (0..=MAX_BATCH).map(|_| None).collect(),
             fork: Fork::new()?,
             sched: AcceleratorScheduler::new(),
             profile: PhaseProfiler::from_env(),
@@ -385,7 +442,7 @@ impl<'m> CudaSession<'m> {
     /// What produced the numbers: route parameters and the kernel registry's SHA-256.
     pub fn route_identity(&self) -> String {
         format!(
-            "cuda:acts={},kv=f16,attn=f32/s{}h{}{},mv={},mm={},fuse={},act_math={},graph={},mode={},kernels={}",
+            "cuda:acts={},kv=f16,attn=f32/s{}h{}{},mv={},mm={}{},fuse={},act_math={},graph={},mode={},kernels={}",
             self.opts.acts.name(),
             self.opts.attn_super,
             self.attn_hpb(),
@@ -421,6 +478,11 @@ impl<'m> CudaSession<'m> {
                 ),
                 _ => "t8".to_string(),
             },
+            match (self.opts.n_seq, self.batch_packed()) {
+                (1, _) => String::new(),
+                (n, true) => format!(",seqs={n}/packed-w{}", self.reg.mvb_warps),
+                (n, false) => format!(",seqs={n}/mm"),
+            },
             if self.opts.fuse { "on" } else { "off" },
             self.opts.act_math.label(),
             if self.opts.graphs { "on" } else { "off" },
@@ -453,13 +515,46 @@ impl<'m> CudaSession<'m> {
         &self.gpu
     }
 
+    /// Positions seen by sequence 0.
     pub fn n_past(&self) -> usize {
-        self.n_past
+        self.n_past[0]
     }
 
-    /// Forget the sequence (the KV rows are overwritten as new positions arrive).
+    /// Positions seen by sequence `seq` (0 for a slot that does not exist).
+    pub fn n_past_seq(&self, seq: usize) -> usize {
+        self.n_past.get(seq).copied().unwrap_or(0)
+    }
+
+    /// Sequence slots of this session.
+    pub fn n_seq(&self) -> usize {
+        self.n_past.len()
+    }
+
+    /// Forget every sequence (the KV rows are overwritten as new positions arrive).
     pub fn clear(&mut self) {
-        self.n_past = 0;
+        self.n_past.iter_mut().for_each(|p| *p = 0);
+    }
+
+    /// Forget sequence `seq`.
+    pub fn clear_seq(&mut self, seq: usize) -> Result<(), EngineError> {
+        self.check_seq(seq)?;
+        self.n_past[seq] = 0;
+        Ok(())
+    }
+
+    /// Packed decode steps run on the packed decode kernels (else on the prefill kernels).
+    fn batch_packed(&self) -> bool {
+        self.opts.acts == Acts::A16 && self.opts.batch_mm == BatchMm::Packed
+    }
+
+    fn check_seq(&self, seq: usize) -> Result<(), EngineError> {
+        if seq >= self.n_past.len() {
+            return Err(EngineError::Config(format!(
+                "sequence {seq} does not exist (the session has {} slots)",
+                self.n_past.len()
+            )));
+        }
+        Ok(())
     }
 
     /// Forget the phase profile accumulated so far.
@@ -472,10 +567,61 @@ impl<'m> CudaSession<'m> {
         self.profile.enabled().then(|| self.profile.report())
     }
 
-    /// Evaluate `tokens` after the ones already seen; returns the requested logit rows.
+    /// Evaluate `tokens` after the ones already seen (sequence 0); returns the requested logit
+    /// rows.
     pub fn eval(&mut self, tokens: &[u32], which: Logits) -> Result<Vec<f32>, EngineError> {
+        self.eval_seq(0, tokens, which)
+    }
+
+    /// One token of each of several sequences as packed rows of one step (`rows`: (sequence,
+    /// token id), distinct sequences, at most `MAX_BATCH`); returns each row's logits in
+    /// order, `rows.len() × n_vocab`. Every row's logits equal that sequence's own decode step
+    /// bit for bit.
+    pub fn decode_batch(&mut self, rows: &[(usize, u32)]) -> Result<Vec<f32>, EngineError> {
         let n_vocab = self.model.config.n_vocab;
-        crate::check_eval(tokens, self.n_past, self.opts.n_ctx, n_vocab)?;
+        if rows.is_empty() || rows.len() > MAX_BATCH {
+            return Err(EngineError::Config(format!(
+                "a batched decode step holds 1..={MAX_BATCH} sequences (got {})",
+                rows.len()
+            )));
+        }
+        for (i, &(seq, tok)) in rows.iter().enumerate() {
+            self.check_seq(seq)?;
+            if rows[..i].iter().any(|&(s, _)| s == seq) {
+                return Err(EngineError::Config(format!(
+                    "sequence {seq} appears twice in one batched decode step"
+                )));
+            }
+            crate::check_eval(&[tok], self.n_past[seq], self.opts.n_ctx, n_vocab)?;
+        }
+        let seq_pos: Vec<(usize, usize)> = rows.iter().map(|&(s, _)| (s, self.n_past[s])).collect();
+        let tokens: Vec<u32> = rows.iter().map(|&(_, t)| t).collect();
+        self.sched.submit(
+            rows[0].0 as u64,
+            StepKind::Decode,
+            (0, rows.len(), rows.len()),
+        );
+        let job = self.sched.take_next();
+        debug_assert!(job.is_some() && self.sched.take_next().is_none());
+        let step = muser_cuda::StepParams::rows(&seq_pos)?;
+        let out = self.step(&tokens, step, rows.len())?;
+        for &(s, _) in rows {
+            self.n_past[s] += 1;
+        }
+        Ok(out)
+    }
+
+    /// Evaluate `tokens` after the ones sequence `seq` has already seen; returns the requested
+    /// logit rows.
+    pub fn eval_seq(
+        &mut self,
+        seq: usize,
+        tokens: &[u32],
+        which: Logits,
+    ) -> Result<Vec<f32>, EngineError> {
+        let n_vocab = self.model.config.n_vocab;
+        self.check_seq(seq)?;
+        crate::check_eval(tokens, self.n_past[seq], self.opts.n_ctx, n_vocab)?;
         let chunk = self.opts.chunk;
         let n_chunks = tokens.len().div_ceil(chunk);
         // Every step goes through the scheduler, the one owner of the device queue (one
@@ -493,13 +639,17 @@ impl<'m> CudaSession<'m> {
             } else {
                 StepKind::Prefill
             };
-            self.sched.submit(0, kind, (start, len, rows));
+            self.sched.submit(seq as u64, kind, (start, len, rows));
         }
         let mut out = Vec::new();
         while let Some(job) = self.sched.take_next() {
             let (start, len, rows) = job.payload;
-            match self.step(&tokens[start..start + len], rows) {
-                Ok(v) => out.extend(v),
+            let step = muser_cuda::StepParams::single(seq, self.n_past[seq], len);
+            match self.step(&tokens[start..start + len], step, rows) {
+                Ok(v) => {
+                    self.n_past[seq] += len;
+                    out.extend(v)
+                }
                 Err(e) => {
                     // Drop this eval's remaining steps: nothing stale runs later.
                     while self.sched.take_next().is_some() {}
@@ -518,7 +668,7 @@ fn alloc_bufs(
     n_super: usize,
 ) -> Result<Bufs, muser_cuda::CudaError> {
     let c = &model.config;
-    let ch = opts.chunk;
+    let ch = bufs_rows(opts);
     let f = |n: usize, what: &str| gpu.alloc(bytes_f32(ch * n), what);
     let aw = c.n_head * c.head_dim_v;
     let mut rope = Vec::new();
@@ -549,7 +699,7 @@ fn alloc_bufs(
         fu: f(c.n_ff, "ffn up")?,
         logits: f(c.n_vocab, "logits")?,
         tokens: f(1, "tokens")?,
-        step: gpu.alloc(64, "step params")?,
+        step: gpu.alloc(muser_cuda::step::STEP_BYTES, "step params")?,
         op: f(c.n_head * n_super * c.head_dim_v, "attention partials")?,
         mp: f(c.n_head * n_super, "attention maxima")?,
         lp: f(c.n_head * n_super, "attention sums")?,

@@ -63,6 +63,9 @@ pub struct TypeKernels {
     pub a16_t8: Kernel,
     /// Several tokens on the int8 tensor cores (Q4_K, Q6_K; A/B `MUSER_CUDA_MMQ=0`).
     pub a16_mmq: Option<Kernel>,
+    /// Packed decode rows (batched decode; Q4_K, Q6_K): per tokens-per-launch 2, 4, 8 the
+    /// (staged, unstaged) kernels of matvec_packed.cu.
+    pub a16_packed: Option<[(Kernel, Kernel); 3]>,
     /// Embedding-row dequantization.
     pub embed: Kernel,
 }
@@ -95,6 +98,19 @@ pub fn kernels_for(ty: GgmlType) -> Option<TypeKernels> {
         GgmlType::Q6_K => Some(MmqQ6k),
         _ => None,
     };
+    let a16_packed = match ty {
+        GgmlType::Q4_K => Some([
+            (MvsQ4kT2, MvpQ4kT2),
+            (MvsQ4kT4, MvpQ4kT4),
+            (MvsQ4kT8, MvpQ4kT8),
+        ]),
+        GgmlType::Q6_K => Some([
+            (MvsQ6kT2, MvpQ6kT2),
+            (MvsQ6kT4, MvpQ6kT4),
+            (MvsQ6kT8, MvpQ6kT8),
+        ]),
+        _ => None,
+    };
     Some(TypeKernels {
         t1,
         t8,
@@ -103,6 +119,7 @@ pub fn kernels_for(ty: GgmlType) -> Option<TypeKernels> {
         a16_smem,
         a16_t8,
         a16_mmq,
+        a16_packed,
         embed,
     })
 }

@@ -87,9 +87,9 @@ impl Dev {
         buf
     }
 
-    /// `StepParams { pos0, n_tok }` on the device.
+    /// `StepParams` of `n_tok` tokens of sequence 0 from `pos0` on the device.
     pub fn step(&self, pos0: usize, n_tok: usize) -> DeviceBuffer {
-        self.input(&[pos0 as u32, n_tok as u32])
+        self.input(muser_cuda::StepParams::single(0, pos0, n_tok).words())
     }
 
     pub fn quants(&self, n_tok: usize, width: usize) -> DevQuants {
