@@ -8,10 +8,13 @@ identity, kernel module fingerprints, load report and git commit, llama-bench's 
 figure (median tok/s and spread), and the ratios Muser ÷ llama.cpp.
 
 Prompt tests (--pp) run at depth 0, generation (--tg) at every --depth (context prefilled untimed,
-llama-bench's `-d`).
+llama-bench's `-d`). --batch 1,2,4,8 adds Muser's batched decode at depth 0 (B sequences, one
+token of each per step; aggregate tok/s and its ratio to B = 1) under "batched_decode": the
+pinned llama.cpp build has no multi-sequence benchmark, so these figures are Muser's alone.
 
 Usage: scripts/bench-cuda.py --model M.gguf [--pp 512] [--tg 128] [--depth 0,2048] [--reps 3]
-                             [--muser target/release/muser] [--llama-cuda ~/llama] --out RECEIPT.json
+                             [--batch 1,2,4,8] [--muser target/release/muser] [--llama-cuda ~/llama]
+                             --out RECEIPT.json
 """
 import argparse
 import json
@@ -41,6 +44,7 @@ def main() -> int:
     ap.add_argument("--tg", default="128")
     ap.add_argument("--depth", default="0", help="context depths, e.g. 0,2048,8192,32768")
     ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("--batch", default="", help="batched decode row counts, e.g. 1,2,4,8 (Muser only)")
     ap.add_argument("--muser", default="target/release/muser")
     ap.add_argument("--llama-cuda", default=str(Path.home() / "llama"))
     ap.add_argument("--model-sha256", default=None, help="skip hashing (known SHA-256)")
@@ -68,6 +72,17 @@ def main() -> int:
              "-n", tg, "-d", depth, "-r", str(a.reps), "-o", "json"], check=True, capture_output=True,
             text=True, env=env).stdout)
 
+    batched = []
+    if a.batch:
+        b = json.loads(subprocess.run(
+            [a.muser, "bench", "-m", str(model), "--backend", "cuda", "-p", "0", "-n", a.tg,
+             "-d", "0", "-b", a.batch, "-r", str(a.reps), "--json"], check=True, capture_output=True,
+            text=True).stdout)
+        batched = [r for r in b["results"] if "batch" in r]
+        for r in batched:
+            print(f"muser {r['test']} x{r['batch']}: {r['tok_per_s']:.1f} tok/s aggregate "
+                  f"({r.get('speedup_vs_batch1', 0):.2f}x one sequence)")
+
     rows = paired_rows(muser, llama)
     bytes_per_tok, copy = muser.get("decode_weight_bytes"), muser.get("copy_gb_per_s")
     add_bandwidth_shares(rows, bytes_per_tok, copy, "copy")
@@ -89,6 +104,7 @@ def main() -> int:
         "decode_weight_bytes": muser.get("decode_weight_bytes"),
         "copy_gb_per_s": muser.get("copy_gb_per_s"),
         "results": rows,
+        "batched_decode": {"route": b["route"], "results": batched} if batched else None,
         "raw": {"muser": muser, "llama_bench": llama},
     }
     write_receipt(a.out, receipt, rows)

@@ -4,7 +4,8 @@
 # the full model at a few positions. Outputs (<= 8 files): receipts/*.json, *.log.
 # Route switches picked by scripts/device/cuda-ab.sh ($HOME/best.env) apply to every run here.
 # Gemma: $HOME/gemma.gguf (joined from the parts of scripts/device/gemma-parts.sh).
-# SKIP_PARITY=1 / SKIP_BENCH=1 split it over two calls; PP, DEPTH choose the benchmark's tests.
+# SKIP_PARITY=1 / SKIP_BENCH=1 split it over two calls; PP, DEPTH, BATCH (e.g. 1,2,4,8) choose the
+# benchmark's tests.
 set -uo pipefail
 export MUSER_COMMIT=${MUSER_COMMIT:-unknown}  # the device copy's git HEAD can be stale: say which commit was built
 OUT=${1:?outdir}
@@ -33,7 +34,7 @@ done
 grep -E "==|tg128|route" $OUT/ab.log
 PYTHONUNBUFFERED=1 MUSER_COMMIT=${MUSER_COMMIT:-unknown} python3 scripts/bench-cuda.py --model $FULL \
   --model-sha256 8f7f1eaf590ce4fd4c7fd71274bbe60a72fbc4d76401252fbd2d5ba977ffe36b \
-  --muser $M --llama-cuda $L --pp ${PP:-128,512} --tg 128 --depth ${DEPTH:-0} --reps 3 --out $OUT/receipts/bench-cuda-full.json 2>&1 | tee $OUT/bench.log
+  --muser $M --llama-cuda $L --pp ${PP:-128,512} --tg 128 --depth ${DEPTH:-0} --reps 3 --batch "${BATCH:-}" --out $OUT/receipts/bench-cuda-full.json 2>&1 | tee $OUT/bench.log
 [ -n "${SKIP_ORACLE:-}" ] && exit 0
 $M tokenize -m $FULL -p "The capital of France is Paris, and the capital of" --ids > $HOME/ft.json
 N=$(python3 -c "import json;print(len(json.load(open('$HOME/ft.json'))))")

@@ -172,8 +172,8 @@ fn alone(m: &Model, prompt: &[u32], cont: &[u32], set: impl Fn(&mut CudaOptions)
 
 /// Batched decode: packed rows of several sequences give every row exactly the logits that
 /// sequence gets decoding alone — for every batch composition (1 to 8 rows, odd counts, rows
-/// in any order, sequences joining and leaving), graph and eager, packed and tensor-core
-/// matmuls — with prompts of different lengths (positions differ per row, sliding windows
+/// in any order, sequences joining and leaving), graph and eager, packed (2, 4 or 8 rows per
+/// launch) and tensor-core matmuls — with prompts of different lengths (positions differ per row, sliding windows
 /// wrap), each prefilled into its own slot.
 #[test]
 fn batched_decode_equals_each_sequence_alone() {
@@ -211,6 +211,12 @@ fn batched_decode_equals_each_sequence_alone() {
             (|_o: &mut CudaOptions| {}) as fn(&mut CudaOptions),
         ),
         ("packed, eager", |o: &mut CudaOptions| o.graphs = false),
+        ("packed, eight rows per launch", |o: &mut CudaOptions| {
+            o.batch_nt = 8
+        }),
+        ("packed, two rows per launch", |o: &mut CudaOptions| {
+            o.batch_nt = 2
+        }),
         ("tensor-core matmuls, graphs", |o: &mut CudaOptions| {
             o.batch_mm = muser_engine::cuda::BatchMm::Mmq
         }),

@@ -97,27 +97,35 @@ impl<'m> CudaSession<'m> {
             .a16_packed
             .filter(|_| packed && n > 1 && a16 && self.opts.batch_mm == BatchMm::Packed)
         {
-            // Packed decode rows: NT = the next of 2, 4, 8 (rows past n compute on spare
-            // buffer rows nobody reads: the buffers hold MAX_BATCH rows).
-            let nt = n.next_power_of_two();
-            let (staged, unstaged) = kp[nt.trailing_zeros() as usize - 1];
-            let plan = self.reg.packed_plan(m.n_out, m.n_in, nt);
+            // Packed decode rows in launches of at most `batch_nt` rows (default 4: two
+            // four-row passes beat one eight-row pass, docs/cuda.md), each NT = the next of
+            // 2, 4, 8 (rows past n compute on spare buffer rows nobody reads: the buffers
+            // hold MAX_BATCH rows).
             let b = &self.b;
-            let args = A16Matmul {
-                w: m.ptr,
-                row_bytes: m.row_bytes,
-                xq: b.xq.ptr(),
-                xs: b.xs.ptr(),
-                xsum: b.xsum.ptr(),
-                k: m.n_in,
-                y,
-                ldy,
-                n_out: m.n_out,
-                n_tok: nt,
+            let k = m.n_in;
+            let mut r0 = 0;
+            while r0 < n {
+                let nt = (n - r0).min(self.opts.batch_nt).next_power_of_two();
+                let (staged, unstaged) = kp[nt.trailing_zeros() as usize - 1];
+                let plan = self.reg.packed_plan(m.n_out, k, nt);
+                let args = A16Matmul {
+                    w: m.ptr,
+                    row_bytes: m.row_bytes,
+                    xq: b.xq.ptr() + (r0 * k * 2) as u64,
+                    xs: b.xs.ptr() + (r0 * (k / 32) * 4) as u64,
+                    xsum: b.xsum.ptr() + (r0 * (k / 32) * 4) as u64,
+                    k,
+                    y: y + (r0 * ldy * 4) as u64,
+                    ldy,
+                    n_out: m.n_out,
+                    n_tok: nt,
+                }
+                .args();
+                let kern = if plan.staged { staged } else { unstaged };
+                launch(self.f(kern), plan.dims, s, args)?;
+                r0 += nt;
             }
-            .args();
-            let k = if plan.staged { staged } else { unstaged };
-            return launch(self.f(k), plan.dims, s, args);
+            return Ok(());
         }
         // The staged-activation kernel's shared memory: K/64 padded runs of 72 quants.
         let xsmem_bytes = m.n_in.div_ceil(64) * 72 * 2;

@@ -89,6 +89,9 @@ pub struct CudaOptions {
     /// Matmuls of a packed decode step (`MUSER_CUDA_BATCH_MM=packed|mmq`): the packed decode
     /// kernels (default) or the prefill kernels (tensor cores). Same numbers either way.
     pub batch_mm: BatchMm,
+    /// Rows per packed decode launch at most (`MUSER_CUDA_BATCH_NT=2|4|8`, default 4): a
+    /// step of more rows runs several launches over the same weights.
+    pub batch_nt: usize,
 }
 
 /// The matmul kernels of a packed decode step.
@@ -145,6 +148,7 @@ impl CudaOptions {
                 _ => Acts::A16,
             },
             n_seq: 1,
+            batch_nt: env_usize("MUSER_CUDA_BATCH_NT").unwrap_or(4),
             batch_mm: match std::env::var("MUSER_CUDA_BATCH_MM").as_deref() {
                 Ok("mmq") => BatchMm::Mmq,
                 Err(_) | Ok("packed") => BatchMm::Packed,
@@ -336,6 +340,12 @@ impl<'m> CudaSession<'m> {
                 "a CUDA session needs at least one sequence slot".into(),
             ));
         }
+        if ![2, 4, 8].contains(&opts.batch_nt) {
+            return Err(EngineError::Config(format!(
+                "MUSER_CUDA_BATCH_NT must be 2, 4 or 8 (got {})",
+                opts.batch_nt
+            )));
+        }
         if opts.batch_mm == BatchMm::Invalid {
             return Err(EngineError::Config(format!(
                 "MUSER_CUDA_BATCH_MM={}: expected packed or mmq",
@@ -480,7 +490,10 @@ impl<'m> CudaSession<'m> {
             },
             match (self.opts.n_seq, self.batch_packed()) {
                 (1, _) => String::new(),
-                (n, true) => format!(",seqs={n}/packed-w{}", self.reg.mvb_warps),
+                (n, true) => format!(
+                    ",seqs={n}/packed-w{}-nt{}",
+                    self.reg.mvb_warps, self.opts.batch_nt
+                ),
                 (n, false) => format!(",seqs={n}/mm"),
             },
             if self.opts.fuse { "on" } else { "off" },
