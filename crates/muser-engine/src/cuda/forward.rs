@@ -99,13 +99,13 @@ impl<'m> CudaSession<'m> {
         {
             // Packed decode rows in launches of at most `batch_nt` rows (default 4: two
             // four-row passes beat one eight-row pass, docs/cuda.md), each NT = the next of
-            // 2, 4, 8 (rows past n compute on spare buffer rows nobody reads: the buffers
-            // hold MAX_BATCH rows).
+            // 2, 4, 8 — a last single row too takes the two-row kernel (rows past n compute on
+            // spare buffer rows nobody reads: the buffers hold MAX_BATCH rows).
             let b = &self.b;
             let k = m.n_in;
             let mut r0 = 0;
             while r0 < n {
-                let nt = (n - r0).min(self.opts.batch_nt).next_power_of_two();
+                let nt = (n - r0).min(self.opts.batch_nt).next_power_of_two().max(2);
                 let (staged, unstaged) = kp[nt.trailing_zeros() as usize - 1];
                 let plan = self.reg.packed_plan(m.n_out, k, nt);
                 let args = A16Matmul {
