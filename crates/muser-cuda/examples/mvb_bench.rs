@@ -50,6 +50,7 @@ struct Mat {
 fn main() {
     let unstaged = std::env::args().any(|a| a == "--unstaged");
     let default_smem = std::env::args().any(|a| a == "--default-smem");
+    let mmv = std::env::args().any(|a| a == "--mmv");
     match Gpu::probe() {
         Ok(Some(_)) => {}
         _ => {
@@ -153,6 +154,15 @@ fn main() {
                     };
                     return (kernel(m.ty, nt, staged), dims);
                 }
+                if mmv && m.ty == GgmlType::Q4_K {
+                    // Tensor-core packed rows (mmv_a16.cu): 16 rows per block of 8 warps.
+                    let dims = Dims {
+                        grid: ((m.n_out as u32).div_ceil(16), 1, 1),
+                        block: 256,
+                        smem: 0,
+                    };
+                    return (Kernel::MmvQ4k, dims);
+                }
                 // Packed rows: batched decode's launch (`MUSER_CUDA_MVB_WARPS` warps, opt-in
                 // shared memory), or the 48 KiB default with `--default-smem`.
                 let mut p = reg.packed_plan(m.n_out, m.k, nt);
@@ -207,7 +217,11 @@ fn main() {
         }
         let staged: Vec<&str> = plan
             .iter()
-            .map(|(_, d)| if d.smem > 0 { "s" } else { "p" })
+            .map(|(k, d)| match (k, d.smem > 0) {
+                (Kernel::MmvQ4k, _) => "m",
+                (_, true) => "s",
+                _ => "p",
+            })
             .collect();
         println!(
             "nt {nt}: {med:8.1} us per layer ({:.0} GB/s of weights), aggregate {:.2}x one token  [{}] (min {:.1}, max {:.1})",

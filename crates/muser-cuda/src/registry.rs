@@ -22,6 +22,7 @@ const COMMON: &str = include_str!("kernels/common.cuh");
 const FORMATS: &str = include_str!("kernels/formats.cuh");
 const FORMATS_A16: &str = include_str!("kernels/formats_a16.cuh");
 const MATVEC_PIPE: &str = include_str!("kernels/matvec_pipe.cuh");
+const MMA_INT8: &str = include_str!("kernels/mma_int8.cuh");
 
 /// Numerics of a compiled module variant.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -61,6 +62,9 @@ pub enum Module {
     /// [`Module::ENGINE`], so the engine's start-up does not compile it).
     MatvecPacked,
     MmqA16,
+    /// Packed decode rows on the tensor cores (built with [`Module::MatvecPacked`], for
+    /// sessions with several sequences).
+    MmvA16,
     Norm,
     Rope,
     Attention,
@@ -69,11 +73,12 @@ pub enum Module {
 
 impl Module {
     /// Every module.
-    pub const ALL: [Module; 8] = [
+    pub const ALL: [Module; 9] = [
         Module::Matvec,
         Module::MatvecA16,
         Module::MatvecPacked,
         Module::MmqA16,
+        Module::MmvA16,
         Module::Norm,
         Module::Rope,
         Module::Attention,
@@ -95,6 +100,7 @@ impl Module {
             Module::MatvecA16 => "matvec_a16.cu",
             Module::MatvecPacked => "matvec_packed.cu",
             Module::MmqA16 => "mmq_a16.cu",
+            Module::MmvA16 => "mmv_a16.cu",
             Module::Norm => "norm.cu",
             Module::Rope => "rope.cu",
             Module::Attention => "attention.cu",
@@ -108,6 +114,7 @@ impl Module {
             Module::MatvecA16 => include_str!("kernels/matvec_a16.cu"),
             Module::MatvecPacked => include_str!("kernels/matvec_packed.cu"),
             Module::MmqA16 => include_str!("kernels/mmq_a16.cu"),
+            Module::MmvA16 => include_str!("kernels/mmv_a16.cu"),
             Module::Norm => include_str!("kernels/norm.cu"),
             Module::Rope => include_str!("kernels/rope.cu"),
             Module::Attention => include_str!("kernels/attention.cu"),
@@ -118,7 +125,9 @@ impl Module {
             Module::MatvecA16 | Module::MatvecPacked => {
                 return format!("{COMMON}\n{FORMATS_A16}\n{MATVEC_PIPE}\n{body}")
             }
-            Module::MmqA16 => FORMATS_A16,
+            Module::MmqA16 | Module::MmvA16 => {
+                return format!("{COMMON}\n{FORMATS_A16}\n{MMA_INT8}\n{body}")
+            }
             _ => "",
         };
         format!("{COMMON}\n{formats}\n{body}")
@@ -167,6 +176,7 @@ kernels! {
     MvpQ4kT8 => MatvecPacked, "mvp_q4_k_t8"; MvpQ6kT8 => MatvecPacked, "mvp_q6_k_t8";
     MvsQ4kT8 => MatvecPacked, "mvs_q4_k_t8"; MvsQ6kT8 => MatvecPacked, "mvs_q6_k_t8";
     MmqQ4k => MmqA16, "mmq_q4_k"; MmqQ6k => MmqA16, "mmq_q6_k";
+    MmvQ4k => MmvA16, "mmv_q4_k";
     MvaQ4kT1 => MatvecA16, "mva_q4_k_t1"; MvaQ4kT8 => MatvecA16, "mva_q4_k_t8";
     MvaQ5kT1 => MatvecA16, "mva_q5_k_t1"; MvaQ5kT8 => MatvecA16, "mva_q5_k_t8";
     MvaQ6kT1 => MatvecA16, "mva_q6_k_t1"; MvaQ6kT8 => MatvecA16, "mva_q6_k_t8";
@@ -333,6 +343,10 @@ impl Registry {
                         format!("-DMUSER_LD16_WINDOW={}", u8::from(ld16_window)),
                         format!("-DMVA_Q6_LAZY={q6_lazy}"),
                         format!("-DMVA_STAGE_ASYNC={stage_async}"),
+                    ],
+                    Module::MmvA16 => vec![
+                        format!("-DMUSER_LD16_WINDOW={}", u8::from(ld16_window)),
+                        format!("-DMMQ_CVT={mmq_cvt}"),
                     ],
                     Module::MmqA16 => vec![
                         format!("-DMUSER_LD16_WINDOW={}", u8::from(ld16_window)),

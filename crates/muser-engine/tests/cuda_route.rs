@@ -217,6 +217,10 @@ fn batched_decode_equals_each_sequence_alone() {
         ("packed, two rows per launch", |o: &mut CudaOptions| {
             o.batch_nt = 2
         }),
+        (
+            "Q4_K on the tensor-core packed rows (mmv)",
+            |o: &mut CudaOptions| o.batch_mm = muser_engine::cuda::BatchMm::Mmv,
+        ),
         ("tensor-core matmuls, graphs", |o: &mut CudaOptions| {
             o.batch_mm = muser_engine::cuda::BatchMm::Mmq
         }),

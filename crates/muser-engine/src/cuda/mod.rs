@@ -101,6 +101,9 @@ pub enum BatchMm {
     Packed,
     /// The several-token kernels prefill uses (`mmq_*`, or the eight-token dp2a kernels).
     Mmq,
+    /// Q4_K on the tensor cores (`mmv_q4_k`, mmv_a16.cu, all rows in one launch), other
+    /// types on the packed decode kernels.
+    Mmv,
     /// An unknown `MUSER_CUDA_BATCH_MM` value (a session refuses it).
     Invalid,
 }
@@ -151,6 +154,7 @@ impl CudaOptions {
             batch_nt: env_usize("MUSER_CUDA_BATCH_NT").unwrap_or(4),
             batch_mm: match std::env::var("MUSER_CUDA_BATCH_MM").as_deref() {
                 Ok("mmq") => BatchMm::Mmq,
+                Ok("mmv") => BatchMm::Mmv,
                 Err(_) | Ok("packed") => BatchMm::Packed,
                 // Rejected with the value's name by `CudaSession::new`.
                 Ok(_) => BatchMm::Invalid,
@@ -348,7 +352,7 @@ impl<'m> CudaSession<'m> {
         }
         if opts.batch_mm == BatchMm::Invalid {
             return Err(EngineError::Config(format!(
-                "MUSER_CUDA_BATCH_MM={}: expected packed or mmq",
+                "MUSER_CUDA_BATCH_MM={}: expected packed, mmv or mmq",
                 std::env::var("MUSER_CUDA_BATCH_MM").unwrap_or_default()
             )));
         }
@@ -389,8 +393,11 @@ impl<'m> CudaSession<'m> {
         }
         // The packed decode kernels only where several sequences can decode together.
         let mut modules = Module::ENGINE.to_vec();
-        if opts.n_seq > 1 && opts.acts == Acts::A16 && opts.batch_mm == BatchMm::Packed {
+        if opts.n_seq > 1 && opts.acts == Acts::A16 && opts.batch_mm != BatchMm::Mmq {
             modules.push(Module::MatvecPacked);
+            if opts.batch_mm == BatchMm::Mmv {
+                modules.push(Module::MmvA16);
+            }
         }
         let reg = Registry::build_modules(&gpu, &modules)?;
         let t = Instant::now();
@@ -491,8 +498,14 @@ impl<'m> CudaSession<'m> {
             match (self.opts.n_seq, self.batch_packed()) {
                 (1, _) => String::new(),
                 (n, true) => format!(
-                    ",seqs={n}/packed-w{}-nt{}",
-                    self.reg.mvb_warps, self.opts.batch_nt
+                    ",seqs={n}/packed-w{}-nt{}{}",
+                    self.reg.mvb_warps,
+                    self.opts.batch_nt,
+                    if self.opts.batch_mm == BatchMm::Mmv {
+                        "-mmv"
+                    } else {
+                        ""
+                    }
                 ),
                 (n, false) => format!(",seqs={n}/mm"),
             },
@@ -555,9 +568,10 @@ impl<'m> CudaSession<'m> {
         Ok(())
     }
 
-    /// Packed decode steps run on the packed decode kernels (else on the prefill kernels).
+    /// Packed decode steps run on the packed decode kernels (and with `Mmv` the tensor-core
+    /// ones), else on the prefill kernels.
     fn batch_packed(&self) -> bool {
-        self.opts.acts == Acts::A16 && self.opts.batch_mm == BatchMm::Packed
+        self.opts.acts == Acts::A16 && matches!(self.opts.batch_mm, BatchMm::Packed | BatchMm::Mmv)
     }
 
     fn check_seq(&self, seq: usize) -> Result<(), EngineError> {

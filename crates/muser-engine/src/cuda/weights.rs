@@ -66,6 +66,9 @@ pub struct TypeKernels {
     /// Packed decode rows (batched decode; Q4_K, Q6_K): per tokens-per-launch 2, 4, 8 the
     /// (staged, unstaged) kernels of matvec_packed.cu.
     pub a16_packed: Option<[(Kernel, Kernel); 3]>,
+    /// Packed decode rows on the tensor cores, up to 8 per launch (Q4_K; A/B
+    /// `MUSER_CUDA_BATCH_MM=mmv`).
+    pub a16_mmv: Option<Kernel>,
     /// Embedding-row dequantization.
     pub embed: Kernel,
 }
@@ -120,6 +123,7 @@ pub fn kernels_for(ty: GgmlType) -> Option<TypeKernels> {
         a16_t8,
         a16_mmq,
         a16_packed,
+        a16_mmv: (ty == GgmlType::Q4_K).then_some(MmvQ4k),
         embed,
     })
 }
