@@ -173,7 +173,8 @@ fn alone(m: &Model, prompt: &[u32], cont: &[u32], set: impl Fn(&mut CudaOptions)
 /// Batched decode: packed rows of several sequences give every row exactly the logits that
 /// sequence gets decoding alone — for every batch composition (1 to 8 rows, odd counts, rows
 /// in any order, sequences joining and leaving), graph and eager, packed (2, 4 or 8 rows per
-/// launch) and tensor-core matmuls — with prompts of different lengths (positions differ per row, sliding windows
+/// launch), tensor-core packed rows from 2, 3 (default) or no rows, and the prefill
+/// matmuls — with prompts of different lengths (positions differ per row, sliding windows
 /// wrap), each prefilled into its own slot.
 #[test]
 fn batched_decode_equals_each_sequence_alone() {
@@ -218,9 +219,12 @@ fn batched_decode_equals_each_sequence_alone() {
             o.batch_nt = 2
         }),
         (
-            "Q4_K on the tensor-core packed rows (mmv)",
-            |o: &mut CudaOptions| o.batch_mm = muser_engine::cuda::BatchMm::Mmv,
+            "tensor-core packed rows (mmv) from two rows",
+            |o: &mut CudaOptions| o.mmv_min = 2,
         ),
+        ("no tensor-core packed rows", |o: &mut CudaOptions| {
+            o.mmv_min = 9
+        }),
         ("tensor-core matmuls, graphs", |o: &mut CudaOptions| {
             o.batch_mm = muser_engine::cuda::BatchMm::Mmq
         }),

@@ -93,10 +93,11 @@ impl<'m> CudaSession<'m> {
     ) -> Result<(), CudaError> {
         let ks = kernels_for(m.ty).expect("checked at upload");
         let a16 = self.opts.acts == Acts::A16;
-        let batch_mm = self.opts.batch_mm;
-        if let Some(km) = ks.a16_mmv.filter(|_| {
-            packed && n > 1 && a16 && batch_mm == BatchMm::Mmv && m.n_in.is_multiple_of(256)
-        }) {
+        let packed_mm = packed && n > 1 && a16 && self.opts.batch_mm == BatchMm::Packed;
+        if let Some(km) = ks
+            .a16_mmv
+            .filter(|_| packed_mm && n >= self.opts.mmv_min && m.n_in.is_multiple_of(256))
+        {
             // All rows (<= MAX_BATCH = 8 token columns) in one tensor-core launch, 16 rows
             // per block (MMV_WARPS = 8 warps in mmv_a16.cu).
             let b = &self.b;
@@ -120,9 +121,7 @@ impl<'m> CudaSession<'m> {
             .args();
             return launch(self.f(km), dims, s, args);
         }
-        if let Some(kp) = ks.a16_packed.filter(|_| {
-            packed && n > 1 && a16 && matches!(batch_mm, BatchMm::Packed | BatchMm::Mmv)
-        }) {
+        if let Some(kp) = ks.a16_packed.filter(|_| packed_mm) {
             // Packed decode rows in launches of at most `batch_nt` rows (default 4: two
             // four-row passes beat one eight-row pass, docs/cuda.md), each NT = the next of
             // 2, 4, 8 — a last single row too takes the two-row kernel (rows past n compute on

@@ -92,6 +92,11 @@ pub struct CudaOptions {
     /// Rows per packed decode launch at most (`MUSER_CUDA_BATCH_NT=2|4|8`, default 4): a
     /// step of more rows runs several launches over the same weights.
     pub batch_nt: usize,
+    /// Packed decode steps of at least this many rows run their Q4_K matmuls on the tensor
+    /// cores (`mmv_q4_k`, all rows in one launch; `MUSER_CUDA_MMV_MIN=2..=9`, default 3, 9 =
+    /// never). Full model, tg64 aggregate vs one sequence (docs/cuda.md): 2 rows 1.06x with
+    /// it vs 1.27x without, 4 rows 1.90x vs 1.75x, 8 rows 2.74x vs 1.89x. Same numbers.
+    pub mmv_min: usize,
 }
 
 /// The matmul kernels of a packed decode step.
@@ -101,9 +106,6 @@ pub enum BatchMm {
     Packed,
     /// The several-token kernels prefill uses (`mmq_*`, or the eight-token dp2a kernels).
     Mmq,
-    /// Q4_K on the tensor cores (`mmv_q4_k`, mmv_a16.cu, all rows in one launch), other
-    /// types on the packed decode kernels.
-    Mmv,
     /// An unknown `MUSER_CUDA_BATCH_MM` value (a session refuses it).
     Invalid,
 }
@@ -152,9 +154,9 @@ impl CudaOptions {
             },
             n_seq: 1,
             batch_nt: env_usize("MUSER_CUDA_BATCH_NT").unwrap_or(4),
+            mmv_min: env_usize("MUSER_CUDA_MMV_MIN").unwrap_or(3),
             batch_mm: match std::env::var("MUSER_CUDA_BATCH_MM").as_deref() {
                 Ok("mmq") => BatchMm::Mmq,
-                Ok("mmv") => BatchMm::Mmv,
                 Err(_) | Ok("packed") => BatchMm::Packed,
                 // Rejected with the value's name by `CudaSession::new`.
                 Ok(_) => BatchMm::Invalid,
@@ -350,9 +352,15 @@ impl<'m> CudaSession<'m> {
                 opts.batch_nt
             )));
         }
+        if !(2..=9).contains(&opts.mmv_min) {
+            return Err(EngineError::Config(format!(
+                "MUSER_CUDA_MMV_MIN must be in 2..=9 (9: never; got {})",
+                opts.mmv_min
+            )));
+        }
         if opts.batch_mm == BatchMm::Invalid {
             return Err(EngineError::Config(format!(
-                "MUSER_CUDA_BATCH_MM={}: expected packed, mmv or mmq",
+                "MUSER_CUDA_BATCH_MM={}: expected packed or mmq",
                 std::env::var("MUSER_CUDA_BATCH_MM").unwrap_or_default()
             )));
         }
@@ -393,9 +401,9 @@ impl<'m> CudaSession<'m> {
         }
         // The packed decode kernels only where several sequences can decode together.
         let mut modules = Module::ENGINE.to_vec();
-        if opts.n_seq > 1 && opts.acts == Acts::A16 && opts.batch_mm != BatchMm::Mmq {
+        if opts.n_seq > 1 && opts.acts == Acts::A16 && opts.batch_mm == BatchMm::Packed {
             modules.push(Module::MatvecPacked);
-            if opts.batch_mm == BatchMm::Mmv {
+            if opts.mmv_min <= opts.n_seq.min(MAX_BATCH) {
                 modules.push(Module::MmvA16);
             }
         }
@@ -501,10 +509,10 @@ impl<'m> CudaSession<'m> {
                     ",seqs={n}/packed-w{}-nt{}{}",
                     self.reg.mvb_warps,
                     self.opts.batch_nt,
-                    if self.opts.batch_mm == BatchMm::Mmv {
-                        "-mmv"
+                    if self.opts.mmv_min <= self.n_past.len().min(MAX_BATCH) {
+                        format!("-mmv{}", self.opts.mmv_min)
                     } else {
-                        ""
+                        String::new()
                     }
                 ),
                 (n, false) => format!(",seqs={n}/mm"),
@@ -568,10 +576,10 @@ impl<'m> CudaSession<'m> {
         Ok(())
     }
 
-    /// Packed decode steps run on the packed decode kernels (and with `Mmv` the tensor-core
-    /// ones), else on the prefill kernels.
+    /// Packed decode steps run on the packed decode kernels (from `mmv_min` rows Q4_K on the
+    /// tensor-core ones), else on the prefill kernels.
     fn batch_packed(&self) -> bool {
-        self.opts.acts == Acts::A16 && matches!(self.opts.batch_mm, BatchMm::Packed | BatchMm::Mmv)
+        self.opts.acts == Acts::A16 && self.opts.batch_mm == BatchMm::Packed
     }
 
     fn check_seq(&self, seq: usize) -> Result<(), EngineError> {
