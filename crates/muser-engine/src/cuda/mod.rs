@@ -21,6 +21,8 @@
 //! (same per-(row, token) arithmetic in every kernel; device test `cuda_route`).
 
 mod forward;
+mod options;
+mod sequences;
 pub mod weights;
 
 use std::time::Instant;
@@ -28,150 +30,13 @@ use std::time::Instant;
 use muser_cuda::graph::Fork;
 use muser_cuda::launch::AttnShape;
 use muser_cuda::profile::PhaseProfiler;
-use muser_cuda::sched::{AcceleratorScheduler, StepKind};
-use muser_cuda::{DeviceBuffer, Gpu, Graph, GraphMode, Math, Module, Registry, MAX_BATCH};
+use muser_cuda::sched::AcceleratorScheduler;
+use muser_cuda::{DeviceBuffer, Gpu, Graph, GraphMode, Module, Registry, MAX_BATCH};
 
-use crate::cpu::Logits;
 use crate::model::Model;
 use crate::EngineError;
+pub use options::{Acts, BatchMm, CudaOptions, ATTN_SUPER};
 use weights::DevWeights;
-
-/// Default keys per attention block (`MUSER_CUDA_ATTN_SUPER`); a multiple of 32.
-pub const ATTN_SUPER: usize = 128;
-
-/// Options of a CUDA session.
-#[derive(Clone, Debug)]
-pub struct CudaOptions {
-    /// Context size (maximum positions).
-    pub n_ctx: usize,
-    /// Prefill chunk (tokens per eager step, ≤ 512).
-    pub chunk: usize,
-    /// Record decode as a CUDA graph (default) or launch eagerly (`MUSER_CUDA_GRAPH=0`).
-    pub graphs: bool,
-    /// Parallel branches or serial capture (`MUSER_CUDA_SERIAL=1`).
-    pub mode: GraphMode,
-    /// Math variant of the element-wise activation kernels (`MUSER_CUDA_FAST_ACT=1`: fast).
-    pub act_math: Math,
-    /// Activations fed to the matmuls: A16 (default) or f32 (`MUSER_CUDA_ACTS=f32`, A/B).
-    pub acts: Acts,
-    /// Software-pipelined decode matvec for Q4_K/Q6_K (default; `MUSER_CUDA_PIPE=0` for A/B).
-    pub pipe: bool,
-    /// Stage the activation quants in shared memory for the pipelined decode matvec
-    /// (default; `MUSER_CUDA_XSMEM=0` for A/B). Same numbers either way.
-    pub xsmem: bool,
-    /// Multi-token matmuls (prefill chunks) of Q4_K/Q6_K weights on the int8 tensor-core
-    /// kernels (`mmq_a16.cu`; default; `MUSER_CUDA_MMQ=0` for A/B: the eight-token dp2a
-    /// kernels). Same numbers either way: both follow the decode kernels' order.
-    pub mmq: bool,
-    /// Fuse the A16 quantization into the kernels that produce matmul inputs (residual norm,
-    /// gate, FFN activation, attention combine): default on, `MUSER_CUDA_FUSE=0` for A/B. Same
-    /// logits by construction (the device tests assert it); measured faster (docs/cuda.md).
-    /// Needs A16 activations, n_embd <= 8192 and widths that are multiples of 32: by default it
-    /// is then on and otherwise off (the route identity says which); asked for explicitly
-    /// (`MUSER_CUDA_FUSE=1`) on a model that does not allow it, the session is an error.
-    pub fuse: bool,
-    /// `fuse` was set explicitly (environment or caller), not by default.
-    pub fuse_explicit: bool,
-    /// Keys per attention partial block (`MUSER_CUDA_ATTN_SUPER`, a multiple of 32 in
-    /// 32..=4096): the fixed partition of the key range (part of the numerics: every route
-    /// of one session uses the same partition).
-    pub attn_super: usize,
-    /// Query heads per attention block (`MUSER_CUDA_ATTN_HPB`; 0 = the whole GQA group;
-    /// must divide the GQA ratio). Launch shape only: a head's arithmetic does not change.
-    pub attn_hpb: usize,
-    /// Prefill attention on `attn_partial_mt` (eight query tokens share each K/V tile load;
-    /// default; `MUSER_CUDA_ATTN_MT=0` for A/B: one token per block, as decode). Launch shape
-    /// only: bit-identical partials (device test).
-    pub attn_mt: bool,
-    /// Sequence slots (each its own K/V rings and position; `decode_batch` packs up to
-    /// `MAX_BATCH` of them into one step). 1 for a single-sequence session.
-    pub n_seq: usize,
-    /// Matmuls of a packed decode step (`MUSER_CUDA_BATCH_MM=packed|mmq`): the packed decode
-    /// kernels (default) or the prefill kernels (tensor cores). Same numbers either way.
-    pub batch_mm: BatchMm,
-    /// Rows per packed decode launch at most (`MUSER_CUDA_BATCH_NT=2|4|8`, default 4): a
-    /// step of more rows runs several launches over the same weights.
-    pub batch_nt: usize,
-    /// Packed decode steps of at least this many rows run their Q4_K matmuls on the tensor
-    /// cores (`mmv_q4_k`, all rows in one launch; `MUSER_CUDA_MMV_MIN=2..=9`, default 3, 9 =
-    /// never). Full model, tg64 aggregate vs one sequence (docs/cuda.md): 2 rows 1.06x with
-    /// it vs 1.27x without, 4 rows 1.90x vs 1.75x, 8 rows 2.74x vs 1.89x. Same numbers.
-    pub mmv_min: usize,
-}
-
-/// The matmul kernels of a packed decode step.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum BatchMm {
-    /// `mvs_*` / `mvp_*` `_t{2,4,8}` (matvec_packed.cu).
-    Packed,
-    /// The several-token kernels prefill uses (`mmq_*`, or the eight-token dp2a kernels).
-    Mmq,
-    /// An unknown `MUSER_CUDA_BATCH_MM` value (a session refuses it).
-    Invalid,
-}
-
-/// Activation precision of the CUDA matmuls.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Acts {
-    /// int16 quants with an f32 scale per 32 values (`muser_quant::a16`), int dot products.
-    A16,
-    /// f32 activations against dequantized weights.
-    F32,
-}
-
-impl Acts {
-    pub fn name(self) -> &'static str {
-        match self {
-            Acts::A16 => "a16",
-            Acts::F32 => "f32",
-        }
-    }
-}
-
-impl CudaOptions {
-    pub fn new(n_ctx: usize, chunk: usize) -> CudaOptions {
-        CudaOptions {
-            n_ctx,
-            chunk: chunk.clamp(1, 512),
-            graphs: std::env::var("MUSER_CUDA_GRAPH").as_deref() != Ok("0"),
-            mode: GraphMode::from_env(),
-            act_math: if std::env::var("MUSER_CUDA_FAST_ACT").as_deref() == Ok("1") {
-                Math::Fast
-            } else {
-                Math::Strict
-            },
-            pipe: std::env::var("MUSER_CUDA_PIPE").as_deref() != Ok("0"),
-            xsmem: std::env::var("MUSER_CUDA_XSMEM").as_deref() != Ok("0"),
-            mmq: std::env::var("MUSER_CUDA_MMQ").as_deref() != Ok("0"),
-            fuse: std::env::var("MUSER_CUDA_FUSE").as_deref() != Ok("0"),
-            fuse_explicit: std::env::var("MUSER_CUDA_FUSE").is_ok(),
-            attn_super: env_usize("MUSER_CUDA_ATTN_SUPER").unwrap_or(ATTN_SUPER),
-            attn_hpb: env_usize("MUSER_CUDA_ATTN_HPB").unwrap_or(0),
-            attn_mt: std::env::var("MUSER_CUDA_ATTN_MT").as_deref() != Ok("0"),
-            acts: match std::env::var("MUSER_CUDA_ACTS").as_deref() {
-                Ok("f32") => Acts::F32,
-                _ => Acts::A16,
-            },
-            n_seq: 1,
-            batch_nt: env_usize("MUSER_CUDA_BATCH_NT").unwrap_or(4),
-            mmv_min: env_usize("MUSER_CUDA_MMV_MIN").unwrap_or(3),
-            batch_mm: match std::env::var("MUSER_CUDA_BATCH_MM").as_deref() {
-                Ok("mmq") => BatchMm::Mmq,
-                Err(_) | Ok("packed") => BatchMm::Packed,
-                // Rejected with the value's name by `CudaSession::new`.
-                Ok(_) => BatchMm::Invalid,
-            },
-        }
-    }
-}
-
-/// A numeric environment switch: unset reads as `None`; a value that does not parse reads as
-/// `usize::MAX`, which `CudaSession::new`'s checks reject with the switch's name.
-fn env_usize(name: &str) -> Option<usize> {
-    std::env::var(name)
-        .ok()
-        .map(|v| v.trim().parse().unwrap_or(usize::MAX))
-}
 
 /// Device memory a session needs, by part (bytes).
 #[derive(Clone, Debug)]
@@ -549,47 +414,10 @@ impl<'m> CudaSession<'m> {
         &self.gpu
     }
 
-    /// Positions seen by sequence 0.
-    pub fn n_past(&self) -> usize {
-        self.n_past[0]
-    }
-
-    /// Positions seen by sequence `seq` (0 for a slot that does not exist).
-    pub fn n_past_seq(&self, seq: usize) -> usize {
-        self.n_past.get(seq).copied().unwrap_or(0)
-    }
-
-    /// Sequence slots of this session.
-    pub fn n_seq(&self) -> usize {
-        self.n_past.len()
-    }
-
-    /// Forget every sequence (the KV rows are overwritten as new positions arrive).
-    pub fn clear(&mut self) {
-        self.n_past.iter_mut().for_each(|p| *p = 0);
-    }
-
-    /// Forget sequence `seq`.
-    pub fn clear_seq(&mut self, seq: usize) -> Result<(), EngineError> {
-        self.check_seq(seq)?;
-        self.n_past[seq] = 0;
-        Ok(())
-    }
-
     /// Packed decode steps run on the packed decode kernels (from `mmv_min` rows Q4_K on the
     /// tensor-core ones), else on the prefill kernels.
     fn batch_packed(&self) -> bool {
         self.opts.acts == Acts::A16 && self.opts.batch_mm == BatchMm::Packed
-    }
-
-    fn check_seq(&self, seq: usize) -> Result<(), EngineError> {
-        if seq >= self.n_past.len() {
-            return Err(EngineError::Config(format!(
-                "sequence {seq} does not exist (the session has {} slots)",
-                self.n_past.len()
-            )));
-        }
-        Ok(())
     }
 
     /// Forget the phase profile accumulated so far.
@@ -600,99 +428,6 @@ impl<'m> CudaSession<'m> {
     /// The phase profile (`MUSER_CUDA_PROFILE=1`; forces eager launches).
     pub fn profile_report(&self) -> Option<String> {
         self.profile.enabled().then(|| self.profile.report())
-    }
-
-    /// Evaluate `tokens` after the ones already seen (sequence 0); returns the requested logit
-    /// rows.
-    pub fn eval(&mut self, tokens: &[u32], which: Logits) -> Result<Vec<f32>, EngineError> {
-        self.eval_seq(0, tokens, which)
-    }
-
-    /// One token of each of several sequences as packed rows of one step (`rows`: (sequence,
-    /// token id), distinct sequences, at most `MAX_BATCH`); returns each row's logits in
-    /// order, `rows.len() × n_vocab`. Every row's logits equal that sequence's own decode step
-    /// bit for bit.
-    pub fn decode_batch(&mut self, rows: &[(usize, u32)]) -> Result<Vec<f32>, EngineError> {
-        let n_vocab = self.model.config.n_vocab;
-        if rows.is_empty() || rows.len() > MAX_BATCH {
-            return Err(EngineError::Config(format!(
-                "a batched decode step holds 1..={MAX_BATCH} sequences (got {})",
-                rows.len()
-            )));
-        }
-        for (i, &(seq, tok)) in rows.iter().enumerate() {
-            self.check_seq(seq)?;
-            if rows[..i].iter().any(|&(s, _)| s == seq) {
-                return Err(EngineError::Config(format!(
-                    "sequence {seq} appears twice in one batched decode step"
-                )));
-            }
-            crate::check_eval(&[tok], self.n_past[seq], self.opts.n_ctx, n_vocab)?;
-        }
-        let seq_pos: Vec<(usize, usize)> = rows.iter().map(|&(s, _)| (s, self.n_past[s])).collect();
-        let tokens: Vec<u32> = rows.iter().map(|&(_, t)| t).collect();
-        self.sched.submit(
-            rows[0].0 as u64,
-            StepKind::Decode,
-            (0, rows.len(), rows.len()),
-        );
-        let job = self.sched.take_next();
-        debug_assert!(job.is_some() && self.sched.take_next().is_none());
-        let step = muser_cuda::StepParams::rows(&seq_pos)?;
-        let out = self.step(&tokens, step, rows.len())?;
-        for &(s, _) in rows {
-            self.n_past[s] += 1;
-        }
-        Ok(out)
-    }
-
-    /// Evaluate `tokens` after the ones sequence `seq` has already seen; returns the requested
-    /// logit rows.
-    pub fn eval_seq(
-        &mut self,
-        seq: usize,
-        tokens: &[u32],
-        which: Logits,
-    ) -> Result<Vec<f32>, EngineError> {
-        let n_vocab = self.model.config.n_vocab;
-        self.check_seq(seq)?;
-        crate::check_eval(tokens, self.n_past[seq], self.opts.n_ctx, n_vocab)?;
-        let chunk = self.opts.chunk;
-        let n_chunks = tokens.len().div_ceil(chunk);
-        // Every step goes through the scheduler, the one owner of the device queue (one
-        // sequence today: its steps come back in order).
-        for i in 0..n_chunks {
-            let start = i * chunk;
-            let len = chunk.min(tokens.len() - start);
-            let rows = match which {
-                Logits::All => len,
-                Logits::Last if i + 1 == n_chunks => 1,
-                Logits::Last => 0,
-            };
-            let kind = if len == 1 {
-                StepKind::Decode
-            } else {
-                StepKind::Prefill
-            };
-            self.sched.submit(seq as u64, kind, (start, len, rows));
-        }
-        let mut out = Vec::new();
-        while let Some(job) = self.sched.take_next() {
-            let (start, len, rows) = job.payload;
-            let step = muser_cuda::StepParams::single(seq, self.n_past[seq], len);
-            match self.step(&tokens[start..start + len], step, rows) {
-                Ok(v) => {
-                    self.n_past[seq] += len;
-                    out.extend(v)
-                }
-                Err(e) => {
-                    // Drop this eval's remaining steps: nothing stale runs later.
-                    while self.sched.take_next().is_some() {}
-                    return Err(e);
-                }
-            }
-        }
-        Ok(out)
     }
 }
 
@@ -785,11 +520,5 @@ mod tests {
         assert_eq!(plan.total(), plan.weights + plan.kv + plan.scratch);
         // A bigger context needs more memory, never less.
         assert!(vram_plan(&m, &CudaOptions::new(4000, 100)).total() > plan.total());
-    }
-
-    #[test]
-    fn chunk_is_clamped_to_the_kernel_limit() {
-        assert_eq!(CudaOptions::new(10, 4096).chunk, 512);
-        assert_eq!(CudaOptions::new(10, 0).chunk, 1);
     }
 }

@@ -1,0 +1,154 @@
+//! Options of a CUDA session (`CudaOptions`): route switches read from the environment
+//! (`MUSER_CUDA_*`, each with its measurement in docs/cuda.md) and the session's shape (context,
+//! prefill chunk, sequence slots). Invalid values are kept as such and refused with the
+//! switch's name by `CudaSession::new`.
+
+use muser_cuda::{GraphMode, Math};
+
+/// Default keys per attention block (`MUSER_CUDA_ATTN_SUPER`); a multiple of 32.
+pub const ATTN_SUPER: usize = 128;
+
+/// Options of a CUDA session.
+#[derive(Clone, Debug)]
+pub struct CudaOptions {
+    /// Context size (maximum positions).
+    pub n_ctx: usize,
+    /// Prefill chunk (tokens per eager step, ≤ 512).
+    pub chunk: usize,
+    /// Record decode as a CUDA graph (default) or launch eagerly (`MUSER_CUDA_GRAPH=0`).
+    pub graphs: bool,
+    /// Parallel branches or serial capture (`MUSER_CUDA_SERIAL=1`).
+    pub mode: GraphMode,
+    /// Math variant of the element-wise activation kernels (`MUSER_CUDA_FAST_ACT=1`: fast).
+    pub act_math: Math,
+    /// Activations fed to the matmuls: A16 (default) or f32 (`MUSER_CUDA_ACTS=f32`, A/B).
+    pub acts: Acts,
+    /// Software-pipelined decode matvec for Q4_K/Q6_K (default; `MUSER_CUDA_PIPE=0` for A/B).
+    pub pipe: bool,
+    /// Stage the activation quants in shared memory for the pipelined decode matvec
+    /// (default; `MUSER_CUDA_XSMEM=0` for A/B). Same numbers either way.
+    pub xsmem: bool,
+    /// Multi-token matmuls (prefill chunks) of Q4_K/Q6_K weights on the int8 tensor-core
+    /// kernels (`mmq_a16.cu`; default; `MUSER_CUDA_MMQ=0` for A/B: the eight-token dp2a
+    /// kernels). Same numbers either way: both follow the decode kernels' order.
+    pub mmq: bool,
+    /// Fuse the A16 quantization into the kernels that produce matmul inputs (residual norm,
+    /// gate, FFN activation, attention combine): default on, `MUSER_CUDA_FUSE=0` for A/B. Same
+    /// logits by construction (the device tests assert it); measured faster (docs/cuda.md).
+    /// Needs A16 activations, n_embd <= 8192 and widths that are multiples of 32: by default it
+    /// is then on and otherwise off (the route identity says which); asked for explicitly
+    /// (`MUSER_CUDA_FUSE=1`) on a model that does not allow it, the session is an error.
+    pub fuse: bool,
+    /// `fuse` was set explicitly (environment or caller), not by default.
+    pub fuse_explicit: bool,
+    /// Keys per attention partial block (`MUSER_CUDA_ATTN_SUPER`, a multiple of 32 in
+    /// 32..=4096): the fixed partition of the key range (part of the numerics: every route
+    /// of one session uses the same partition).
+    pub attn_super: usize,
+    /// Query heads per attention block (`MUSER_CUDA_ATTN_HPB`; 0 = the whole GQA group;
+    /// must divide the GQA ratio). Launch shape only: a head's arithmetic does not change.
+    pub attn_hpb: usize,
+    /// Prefill attention on `attn_partial_mt` (eight query tokens share each K/V tile load;
+    /// default; `MUSER_CUDA_ATTN_MT=0` for A/B: one token per block, as decode). Launch shape
+    /// only: bit-identical partials (device test).
+    pub attn_mt: bool,
+    /// Sequence slots (each its own K/V rings and position; `decode_batch` packs up to
+    /// `MAX_BATCH` of them into one step). 1 for a single-sequence session.
+    pub n_seq: usize,
+    /// Matmuls of a packed decode step (`MUSER_CUDA_BATCH_MM=packed|mmq`): the packed decode
+    /// kernels (default) or the prefill kernels (tensor cores). Same numbers either way.
+    pub batch_mm: BatchMm,
+    /// Rows per packed decode launch at most (`MUSER_CUDA_BATCH_NT=2|4|8`, default 4): a
+    /// step of more rows runs several launches over the same weights.
+    pub batch_nt: usize,
+    /// Packed decode steps of at least this many rows run their Q4_K matmuls on the tensor
+    /// cores (`mmv_q4_k`, all rows in one launch; `MUSER_CUDA_MMV_MIN=2..=9`, default 3, 9 =
+    /// never). Full model, tg64 aggregate vs one sequence (docs/cuda.md): 2 rows 1.06x with
+    /// it vs 1.27x without, 4 rows 1.90x vs 1.75x, 8 rows 2.74x vs 1.89x. Same numbers.
+    pub mmv_min: usize,
+}
+
+/// The matmul kernels of a packed decode step.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BatchMm {
+    /// `mvs_*` / `mvp_*` `_t{2,4,8}` (matvec_packed.cu).
+    Packed,
+    /// The several-token kernels prefill uses (`mmq_*`, or the eight-token dp2a kernels).
+    Mmq,
+    /// An unknown `MUSER_CUDA_BATCH_MM` value (a session refuses it).
+    Invalid,
+}
+
+/// Activation precision of the CUDA matmuls.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Acts {
+    /// int16 quants with an f32 scale per 32 values (`muser_quant::a16`), int dot products.
+    A16,
+    /// f32 activations against dequantized weights.
+    F32,
+}
+
+impl Acts {
+    pub fn name(self) -> &'static str {
+        match self {
+            Acts::A16 => "a16",
+            Acts::F32 => "f32",
+        }
+    }
+}
+
+impl CudaOptions {
+    pub fn new(n_ctx: usize, chunk: usize) -> CudaOptions {
+        CudaOptions {
+            n_ctx,
+            chunk: chunk.clamp(1, 512),
+            graphs: std::env::var("MUSER_CUDA_GRAPH").as_deref() != Ok("0"),
+            mode: GraphMode::from_env(),
+            act_math: if std::env::var("MUSER_CUDA_FAST_ACT").as_deref() == Ok("1") {
+                Math::Fast
+            } else {
+                Math::Strict
+            },
+            pipe: std::env::var("MUSER_CUDA_PIPE").as_deref() != Ok("0"),
+            xsmem: std::env::var("MUSER_CUDA_XSMEM").as_deref() != Ok("0"),
+            mmq: std::env::var("MUSER_CUDA_MMQ").as_deref() != Ok("0"),
+            fuse: std::env::var("MUSER_CUDA_FUSE").as_deref() != Ok("0"),
+            fuse_explicit: std::env::var("MUSER_CUDA_FUSE").is_ok(),
+            attn_super: env_usize("MUSER_CUDA_ATTN_SUPER").unwrap_or(ATTN_SUPER),
+            attn_hpb: env_usize("MUSER_CUDA_ATTN_HPB").unwrap_or(0),
+            attn_mt: std::env::var("MUSER_CUDA_ATTN_MT").as_deref() != Ok("0"),
+            acts: match std::env::var("MUSER_CUDA_ACTS").as_deref() {
+                Ok("f32") => Acts::F32,
+                _ => Acts::A16,
+            },
+            n_seq: 1,
+            batch_nt: env_usize("MUSER_CUDA_BATCH_NT").unwrap_or(4),
+            mmv_min: env_usize("MUSER_CUDA_MMV_MIN").unwrap_or(3),
+            batch_mm: match std::env::var("MUSER_CUDA_BATCH_MM").as_deref() {
+                Ok("mmq") => BatchMm::Mmq,
+                Err(_) | Ok("packed") => BatchMm::Packed,
+                // Rejected with the value's name by `CudaSession::new`.
+                Ok(_) => BatchMm::Invalid,
+            },
+        }
+    }
+}
+
+/// A numeric environment switch: unset reads as `None`; a value that does not parse reads as
+/// `usize::MAX`, which `CudaSession::new`'s checks reject with the switch's name.
+fn env_usize(name: &str) -> Option<usize> {
+    std::env::var(name)
+        .ok()
+        .map(|v| v.trim().parse().unwrap_or(usize::MAX))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn chunk_is_clamped_to_the_kernel_limit() {
+        assert_eq!(CudaOptions::new(10, 4096).chunk, 512);
+        assert_eq!(CudaOptions::new(10, 0).chunk, 1);
+    }
+}
