@@ -155,13 +155,8 @@ fn main() {
                     return (kernel(m.ty, nt, staged), dims);
                 }
                 if mmv && m.ty == GgmlType::Q4_K {
-                    // Tensor-core packed rows (mmv_a16.cu): 16 rows per block of 8 warps.
-                    let dims = Dims {
-                        grid: ((m.n_out as u32).div_ceil(16), 1, 1),
-                        block: 256,
-                        smem: 0,
-                    };
-                    return (Kernel::MmvQ4k, dims);
+                    // Tensor-core packed rows (mmv_a16.cu).
+                    return (Kernel::MmvQ4k, reg.mmv_dims(m.n_out));
                 }
                 // Packed rows: batched decode's launch (`MUSER_CUDA_MVB_WARPS` warps, opt-in
                 // shared memory), or the 48 KiB default with `--default-smem`.

@@ -30,7 +30,9 @@ pub use device::{DeviceBuffer, Gpu, GpuInfo, Stream};
 pub use error::CudaError;
 pub use graph::{Graph, GraphMode};
 pub use launch::KArgs;
-pub use registry::{Kernel, Math, Module, PackedPlan, Registry, MMQ_ROWS, SMEM_OPTIN_MAX};
+pub use registry::{
+    Kernel, Math, Module, PackedPlan, Registry, MMQ_ROWS, MMV_ROWS, SMEM_OPTIN_MAX,
+};
 pub use step::{StepParams, MAX_BATCH};
 
 pub use cudarc::driver::CudaFunction;

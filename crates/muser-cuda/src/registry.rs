@@ -257,7 +257,21 @@ pub struct Registry {
     pub init_ms: f64,
 }
 
+/// Launch shape of the tensor-core packed decode rows (`mmv_*`; `MMV_WARPS` in mmv_a16.cu): one
+/// block of 8 warps per 16 output rows, all token columns (<= 8) in it.
+pub const MMV_ROWS: u32 = 16;
+const MMV_THREADS: u32 = 256;
+
 impl Registry {
+    /// The launch of a tensor-core packed-rows matmul (`mmv_*`) over `n_out` rows.
+    pub fn mmv_dims(&self, n_out: usize) -> crate::launch::Dims {
+        crate::launch::Dims {
+            grid: ((n_out as u32).div_ceil(MMV_ROWS), 1, 1),
+            block: MMV_THREADS,
+            smem: 0,
+        }
+    }
+
     /// The launch of a tensor-core matmul (`mmq_*`) over `n_out` rows and `n_tok` tokens.
     pub fn mmq_dims(&self, n_out: usize, n_tok: usize) -> crate::launch::Dims {
         crate::launch::Dims {

@@ -399,12 +399,7 @@ fn a16_matvec_case(gpu: &Gpu, reg: &Registry, k: usize) {
         // Packed rows on the tensor cores (Q4_K): every token count 1..=8 of one launch.
         if ty == GgmlType::Q4_K && k.is_multiple_of(256) {
             for nt in 1..=8usize.min(n_tok) {
-                let dims = Dims {
-                    grid: ((n_out as u32).div_ceil(16), 1, 1),
-                    block: 256,
-                    smem: 0,
-                };
-                let ym = case.run(gpu, reg, Kernel::MmvQ4k, dims, nt);
+                let ym = case.run(gpu, reg, Kernel::MmvQ4k, reg.mmv_dims(n_out), nt);
                 assert_eq!(
                     bits(&ym),
                     bits(&y8[..nt * n_out]),

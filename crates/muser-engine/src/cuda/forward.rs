@@ -98,54 +98,21 @@ impl<'m> CudaSession<'m> {
             .a16_mmv
             .filter(|_| packed_mm && n >= self.opts.mmv_min && m.n_in.is_multiple_of(256))
         {
-            // All rows (<= MAX_BATCH = 8 token columns) in one tensor-core launch, 16 rows
-            // per block (MMV_WARPS = 8 warps in mmv_a16.cu).
-            let b = &self.b;
-            let dims = Dims {
-                grid: ((m.n_out as u32).div_ceil(16), 1, 1),
-                block: 256,
-                smem: 0,
-            };
-            let args = A16Matmul {
-                w: m.ptr,
-                row_bytes: m.row_bytes,
-                xq: b.xq.ptr(),
-                xs: b.xs.ptr(),
-                xsum: b.xsum.ptr(),
-                k: m.n_in,
-                y,
-                ldy,
-                n_out: m.n_out,
-                n_tok: n,
-            }
-            .args();
-            return launch(self.f(km), dims, s, args);
+            // All rows (<= MAX_BATCH = 8 token columns) in one tensor-core launch.
+            let args = self.a16_args(m, 0, (y, ldy), n);
+            return launch(self.f(km), self.reg.mmv_dims(m.n_out), s, args);
         }
         if let Some(kp) = ks.a16_packed.filter(|_| packed_mm) {
             // Packed decode rows in launches of at most `batch_nt` rows (default 4: two
             // four-row passes beat one eight-row pass, docs/cuda.md), each NT = the next of
             // 2, 4, 8 — a last single row too takes the two-row kernel (rows past n compute on
             // spare buffer rows nobody reads: the buffers hold MAX_BATCH rows).
-            let b = &self.b;
-            let k = m.n_in;
             let mut r0 = 0;
             while r0 < n {
                 let nt = (n - r0).min(self.opts.batch_nt).next_power_of_two().max(2);
                 let (staged, unstaged) = kp[nt.trailing_zeros() as usize - 1];
-                let plan = self.reg.packed_plan(m.n_out, k, nt);
-                let args = A16Matmul {
-                    w: m.ptr,
-                    row_bytes: m.row_bytes,
-                    xq: b.xq.ptr() + (r0 * k * 2) as u64,
-                    xs: b.xs.ptr() + (r0 * (k / 32) * 4) as u64,
-                    xsum: b.xsum.ptr() + (r0 * (k / 32) * 4) as u64,
-                    k,
-                    y: y + (r0 * ldy * 4) as u64,
-                    ldy,
-                    n_out: m.n_out,
-                    n_tok: nt,
-                }
-                .args();
+                let plan = self.reg.packed_plan(m.n_out, m.n_in, nt);
+                let args = self.a16_args(m, r0, (y, ldy), nt);
                 let kern = if plan.staged { staged } else { unstaged };
                 launch(self.f(kern), plan.dims, s, args)?;
                 r0 += nt;
@@ -196,21 +163,8 @@ impl<'m> CudaSession<'m> {
                 },
             }
         };
-        let b = &self.b;
         let args = if a16 {
-            A16Matmul {
-                w: m.ptr,
-                row_bytes: m.row_bytes,
-                xq: b.xq.ptr(),
-                xs: b.xs.ptr(),
-                xsum: b.xsum.ptr(),
-                k: m.n_in,
-                y,
-                ldy,
-                n_out: m.n_out,
-                n_tok: n,
-            }
-            .args()
+            self.a16_args(m, 0, (y, ldy), n)
         } else {
             KArgs::new()
                 .ptr(m.ptr)
@@ -224,6 +178,25 @@ impl<'m> CudaSession<'m> {
                 .int(n)
         };
         launch(self.f(k), dims, s, args)
+    }
+
+    /// An A16 matmul's arguments: `m` times the A16 buffers' rows `r0 .. r0 + n_tok` into the
+    /// rows of `y` (row stride `ldy` f32) from the same offset.
+    fn a16_args(&self, m: &DevMatrix, r0: usize, (y, ldy): (u64, usize), n_tok: usize) -> KArgs {
+        let (b, k) = (&self.b, m.n_in);
+        A16Matmul {
+            w: m.ptr,
+            row_bytes: m.row_bytes,
+            xq: b.xq.ptr() + (r0 * k * 2) as u64,
+            xs: b.xs.ptr() + (r0 * (k / 32) * 4) as u64,
+            xsum: b.xsum.ptr() + (r0 * (k / 32) * 4) as u64,
+            k,
+            y: y + (r0 * ldy * 4) as u64,
+            ldy,
+            n_out: m.n_out,
+            n_tok,
+        }
+        .args()
     }
 
     /// Quantize `n` rows of `k` activations (row stride `ldx`) into the A16 buffers (A16 route
