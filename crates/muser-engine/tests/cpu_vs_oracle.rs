@@ -127,3 +127,38 @@ fn cpu_route_is_deterministic_across_threads_chunks_and_batching() {
         run(ActFormat::A8, 1, 512, false)
     );
 }
+
+/// The backend-neutral session on the CPU route: one sequence only — several slots are a typed
+/// error at open, another slot in `eval_seq` / `decode_batch` is refused without touching the
+/// sequence, and a one-row `decode_batch` of sequence 0 is exactly `eval` of that token.
+#[test]
+fn cpu_session_runs_one_sequence_and_refuses_batches() {
+    use muser_engine::session::{Backend, Session};
+    let m = tiny_model(3);
+    let opts = || CpuOptions {
+        threads: 2,
+        n_ctx: 64,
+        chunk: 16,
+        acts: ActFormat::A16,
+        repack: Repack::Auto,
+    };
+    let err = Session::open(&m, Backend::Cpu, opts(), 2, &mut |_, _| {})
+        .err()
+        .expect("two sequence slots on the CPU must be refused");
+    assert!(err.to_string().contains("one sequence"), "{err}");
+    let toks = tokens(12, m.config.n_vocab);
+    let mut a = Session::open(&m, Backend::Cpu, opts(), 1, &mut |_, _| {}).expect("session");
+    let mut b = Session::open(&m, Backend::Cpu, opts(), 1, &mut |_, _| {}).expect("session");
+    a.eval(&toks[..11], Logits::Last).expect("prefill a");
+    b.eval_seq(0, &toks[..11], Logits::Last).expect("prefill b");
+    assert!(b.eval_seq(1, &toks[..1], Logits::Last).is_err());
+    assert!(b.decode_batch(&[(0, toks[11]), (1, toks[11])]).is_err());
+    assert!(b.decode_batch(&[(1, toks[11])]).is_err());
+    assert_eq!(b.n_past(), 11, "a refused request moved the sequence");
+    let want = a.eval(&toks[11..], Logits::Last).expect("decode a");
+    let got = b.decode_batch(&[(0, toks[11])]).expect("decode b");
+    assert_eq!(
+        got.iter().map(|v| v.to_bits()).collect::<Vec<_>>(),
+        want.iter().map(|v| v.to_bits()).collect::<Vec<_>>()
+    );
+}
