@@ -520,5 +520,11 @@ mod tests {
         assert_eq!(plan.total(), plan.weights + plan.kv + plan.scratch);
         // A bigger context needs more memory, never less.
         assert!(vram_plan(&m, &CudaOptions::new(4000, 100)).total() > plan.total());
+        // Each sequence slot has its own rings; weights and scratch do not grow with them.
+        let mut three = CudaOptions::new(1000, 100);
+        three.n_seq = 3;
+        let p3 = vram_plan(&m, &three);
+        assert_eq!(p3.kv, 3 * plan.kv);
+        assert_eq!((p3.weights, p3.scratch), (plan.weights, plan.scratch));
     }
 }
