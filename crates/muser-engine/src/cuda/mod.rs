@@ -1,6 +1,9 @@
-//! The CUDA route: one sequence's forward pass on the GPU, composed from `muser_cuda`'s kernels.
+//! The CUDA route: the model's forward pass on the GPU, composed from `muser_cuda`'s kernels.
 //!
-//! Owns: `CudaSession` (device weights, f16 KV cache, activation buffers, the decode graph).
+//! Owns: `CudaSession` (device weights, f16 KV cache per sequence slot, activation buffers, the
+//! decode graphs). Submodules: `options` (the session's options and route switches), `forward`
+//! (the launch sequence of one step), `sequences` (the slots' API: `eval_seq`, `decode_batch`),
+//! `weights` (upload and the kernel table per weight type).
 //! Numerics: weights stay quantized in the arena and are multiplied against **A16**
 //! activations (int16 quants with an f32 scale per 32 values, exact integer dot products; far
 //! closer to the f64 oracle than 8-bit activations), f64 norm reductions, f32 attention over
