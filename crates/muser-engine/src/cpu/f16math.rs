@@ -218,6 +218,16 @@ pub fn axpy_f16_many(level: SimdLevel, out: &mut [&mut [f32]], p: &[f32], v: &[f
     }
 }
 
+/// The AVX2 group kernels' shape: at least one row, every row as long as the first, whose length
+/// is a multiple of 8 (`lens`: the query/output rows first, then the key/value rows).
+#[cfg(target_arch = "x86_64")]
+fn uniform_x8(mut lens: impl Iterator<Item = usize>) -> bool {
+    match lens.next() {
+        Some(n) if n.is_multiple_of(8) => lens.all(|l| l == n),
+        _ => false,
+    }
+}
+
 /// `scores[j * g + h] = q[h]·keys[j]` for `g = q.len()` queries and every key row (each
 /// exactly [`dot_f16`]).
 pub fn dots_f16(level: SimdLevel, q: &[&[f32]], keys: &[&[f16]], scores: &mut [f32]) {
@@ -229,10 +239,11 @@ pub fn dots_f16(level: SimdLevel, q: &[&[f32]], keys: &[&[f16]], scores: &mut [f
     );
     #[cfg(target_arch = "x86_64")]
     if level.avx2()
-        && g > 0
-        && q[0].len().is_multiple_of(8)
-        && q.iter().all(|x| x.len() == q[0].len())
-        && keys.iter().all(|k| k.len() == q[0].len())
+        && uniform_x8(
+            q.iter()
+                .map(|x| x.len())
+                .chain(keys.iter().map(|k| k.len())),
+        )
     {
         macro_rules! go {
             ($g:literal) => {{
@@ -266,10 +277,11 @@ pub fn weighted_sum_f16(level: SimdLevel, out: &mut [&mut [f32]], p: &[f32], val
     );
     #[cfg(target_arch = "x86_64")]
     if level.avx2()
-        && g > 0
-        && out[0].len().is_multiple_of(8)
-        && out.iter().all(|x| x.len() == out[0].len())
-        && vals.iter().all(|v| v.len() == out[0].len())
+        && uniform_x8(
+            out.iter()
+                .map(|x| x.len())
+                .chain(vals.iter().map(|v| v.len())),
+        )
     {
         macro_rules! go {
             ($g:literal) => {{

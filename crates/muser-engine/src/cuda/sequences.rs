@@ -107,7 +107,7 @@ impl CudaSession<'_> {
         let chunk = self.opts.chunk;
         let n_chunks = tokens.len().div_ceil(chunk);
         // Every step goes through the scheduler, the one owner of the device queue (one
-        // sequence today: its steps come back in order).
+        // sequence's steps here: they come back in submission order).
         for i in 0..n_chunks {
             let start = i * chunk;
             let len = chunk.min(tokens.len() - start);
