@@ -154,9 +154,14 @@ fn main() {
                     };
                     return (kernel(m.ty, nt, staged), dims);
                 }
-                if mmv && m.ty == GgmlType::Q4_K {
+                if mmv {
                     // Tensor-core packed rows (mmv_a16.cu).
-                    return (Kernel::MmvQ4k, reg.mmv_dims(m.n_out));
+                    let km = if m.ty == GgmlType::Q4_K {
+                        Kernel::MmvQ4k
+                    } else {
+                        Kernel::MmvQ6k
+                    };
+                    return (km, reg.mmv_dims(m.n_out, m.k));
                 }
                 // Packed rows: batched decode's launch (`MUSER_CUDA_MVB_WARPS` warps, opt-in
                 // shared memory), or the 48 KiB default with `--default-smem`.
@@ -213,7 +218,7 @@ fn main() {
         let staged: Vec<&str> = plan
             .iter()
             .map(|(k, d)| match (k, d.smem > 0) {
-                (Kernel::MmvQ4k, _) => "m",
+                (Kernel::MmvQ4k | Kernel::MmvQ6k, _) => "m",
                 (_, true) => "s",
                 _ => "p",
             })

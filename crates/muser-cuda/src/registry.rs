@@ -176,7 +176,7 @@ kernels! {
     MvpQ4kT8 => MatvecPacked, "mvp_q4_k_t8"; MvpQ6kT8 => MatvecPacked, "mvp_q6_k_t8";
     MvsQ4kT8 => MatvecPacked, "mvs_q4_k_t8"; MvsQ6kT8 => MatvecPacked, "mvs_q6_k_t8";
     MmqQ4k => MmqA16, "mmq_q4_k"; MmqQ6k => MmqA16, "mmq_q6_k";
-    MmvQ4k => MmvA16, "mmv_q4_k";
+    MmvQ4k => MmvA16, "mmv_q4_k"; MmvQ6k => MmvA16, "mmv_q6_k";
     MvaQ4kT1 => MatvecA16, "mva_q4_k_t1"; MvaQ4kT8 => MatvecA16, "mva_q4_k_t8";
     MvaQ5kT1 => MatvecA16, "mva_q5_k_t1"; MvaQ5kT8 => MatvecA16, "mva_q5_k_t8";
     MvaQ6kT1 => MatvecA16, "mva_q6_k_t1"; MvaQ6kT8 => MatvecA16, "mva_q6_k_t8";
@@ -258,18 +258,27 @@ pub struct Registry {
 }
 
 /// Launch shape of the tensor-core packed decode rows (`mmv_*`; `MMV_WARPS` in mmv_a16.cu): one
-/// block of 8 warps per 16 output rows, all token columns (<= 8) in it.
+/// block of 8 warps per 16 output rows, all token columns (<= 8) in it; the tokens' group
+/// factors staged in dynamic shared memory (8 tokens × K/32 groups × 8 bytes) beside the
+/// kernel's 16 KiB of static partials.
 pub const MMV_ROWS: u32 = 16;
 const MMV_THREADS: u32 = 256;
+const MMV_STATIC_SMEM: usize = 16 * 1024;
 
 impl Registry {
-    /// The launch of a tensor-core packed-rows matmul (`mmv_*`) over `n_out` rows.
-    pub fn mmv_dims(&self, n_out: usize) -> crate::launch::Dims {
+    /// The launch of a tensor-core packed-rows matmul (`mmv_*`) over `n_out` rows of `k`
+    /// inputs (`k` <= 93 184: the staged factors fit the opt-in shared memory).
+    pub fn mmv_dims(&self, n_out: usize, k: usize) -> crate::launch::Dims {
         crate::launch::Dims {
             grid: ((n_out as u32).div_ceil(MMV_ROWS), 1, 1),
             block: MMV_THREADS,
-            smem: 0,
+            smem: (k / 32 * 8 * 8) as u32,
         }
+    }
+
+    /// Whether `mmv_*` takes `k` inputs (its staged factors fit the opt-in shared memory).
+    pub fn mmv_fits(k: usize) -> bool {
+        k.is_multiple_of(256) && k / 32 * 64 <= SMEM_OPTIN_MAX - MMV_STATIC_SMEM
     }
 
     /// The launch of a tensor-core matmul (`mmq_*`) over `n_out` rows and `n_tok` tokens.
@@ -385,6 +394,18 @@ impl Registry {
                             kernel: k.symbol().into(),
                             source: e,
                         })?;
+                    if m == Module::MmvA16 {
+                        // Up to 93 184 inputs' staged factors beside the static partials.
+                        f.set_attribute(
+                            cudarc::driver::sys::CUfunction_attribute_enum::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                            (SMEM_OPTIN_MAX - MMV_STATIC_SMEM) as i32,
+                        )
+                        .map_err(|e| CudaError::Load {
+                            module: m.file().into(),
+                            kernel: k.symbol().into(),
+                            source: e,
+                        })?;
+                    }
                     if m == Module::MatvecPacked && k.symbol().starts_with("mvs_") {
                         // The staged packed kernels copy NT activation rows: opt in to the
                         // SM's large shared memory (beside their static lane-sum scratch).

@@ -396,14 +396,20 @@ fn a16_matvec_case(gpu: &Gpu, reg: &Registry, k: usize) {
                 kern.symbol()
             );
         }
-        // Packed rows on the tensor cores (Q4_K): every token count 1..=8 of one launch.
-        if ty == GgmlType::Q4_K && k.is_multiple_of(256) {
+        // Packed rows on the tensor cores (Q4_K, Q6_K): every token count 1..=8 of one launch.
+        let mmv = match ty {
+            GgmlType::Q4_K => Some(Kernel::MmvQ4k),
+            GgmlType::Q6_K => Some(Kernel::MmvQ6k),
+            _ => None,
+        };
+        if let Some(km) = mmv.filter(|_| Registry::mmv_fits(k)) {
             for nt in 1..=8usize.min(n_tok) {
-                let ym = case.run(gpu, reg, Kernel::MmvQ4k, reg.mmv_dims(n_out), nt);
+                let ym = case.run(gpu, reg, km, reg.mmv_dims(n_out, k), nt);
                 assert_eq!(
                     bits(&ym),
                     bits(&y8[..nt * n_out]),
-                    "{ty:?}: mmv_q4_k with {nt} tokens differs from the eight-token kernel"
+                    "{ty:?}: {} with {nt} tokens differs from the eight-token kernel",
+                    km.symbol()
                 );
             }
         }

@@ -1,99 +1,218 @@
 // mmv_a16.cu — packed decode rows on the int8 tensor cores: up to 8 tokens (one per sequence)
-// × Q4_K weights, one m16n8k32 tile per unit (16 rows × 8 token columns). Needs common.cuh +
-// formats_a16.cuh + mma_int8.cuh.
+// × Q4_K / Q6_K weights, 16 rows × 8 token columns per MMA tile (Q4_K: m16n8k32 per 32-value
+// sub-block, Q6_K: m16n8k16 per 16-value group). Needs common.cuh + formats_a16.cuh +
+// mma_int8.cuh.
 //
 // Same floats as decode: every (row, token) output is mva_pipe's operation sequence — virtual
-// lane v chains units v, v+32, v+64, … into its partial with k4_step (sub-block 2c, then 2c+1),
-// and the 32 partials are summed left to right — so a row decoded in a packed step equals the
-// same row decoded alone, bit for bit (device test `kernels.rs`). The integer sums come from
-// the tensor cores (exact: mma_int8.cuh); which 8 values of a 32-value sub-block a thread feeds
-// is a permutation of k applied to both operands, so the sums do not change.
+// lane v chains units v, v+32, v+64, … into its partial (Q4_K: k4_step for sub-blocks 2c, 2c+1;
+// Q6_K: q6_step for its four groups in order), and the 32 partials are summed left to right —
+// so a row decoded in a packed step equals the same row decoded alone, bit for bit (device test
+// `kernels.rs`). The integer sums come from the tensor cores (exact: mma_int8.cuh); which
+// values of a sub-block or group a thread feeds is a permutation of k applied to both operands,
+// so the sums do not change.
 //
 // Block: MMV_WARPS warps on the same 16 rows; warp w chains the virtual lanes v ≡ w (mod
 // MMV_WARPS), each unit's weights and activations fetched one unit ahead; the partials meet in
 // shared memory and four warps sum them in lane order (one accumulator element each).
-// Fragment of thread (g = lane / 4, q = lane % 4): rows g and g + 8; B column (token) g; values
-// 8q .. 8q+7 of each sub-block (k slots 4q.. and 16+4q..); accumulator columns 2q, 2q + 1.
+// Fragment of thread (g = lane / 4, q = lane % 4): rows g and g + 8; B column (token) g;
+// accumulator columns 2q, 2q + 1. The tokens' group factors (scale, scale × quant sum, the floats
+// decode forms) are staged once per block in dynamic shared memory, [group][token] pairs
+// (64 · K/32 bytes). A warp's units all have the same position in their block (u ≡ warp mod 4),
+// so it is folded into the thread's bases; a quad's lanes each decode one row's block header
+// (q even: row g, odd: row g + 8) and share the factors by shuffles.
 //
 //   W: [n_out][row_bytes]   XQ: [n_tok][K] i16   XS, XSUM: [n_tok][K/32]   Y: [n_tok][ldy] f32
 //   K % 256 == 0, 1 <= n_tok <= 8 (token columns past n_tok read the last token, not written).
 
 #define MMV_WARPS 8
 
-// One unit's global data for one thread.
-struct MmvQ4KIn {
-    uint4 ha, hb;  // block headers of rows g, g + 8 (d, dmin, 12 scale bytes)
-    uint2 qa, qb;  // quant bytes 8q .. 8q+7 of the unit's 32, rows g, g + 8
-    uint4 x0, x1;  // token g: quants 8q .. 8q+7 of sub-blocks 0, 1
-    float2 s0, s1; // tokens 2q, 2q+1: the unit's two group scales
-    int2 m0, m1;   // tokens 2q, 2q+1: the unit's two group quant sums
-};
-
-__device__ __forceinline__ void mmv_q4k_fetch(const u8* wa, const u8* wb, const short* xg,
-                                              const float* s0, const float* s1, const int* m0,
-                                              const int* m1, int u, int q, MmvQ4KIn& in) {
-    const int blk = u >> 2, c = u & 3;
-    const u64 bo = (u64)blk * 144;
-    in.ha = __ldg((const uint4*)(wa + bo));
-    in.hb = __ldg((const uint4*)(wb + bo));
-    in.qa = __ldg((const uint2*)(wa + bo + 16 + 32 * c + 8 * q));
-    in.qb = __ldg((const uint2*)(wb + bo + 16 + 32 * c + 8 * q));
-    in.x0 = *(const uint4*)(xg + 64 * u + 8 * q);
-    in.x1 = *(const uint4*)(xg + 64 * u + 32 + 8 * q);
-    in.s0 = *(const float2*)(s0 + 2 * u);
-    in.s1 = *(const float2*)(s1 + 2 * u);
-    in.m0 = *(const int2*)(m0 + 2 * u);
-    in.m1 = *(const int2*)(m1 + 2 * u);
+// The compiler may not recompute a value passed through here (keeps per-thread bases in
+// registers instead of rebuilding them from the kernel parameters inside the loop).
+template <class T>
+__device__ __forceinline__ T* opaque(T* p) {
+    asm volatile("" : "+l"(p));
+    return p;
 }
 
-// Chain unit u (sub-blocks 0 then 1) into the four accumulator elements' partials.
-__device__ __forceinline__ void mmv_q4k_step(const MmvQ4KIn& in, int u, float* p) {
-    const int c = u & 3;
-    const u32 swa[3] = {in.ha.y, in.ha.z, in.ha.w}, swb[3] = {in.hb.y, in.hb.z, in.hb.w};
-    const K4Factors fa = k4_factors(in.ha.x, swa, c), fb = k4_factors(in.hb.x, swb, c);
+// The other row's four factors (lane ^ 1 holds them); returns (row g, row g + 8) in fa, fb.
+__device__ __forceinline__ void quad_rows(const float (&mine)[4], int q, float (&fa)[4],
+                                          float (&fb)[4]) {
 #pragma unroll
-    for (int s = 0; s < 2; ++s) {
-        const u32 a[4] = {(in.qa.x >> (4 * s)) & 0x0F0F0F0Fu, (in.qb.x >> (4 * s)) & 0x0F0F0F0Fu,
-                          (in.qa.y >> (4 * s)) & 0x0F0F0F0Fu, (in.qb.y >> (4 * s)) & 0x0F0F0F0Fu};
-        const uint4 x = s ? in.x1 : in.x0;
-        u32 bh0, bl0, bh1, bl1;
-        split_hilo(x.x, x.y, &bh0, &bl0);
-        split_hilo(x.z, x.w, &bh1, &bl1);
-        float fs[4];
-        mma_pair([&](int* d, bool lo, const int* cc) { mma_k32(d, a, lo ? bl0 : bh0, lo ? bl1 : bh1, lo, cc); },
-                 fs);
-        // Token factors of columns 2q (e even) and 2q + 1 (e odd) for sub-block s.
-        const float xs0 = s ? in.s0.y : in.s0.x, xs1 = s ? in.s1.y : in.s1.x;
-        const float xm0 = a16_xsm(xs0, s ? in.m0.y : in.m0.x);
-        const float xm1 = a16_xsm(xs1, s ? in.m1.y : in.m1.x);
-#pragma unroll
-        for (int e = 0; e < 4; ++e) {
-            const K4Factors& f = (e >> 1) ? fb : fa;
-            const float ra = s ? f.a1 : f.a0, rnb = s ? f.nb1 : f.nb0;
-            p[e] = k4_step(p[e], ra, rnb, (e & 1) ? xs1 : xs0, fs[e], (e & 1) ? xm1 : xm0);
-        }
+    for (int i = 0; i < 4; ++i) {
+        const float other = __shfl_xor_sync(0xffffffffu, mine[i], 1);
+        fa[i] = (q & 1) ? other : mine[i];
+        fb[i] = (q & 1) ? mine[i] : other;
     }
 }
 
-extern "C" __global__ void __launch_bounds__(32 * MMV_WARPS)
-    mmv_q4_k(const u8* __restrict__ W, u64 row_bytes, const short* __restrict__ XQ,
-             const float* __restrict__ XS, const int* __restrict__ XSUM, int K,
-             float* __restrict__ Y, int ldy, int n_out, int n_tok) {
+// ---- Q4_K: unit c of a 144-byte block = sub-blocks 2c, 2c+1 (low, high nibbles of 32 bytes).
+// Thread q feeds values 8q .. 8q+7 of each sub-block (k slots 4q.. and 16+4q..).
+struct MmvQ4K {
+    struct Bases {
+        const u8 *wh, *wa, *wb;  // header of this lane's row; quants of rows g, g + 8
+        const short* x;          // token g: value 8q of unit 0
+    };
+    struct In {
+        uint4 h;       // this lane's row's block header: d, dmin, 12 scale bytes
+        uint2 qa, qb;  // quant bytes 8q .. 8q+7 of the unit's 32, rows g, g + 8
+        uint4 x0, x1;  // token g: quants 8q .. 8q+7 of sub-blocks 0, 1
+    };
+    static __device__ __forceinline__ Bases bases(const u8* W, u64 row_bytes, int row0, int n_out,
+                                                  const short* XQ, int K, int n_tok, int c) {
+        const int lane = threadIdx.x & 31, g = lane >> 2, q = lane & 3;
+        Bases b;
+        b.wh = opaque(W + (u64)min(row0 + g + 8 * (q & 1), n_out - 1) * row_bytes);
+        b.wa = opaque(W + (u64)min(row0 + g, n_out - 1) * row_bytes + 16 + 32 * c + 8 * q);
+        b.wb = opaque(W + (u64)min(row0 + g + 8, n_out - 1) * row_bytes + 16 + 32 * c + 8 * q);
+        b.x = opaque(XQ + (size_t)min(g, n_tok - 1) * K + 8 * q);
+        return b;
+    }
+    static __device__ __forceinline__ void fetch(const Bases& b, int u, In& in) {
+        const int bo = (u >> 2) * 144;
+        in.h = __ldg((const uint4*)(b.wh + bo));
+        in.qa = __ldg((const uint2*)(b.wa + bo));
+        in.qb = __ldg((const uint2*)(b.wb + bo));
+        in.x0 = *(const uint4*)(b.x + 64 * u);
+        in.x1 = *(const uint4*)(b.x + 64 * u + 32);
+    }
+    // fq: (xs, xsm) of tokens 2q, 2q+1 for group G at fq[4 G].
+    static __device__ __forceinline__ void consume(const In& in, int u, int c, const float4* fq,
+                                                   float* p) {
+        const int q = threadIdx.x & 3;
+        const u32 sw[3] = {in.h.y, in.h.z, in.h.w};
+        const K4Factors k = k4_factors(in.h.x, sw, c);
+        const float mine[4] = {k.a0, k.nb0, k.a1, k.nb1};
+        float fa[4], fb[4];
+        quad_rows(mine, q, fa, fb);
+#pragma unroll
+        for (int s = 0; s < 2; ++s) {
+            const u32 a[4] = {(in.qa.x >> (4 * s)) & 0x0F0F0F0Fu, (in.qb.x >> (4 * s)) & 0x0F0F0F0Fu,
+                              (in.qa.y >> (4 * s)) & 0x0F0F0F0Fu, (in.qb.y >> (4 * s)) & 0x0F0F0F0Fu};
+            const uint4 x = s ? in.x1 : in.x0;
+            u32 bh0, bl0, bh1, bl1;
+            split_hilo(x.x, x.y, &bh0, &bl0);
+            split_hilo(x.z, x.w, &bh1, &bl1);
+            float fs[4];
+            mma_pair(
+                [&](int* d, bool lo, const int* cc) {
+                    mma_k32(d, a, lo ? bl0 : bh0, lo ? bl1 : bh1, lo, cc);
+                },
+                fs);
+            const float4 tf = fq[4 * (2 * u + s)];
+#pragma unroll
+            for (int e = 0; e < 4; ++e) {
+                const float* f = (e >> 1) ? fb : fa;
+                p[e] = k4_step(p[e], f[2 * s], f[2 * s + 1], (e & 1) ? tf.z : tf.x, fs[e],
+                               (e & 1) ? tf.w : tf.y);
+            }
+        }
+    }
+};
+
+// ---- Q6_K: unit (half h, part pt) of a 210-byte (2-aligned) block = four groups of 16 values
+// 128h + 32g + 16pt + l (l < 16), weights ql run A (low nibbles: g = 0, high: g = 2), run B
+// (g = 1, 3), qh run (bits 2g, 2g+1), scales s[8h + pt + 2g], d. Thread q feeds l = 4q .. 4q+3
+// of each group (k slots 4q..): each word is read as two aligned 16-bit halves.
+__device__ __forceinline__ u32 ld_u32_a2(const u8* p) {
+    const unsigned short* h = (const unsigned short*)p;
+    return (u32)__ldg(h) | ((u32)__ldg(h + 1) << 16);
+}
+struct MmvQ6K {
+    struct Bases {
+        const u8 *wh, *wa, *wb;  // block base of this lane's row; rows g, g + 8 (run offset in)
+        const short* x;          // token g: value 16pt + 4q of unit 0's half
+    };
+    struct In {
+        u32 A[2], B[2], H[2];  // rows g, g + 8: bytes 4q .. 4q+3 of runs A, B and qh
+        u32 s01, s23;          // this lane's row: scales (g = 0, 1), (g = 2, 3) as 16-bit pairs
+        u32 d;                 // this lane's row: d's f16 bits
+        uint2 x[4];            // token g: quants 4q .. 4q+3 of groups 0..3
+    };
+    static __device__ __forceinline__ Bases bases(const u8* W, u64 row_bytes, int row0, int n_out,
+                                                  const short* XQ, int K, int n_tok, int c) {
+        const int lane = threadIdx.x & 31, g = lane >> 2, q = lane & 3;
+        const int h = c >> 1, pt = c & 1;
+        Bases b;
+        b.wh = opaque(W + (u64)min(row0 + g + 8 * (q & 1), n_out - 1) * row_bytes);
+        b.wa = opaque(W + (u64)min(row0 + g, n_out - 1) * row_bytes + 64 * h + 16 * pt + 4 * q);
+        b.wb = opaque(W + (u64)min(row0 + g + 8, n_out - 1) * row_bytes + 64 * h + 16 * pt + 4 * q);
+        b.x = opaque(XQ + (size_t)min(g, n_tok - 1) * K + 128 * h + 16 * pt + 4 * q);
+        return b;
+    }
+    static __device__ __forceinline__ void fetch(const Bases& b, int u, In& in) {
+        const int bo = (u >> 2) * 210, hh = ((u & 3) >> 1);
+        const u8* r[2] = {b.wa + bo, b.wb + bo};
+#pragma unroll
+        for (int i = 0; i < 2; ++i) {
+            in.A[i] = ld_u32_a2(r[i]);
+            in.B[i] = ld_u32_a2(r[i] + 32);
+            in.H[i] = ld_u32_a2(r[i] + 128 - 32 * hh);  // qh run: 128 + 32h + 16pt + 4q
+        }
+        // Scales s[8h + pt + 2g]: the 16-bit words at 192 + 8h + 2g hold s[8h + 2g] (low byte)
+        // and s[8h + 2g + 1] (high byte).
+        const unsigned short* sc = (const unsigned short*)(b.wh + bo + 192 + 8 * hh);
+        in.s01 = (u32)__ldg(sc) | ((u32)__ldg(sc + 1) << 16);
+        in.s23 = (u32)__ldg(sc + 2) | ((u32)__ldg(sc + 3) << 16);
+        in.d = __ldg((const unsigned short*)(b.wh + bo + 208));
+        const short* x = b.x + 256 * (u >> 2);
+#pragma unroll
+        for (int g = 0; g < 4; ++g) in.x[g] = *(const uint2*)(x + 32 * g);
+    }
+    static __device__ __forceinline__ void consume(const In& in, int u, int c, const float4* fq,
+                                                   float* p) {
+        const int q = threadIdx.x & 3, pt = c & 1, h = c >> 1;
+        const float d = h2f((u16)in.d);
+        const u32 sh = 8 * pt;
+        const float mine[4] = {q6_scale(d, (i8)((in.s01 >> sh) & 0xFF)),
+                               q6_scale(d, (i8)((in.s01 >> (16 + sh)) & 0xFF)),
+                               q6_scale(d, (i8)((in.s23 >> sh) & 0xFF)),
+                               q6_scale(d, (i8)((in.s23 >> (16 + sh)) & 0xFF))};
+        float fa[4], fb[4];
+        quad_rows(mine, q, fa, fb);
+        const int grp0 = 8 * (u >> 2) + 4 * h;  // the unit's first group of 32 (scale index)
+#pragma unroll
+        for (int g = 0; g < 4; ++g) {
+            u32 a[2];
+#pragma unroll
+            for (int i = 0; i < 2; ++i) {
+                const u32 lq = g & 1 ? in.B[i] : in.A[i];
+                const u32 nib = (lq >> (g & 2 ? 4 : 0)) & 0x0F0F0F0Fu;
+                const u32 hb = ((in.H[i] >> (2 * g)) & 0x03030303u) << 4;
+                a[i] = __vsub4(nib | hb, 0x20202020u);
+            }
+            u32 bh, bl;
+            split_hilo(in.x[g].x, in.x[g].y, &bh, &bl);
+            float fs[4];
+            mma_pair([&](int* dd, bool lo, const int* cc) { mma_k16(dd, a[0], a[1], lo ? bl : bh, lo, cc); },
+                     fs);
+            const float4 tf = fq[4 * (grp0 + g)];
+#pragma unroll
+            for (int e = 0; e < 4; ++e)
+                p[e] = q6_step(p[e], (e >> 1) ? fb[g] : fa[g], (e & 1) ? tf.z : tf.x, fs[e]);
+        }
+    }
+};
+
+template <class F>
+__device__ __forceinline__ void mmv_body(const u8* __restrict__ W, u64 row_bytes,
+                                         const short* __restrict__ XQ, const float* __restrict__ XS,
+                                         const int* __restrict__ XSUM, int K, float* __restrict__ Y,
+                                         int ldy, int n_out, int n_tok) {
     __shared__ __align__(16) float red[32][32][4];  // [virtual lane][thread][element]
+    extern __shared__ __align__(16) float2 fac[];   // [K/32][8 tokens]: (xs, xs * xsum)
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, q = lane & 3;
-    const int row0 = blockIdx.x * 16;
-    const u8* wa = W + (u64)min(row0 + g, n_out - 1) * row_bytes;
-    const u8* wb = W + (u64)min(row0 + g + 8, n_out - 1) * row_bytes;
-    const int kg = K / 32;
-    const short* xg = XQ + (size_t)min(g, n_tok - 1) * K;
-    const int t0 = min(2 * q, n_tok - 1), t1 = min(2 * q + 1, n_tok - 1);
-    const float *s0 = XS + (size_t)t0 * kg, *s1 = XS + (size_t)t1 * kg;
-    const int *m0 = XSUM + (size_t)t0 * kg, *m1 = XSUM + (size_t)t1 * kg;
+    const int row0 = blockIdx.x * 16, kg = K / 32, c = warp & 3;
+    for (int i = threadIdx.x; i < kg * 8; i += 32 * MMV_WARPS) {
+        const int grp = i >> 3, t = min(i & 7, n_tok - 1);
+        const float xs = XS[(size_t)t * kg + grp];
+        fac[i] = make_float2(xs, a16_xsm(xs, XSUM[(size_t)t * kg + grp]));
+    }
+    const typename F::Bases b = F::bases(W, row_bytes, row0, n_out, XQ, K, n_tok, c);
+    const float4* fq = (const float4*)(fac + 2 * q);  // tokens 2q, 2q + 1 of group 0
     const int n_units = K / 64;
-    // This warp's units in order: v = warp, warp + MMV_WARPS, …; for each, u = v, v + 32, …
-    // (v = u % 32). Virtual lanes without units (K < 2048) have partial 0.
     for (int v = warp; v < 32; v += MMV_WARPS)
         if (v >= n_units) *(float4*)red[v][lane] = make_float4(0.f, 0.f, 0.f, 0.f);
+    __syncthreads();  // the factors are staged
     if (warp < n_units) {
         auto next = [&](int u) {
             const int v = u & 31;
@@ -101,8 +220,8 @@ extern "C" __global__ void __launch_bounds__(32 * MMV_WARPS)
         };
         float p[4] = {0.f, 0.f, 0.f, 0.f};
         // Chain unit u; after a virtual lane's last unit its partial goes to shared memory.
-        auto consume = [&](const MmvQ4KIn& in, int u) {
-            mmv_q4k_step(in, u, p);
+        auto consume = [&](const typename F::In& in, int u) {
+            F::consume(in, u, c, fq, p);
             if (u + 32 >= n_units) {
                 *(float4*)red[u & 31][lane] = make_float4(p[0], p[1], p[2], p[3]);
 #pragma unroll
@@ -111,18 +230,18 @@ extern "C" __global__ void __launch_bounds__(32 * MMV_WARPS)
         };
         // Two buffers in turn: the next unit's loads in flight during this unit's MMAs (after
         // the last unit, this one's again: a cache hit, so the loads stay unconditional).
-        MmvQ4KIn a, b;
+        typename F::In x0, x1;
         int u = warp;
-        mmv_q4k_fetch(wa, wb, xg, s0, s1, m0, m1, u, q, a);
+        F::fetch(b, u, x0);
         for (;;) {
             int un = next(u);
-            mmv_q4k_fetch(wa, wb, xg, s0, s1, m0, m1, un >= 0 ? un : u, q, b);
-            consume(a, u);
+            F::fetch(b, un >= 0 ? un : u, x1);
+            consume(x0, u);
             if (un < 0) break;
             u = un;
             un = next(u);
-            mmv_q4k_fetch(wa, wb, xg, s0, s1, m0, m1, un >= 0 ? un : u, q, a);
-            consume(b, u);
+            F::fetch(b, un >= 0 ? un : u, x0);
+            consume(x1, u);
             if (un < 0) break;
             u = un;
         }
@@ -136,3 +255,13 @@ extern "C" __global__ void __launch_bounds__(32 * MMV_WARPS)
         if (row < n_out && t < n_tok) Y[(size_t)t * ldy + row] = total;
     }
 }
+
+#define MMV_KERNEL(NAME, F)                                                                     \
+    extern "C" __global__ void __launch_bounds__(32 * MMV_WARPS, 2)                             \
+        NAME(const u8* W, u64 row_bytes, const short* XQ, const float* XS, const int* XSUM,     \
+             int K, float* Y, int ldy, int n_out, int n_tok) {                                  \
+        mmv_body<F>(W, row_bytes, XQ, XS, XSUM, K, Y, ldy, n_out, n_tok);                       \
+    }
+
+MMV_KERNEL(mmv_q4_k, MmvQ4K)
+MMV_KERNEL(mmv_q6_k, MmvQ6K)

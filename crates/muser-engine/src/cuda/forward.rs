@@ -4,7 +4,7 @@
 
 use muser_cuda::launch::{launch, A16Matmul, AttnShape, Dims, SMEM_DEFAULT_MAX};
 use muser_cuda::profile::PhaseProfiler;
-use muser_cuda::{CudaError, Graph, KArgs, Kernel, Math, StepParams, MAX_BATCH};
+use muser_cuda::{CudaError, Graph, KArgs, Kernel, Math, Registry, StepParams, MAX_BATCH};
 
 use super::weights::{kernels_for, DevMatrix};
 use super::{Acts, BatchMm, CudaSession};
@@ -96,11 +96,11 @@ impl<'m> CudaSession<'m> {
         let packed_mm = packed && n > 1 && a16 && self.opts.batch_mm == BatchMm::Packed;
         if let Some(km) = ks
             .a16_mmv
-            .filter(|_| packed_mm && n >= self.opts.mmv_min && m.n_in.is_multiple_of(256))
+            .filter(|_| packed_mm && n >= self.opts.mmv_min && Registry::mmv_fits(m.n_in))
         {
             // All rows (<= MAX_BATCH = 8 token columns) in one tensor-core launch.
             let args = self.a16_args(m, 0, (y, ldy), n);
-            return launch(self.f(km), self.reg.mmv_dims(m.n_out), s, args);
+            return launch(self.f(km), self.reg.mmv_dims(m.n_out, m.n_in), s, args);
         }
         if let Some(kp) = ks.a16_packed.filter(|_| packed_mm) {
             // Packed decode rows in launches of at most `batch_nt` rows (default 4: two

@@ -66,8 +66,8 @@ pub struct TypeKernels {
     /// Packed decode rows (batched decode; Q4_K, Q6_K): per tokens-per-launch 2, 4, 8 the
     /// (staged, unstaged) kernels of matvec_packed.cu.
     pub a16_packed: Option<[(Kernel, Kernel); 3]>,
-    /// Packed decode rows on the tensor cores, up to 8 per launch (Q4_K; A/B
-    /// `MUSER_CUDA_BATCH_MM=mmv`).
+    /// Packed decode rows on the tensor cores, up to 8 per launch (Q4_K, Q6_K; from
+    /// `MUSER_CUDA_MMV_MIN` rows).
     pub a16_mmv: Option<Kernel>,
     /// Embedding-row dequantization.
     pub embed: Kernel,
@@ -123,7 +123,11 @@ pub fn kernels_for(ty: GgmlType) -> Option<TypeKernels> {
         a16_t8,
         a16_mmq,
         a16_packed,
-        a16_mmv: (ty == GgmlType::Q4_K).then_some(MmvQ4k),
+        a16_mmv: match ty {
+            GgmlType::Q4_K => Some(MmvQ4k),
+            GgmlType::Q6_K => Some(MmvQ6k),
+            _ => None,
+        },
         embed,
     })
 }
