@@ -117,10 +117,12 @@ fn main() {
     let y = gpu.alloc(nmax * ff * 4, "y").expect("alloc");
     let layer_bytes: usize = mats.iter().map(|m| m.n_out * m.row_bytes).sum();
     println!(
-        "mvb_bench: warps {} (t1) / {} (packed), rows/warp {} (t1), one layer's decode matmuls = {:.1} MB, {} copies{}",
+        "mvb_bench: warps {} (t1) / {} (packed), rows/warp {} (t1), weight ring {}/{} stages (t1 Q4_K/Q6_K), one layer's decode matmuls = {:.1} MB, {} copies{}",
         reg.mva_warps,
         reg.mvb_warps,
         reg.mva_rows,
+        reg.mva_wstages,
+        reg.mva_wstages_q6,
         layer_bytes as f64 / 1e6,
         COPIES,
         if unstaged {
@@ -142,17 +144,10 @@ fn main() {
             .iter()
             .map(|m| {
                 if nt == 1 {
-                    // The engine's one-token kernel (4 warps by default), staged where the
-                    // copy fits the default shared memory.
-                    let smem = (m.k / 64) * 72 * 2;
-                    let red = (reg.mva_warps * rows) as usize * 36 * 4;
-                    let staged = !unstaged && smem + red <= SMEM_DEFAULT_MAX;
-                    let dims = Dims {
-                        grid: ((m.n_out as u32).div_ceil(reg.mva_warps * rows), 1, 1),
-                        block: 32 * reg.mva_warps,
-                        smem: if staged { smem as u32 } else { 0 },
-                    };
-                    return (kernel(m.ty, nt, staged), dims);
+                    // The engine's one-token kernel (4 warps by default), staged where it fits
+                    // (`Registry::t1_plan`, weight ring included).
+                    let p = reg.t1_plan(kernel(m.ty, 1, false), m.n_out, m.k, !unstaged);
+                    return (kernel(m.ty, nt, p.staged), p.dims);
                 }
                 if mmv {
                     // Tensor-core packed rows (mmv_a16.cu).

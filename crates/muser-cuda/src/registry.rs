@@ -250,6 +250,12 @@ pub struct Registry {
     /// `MUSER_CUDA_STAGE_ASYNC=1`; the same bytes, so the same numbers). Off by default:
     /// `mvb_bench` one-token pass 196.8 / 194.0 µs per layer with it vs 156.0 / 153.0 without.
     pub stage_async: bool,
+    /// Stages of the one-token decode kernels' weight ring in shared memory for Q4_K / Q6_K
+    /// (`-DMVA_WSTAGES` / `-DMVA_WSTAGES_Q6`, `MUSER_CUDA_MVA_WSTAGES` /
+    /// `MUSER_CUDA_MVA_WSTAGES_Q6`; 0 = the next unit in flight in registers). The same bytes,
+    /// so the same numbers.
+    pub mva_wstages: u32,
+    pub mva_wstages_q6: u32,
     functions: HashMap<(Kernel, Math), CudaFunction>,
     modules: Vec<CompiledModule>,
     _loaded: Vec<Arc<CudaModule>>,
@@ -279,6 +285,43 @@ impl Registry {
     /// Whether `mmv_*` takes `k` inputs (its staged factors fit the opt-in shared memory).
     pub fn mmv_fits(k: usize) -> bool {
         k.is_multiple_of(256) && k / 32 * 64 <= SMEM_OPTIN_MAX - MMV_STATIC_SMEM
+    }
+
+    /// Weight-ring stages and 16-byte chunks per unit of a one-token decode kernel (0 stages:
+    /// no ring; only the pipelined Q4_K / Q6_K kernels have one).
+    fn t1_ring(kernel: Kernel, q4: u32, q6: u32) -> (u32, u32) {
+        match kernel {
+            Kernel::MvsQ4kT1 | Kernel::MvpQ4kT1 => (q4, 3),
+            Kernel::MvsQ6kT1 | Kernel::MvpQ6kT1 => (q6, 8),
+            _ => (0, 0),
+        }
+    }
+
+    /// The launch of a one-token pipelined decode matmul over `n_out` rows of `k` inputs:
+    /// `kernel` is the staged one (`mvs_*_t1`) and the plan says whether it fits or its unstaged
+    /// twin (`mvp_*_t1`) runs; `staged` false asks for the unstaged kernel. Staged where its shared memory fits (the 48 KiB default without a weight ring — measured faster
+    /// than opting in for the activations alone — the opt-in limit with one). Dynamic shared
+    /// memory: the staged activations (K/64 runs of 72 quants), then the weight ring
+    /// (`mva_warps` warps × stages × `mva_rows` rows × chunks × 32 lanes × 16 bytes).
+    pub fn t1_plan(&self, kernel: Kernel, n_out: usize, k: usize, staged: bool) -> PackedPlan {
+        let (stages, chunks) = Self::t1_ring(kernel, self.mva_wstages, self.mva_wstages_q6);
+        let ring = (self.mva_warps * stages * self.mva_rows * chunks * 32 * 16) as usize;
+        let act = k.div_ceil(64) * 72 * 2;
+        let red = (self.mva_warps * self.mva_rows) as usize * 36 * 4;
+        let limit = if stages > 0 {
+            SMEM_OPTIN_MAX
+        } else {
+            crate::launch::SMEM_DEFAULT_MAX
+        };
+        let staged = staged && k.is_multiple_of(64) && act + ring + red <= limit;
+        PackedPlan {
+            staged,
+            dims: crate::launch::Dims {
+                grid: ((n_out as u32).div_ceil(self.mva_warps * self.mva_rows), 1, 1),
+                block: 32 * self.mva_warps,
+                smem: (if staged { act + ring } else { ring }) as u32,
+            },
+        }
     }
 
     /// The launch of a tensor-core matmul (`mmq_*`) over `n_out` rows and `n_tok` tokens.
@@ -344,6 +387,8 @@ impl Registry {
         let mmq_cvt = env_choice("MUSER_CUDA_MMQ_CVT", 1, &[0, 1])?;
         let q6_lazy = env_choice("MUSER_CUDA_Q6_LAZY", 1, &[0, 1])?;
         let stage_async = env_choice("MUSER_CUDA_STAGE_ASYNC", 0, &[0, 1])?;
+        let mva_wstages = env_choice("MUSER_CUDA_MVA_WSTAGES", 0, &[0, 2, 3, 4, 6])?;
+        let mva_wstages_q6 = env_choice("MUSER_CUDA_MVA_WSTAGES_Q6", 0, &[0, 2, 3, 4])?;
         let mut functions = HashMap::new();
         let mut modules = Vec::new();
         let mut loaded = Vec::new();
@@ -351,7 +396,7 @@ impl Registry {
             let src = m.source();
             for &math in m.maths() {
                 let t = Instant::now();
-                let extra = match m {
+                let mut extra = match m {
                     Module::MatvecA16 | Module::MatvecPacked => vec![
                         format!("-DMVA_R1={mva_rows}"),
                         format!("-DMVA_MINB={mva_minb}"),
@@ -379,6 +424,10 @@ impl Registry {
                     ],
                     _ => Vec::new(),
                 };
+                if m == Module::MatvecA16 {
+                    extra.push(format!("-DMVA_WSTAGES={mva_wstages}"));
+                    extra.push(format!("-DMVA_WSTAGES_Q6={mva_wstages_q6}"));
+                }
                 let (ptx, options, sha256, ptx_bytes) =
                     compile_module(m, math, arch, &src, &extra)?;
                 let module = gpu.ctx().load_module(ptx).map_err(|e| CudaError::Load {
@@ -399,6 +448,19 @@ impl Registry {
                         f.set_attribute(
                             cudarc::driver::sys::CUfunction_attribute_enum::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
                             (SMEM_OPTIN_MAX - MMV_STATIC_SMEM) as i32,
+                        )
+                        .map_err(|e| CudaError::Load {
+                            module: m.file().into(),
+                            kernel: k.symbol().into(),
+                            source: e,
+                        })?;
+                    }
+                    if Self::t1_ring(k, mva_wstages, mva_wstages_q6).0 > 0 {
+                        // The one-token decode kernels' weight ring (`t1_plan`) beside the
+                        // staged activations: opt in to the large shared memory.
+                        f.set_attribute(
+                            cudarc::driver::sys::CUfunction_attribute_enum::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                            (SMEM_OPTIN_MAX - (mva_warps * mva_rows) as usize * 36 * 4) as i32,
                         )
                         .map_err(|e| CudaError::Load {
                             module: m.file().into(),
@@ -440,6 +502,8 @@ impl Registry {
             mmq_cvt,
             q6_lazy: q6_lazy == 1,
             stage_async: stage_async == 1,
+            mva_wstages,
+            mva_wstages_q6,
             mva_warps,
             mvb_warps,
             functions,
@@ -646,6 +710,8 @@ mod tests {
             "-DMUSER_LD16_WINDOW=0".to_string(),
             "-DMVA_Q6_LAZY=0".to_string(),
             "-DMVA_STAGE_ASYNC=1".to_string(),
+            "-DMVA_WSTAGES=3".to_string(),
+            "-DMVA_WSTAGES_Q6=2".to_string(),
         ];
         compile_module(m, Math::Strict, "sm_90a", &m.source(), &extra)
             .unwrap_or_else(|e| panic!("{e}"));

@@ -352,12 +352,17 @@ fn a16_matvec_case(gpu: &Gpu, reg: &Registry, k: usize) {
         let case = A16Case::new(gpu, reg, ty, (n_out, k, n_tok), (7 + ty as u64, 99));
         let (k1, k8, kp) = kernels(ty);
         let run = |kern: Kernel, rows_per_warp: u32, nt: usize, tok_per_launch: u32| -> Vec<f32> {
-            let mut dims = mva_dims(reg, n_out, nt, rows_per_warp, tok_per_launch);
-            // The staged kernels take the padded activation copy in dynamic shared memory.
-            if matches!(kern, Kernel::MvsQ4kT1 | Kernel::MvsQ6kT1) {
-                dims.smem = (k / 64 * 72 * 2) as u32;
-            }
+            let dims = mva_dims(reg, n_out, nt, rows_per_warp, tok_per_launch);
             case.run(gpu, reg, kern, dims, nt)
+        };
+        // The pipelined one-token kernels in the engine's launch (`Registry::t1_plan`: the
+        // staged activations and the weight ring, if `MUSER_CUDA_MVA_WSTAGES[_Q6]` asks for one,
+        // in dynamic shared memory).
+        let run_t1 = |kern: Kernel| -> Vec<f32> {
+            let staged = matches!(kern, Kernel::MvsQ4kT1 | Kernel::MvsQ6kT1);
+            let plan = reg.t1_plan(kern, n_out, k, staged);
+            assert_eq!(plan.staged, staged, "{}: the staged plan must fit at K = {k}", kern.symbol());
+            case.run(gpu, reg, kern, plan.dims, 1)
         };
         let y8 = run(k8, 1, n_tok, 8);
         let y1 = run(k1, reg.mva_rows, 1, 1);
@@ -367,7 +372,7 @@ fn a16_matvec_case(gpu: &Gpu, reg: &Registry, k: usize) {
             "{ty:?}: one-token kernel differs from the eight-token kernel"
         );
         for &kp in kp {
-            let yp = run(kp, reg.mva_rows, 1, 1);
+            let yp = run_t1(kp);
             assert_eq!(
                 bits(&yp),
                 bits(&y1),

@@ -129,6 +129,18 @@ struct AQ4K {
     typedef W Raw;
     static __device__ __forceinline__ void load_raw(const u8* b, int c, Raw& r) { load(b, c, r); }
     static __device__ __forceinline__ void finish(const Raw& r, W& w) { w = r; }
+    // The weight ring's form (matvec_pipe.cuh, MVA_WSTAGES): unit c as NCH 16-byte chunks
+    // (header, quants 0..15, quants 16..31), chunk j at s[32 j].
+    static const int NCH = 3;
+    static __device__ __forceinline__ const u8* chunk(const u8* b, int c, int j) {
+        return j == 0 ? b : b + 16 * (2 * c + j);
+    }
+    static __device__ __forceinline__ void from_chunks(const uint4* s, const u8*, int, W& w) {
+        const uint4 h = s[0], qa = s[32], qb = s[64];
+        w.dm = h.x; w.sw[0] = h.y; w.sw[1] = h.z; w.sw[2] = h.w;
+        w.q[0] = qa.x; w.q[1] = qa.y; w.q[2] = qa.z; w.q[3] = qa.w;
+        w.q[4] = qb.x; w.q[5] = qb.y; w.q[6] = qb.z; w.q[7] = qb.w;
+    }
     // One token's activations for unit c: 64 quants (two runs of 32), scales and sums.
     struct X {
         u32 a[16], b[16];
@@ -249,36 +261,62 @@ struct AQ6K {
 #ifndef MVA_Q6_LAZY
 #define MVA_Q6_LAZY 1
 #endif
+    // Unit u's four aligned 32-byte windows (runs A, B, H, the scales; every run starts a
+    // multiple of 16 bytes into the block, so they share one misalignment off = b & 15) into W.
+    static __device__ __forceinline__ void from_windows(const uint4* a, const uint4* bw, u32 off,
+                                                        int u, W& w) {
+        Win16 win;
+        win.off = off;
+        win.a = a[0]; win.b = bw[0]; win16_words(win, w.A);
+        win.a = a[1]; win.b = bw[1]; win16_words(win, w.B);
+        win.a = a[2]; win.b = bw[2]; win16_words(win, w.H);
+        win.a = a[3]; win.b = bw[3];
+        u32 sc[4];
+        win16_words(win, sc);
+        // d: the two bytes after the 16 scale bytes, at an even offset (inside one word).
+        const u32 o = off + 16, k = o >> 2;
+        const u32 dw = k == 4 ? bw[3].x : (k == 5 ? bw[3].y : (k == 6 ? bw[3].z : bw[3].w));
+        pack_scales(sc, (dw >> ((o & 3) * 8)) & 0xFFFFu, u, w);
+    }
+    static __device__ __forceinline__ const u8* window(const u8* b, int u, int i) {
+        const int half = u >> 1, part = u & 1;
+        const u8* p = i == 0 ? b + 64 * half + 16 * part
+                    : i == 1 ? b + 64 * half + 32 + 16 * part
+                    : i == 2 ? b + 128 + 32 * half + 16 * part
+                             : b + 192;
+        return (const u8*)((u64)p & ~(u64)15);
+    }
+    // The weight ring's form (matvec_pipe.cuh, MVA_WSTAGES_Q6): the four windows as NCH = 8
+    // chunks (window i's halves are chunks 2i, 2i + 1), chunk j at s[32 j].
+    static const int NCH = 8;
+    static __device__ __forceinline__ const u8* chunk(const u8* b, int u, int j) {
+        return window(b, u, j >> 1) + 16 * (j & 1);
+    }
+    static __device__ __forceinline__ void from_chunks(const uint4* s, const u8* b, int u, W& w) {
+        uint4 a[4], bw[4];
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+            a[i] = s[32 * (2 * i)];
+            bw[i] = s[32 * (2 * i + 1)];
+        }
+        from_windows(a, bw, (u32)((u64)b & 15), u, w);
+    }
 #if MVA_Q6_LAZY
     struct Raw {
         uint4 a[4], b[4];
         u32 off_u;  // (block address & 15) << 8 | unit
     };
     static __device__ __forceinline__ void load_raw(const u8* b, int u, Raw& r) {
-        const int half = u >> 1, part = u & 1;
-        const u8* p[4] = {b + 64 * half + 16 * part, b + 64 * half + 32 + 16 * part,
-                          b + 128 + 32 * half + 16 * part, b + 192};
 #pragma unroll
         for (int i = 0; i < 4; ++i) {
-            const uint4* q = (const uint4*)((u64)p[i] & ~(u64)15);
+            const uint4* q = (const uint4*)window(b, u, i);
             r.a[i] = __ldg(q);
             r.b[i] = __ldg(q + 1);
         }
         r.off_u = ((u32)((u64)b & 15) << 8) | (u32)u;
     }
     static __device__ __forceinline__ void finish(const Raw& r, W& w) {
-        Win16 win;
-        win.off = r.off_u >> 8;
-        win.a = r.a[0]; win.b = r.b[0]; win16_words(win, w.A);
-        win.a = r.a[1]; win.b = r.b[1]; win16_words(win, w.B);
-        win.a = r.a[2]; win.b = r.b[2]; win16_words(win, w.H);
-        win.a = r.a[3]; win.b = r.b[3];
-        u32 sc[4];
-        win16_words(win, sc);
-        // d: the two bytes after the 16 scale bytes, at an even offset (inside one word).
-        const u32 off = win.off + 16, k = off >> 2;
-        const u32 dw = k == 4 ? r.b[3].x : (k == 5 ? r.b[3].y : (k == 6 ? r.b[3].z : r.b[3].w));
-        pack_scales(sc, (dw >> ((off & 3) * 8)) & 0xFFFFu, (int)(r.off_u & 0xFF), w);
+        from_windows(r.a, r.b, r.off_u >> 8, (int)(r.off_u & 0xFF), w);
     }
 #else
     typedef W Raw;

@@ -29,6 +29,28 @@
 #ifndef MVA_STAGE_ASYNC
 #define MVA_STAGE_ASYNC 0
 #endif
+// Weight ring of the one-token decode kernels (-DMVA_WSTAGES=N for Q4_K, -DMVA_WSTAGES_Q6=N for
+// Q6_K, from `MUSER_CUDA_MVA_WSTAGES` / `MUSER_CUDA_MVA_WSTAGES_Q6`): 0 = the next unit's weights
+// in flight in registers (one unit ahead); N >= 2 = each lane's units copied by cp.async into an
+// N-stage ring in dynamic shared memory (after the staged activations), N - 1 units ahead, no
+// registers held for them. Each lane reads back only what it copied itself, so the ring needs
+// no barrier, only cp.async.wait_group. The same bytes reach the same arithmetic.
+#ifndef MVA_WSTAGES
+#define MVA_WSTAGES 0
+#endif
+#ifndef MVA_WSTAGES_Q6
+#define MVA_WSTAGES_Q6 0
+#endif
+__device__ __forceinline__ void mva_cp16(const void* dst, const void* src) {
+    const unsigned d = (unsigned)__cvta_generic_to_shared(dst);
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(d), "l"(src));
+}
+__device__ __forceinline__ void mva_cp_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+template <int N>
+__device__ __forceinline__ void mva_cp_wait() {
+    asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
+}
+
 #if MVA_MINB > 0
 #define MVA_BOUNDS_T1 __launch_bounds__(32 * MVA_WARPS, MVA_MINB)
 #else
@@ -51,12 +73,13 @@
 // 0, token t at t*(K/64)*72). In the global layout every 16-byte activation read of a warp
 // touches 32 cache lines (lanes are 128 bytes apart); the staging copy is coalesced, and the
 // first unit's weights are requested before it.
-template <class F, int R, bool STAGE, int NT>
+template <class F, int R, bool STAGE, int NT, int WS>
 __device__ __forceinline__ void mva_pipe(const u8* __restrict__ W, u64 row_bytes,
                                          const short* __restrict__ XQ, const float* __restrict__ XS,
                                          const int* __restrict__ XSUM, int K,
                                          float* __restrict__ Y, int ldy, int n_out) {
     static_assert(R * NT <= 8, "mva_pipe: at most 8 outputs per warp");
+    static_assert(WS == 0 || (WS >= 2 && NT == 1), "mva_pipe: weight ring of >= 2 stages, one token");
     extern __shared__ __align__(16) short xsh[];
     MVA_RED_DECL(R * NT);
     constexpr int XP = STAGE ? 72 : 64;
@@ -86,7 +109,50 @@ __device__ __forceinline__ void mva_pipe(const u8* __restrict__ W, u64 row_bytes
             }
         }
     };
-    if (active) {
+    // Weight ring (WS > 0): this warp's WS stages × R slots × F::NCH chunks × 32 lanes of 16
+    // bytes, after the staged activations. Stage `st` < full holds unit lane + 32 st of each row
+    // (slot = row); stage `full` holds the tail pairs (slot s = pair lane + 32 s).
+    uint4* ring = nullptr;
+    if (WS > 0)
+        ring = (uint4*)(xsh + (STAGE ? NT * xt : 0)) + (threadIdx.x >> 5) * (WS * R * F::NCH * 32);
+    auto slot = [&](int st, int i) { return ring + ((st % (WS > 0 ? WS : 1)) * R + i) * F::NCH * 32 + lane; };
+    // The (row, unit) of slot i of stage st, if it holds one.
+    auto unit_of = [&](int st, int i, const u8*& b, int& u) {
+        if (st < full) {
+            const int g = lane + 32 * st;
+            b = wr[i] + (u64)(g / F::UNITS) * F::BLOCK_BYTES;
+            u = g % F::UNITS;
+            return true;
+        }
+        const int f = lane + 32 * i;
+        if (st > full || f >= n_pairs) return false;
+        const int r = f / tail, gt = 32 * full + (f - r * tail);
+        b = W + (u64)min(row0 + r, n_out - 1) * row_bytes + (u64)(gt / F::UNITS) * F::BLOCK_BYTES;
+        u = gt % F::UNITS;
+        return true;
+    };
+    auto issue = [&](int st) {
+#pragma unroll
+        for (int i = 0; i < R; ++i) {
+            const u8* b;
+            int u;
+            if (unit_of(st, i, b, u)) {
+#pragma unroll
+                for (int j = 0; j < F::NCH; ++j) mva_cp16(slot(st, i) + 32 * j, F::chunk(b, u, j));
+            }
+        }
+        mva_cp_commit();
+    };
+    auto take = [&](int st, int i, typename F::W& w) {
+        const u8* b;
+        int u;
+        if (unit_of(st, i, b, u)) F::from_chunks(slot(st, i), b, u, w);
+    };
+    if (WS > 0 && active) {
+#pragma unroll
+        for (int st = 0; st < WS - 1; ++st) issue(st);
+    }
+    if (WS == 0 && active) {
         if (full > 0) {
 #pragma unroll
             for (int i = 0; i < R; ++i)
@@ -147,7 +213,15 @@ __device__ __forceinline__ void mva_pipe(const u8* __restrict__ W, u64 row_bytes
         for (int t = 0; t < NT; ++t) acc[i][t] = 0.f;
     for (int it = 0; it < full; ++it) {
         const int g = lane + 32 * it, g2 = g + 32;
-        if (it + 1 < full) {
+        if (WS > 0) {
+            // Stage it has landed (later stages may still be in flight); its slot's previous
+            // contents (stage it - WS) were consumed an iteration ago, so refill the slot of
+            // stage it - 1 with stage it + WS - 1.
+            mva_cp_wait<(WS > 1 ? WS - 2 : 0)>();
+#pragma unroll
+            for (int i = 0; i < R; ++i) take(it, i, cur[i]);
+            issue(it + WS - 1);
+        } else if (it + 1 < full) {
 #pragma unroll
             for (int i = 0; i < R; ++i)
                 F::load_raw(wr[i] + (u64)(g2 / F::UNITS) * F::BLOCK_BYTES, g2 % F::UNITS, nxt[i]);
@@ -164,8 +238,15 @@ __device__ __forceinline__ void mva_pipe(const u8* __restrict__ W, u64 row_bytes
 #pragma unroll
             for (int i = 0; i < R; ++i) F::compute_x(cur[i], u, x, &acc[i][t]);
         }
+        if (WS == 0) {
 #pragma unroll
-        for (int i = 0; i < R; ++i) F::finish(nxt[i], cur[i]);
+            for (int i = 0; i < R; ++i) F::finish(nxt[i], cur[i]);
+        }
+    }
+    if (WS > 0) {
+        mva_cp_wait<0>();
+#pragma unroll
+        for (int s = 0; s < R; ++s) take(full, s, cur[s]);
     }
     // Tail: cur[s] holds pair f = lane + 32 s = (row i, virtual lane v): fetch lane v's partial
     // of row i (each token), chain the unit onto it, and hand it back.
@@ -215,11 +296,15 @@ __device__ __forceinline__ void mva_pipe(const u8* __restrict__ W, u64 row_bytes
 // Pipelined decode kernels: STAGE = true stages the activations in shared memory (mvs_*).
 // NT tokens per launch (the host launches exactly NT): t1 is single-sequence decode; t2/t4/t8
 // are packed decode rows (rows per warp MVA_R1, at most 8 / NT).
-#define MVA_PIPE_KERNEL(NAME, F, STAGE, NT)                                                     \
+// WS: the weight ring's stages (MVA_WSTAGES / MVA_WSTAGES_Q6 for the one-token kernels, 0 for
+// packed rows).
+#define MVA_PIPE_KERNEL_WS(NAME, F, STAGE, NT, WS)                                              \
     extern "C" __global__ void MVA_BOUNDS_T1                                                    \
         NAME(const u8* W, u64 row_bytes, const short* XQ, const float* XS, const int* XSUM,     \
              int K, float* Y, int ldy, int n_out, int n_tok) {                                  \
-        mva_pipe<F, (MVA_R1 * NT <= 8 ? MVA_R1 : 8 / NT), STAGE, NT>(W, row_bytes, XQ, XS,      \
-                                                                     XSUM, K, Y, ldy, n_out);   \
+        mva_pipe<F, (MVA_R1 * NT <= 8 ? MVA_R1 : 8 / NT), STAGE, NT, WS>(W, row_bytes, XQ, XS,  \
+                                                                         XSUM, K, Y, ldy,       \
+                                                                         n_out);                \
     }
+#define MVA_PIPE_KERNEL(NAME, F, STAGE, NT) MVA_PIPE_KERNEL_WS(NAME, F, STAGE, NT, 0)
 

@@ -119,23 +119,22 @@ impl<'m> CudaSession<'m> {
             }
             return Ok(());
         }
-        // The staged-activation kernel's shared memory: K/64 padded runs of 72 quants.
-        let xsmem_bytes = m.n_in.div_ceil(64) * 72 * 2;
-        // Beside it, each warp's static lane_seq_sum scratch (MVA_RED in matvec_a16.cu): one
-        // row of 36 floats per output. Wider inputs (K > 21 845 at the defaults) take the
-        // unstaged pipelined kernel — same numbers.
-        let red_bytes = (self.reg.mva_warps * self.reg.mva_rows * 36 * 4) as usize;
-        let staged = ks.a16_smem.filter(|_| {
-            self.opts.pipe && self.opts.xsmem && xsmem_bytes + red_bytes <= SMEM_DEFAULT_MAX
-        });
+        if let Some((ks_staged, ks_pipe)) = ks
+            .a16_smem
+            .zip(ks.a16_pipe)
+            .filter(|_| a16 && n == 1 && self.opts.pipe)
+        {
+            // The pipelined one-token kernel, staged where its shared memory fits
+            // (`Registry::t1_plan`; wider inputs take the unstaged twin — same numbers).
+            let plan = self
+                .reg
+                .t1_plan(ks_pipe, m.n_out, m.n_in, self.opts.xsmem);
+            let kern = if plan.staged { ks_staged } else { ks_pipe };
+            return launch(self.f(kern), plan.dims, s, self.a16_args(m, 0, (y, ldy), 1));
+        }
         let mmq = ks.a16_mmq.filter(|_| a16 && n > 1 && self.opts.mmq);
         let (k, nt) = match (n, a16) {
-            (1, true) => (
-                staged
-                    .or(ks.a16_pipe.filter(|_| self.opts.pipe))
-                    .unwrap_or(ks.a16_t1),
-                1,
-            ),
+            (1, true) => (ks.a16_t1, 1),
             (_, true) => (mmq.unwrap_or(ks.a16_t8), 8),
             (1, false) => (ks.t1, 1),
             (_, false) => (ks.t8, 8),
@@ -156,11 +155,7 @@ impl<'m> CudaSession<'m> {
                     1,
                 ),
                 block: 32 * warps,
-                smem: if n == 1 && a16 && staged.is_some() {
-                    xsmem_bytes as u32
-                } else {
-                    0
-                },
+                smem: 0,
             }
         };
         let args = if a16 {

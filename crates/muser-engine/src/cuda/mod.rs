@@ -342,7 +342,7 @@ impl<'m> CudaSession<'m> {
             if self.attn_prefill.is_some() { "-mt" } else { "" },
             match self.opts.acts {
                 Acts::A16 if self.opts.pipe => format!(
-                    "pipe{}-rows{}-minb{}{}{}",
+                    "pipe{}-rows{}-minb{}{}{}{}",
                     match (self.opts.xsmem, self.reg.stage_async) {
                         (true, false) => "-xsmem",
                         (true, true) => "-xsmem-async",
@@ -354,7 +354,11 @@ impl<'m> CudaSession<'m> {
                         4 => String::new(),
                         w => format!("-warps{w}"),
                     },
-                    if self.reg.q6_lazy { "" } else { "-q6eager" }
+                    if self.reg.q6_lazy { "" } else { "-q6eager" },
+                    match (self.reg.mva_wstages, self.reg.mva_wstages_q6) {
+                        (0, 0) => String::new(),
+                        (a, b) => format!("-ring{a}.{b}"),
+                    }
                 ),
                 Acts::A16 => format!("rows{}-minb{}", self.reg.mva_rows, self.reg.mva_minb),
                 Acts::F32 => "plain".to_string(),
