@@ -298,8 +298,9 @@ impl Registry {
     }
 
     /// The launch of a one-token pipelined decode matmul over `n_out` rows of `k` inputs:
-    /// `kernel` is the staged one (`mvs_*_t1`) and the plan says whether it fits or its unstaged
-    /// twin (`mvp_*_t1`) runs; `staged` false asks for the unstaged kernel. Staged where its shared memory fits (the 48 KiB default without a weight ring — measured faster
+    /// `kernel` is either of the format's pipelined kernels (`mvs_*_t1` staged, `mvp_*_t1`; the
+    /// weight ring depends on the format only), and the plan says whether the staged one runs;
+    /// `staged` false asks for the unstaged one. Staged where its shared memory fits (the 48 KiB default without a weight ring — measured faster
     /// than opting in for the activations alone — the opt-in limit with one). Dynamic shared
     /// memory: the staged activations (K/64 runs of 72 quants), then the weight ring
     /// (`mva_warps` warps × stages × `mva_rows` rows × chunks × 32 lanes × 16 bytes).
@@ -317,7 +318,11 @@ impl Registry {
         PackedPlan {
             staged,
             dims: crate::launch::Dims {
-                grid: ((n_out as u32).div_ceil(self.mva_warps * self.mva_rows), 1, 1),
+                grid: (
+                    (n_out as u32).div_ceil(self.mva_warps * self.mva_rows),
+                    1,
+                    1,
+                ),
                 block: 32 * self.mva_warps,
                 smem: (if staged { act + ring } else { ring }) as u32,
             },

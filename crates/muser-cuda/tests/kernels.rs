@@ -361,7 +361,12 @@ fn a16_matvec_case(gpu: &Gpu, reg: &Registry, k: usize) {
         let run_t1 = |kern: Kernel| -> Vec<f32> {
             let staged = matches!(kern, Kernel::MvsQ4kT1 | Kernel::MvsQ6kT1);
             let plan = reg.t1_plan(kern, n_out, k, staged);
-            assert_eq!(plan.staged, staged, "{}: the staged plan must fit at K = {k}", kern.symbol());
+            assert_eq!(
+                plan.staged,
+                staged,
+                "{}: the staged plan must fit at K = {k}",
+                kern.symbol()
+            );
             case.run(gpu, reg, kern, plan.dims, 1)
         };
         let y8 = run(k8, 1, n_tok, 8);

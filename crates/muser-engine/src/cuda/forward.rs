@@ -126,9 +126,7 @@ impl<'m> CudaSession<'m> {
         {
             // The pipelined one-token kernel, staged where its shared memory fits
             // (`Registry::t1_plan`; wider inputs take the unstaged twin — same numbers).
-            let plan = self
-                .reg
-                .t1_plan(ks_pipe, m.n_out, m.n_in, self.opts.xsmem);
+            let plan = self.reg.t1_plan(ks_pipe, m.n_out, m.n_in, self.opts.xsmem);
             let kern = if plan.staged { ks_staged } else { ks_pipe };
             return launch(self.f(kern), plan.dims, s, self.a16_args(m, 0, (y, ldy), 1));
         }
