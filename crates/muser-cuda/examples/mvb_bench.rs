@@ -5,7 +5,8 @@
 //! launch. Prints the time of one layer's matmuls and the aggregate speed-up over one token
 //! (`nt × t(1) / t(nt)`). A measurement tool, not a test: it asserts nothing.
 //!
-//! `cargo run --release -p muser-cuda --example mvb_bench [-- --unstaged | --default-smem]`
+//! `cargo run --release -p muser-cuda --example mvb_bench [-- --unstaged | --default-smem |
+//! --mmv [--pair]]`
 //! Packed rows launch as batched decode does (`Registry::packed_plan`: `MUSER_CUDA_MVB_WARPS`
 //! warps, activations staged in up to 227 KiB of opt-in shared memory); `--default-smem`
 //! stages only within the 48 KiB default, `--unstaged` never.
@@ -13,7 +14,7 @@
 use std::time::Instant;
 
 use muser_cuda::launch::{launch, A16Matmul, Dims, SMEM_DEFAULT_MAX};
-use muser_cuda::{DeviceBuffer, Gpu, Kernel, Math, Module, Registry};
+use muser_cuda::{DeviceBuffer, Gpu, Kernel, Math, Module, Registry, MMV_PAIR_MAX_TOKENS};
 use muser_gguf::GgmlType;
 
 /// The decode kernel for `nt` tokens: (kernel, staged).
@@ -51,6 +52,7 @@ fn main() {
     let unstaged = std::env::args().any(|a| a == "--unstaged");
     let default_smem = std::env::args().any(|a| a == "--default-smem");
     let mmv = std::env::args().any(|a| a == "--mmv");
+    let pair = std::env::args().any(|a| a == "--pair");
     match Gpu::probe() {
         Ok(Some(_)) => {}
         _ => {
@@ -150,12 +152,18 @@ fn main() {
                     return (kernel(m.ty, nt, p.staged), p.dims);
                 }
                 if mmv {
-                    // Tensor-core packed rows (mmv_a16.cu).
-                    let km = if m.ty == GgmlType::Q4_K {
-                        Kernel::MmvQ4k
-                    } else {
-                        Kernel::MmvQ6k
-                    };
+                    // Tensor-core packed rows (mmv_a16.cu); `--pair`: the paired tiles for at
+                    // most 4 rows.
+                    let q4 = m.ty == GgmlType::Q4_K;
+                    if pair && nt <= MMV_PAIR_MAX_TOKENS {
+                        let km = if q4 {
+                            Kernel::MmvPairQ4k
+                        } else {
+                            Kernel::MmvPairQ6k
+                        };
+                        return (km, reg.mmv_pair_dims(m.n_out, m.k));
+                    }
+                    let km = if q4 { Kernel::MmvQ4k } else { Kernel::MmvQ6k };
                     return (km, reg.mmv_dims(m.n_out, m.k));
                 }
                 // Packed rows: batched decode's launch (`MUSER_CUDA_MVB_WARPS` warps, opt-in
@@ -214,6 +222,7 @@ fn main() {
             .iter()
             .map(|(k, d)| match (k, d.smem > 0) {
                 (Kernel::MmvQ4k | Kernel::MmvQ6k, _) => "m",
+                (Kernel::MmvPairQ4k | Kernel::MmvPairQ6k, _) => "P",
                 (_, true) => "s",
                 _ => "p",
             })

@@ -31,7 +31,8 @@ pub use error::CudaError;
 pub use graph::{Graph, GraphMode};
 pub use launch::KArgs;
 pub use registry::{
-    Kernel, Math, Module, PackedPlan, Registry, MMQ_ROWS, MMV_ROWS, SMEM_OPTIN_MAX,
+    Kernel, Math, Module, PackedPlan, Registry, MMQ_ROWS, MMV_PAIR_MAX_TOKENS, MMV_PAIR_ROWS,
+    MMV_ROWS, SMEM_OPTIN_MAX,
 };
 pub use step::{StepParams, MAX_BATCH};
 

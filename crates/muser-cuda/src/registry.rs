@@ -177,6 +177,7 @@ kernels! {
     MvsQ4kT8 => MatvecPacked, "mvs_q4_k_t8"; MvsQ6kT8 => MatvecPacked, "mvs_q6_k_t8";
     MmqQ4k => MmqA16, "mmq_q4_k"; MmqQ6k => MmqA16, "mmq_q6_k";
     MmvQ4k => MmvA16, "mmv_q4_k"; MmvQ6k => MmvA16, "mmv_q6_k";
+    MmvPairQ4k => MmvA16, "mmv_pair_q4_k"; MmvPairQ6k => MmvA16, "mmv_pair_q6_k";
     MvaQ4kT1 => MatvecA16, "mva_q4_k_t1"; MvaQ4kT8 => MatvecA16, "mva_q4_k_t8";
     MvaQ5kT1 => MatvecA16, "mva_q5_k_t1"; MvaQ5kT8 => MatvecA16, "mva_q5_k_t8";
     MvaQ6kT1 => MatvecA16, "mva_q6_k_t1"; MvaQ6kT8 => MatvecA16, "mva_q6_k_t8";
@@ -268,6 +269,10 @@ pub struct Registry {
 /// factors staged in dynamic shared memory (8 tokens × K/32 groups × 8 bytes) beside the
 /// kernel's 16 KiB of static partials.
 pub const MMV_ROWS: u32 = 16;
+/// Output rows per block of the paired tensor-core packed rows (`mmv_pair_*`, <= 4 tokens).
+pub const MMV_PAIR_ROWS: u32 = 8;
+/// Most token columns of the paired kernels (`mmv_pair_*`).
+pub const MMV_PAIR_MAX_TOKENS: usize = 4;
 const MMV_THREADS: u32 = 256;
 const MMV_STATIC_SMEM: usize = 16 * 1024;
 
@@ -279,6 +284,17 @@ impl Registry {
             grid: ((n_out as u32).div_ceil(MMV_ROWS), 1, 1),
             block: MMV_THREADS,
             smem: (k / 32 * 8 * 8) as u32,
+        }
+    }
+
+    /// The launch of a paired tensor-core packed-rows matmul (`mmv_pair_*`, at most 4 token
+    /// columns): one block of 8 warps per 8 output rows; the tokens' group factors (4 tokens ×
+    /// K/32 groups × 8 bytes) in dynamic shared memory beside 4 KiB of static partials.
+    pub fn mmv_pair_dims(&self, n_out: usize, k: usize) -> crate::launch::Dims {
+        crate::launch::Dims {
+            grid: ((n_out as u32).div_ceil(MMV_PAIR_ROWS), 1, 1),
+            block: MMV_THREADS,
+            smem: (k / 32 * 4 * 8) as u32,
         }
     }
 

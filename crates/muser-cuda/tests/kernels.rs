@@ -6,7 +6,7 @@
 //! writes outside its output fails the test.
 
 use muser_cuda::launch::{launch, A16Matmul, Dims};
-use muser_cuda::{DeviceBuffer, Gpu, KArgs, Kernel, Math, Module, Registry};
+use muser_cuda::{DeviceBuffer, Gpu, KArgs, Kernel, Math, Module, Registry, MMV_PAIR_MAX_TOKENS};
 use muser_gguf::GgmlType;
 use muser_quant::a16::{self, BlockA16};
 
@@ -420,6 +420,21 @@ fn a16_matvec_case(gpu: &Gpu, reg: &Registry, k: usize) {
                     bits(&y8[..nt * n_out]),
                     "{ty:?}: {} with {nt} tokens differs from the eight-token kernel",
                     km.symbol()
+                );
+            }
+            // The paired tiles (<= 4 tokens: two units per tile).
+            let kpair = if ty == GgmlType::Q4_K {
+                Kernel::MmvPairQ4k
+            } else {
+                Kernel::MmvPairQ6k
+            };
+            for nt in 1..=MMV_PAIR_MAX_TOKENS.min(n_tok) {
+                let ym = case.run(gpu, reg, kpair, reg.mmv_pair_dims(n_out, k), nt);
+                assert_eq!(
+                    bits(&ym),
+                    bits(&y8[..nt * n_out]),
+                    "{ty:?}: {} with {nt} tokens differs from the eight-token kernel",
+                    kpair.symbol()
                 );
             }
         }

@@ -265,3 +265,266 @@ __device__ __forceinline__ void mmv_body(const u8* __restrict__ W, u64 row_bytes
 
 MMV_KERNEL(mmv_q4_k, MmvQ4K)
 MMV_KERNEL(mmv_q6_k, MmvQ6K)
+
+// ---- Paired tiles for at most 4 tokens (`mmv_pair_*`). With 4 tokens an 8-column tile leaves
+// half its columns empty; here the tile's two row halves carry the same 8 weight rows at two
+// units of the warp — A rows 0..7 at unit uA (virtual lane vA), rows 8..15 at uA + 8 (virtual
+// lane vB = vA + 8) — and B's columns 0..3 the 4 tokens at uA, columns 4..7 at uA + 8. Of the
+// 16 × 8 products only the two diagonal quarters are used, and each thread holds exactly two of
+// them: q < 2 rows g at uA (tokens 2q, 2q+1; chain of vA), q >= 2 rows g at uB (tokens 2q-4,
+// 2q-3; chain of vB). Per used output the epilogue is half the 8-column tile's, and a thread
+// decodes the block header of its own (row, unit), so no quad shuffles. Each (row, token,
+// virtual lane) chain stays in one thread and in unit order: decode's float sequence, as above.
+// Block: 8 warps on 8 rows; warp w takes the pairs (w, w + 8) and (w + 16, w + 24).
+//   W: [n_out][row_bytes]   XQ: [n_tok][K] i16   XS, XSUM: [n_tok][K/32]   Y: [n_tok][ldy] f32
+//   K % 256 == 0, 1 <= n_tok <= 4 (token columns past n_tok read the last token, not written).
+
+// The two used elements of a tile's accumulator (rows g: e = 0, 1; rows g + 8: e = 2, 3) as
+// floats: mma_pair's conversion on this thread's half only.
+template <class Mma>
+__device__ __forceinline__ void mma_pair_half(Mma mma, bool upper, float* out) {
+    int dh[4], dl[4];
+#if MMQ_CVT
+    const int zero[4] = {0, 0, 0, 0};
+    mma(dh, false, zero);
+    const int c[4] = {(int)((u32)dh[0] << 8), (int)((u32)dh[1] << 8), (int)((u32)dh[2] << 8),
+                      (int)((u32)dh[3] << 8)};
+    mma(dl, true, c);
+    out[0] = __int2float_rn(upper ? dl[2] : dl[0]);
+    out[1] = __int2float_rn(upper ? dl[3] : dl[1]);
+#else
+    const int bias[4] = {MMQ_MAGIC, MMQ_MAGIC, MMQ_MAGIC, MMQ_MAGIC};
+    mma(dh, false, bias);
+    mma(dl, true, bias);
+#pragma unroll
+    for (int j = 0; j < 2; ++j) {
+        const int h = upper ? dh[2 + j] : dh[j], l = upper ? dl[2 + j] : dl[j];
+        out[j] = __fmaf_rn(256.0f, __fsub_rn(__int_as_float(h), MMQ_MAGIC_F),
+                           __fsub_rn(__int_as_float(l), MMQ_MAGIC_F));
+    }
+#endif
+}
+
+// Q4_K, paired: thread (g, q) feeds values 8q .. 8q+7 of each sub-block (as MmvQ4K).
+struct MmvPairQ4K {
+    static const int BLOCK_BYTES = 144;
+    struct Bases {
+        const u8 *wh, *wq;  // row g's block 0: header; quants 8q of unit position c
+        const short* x;     // column g: token g & 3, value 8q of unit 0
+        int hoff, xoff;     // with a B unit: this thread's header, column g's quants further on
+    };
+    struct In {
+        uint4 h;       // the header of this thread's (row, unit)
+        uint2 qa, qb;  // quant bytes 8q .. 8q+7 of row g at uA, uA + 8
+        uint4 x0, x1;  // column g: quants 8q .. 8q+7 of sub-blocks 0, 1 of its unit
+    };
+    static __device__ __forceinline__ Bases bases(const u8* W, u64 row_bytes, int row0, int n_out,
+                                                  const short* XQ, int K, int n_tok, int c) {
+        const int lane = threadIdx.x & 31, g = lane >> 2, q = lane & 3;
+        const u8* row = W + (u64)min(row0 + g, n_out - 1) * row_bytes;
+        Bases b;
+        b.wh = opaque(row);
+        b.wq = opaque(row + 16 + 32 * c + 8 * q);
+        b.x = opaque(XQ + (size_t)min(g & 3, n_tok - 1) * K + 8 * q);
+        b.hoff = (q >> 1) ? 2 * 144 : 0;
+        b.xoff = (g >> 2) ? 512 : 0;
+        return b;
+    }
+    // Unit uA's loads; `pb`: unit uA + 8 exists (else the B half reads uA again, unused).
+    static __device__ __forceinline__ void fetch(const Bases& b, int ua, bool pb, In& in) {
+        const int bo = (ua >> 2) * 144, bb = pb ? 2 * 144 : 0;
+        in.h = __ldg((const uint4*)(b.wh + bo + (pb ? b.hoff : 0)));
+        in.qa = __ldg((const uint2*)(b.wq + bo));
+        in.qb = __ldg((const uint2*)(b.wq + bo + bb));
+        const short* x = b.x + 64 * ua + (pb ? b.xoff : 0);
+        in.x0 = *(const uint4*)x;
+        in.x1 = *(const uint4*)(x + 32);
+    }
+    // fq: (xs, xsm) of this thread's tokens for group G at fq[2 G]; u: this thread's unit;
+    // upper: the thread's outputs are the tile's rows 8..15 (q >= 2); active: u exists (else
+    // the step leaves p as it is).
+    static __device__ __forceinline__ void consume(const In& in, int u, int c, const float4* fq,
+                                                   bool upper, bool active, float* p) {
+        const u32 sw[3] = {in.h.y, in.h.z, in.h.w};
+        const K4Factors k = k4_factors(in.h.x, sw, c);
+#pragma unroll
+        for (int s = 0; s < 2; ++s) {
+            const u32 a[4] = {(in.qa.x >> (4 * s)) & 0x0F0F0F0Fu, (in.qb.x >> (4 * s)) & 0x0F0F0F0Fu,
+                              (in.qa.y >> (4 * s)) & 0x0F0F0F0Fu, (in.qb.y >> (4 * s)) & 0x0F0F0F0Fu};
+            const uint4 x = s ? in.x1 : in.x0;
+            u32 bh0, bl0, bh1, bl1;
+            split_hilo(x.x, x.y, &bh0, &bl0);
+            split_hilo(x.z, x.w, &bh1, &bl1);
+            float fs[2];
+            mma_pair_half(
+                [&](int* d, bool lo, const int* cc) {
+                    mma_k32(d, a, lo ? bl0 : bh0, lo ? bl1 : bh1, lo, cc);
+                },
+                upper, fs);
+            const float4 tf = fq[2 * (2 * u + s)];
+            const float n0 = k4_step(p[0], s ? k.a1 : k.a0, s ? k.nb1 : k.nb0, tf.x, fs[0], tf.y);
+            const float n1 = k4_step(p[1], s ? k.a1 : k.a0, s ? k.nb1 : k.nb0, tf.z, fs[1], tf.w);
+            p[0] = active ? n0 : p[0];
+            p[1] = active ? n1 : p[1];
+        }
+    }
+};
+
+// Q6_K, paired: thread (g, q) feeds l = 4q .. 4q+3 of each group (as MmvQ6K).
+struct MmvPairQ6K {
+    static const int BLOCK_BYTES = 210;
+    struct Bases {
+        const u8 *wh, *wq;  // row g's block 0; its run offset for unit position c
+        const short* x;     // column g: token g & 3, value 16pt + 4q of unit 0's half
+        int hoff, xoff;     // with a B unit: this thread's scales, column g's quants further on
+    };
+    struct In {
+        u32 A[2], B[2], H[2];  // row g at uA, uA + 8: bytes 4q .. 4q+3 of runs A, B and qh
+        u32 s01, s23;          // this thread's (row, unit): scales as 16-bit pairs
+        u32 d;                 // its d's f16 bits
+        uint2 x[4];            // column g: quants 4q .. 4q+3 of groups 0..3 of its unit
+    };
+    static __device__ __forceinline__ Bases bases(const u8* W, u64 row_bytes, int row0, int n_out,
+                                                  const short* XQ, int K, int n_tok, int c) {
+        const int lane = threadIdx.x & 31, g = lane >> 2, q = lane & 3;
+        const int h = c >> 1, pt = c & 1;
+        const u8* row = W + (u64)min(row0 + g, n_out - 1) * row_bytes;
+        Bases b;
+        b.wh = opaque(row);
+        b.wq = opaque(row + 64 * h + 16 * pt + 4 * q);
+        b.x = opaque(XQ + (size_t)min(g & 3, n_tok - 1) * K + 128 * h + 16 * pt + 4 * q);
+        b.hoff = (q >> 1) ? 2 * 210 : 0;
+        b.xoff = (g >> 2) ? 512 : 0;
+        return b;
+    }
+    static __device__ __forceinline__ void fetch(const Bases& b, int ua, bool pb, In& in) {
+        const int bo = (ua >> 2) * 210, hh = ((ua & 3) >> 1), bb = pb ? 2 * 210 : 0;
+        const u8* r[2] = {b.wq + bo, b.wq + bo + bb};
+#pragma unroll
+        for (int i = 0; i < 2; ++i) {
+            in.A[i] = ld_u32_a2(r[i]);
+            in.B[i] = ld_u32_a2(r[i] + 32);
+            in.H[i] = ld_u32_a2(r[i] + 128 - 32 * hh);
+        }
+        const u8* hd = b.wh + bo + (pb ? b.hoff : 0);
+        const unsigned short* sc = (const unsigned short*)(hd + 192 + 8 * hh);
+        in.s01 = (u32)__ldg(sc) | ((u32)__ldg(sc + 1) << 16);
+        in.s23 = (u32)__ldg(sc + 2) | ((u32)__ldg(sc + 3) << 16);
+        in.d = __ldg((const unsigned short*)(hd + 208));
+        const short* x = b.x + 256 * (ua >> 2) + (pb ? b.xoff : 0);
+#pragma unroll
+        for (int j = 0; j < 4; ++j) in.x[j] = *(const uint2*)(x + 32 * j);
+    }
+    static __device__ __forceinline__ void consume(const In& in, int u, int c, const float4* fq,
+                                                   bool upper, bool active, float* p) {
+        const int pt = c & 1, h = c >> 1;
+        const float d = h2f((u16)in.d);
+        const u32 sh = 8 * pt;
+        const float sc[4] = {q6_scale(d, (i8)((in.s01 >> sh) & 0xFF)),
+                             q6_scale(d, (i8)((in.s01 >> (16 + sh)) & 0xFF)),
+                             q6_scale(d, (i8)((in.s23 >> sh) & 0xFF)),
+                             q6_scale(d, (i8)((in.s23 >> (16 + sh)) & 0xFF))};
+        const int grp0 = 8 * (u >> 2) + 4 * h;  // this thread's unit's first group of 32
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+            u32 a[2];
+#pragma unroll
+            for (int i = 0; i < 2; ++i) {
+                const u32 lq = j & 1 ? in.B[i] : in.A[i];
+                const u32 nib = (lq >> (j & 2 ? 4 : 0)) & 0x0F0F0F0Fu;
+                const u32 hb = ((in.H[i] >> (2 * j)) & 0x03030303u) << 4;
+                a[i] = __vsub4(nib | hb, 0x20202020u);
+            }
+            u32 bh, bl;
+            split_hilo(in.x[j].x, in.x[j].y, &bh, &bl);
+            float fs[2];
+            mma_pair_half(
+                [&](int* dd, bool lo, const int* cc) { mma_k16(dd, a[0], a[1], lo ? bl : bh, lo, cc); },
+                upper, fs);
+            const float4 tf = fq[2 * (grp0 + j)];
+            const float n0 = q6_step(p[0], sc[j], tf.x, fs[0]);
+            const float n1 = q6_step(p[1], sc[j], tf.z, fs[1]);
+            p[0] = active ? n0 : p[0];
+            p[1] = active ? n1 : p[1];
+        }
+    }
+};
+
+template <class F>
+__device__ __forceinline__ void mmv_pair_body(const u8* __restrict__ W, u64 row_bytes,
+                                              const short* __restrict__ XQ,
+                                              const float* __restrict__ XS,
+                                              const int* __restrict__ XSUM, int K,
+                                              float* __restrict__ Y, int ldy, int n_out, int n_tok) {
+    __shared__ __align__(16) float red[32][8][4];  // [virtual lane][row][token]
+    extern __shared__ __align__(16) float2 fac[];  // [K/32][4 tokens]: (xs, xs * xsum)
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, q = lane & 3;
+    const int half = q >> 1;
+    const int row0 = blockIdx.x * 8, kg = K / 32, c = warp & 3;
+    for (int i = threadIdx.x; i < kg * 4; i += 32 * MMV_WARPS) {
+        const int grp = i >> 2, t = min(i & 3, n_tok - 1);
+        const float xs = XS[(size_t)t * kg + grp];
+        fac[i] = make_float2(xs, a16_xsm(xs, XSUM[(size_t)t * kg + grp]));
+    }
+    const typename F::Bases b = F::bases(W, row_bytes, row0, n_out, XQ, K, n_tok, c);
+    // Tokens 2(q&1), 2(q&1)+1 of group 0; this thread's partials of virtual lane 0.
+    const float4* fq = (const float4*)(fac + 2 * (q & 1));
+    float* redp = &red[0][g][2 * (q & 1)];
+    const bool upper = half;
+    const int n_units = K / 64;
+    for (int v = warp; v < 32; v += MMV_WARPS)
+        if (v >= n_units) red[v][g][q] = 0.f;
+    __syncthreads();  // the factors are staged
+    if (warp < n_units) {
+        // uA walks vA = warp, then vA = warp + 16 (pairs (w, w + 8), (w + 16, w + 24)).
+        auto next = [&](int ua) {
+            return ua + 32 < n_units ? ua + 32
+                                     : ((ua & 31) == warp && warp + 16 < n_units ? warp + 16 : -1);
+        };
+        float p[2] = {0.f, 0.f};
+        auto consume = [&](const typename F::In& in, int ua) {
+            const int u = ua + 8 * half;  // this thread's unit
+            const bool active = u < n_units;
+            F::consume(in, active ? u : ua, c, fq, upper, active, p);
+            if (active && u + 32 >= n_units) {
+                *(float2*)(redp + 32 * (u & 31)) = make_float2(p[0], p[1]);
+                p[0] = 0.f;
+                p[1] = 0.f;
+            }
+        };
+        typename F::In x0, x1;
+        int ua = warp;
+        F::fetch(b, ua, ua + 8 < n_units, x0);
+        for (;;) {
+            int un = next(ua);
+            const int uf = un >= 0 ? un : ua;
+            F::fetch(b, uf, uf + 8 < n_units, x1);
+            consume(x0, ua);
+            if (un < 0) break;
+            ua = un;
+            un = next(ua);
+            const int ug = un >= 0 ? un : ua;
+            F::fetch(b, ug, ug + 8 < n_units, x0);
+            consume(x1, ua);
+            if (un < 0) break;
+            ua = un;
+        }
+    }
+    __syncthreads();
+    if (warp == 0) {
+        float total = red[0][g][q];
+        for (int j = 1; j < 32; ++j) total = __fadd_rn(total, red[j][g][q]);
+        const int row = row0 + g;
+        if (row < n_out && q < n_tok) Y[(size_t)q * ldy + row] = total;
+    }
+}
+
+#define MMV_PAIR_KERNEL(NAME, F)                                                                \
+    extern "C" __global__ void __launch_bounds__(32 * MMV_WARPS, 2)                             \
+        NAME(const u8* W, u64 row_bytes, const short* XQ, const float* XS, const int* XSUM,     \
+             int K, float* Y, int ldy, int n_out, int n_tok) {                                  \
+        mmv_pair_body<F>(W, row_bytes, XQ, XS, XSUM, K, Y, ldy, n_out, n_tok);                  \
+    }
+
+MMV_PAIR_KERNEL(mmv_pair_q4_k, MmvPairQ4K)
+MMV_PAIR_KERNEL(mmv_pair_q6_k, MmvPairQ6K)

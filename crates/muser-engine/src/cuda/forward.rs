@@ -4,7 +4,9 @@
 
 use muser_cuda::launch::{launch, A16Matmul, AttnShape, Dims, SMEM_DEFAULT_MAX};
 use muser_cuda::profile::PhaseProfiler;
-use muser_cuda::{CudaError, Graph, KArgs, Kernel, Math, Registry, StepParams, MAX_BATCH};
+use muser_cuda::{
+    CudaError, Graph, KArgs, Kernel, Math, Registry, StepParams, MAX_BATCH, MMV_PAIR_MAX_TOKENS,
+};
 
 use super::weights::{kernels_for, DevMatrix};
 use super::{Acts, BatchMm, CudaSession};
@@ -94,12 +96,21 @@ impl<'m> CudaSession<'m> {
         let ks = kernels_for(m.ty).expect("checked at upload");
         let a16 = self.opts.acts == Acts::A16;
         let packed_mm = packed && n > 1 && a16 && self.opts.batch_mm == BatchMm::Packed;
-        if let Some(km) = ks
+        if let Some((km, kpair)) = ks
             .a16_mmv
             .filter(|_| packed_mm && n >= self.opts.mmv_min && Registry::mmv_fits(m.n_in))
         {
-            // All rows (<= MAX_BATCH = 8 token columns) in one tensor-core launch.
+            // All rows (<= MAX_BATCH = 8 token columns) in one tensor-core launch; at most 4
+            // on the paired tiles.
             let args = self.a16_args(m, 0, (y, ldy), n);
+            if self.opts.mmv_pair && n <= MMV_PAIR_MAX_TOKENS {
+                return launch(
+                    self.f(kpair),
+                    self.reg.mmv_pair_dims(m.n_out, m.n_in),
+                    s,
+                    args,
+                );
+            }
             return launch(self.f(km), self.reg.mmv_dims(m.n_out, m.n_in), s, args);
         }
         if let Some(kp) = ks.a16_packed.filter(|_| packed_mm) {

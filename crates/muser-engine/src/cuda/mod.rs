@@ -382,7 +382,11 @@ impl<'m> CudaSession<'m> {
                     self.reg.mvb_warps,
                     self.opts.batch_nt,
                     if self.opts.mmv_min <= self.n_past.len().min(MAX_BATCH) {
-                        format!("-mmv{}", self.opts.mmv_min)
+                        format!(
+                            "-mmv{}{}",
+                            self.opts.mmv_min,
+                            if self.opts.mmv_pair { "p" } else { "" }
+                        )
                     } else {
                         String::new()
                     }

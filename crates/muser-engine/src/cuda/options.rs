@@ -61,11 +61,15 @@ pub struct CudaOptions {
     /// Rows per packed decode launch at most (`MUSER_CUDA_BATCH_NT=2|4|8`, default 4): a
     /// step of more rows runs several launches over the same weights.
     pub batch_nt: usize,
-    /// Packed decode steps of at least this many rows run their Q4_K matmuls on the tensor
-    /// cores (`mmv_q4_k`, all rows in one launch; `MUSER_CUDA_MMV_MIN=2..=9`, default 3, 9 =
+    /// Packed decode steps of at least this many rows run their Q4_K and Q6_K matmuls on the
+    /// tensor cores (`mmv_q4_k` / `mmv_q6_k`, all rows in one launch; `MUSER_CUDA_MMV_MIN=2..=9`, default 3, 9 =
     /// never). Full model, tg64 aggregate vs one sequence (docs/cuda.md): 2 rows 1.06x with
     /// it vs 1.27x without, 4 rows 1.90x vs 1.75x, 8 rows 2.74x vs 1.89x. Same numbers.
     pub mmv_min: usize,
+    /// Tensor-core packed steps of at most 4 rows use the paired tiles (`mmv_pair_*`: two
+    /// units per 16 × 8 tile, half the epilogue; `MUSER_CUDA_MMV_PAIR=0` for the 8-column
+    /// tiles). Same numbers.
+    pub mmv_pair: bool,
 }
 
 /// The matmul kernels of a packed decode step.
@@ -124,6 +128,7 @@ impl CudaOptions {
             n_seq: 1,
             batch_nt: env_usize("MUSER_CUDA_BATCH_NT").unwrap_or(4),
             mmv_min: env_usize("MUSER_CUDA_MMV_MIN").unwrap_or(3),
+            mmv_pair: std::env::var("MUSER_CUDA_MMV_PAIR").as_deref() != Ok("0"),
             batch_mm: match std::env::var("MUSER_CUDA_BATCH_MM").as_deref() {
                 Ok("mmq") => BatchMm::Mmq,
                 Err(_) | Ok("packed") => BatchMm::Packed,

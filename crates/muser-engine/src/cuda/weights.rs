@@ -66,9 +66,9 @@ pub struct TypeKernels {
     /// Packed decode rows (batched decode; Q4_K, Q6_K): per tokens-per-launch 2, 4, 8 the
     /// (staged, unstaged) kernels of matvec_packed.cu.
     pub a16_packed: Option<[(Kernel, Kernel); 3]>,
-    /// Packed decode rows on the tensor cores, up to 8 per launch (Q4_K, Q6_K; from
-    /// `MUSER_CUDA_MMV_MIN` rows).
-    pub a16_mmv: Option<Kernel>,
+    /// Packed decode rows on the tensor cores (Q4_K, Q6_K; from `MUSER_CUDA_MMV_MIN` rows):
+    /// (8-column tiles, up to 8 rows per launch; paired tiles, up to 4).
+    pub a16_mmv: Option<(Kernel, Kernel)>,
     /// Embedding-row dequantization.
     pub embed: Kernel,
 }
@@ -124,8 +124,8 @@ pub fn kernels_for(ty: GgmlType) -> Option<TypeKernels> {
         a16_mmq,
         a16_packed,
         a16_mmv: match ty {
-            GgmlType::Q4_K => Some(MmvQ4k),
-            GgmlType::Q6_K => Some(MmvQ6k),
+            GgmlType::Q4_K => Some((MmvQ4k, MmvPairQ4k)),
+            GgmlType::Q6_K => Some((MmvQ6k, MmvPairQ6k)),
             _ => None,
         },
         embed,
