@@ -450,6 +450,51 @@ struct MmvPairQ6K {
     }
 };
 
+// One warp's chains (unit position C = warp % 4 in its block, a constant here: the scale
+// decode's shifts fold). uA walks vA = warp, then vA = warp + 16 (pairs (w, w + 8), (w + 16,
+// w + 24)); a thread's partial goes to `redp` + 32 v after its virtual lane v's last unit.
+template <class F, int C>
+__device__ __forceinline__ void mmv_pair_chains(const u8* W, u64 row_bytes, int row0, int n_out,
+                                                const short* XQ, int K, int n_tok,
+                                                const float4* fq, float* redp) {
+    const int warp = threadIdx.x >> 5, half = (threadIdx.x & 3) >> 1;
+    const bool upper = half;
+    const int n_units = K / 64;
+    const typename F::Bases b = F::bases(W, row_bytes, row0, n_out, XQ, K, n_tok, C);
+    auto next = [&](int ua) {
+        return ua + 32 < n_units ? ua + 32
+                                 : ((ua & 31) == warp && warp + 16 < n_units ? warp + 16 : -1);
+    };
+    float p[2] = {0.f, 0.f};
+    auto consume = [&](const typename F::In& in, int ua) {
+        const int u = ua + 8 * half;  // this thread's unit
+        const bool active = u < n_units;
+        F::consume(in, active ? u : ua, C, fq, upper, active, p);
+        if (active && u + 32 >= n_units) {
+            *(float2*)(redp + 32 * (u & 31)) = make_float2(p[0], p[1]);
+            p[0] = 0.f;
+            p[1] = 0.f;
+        }
+    };
+    typename F::In x0, x1;
+    int ua = warp;
+    F::fetch(b, ua, ua + 8 < n_units, x0);
+    for (;;) {
+        int un = next(ua);
+        const int uf = un >= 0 ? un : ua;
+        F::fetch(b, uf, uf + 8 < n_units, x1);
+        consume(x0, ua);
+        if (un < 0) break;
+        ua = un;
+        un = next(ua);
+        const int ug = un >= 0 ? un : ua;
+        F::fetch(b, ug, ug + 8 < n_units, x0);
+        consume(x1, ua);
+        if (un < 0) break;
+        ua = un;
+    }
+}
+
 template <class F>
 __device__ __forceinline__ void mmv_pair_body(const u8* __restrict__ W, u64 row_bytes,
                                               const short* __restrict__ XQ,
@@ -459,55 +504,26 @@ __device__ __forceinline__ void mmv_pair_body(const u8* __restrict__ W, u64 row_
     __shared__ __align__(16) float red[32][8][4];  // [virtual lane][row][token]
     extern __shared__ __align__(16) float2 fac[];  // [K/32][4 tokens]: (xs, xs * xsum)
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, q = lane & 3;
-    const int half = q >> 1;
-    const int row0 = blockIdx.x * 8, kg = K / 32, c = warp & 3;
+    const int row0 = blockIdx.x * 8, kg = K / 32;
     for (int i = threadIdx.x; i < kg * 4; i += 32 * MMV_WARPS) {
         const int grp = i >> 2, t = min(i & 3, n_tok - 1);
         const float xs = XS[(size_t)t * kg + grp];
         fac[i] = make_float2(xs, a16_xsm(xs, XSUM[(size_t)t * kg + grp]));
     }
-    const typename F::Bases b = F::bases(W, row_bytes, row0, n_out, XQ, K, n_tok, c);
     // Tokens 2(q&1), 2(q&1)+1 of group 0; this thread's partials of virtual lane 0.
     const float4* fq = (const float4*)(fac + 2 * (q & 1));
     float* redp = &red[0][g][2 * (q & 1)];
-    const bool upper = half;
     const int n_units = K / 64;
     for (int v = warp; v < 32; v += MMV_WARPS)
         if (v >= n_units) red[v][g][q] = 0.f;
     __syncthreads();  // the factors are staged
     if (warp < n_units) {
-        // uA walks vA = warp, then vA = warp + 16 (pairs (w, w + 8), (w + 16, w + 24)).
-        auto next = [&](int ua) {
-            return ua + 32 < n_units ? ua + 32
-                                     : ((ua & 31) == warp && warp + 16 < n_units ? warp + 16 : -1);
-        };
-        float p[2] = {0.f, 0.f};
-        auto consume = [&](const typename F::In& in, int ua) {
-            const int u = ua + 8 * half;  // this thread's unit
-            const bool active = u < n_units;
-            F::consume(in, active ? u : ua, c, fq, upper, active, p);
-            if (active && u + 32 >= n_units) {
-                *(float2*)(redp + 32 * (u & 31)) = make_float2(p[0], p[1]);
-                p[0] = 0.f;
-                p[1] = 0.f;
-            }
-        };
-        typename F::In x0, x1;
-        int ua = warp;
-        F::fetch(b, ua, ua + 8 < n_units, x0);
-        for (;;) {
-            int un = next(ua);
-            const int uf = un >= 0 ? un : ua;
-            F::fetch(b, uf, uf + 8 < n_units, x1);
-            consume(x0, ua);
-            if (un < 0) break;
-            ua = un;
-            un = next(ua);
-            const int ug = un >= 0 ? un : ua;
-            F::fetch(b, ug, ug + 8 < n_units, x0);
-            consume(x1, ua);
-            if (un < 0) break;
-            ua = un;
+        // Warp-uniform: no barrier inside.
+        switch (warp & 3) {
+            case 0: mmv_pair_chains<F, 0>(W, row_bytes, row0, n_out, XQ, K, n_tok, fq, redp); break;
+            case 1: mmv_pair_chains<F, 1>(W, row_bytes, row0, n_out, XQ, K, n_tok, fq, redp); break;
+            case 2: mmv_pair_chains<F, 2>(W, row_bytes, row0, n_out, XQ, K, n_tok, fq, redp); break;
+            default: mmv_pair_chains<F, 3>(W, row_bytes, row0, n_out, XQ, K, n_tok, fq, redp); break;
         }
     }
     __syncthreads();
