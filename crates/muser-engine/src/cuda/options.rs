@@ -67,8 +67,9 @@ pub struct CudaOptions {
     /// it vs 1.27x without, 4 rows 1.90x vs 1.75x, 8 rows 2.74x vs 1.89x. Same numbers.
     pub mmv_min: usize,
     /// Tensor-core packed steps of at most 4 rows use the paired tiles (`mmv_pair_*`: two
-    /// units per 16 × 8 tile, half the epilogue; `MUSER_CUDA_MMV_PAIR=0` for the 8-column
-    /// tiles). Same numbers.
+    /// units per 16 × 8 tile, half the epilogue; `MUSER_CUDA_MMV_PAIR=1`, default off). Same
+    /// numbers, slower (H200, 75dee43): 4 rows 2.13× one sequence vs 2.28× with the 8-column
+    /// tiles; `mvb_bench` 4-row pass 303.6 vs 294.5 µs per layer (docs/cuda.md).
     pub mmv_pair: bool,
 }
 
@@ -128,7 +129,7 @@ impl CudaOptions {
             n_seq: 1,
             batch_nt: env_usize("MUSER_CUDA_BATCH_NT").unwrap_or(4),
             mmv_min: env_usize("MUSER_CUDA_MMV_MIN").unwrap_or(3),
-            mmv_pair: std::env::var("MUSER_CUDA_MMV_PAIR").as_deref() != Ok("0"),
+            mmv_pair: std::env::var("MUSER_CUDA_MMV_PAIR").as_deref() == Ok("1"),
             batch_mm: match std::env::var("MUSER_CUDA_BATCH_MM").as_deref() {
                 Ok("mmq") => BatchMm::Mmq,
                 Err(_) | Ok("packed") => BatchMm::Packed,
