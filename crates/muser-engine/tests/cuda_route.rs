@@ -222,6 +222,13 @@ fn batched_decode_equals_each_sequence_alone() {
             "tensor-core packed rows (mmv) from two rows",
             |o: &mut CudaOptions| o.mmv_min = 2,
         ),
+        (
+            "paired tensor-core tiles (<= 4 rows)",
+            |o: &mut CudaOptions| {
+                o.mmv_min = 2;
+                o.mmv_pair = true
+            },
+        ),
         ("no tensor-core packed rows", |o: &mut CudaOptions| {
             o.mmv_min = 9
         }),
