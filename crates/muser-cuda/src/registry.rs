@@ -316,10 +316,11 @@ impl Registry {
     /// The launch of a one-token pipelined decode matmul over `n_out` rows of `k` inputs:
     /// `kernel` is either of the format's pipelined kernels (`mvs_*_t1` staged, `mvp_*_t1`; the
     /// weight ring depends on the format only), and the plan says whether the staged one runs;
-    /// `staged` false asks for the unstaged one. Staged where its shared memory fits (the 48 KiB default without a weight ring — measured faster
-    /// than opting in for the activations alone — the opt-in limit with one). Dynamic shared
-    /// memory: the staged activations (K/64 runs of 72 quants), then the weight ring
-    /// (`mva_warps` warps × stages × `mva_rows` rows × chunks × 32 lanes × 16 bytes).
+    /// `staged` false asks for the unstaged one. Staged where its shared memory fits: the
+    /// 48 KiB default without a weight ring (wider inputs, K > 21 845 at the defaults, take the
+    /// unstaged kernel), the opt-in limit with one. Dynamic shared memory: the staged
+    /// activations (K/64 runs of 72 quants), then the weight ring (`mva_warps` warps × stages ×
+    /// `mva_rows` rows × chunks × 32 lanes × 16 bytes).
     pub fn t1_plan(&self, kernel: Kernel, n_out: usize, k: usize, staged: bool) -> PackedPlan {
         let (stages, chunks) = Self::t1_ring(kernel, self.mva_wstages, self.mva_wstages_q6);
         let ring = (self.mva_warps * stages * self.mva_rows * chunks * 32 * 16) as usize;
@@ -464,37 +465,25 @@ impl Registry {
                             kernel: k.symbol().into(),
                             source: e,
                         })?;
-                    if m == Module::MmvA16 {
+                    // Kernels whose dynamic shared memory may pass the 48 KiB default opt in
+                    // to the SM's large shared memory, beside their static scratch.
+                    let static_smem = if m == Module::MmvA16 {
                         // Up to 93 184 inputs' staged factors beside the static partials.
-                        f.set_attribute(
-                            cudarc::driver::sys::CUfunction_attribute_enum::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-                            (SMEM_OPTIN_MAX - MMV_STATIC_SMEM) as i32,
-                        )
-                        .map_err(|e| CudaError::Load {
-                            module: m.file().into(),
-                            kernel: k.symbol().into(),
-                            source: e,
-                        })?;
-                    }
-                    if Self::t1_ring(k, mva_wstages, mva_wstages_q6).0 > 0 {
+                        Some(MMV_STATIC_SMEM)
+                    } else if Self::t1_ring(k, mva_wstages, mva_wstages_q6).0 > 0 {
                         // The one-token decode kernels' weight ring (`t1_plan`) beside the
-                        // staged activations: opt in to the large shared memory.
+                        // staged activations and the lane-sum scratch.
+                        Some((mva_warps * mva_rows) as usize * 36 * 4)
+                    } else if m == Module::MatvecPacked && k.symbol().starts_with("mvs_") {
+                        // The staged packed kernels copy NT activation rows.
+                        Some(packed_red_max(mvb_warps))
+                    } else {
+                        None
+                    };
+                    if let Some(st) = static_smem {
                         f.set_attribute(
                             cudarc::driver::sys::CUfunction_attribute_enum::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-                            (SMEM_OPTIN_MAX - (mva_warps * mva_rows) as usize * 36 * 4) as i32,
-                        )
-                        .map_err(|e| CudaError::Load {
-                            module: m.file().into(),
-                            kernel: k.symbol().into(),
-                            source: e,
-                        })?;
-                    }
-                    if m == Module::MatvecPacked && k.symbol().starts_with("mvs_") {
-                        // The staged packed kernels copy NT activation rows: opt in to the
-                        // SM's large shared memory (beside their static lane-sum scratch).
-                        f.set_attribute(
-                            cudarc::driver::sys::CUfunction_attribute_enum::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-                            (SMEM_OPTIN_MAX - packed_red_max(mvb_warps)) as i32,
+                            (SMEM_OPTIN_MAX - st) as i32,
                         )
                         .map_err(|e| CudaError::Load {
                             module: m.file().into(),

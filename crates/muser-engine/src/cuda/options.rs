@@ -62,9 +62,10 @@ pub struct CudaOptions {
     /// step of more rows runs several launches over the same weights.
     pub batch_nt: usize,
     /// Packed decode steps of at least this many rows run their Q4_K and Q6_K matmuls on the
-    /// tensor cores (`mmv_q4_k` / `mmv_q6_k`, all rows in one launch; `MUSER_CUDA_MMV_MIN=2..=9`, default 3, 9 =
-    /// never). Full model, tg64 aggregate vs one sequence (docs/cuda.md): 2 rows 1.06x with
-    /// it vs 1.27x without, 4 rows 1.90x vs 1.75x, 8 rows 2.74x vs 1.89x. Same numbers.
+    /// tensor cores (`mmv_q4_k` / `mmv_q6_k`, all rows in one launch;
+    /// `MUSER_CUDA_MMV_MIN=2..=9`, default 3, 9 = never). Full model, tg64 aggregate vs one
+    /// sequence with the first (Q4_K-only) kernel (docs/cuda.md): 2 rows 1.06x with it vs
+    /// 1.27x without, 4 rows 1.90x vs 1.75x, 8 rows 2.74x vs 1.89x. Same numbers.
     pub mmv_min: usize,
     /// Tensor-core packed steps of at most 4 rows use the paired tiles (`mmv_pair_*`: two
     /// units per 16 × 8 tile, half the epilogue; `MUSER_CUDA_MMV_PAIR=1`, default off). Same
