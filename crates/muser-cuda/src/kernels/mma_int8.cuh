@@ -45,28 +45,54 @@ __device__ __forceinline__ void mma_k16(int* d, u32 a0, u32 a1, u32 b, bool lo, 
 #ifndef MMQ_CVT
 #define MMQ_CVT 1
 #endif
-// One sub-block (k32) or group (k16) of one 16 × 8 tile: out[e] = (float)(sum of weights × x).
-// `mma(d, lo, c)` runs the hi (lo = false) or lo MMA with accumulator input c.
+// The hi and lo MMAs of one sub-block (k32) or group (k16) of one 16 × 8 tile; `mma(d, lo, c)`
+// runs the hi (lo = false) or lo MMA with accumulator input c. MMQ_CVT 1: dl holds the sums s
+// (dh is spent); 0: dh, dl hold the magic-biased S_hi, S_lo.
 template <class Mma>
-__device__ __forceinline__ void mma_pair(Mma mma, float* out) {
-    int dh[4], dl[4];
+__device__ __forceinline__ void mma_hilo(Mma mma, int* dh, int* dl) {
 #if MMQ_CVT
     const int zero[4] = {0, 0, 0, 0};
     mma(dh, false, zero);
     const int c[4] = {(int)((u32)dh[0] << 8), (int)((u32)dh[1] << 8), (int)((u32)dh[2] << 8),
                       (int)((u32)dh[3] << 8)};
     mma(dl, true, c);
-#pragma unroll
-    for (int e = 0; e < 4; ++e) out[e] = __int2float_rn(dl[e]);
 #else
     const int bias[4] = {MMQ_MAGIC, MMQ_MAGIC, MMQ_MAGIC, MMQ_MAGIC};
     mma(dh, false, bias);
     mma(dl, true, bias);
-#pragma unroll
-    for (int e = 0; e < 4; ++e)
-        out[e] = __fmaf_rn(256.0f, __fsub_rn(__int_as_float(dh[e]), MMQ_MAGIC_F),
-                           __fsub_rn(__int_as_float(dl[e]), MMQ_MAGIC_F));
 #endif
+}
+// Accumulator element e of mma_hilo's result as the exact float of its integer sum.
+__device__ __forceinline__ float mma_hilo_float(const int* dh, const int* dl, int e) {
+#if MMQ_CVT
+    return __int2float_rn(dl[e]);
+#else
+    return __fmaf_rn(256.0f, __fsub_rn(__int_as_float(dh[e]), MMQ_MAGIC_F),
+                     __fsub_rn(__int_as_float(dl[e]), MMQ_MAGIC_F));
+#endif
+}
+// One sub-block (k32) or group (k16) of one 16 × 8 tile: out[e] = (float)(sum of weights × x).
+template <class Mma>
+__device__ __forceinline__ void mma_pair(Mma mma, float* out) {
+    int dh[4], dl[4];
+    mma_hilo(mma, dh, dl);
+#pragma unroll
+    for (int e = 0; e < 4; ++e) out[e] = mma_hilo_float(dh, dl, e);
+}
+// mma_pair's two elements of one row half (rows g: e = 0, 1; rows g + 8: e = 2, 3, `upper`).
+template <class Mma>
+__device__ __forceinline__ void mma_pair_half(Mma mma, bool upper, float* out) {
+    int dh[4], dl[4];
+    mma_hilo(mma, dh, dl);
+#pragma unroll
+    for (int j = 0; j < 2; ++j) {
+#if MMQ_CVT
+        out[j] = __int2float_rn(upper ? dl[2 + j] : dl[j]);
+#else
+        const int h[1] = {upper ? dh[2 + j] : dh[j]}, l[1] = {upper ? dl[2 + j] : dl[j]};
+        out[j] = mma_hilo_float(h, l, 0);
+#endif
+    }
 }
 // Four consecutive int16 quants (two words) -> their hi bytes and lo bytes.
 __device__ __forceinline__ void split_hilo(u32 w0, u32 w1, u32* hi, u32* lo) {

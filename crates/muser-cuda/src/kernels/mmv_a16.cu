@@ -117,6 +117,28 @@ __device__ __forceinline__ u32 ld_u32_a2(const u8* p) {
     const unsigned short* h = (const unsigned short*)p;
     return (u32)__ldg(h) | ((u32)__ldg(h + 1) << 16);
 }
+// The A fragment (rows g, g + 8 or the paired tiles' two units) of Q6_K group j from the runs'
+// bytes 4q .. 4q+3: 6-bit quants minus 32 as signed bytes.
+__device__ __forceinline__ void mmv_q6_frag(const u32 (&A)[2], const u32 (&B)[2], const u32 (&H)[2],
+                                            int j, u32 (&a)[2]) {
+#pragma unroll
+    for (int i = 0; i < 2; ++i) {
+        const u32 lq = j & 1 ? B[i] : A[i];
+        const u32 nib = (lq >> (j & 2 ? 4 : 0)) & 0x0F0F0F0Fu;
+        const u32 hb = ((H[i] >> (2 * j)) & 0x03030303u) << 4;
+        a[i] = __vsub4(nib | hb, 0x20202020u);
+    }
+}
+// The four group scales d · s of a Q6_K unit at part pt (the 16-bit pairs s01, s23, d's bits).
+__device__ __forceinline__ void mmv_q6_scales(u32 s01, u32 s23, u32 dbits, int pt,
+                                              float (&sc)[4]) {
+    const float d = h2f((u16)dbits);
+    const u32 sh = 8 * pt;
+    sc[0] = q6_scale(d, (i8)((s01 >> sh) & 0xFF));
+    sc[1] = q6_scale(d, (i8)((s01 >> (16 + sh)) & 0xFF));
+    sc[2] = q6_scale(d, (i8)((s23 >> sh) & 0xFF));
+    sc[3] = q6_scale(d, (i8)((s23 >> (16 + sh)) & 0xFF));
+}
 struct MmvQ6K {
     struct Bases {
         const u8 *wh, *wa, *wb;  // block base of this lane's row; rows g, g + 8 (run offset in)
@@ -161,25 +183,15 @@ struct MmvQ6K {
     static __device__ __forceinline__ void consume(const In& in, int u, int c, const float4* fq,
                                                    float* p) {
         const int q = threadIdx.x & 3, pt = c & 1, h = c >> 1;
-        const float d = h2f((u16)in.d);
-        const u32 sh = 8 * pt;
-        const float mine[4] = {q6_scale(d, (i8)((in.s01 >> sh) & 0xFF)),
-                               q6_scale(d, (i8)((in.s01 >> (16 + sh)) & 0xFF)),
-                               q6_scale(d, (i8)((in.s23 >> sh) & 0xFF)),
-                               q6_scale(d, (i8)((in.s23 >> (16 + sh)) & 0xFF))};
+        float mine[4];
+        mmv_q6_scales(in.s01, in.s23, in.d, pt, mine);
         float fa[4], fb[4];
         quad_rows(mine, q, fa, fb);
         const int grp0 = 8 * (u >> 2) + 4 * h;  // the unit's first group of 32 (scale index)
 #pragma unroll
         for (int g = 0; g < 4; ++g) {
             u32 a[2];
-#pragma unroll
-            for (int i = 0; i < 2; ++i) {
-                const u32 lq = g & 1 ? in.B[i] : in.A[i];
-                const u32 nib = (lq >> (g & 2 ? 4 : 0)) & 0x0F0F0F0Fu;
-                const u32 hb = ((in.H[i] >> (2 * g)) & 0x03030303u) << 4;
-                a[i] = __vsub4(nib | hb, 0x20202020u);
-            }
+            mmv_q6_frag(in.A, in.B, in.H, g, a);
             u32 bh, bl;
             split_hilo(in.x[g].x, in.x[g].y, &bh, &bl);
             float fs[4];
@@ -278,32 +290,6 @@ MMV_KERNEL(mmv_q6_k, MmvQ6K)
 // Block: 8 warps on 8 rows; warp w takes the pairs (w, w + 8) and (w + 16, w + 24).
 //   W: [n_out][row_bytes]   XQ: [n_tok][K] i16   XS, XSUM: [n_tok][K/32]   Y: [n_tok][ldy] f32
 //   K % 256 == 0, 1 <= n_tok <= 4 (token columns past n_tok read the last token, not written).
-
-// The two used elements of a tile's accumulator (rows g: e = 0, 1; rows g + 8: e = 2, 3) as
-// floats: mma_pair's conversion on this thread's half only.
-template <class Mma>
-__device__ __forceinline__ void mma_pair_half(Mma mma, bool upper, float* out) {
-    int dh[4], dl[4];
-#if MMQ_CVT
-    const int zero[4] = {0, 0, 0, 0};
-    mma(dh, false, zero);
-    const int c[4] = {(int)((u32)dh[0] << 8), (int)((u32)dh[1] << 8), (int)((u32)dh[2] << 8),
-                      (int)((u32)dh[3] << 8)};
-    mma(dl, true, c);
-    out[0] = __int2float_rn(upper ? dl[2] : dl[0]);
-    out[1] = __int2float_rn(upper ? dl[3] : dl[1]);
-#else
-    const int bias[4] = {MMQ_MAGIC, MMQ_MAGIC, MMQ_MAGIC, MMQ_MAGIC};
-    mma(dh, false, bias);
-    mma(dl, true, bias);
-#pragma unroll
-    for (int j = 0; j < 2; ++j) {
-        const int h = upper ? dh[2 + j] : dh[j], l = upper ? dl[2 + j] : dl[j];
-        out[j] = __fmaf_rn(256.0f, __fsub_rn(__int_as_float(h), MMQ_MAGIC_F),
-                           __fsub_rn(__int_as_float(l), MMQ_MAGIC_F));
-    }
-#endif
-}
 
 // Q4_K, paired: thread (g, q) feeds values 8q .. 8q+7 of each sub-block (as MmvQ4K).
 struct MmvPairQ4K {
@@ -418,23 +404,13 @@ struct MmvPairQ6K {
     static __device__ __forceinline__ void consume(const In& in, int u, int c, const float4* fq,
                                                    bool upper, bool active, float* p) {
         const int pt = c & 1, h = c >> 1;
-        const float d = h2f((u16)in.d);
-        const u32 sh = 8 * pt;
-        const float sc[4] = {q6_scale(d, (i8)((in.s01 >> sh) & 0xFF)),
-                             q6_scale(d, (i8)((in.s01 >> (16 + sh)) & 0xFF)),
-                             q6_scale(d, (i8)((in.s23 >> sh) & 0xFF)),
-                             q6_scale(d, (i8)((in.s23 >> (16 + sh)) & 0xFF))};
+        float sc[4];
+        mmv_q6_scales(in.s01, in.s23, in.d, pt, sc);
         const int grp0 = 8 * (u >> 2) + 4 * h;  // this thread's unit's first group of 32
 #pragma unroll
         for (int j = 0; j < 4; ++j) {
             u32 a[2];
-#pragma unroll
-            for (int i = 0; i < 2; ++i) {
-                const u32 lq = j & 1 ? in.B[i] : in.A[i];
-                const u32 nib = (lq >> (j & 2 ? 4 : 0)) & 0x0F0F0F0Fu;
-                const u32 hb = ((in.H[i] >> (2 * j)) & 0x03030303u) << 4;
-                a[i] = __vsub4(nib | hb, 0x20202020u);
-            }
+            mmv_q6_frag(in.A, in.B, in.H, j, a);
             u32 bh, bl;
             split_hilo(in.x[j].x, in.x[j].y, &bh, &bl);
             float fs[2];
