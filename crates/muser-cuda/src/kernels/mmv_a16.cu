@@ -45,6 +45,24 @@ __device__ __forceinline__ void quad_rows(const float (&mine)[4], int q, float (
     }
 }
 
+// Sub-block s (low / high nibbles) of a Q4_K unit as one hi/lo MMA pair's operands: A from the
+// quant bytes qa (tile rows 0..7) and qb (rows 8..15), B from x, a column's 8 quants; called as
+// mma_pair's `mma`.
+struct MmvQ4Tile {
+    u32 a[4], bh0, bl0, bh1, bl1;
+    __device__ __forceinline__ MmvQ4Tile(uint2 qa, uint2 qb, uint4 x, int s) {
+        a[0] = (qa.x >> (4 * s)) & 0x0F0F0F0Fu;
+        a[1] = (qb.x >> (4 * s)) & 0x0F0F0F0Fu;
+        a[2] = (qa.y >> (4 * s)) & 0x0F0F0F0Fu;
+        a[3] = (qb.y >> (4 * s)) & 0x0F0F0F0Fu;
+        split_hilo(x.x, x.y, &bh0, &bl0);
+        split_hilo(x.z, x.w, &bh1, &bl1);
+    }
+    __device__ __forceinline__ void operator()(int* d, bool lo, const int* cc) const {
+        mma_k32(d, a, lo ? bl0 : bh0, lo ? bl1 : bh1, lo, cc);
+    }
+};
+
 // ---- Q4_K: unit c of a 144-byte block = sub-blocks 2c, 2c+1 (low, high nibbles of 32 bytes).
 // Thread q feeds values 8q .. 8q+7 of each sub-block (k slots 4q.. and 16+4q..).
 struct MmvQ4K {
@@ -86,18 +104,8 @@ struct MmvQ4K {
         quad_rows(mine, q, fa, fb);
 #pragma unroll
         for (int s = 0; s < 2; ++s) {
-            const u32 a[4] = {(in.qa.x >> (4 * s)) & 0x0F0F0F0Fu, (in.qb.x >> (4 * s)) & 0x0F0F0F0Fu,
-                              (in.qa.y >> (4 * s)) & 0x0F0F0F0Fu, (in.qb.y >> (4 * s)) & 0x0F0F0F0Fu};
-            const uint4 x = s ? in.x1 : in.x0;
-            u32 bh0, bl0, bh1, bl1;
-            split_hilo(x.x, x.y, &bh0, &bl0);
-            split_hilo(x.z, x.w, &bh1, &bl1);
             float fs[4];
-            mma_pair(
-                [&](int* d, bool lo, const int* cc) {
-                    mma_k32(d, a, lo ? bl0 : bh0, lo ? bl1 : bh1, lo, cc);
-                },
-                fs);
+            mma_pair(MmvQ4Tile(in.qa, in.qb, s ? in.x1 : in.x0, s), fs);
             const float4 tf = fq[4 * (2 * u + s)];
 #pragma unroll
             for (int e = 0; e < 4; ++e) {
@@ -335,18 +343,8 @@ struct MmvPairQ4K {
         const K4Factors k = k4_factors(in.h.x, sw, c);
 #pragma unroll
         for (int s = 0; s < 2; ++s) {
-            const u32 a[4] = {(in.qa.x >> (4 * s)) & 0x0F0F0F0Fu, (in.qb.x >> (4 * s)) & 0x0F0F0F0Fu,
-                              (in.qa.y >> (4 * s)) & 0x0F0F0F0Fu, (in.qb.y >> (4 * s)) & 0x0F0F0F0Fu};
-            const uint4 x = s ? in.x1 : in.x0;
-            u32 bh0, bl0, bh1, bl1;
-            split_hilo(x.x, x.y, &bh0, &bl0);
-            split_hilo(x.z, x.w, &bh1, &bl1);
             float fs[2];
-            mma_pair_half(
-                [&](int* d, bool lo, const int* cc) {
-                    mma_k32(d, a, lo ? bl0 : bh0, lo ? bl1 : bh1, lo, cc);
-                },
-                upper, fs);
+            mma_pair_half(MmvQ4Tile(in.qa, in.qb, s ? in.x1 : in.x0, s), upper, fs);
             const float4 tf = fq[2 * (2 * u + s)];
             const float n0 = k4_step(p[0], s ? k.a1 : k.a0, s ? k.nb1 : k.nb0, tf.x, fs[0], tf.y);
             const float n1 = k4_step(p[1], s ? k.a1 : k.a0, s ? k.nb1 : k.nb0, tf.z, fs[1], tf.w);
