@@ -213,6 +213,41 @@ struct MmvQ6K {
     }
 };
 
+// The tokens' group factors (xs, xs · xsum) of NT token columns into fac[K/32][NT] (columns
+// past n_tok repeat the last token); the whole block takes part.
+template <int NT>
+__device__ __forceinline__ void mmv_stage_factors(const float* __restrict__ XS,
+                                                  const int* __restrict__ XSUM, int kg,
+                                                  int n_tok, float2* fac) {
+    static_assert(NT == 4 || NT == 8, "mmv_stage_factors: 4 or 8 token columns");
+    for (int i = threadIdx.x; i < kg * NT; i += 32 * MMV_WARPS) {
+        const int grp = i >> (NT == 8 ? 3 : 2), t = min(i & (NT - 1), n_tok - 1);
+        const float xs = XS[(size_t)t * kg + grp];
+        fac[i] = make_float2(xs, a16_xsm(xs, XSUM[(size_t)t * kg + grp]));
+    }
+}
+
+// A warp's units from u in `next` order (-1 ends), two buffers in turn: the next unit's loads
+// in flight during this unit's MMAs (after the last unit, its own again: a cache hit, so the
+// loads stay unconditional). fetch(u, in), consume(in, u).
+template <class In, class Next, class Fetch, class Consume>
+__device__ __forceinline__ void mmv_walk(int u, Next next, Fetch fetch, Consume consume) {
+    In x0, x1;
+    fetch(u, x0);
+    for (;;) {
+        int un = next(u);
+        fetch(un >= 0 ? un : u, x1);
+        consume(x0, u);
+        if (un < 0) break;
+        u = un;
+        un = next(u);
+        fetch(un >= 0 ? un : u, x0);
+        consume(x1, u);
+        if (un < 0) break;
+        u = un;
+    }
+}
+
 template <class F>
 __device__ __forceinline__ void mmv_body(const u8* __restrict__ W, u64 row_bytes,
                                          const short* __restrict__ XQ, const float* __restrict__ XS,
@@ -222,11 +257,7 @@ __device__ __forceinline__ void mmv_body(const u8* __restrict__ W, u64 row_bytes
     extern __shared__ __align__(16) float2 fac[];   // [K/32][8 tokens]: (xs, xs * xsum)
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, q = lane & 3;
     const int row0 = blockIdx.x * 16, kg = K / 32, c = warp & 3;
-    for (int i = threadIdx.x; i < kg * 8; i += 32 * MMV_WARPS) {
-        const int grp = i >> 3, t = min(i & 7, n_tok - 1);
-        const float xs = XS[(size_t)t * kg + grp];
-        fac[i] = make_float2(xs, a16_xsm(xs, XSUM[(size_t)t * kg + grp]));
-    }
+    mmv_stage_factors<8>(XS, XSUM, kg, n_tok, fac);
     const typename F::Bases b = F::bases(W, row_bytes, row0, n_out, XQ, K, n_tok, c);
     const float4* fq = (const float4*)(fac + 2 * q);  // tokens 2q, 2q + 1 of group 0
     const int n_units = K / 64;
@@ -248,23 +279,8 @@ __device__ __forceinline__ void mmv_body(const u8* __restrict__ W, u64 row_bytes
                 for (int e = 0; e < 4; ++e) p[e] = 0.f;
             }
         };
-        // Two buffers in turn: the next unit's loads in flight during this unit's MMAs (after
-        // the last unit, this one's again: a cache hit, so the loads stay unconditional).
-        typename F::In x0, x1;
-        int u = warp;
-        F::fetch(b, u, x0);
-        for (;;) {
-            int un = next(u);
-            F::fetch(b, un >= 0 ? un : u, x1);
-            consume(x0, u);
-            if (un < 0) break;
-            u = un;
-            un = next(u);
-            F::fetch(b, un >= 0 ? un : u, x0);
-            consume(x1, u);
-            if (un < 0) break;
-            u = un;
-        }
+        mmv_walk<typename F::In>(
+            warp, next, [&](int u, typename F::In& in) { F::fetch(b, u, in); }, consume);
     }
     __syncthreads();
     if (warp < 4) {
@@ -450,23 +466,10 @@ __device__ __forceinline__ void mmv_pair_chains(const u8* W, u64 row_bytes, int 
             p[1] = 0.f;
         }
     };
-    typename F::In x0, x1;
-    int ua = warp;
-    F::fetch(b, ua, ua + 8 < n_units, x0);
-    for (;;) {
-        int un = next(ua);
-        const int uf = un >= 0 ? un : ua;
-        F::fetch(b, uf, uf + 8 < n_units, x1);
-        consume(x0, ua);
-        if (un < 0) break;
-        ua = un;
-        un = next(ua);
-        const int ug = un >= 0 ? un : ua;
-        F::fetch(b, ug, ug + 8 < n_units, x0);
-        consume(x1, ua);
-        if (un < 0) break;
-        ua = un;
-    }
+    // Unit uA's fetch reads unit uA + 8 too where it exists.
+    mmv_walk<typename F::In>(
+        warp, next, [&](int ua, typename F::In& in) { F::fetch(b, ua, ua + 8 < n_units, in); },
+        consume);
 }
 
 template <class F>
@@ -479,11 +482,7 @@ __device__ __forceinline__ void mmv_pair_body(const u8* __restrict__ W, u64 row_
     extern __shared__ __align__(16) float2 fac[];  // [K/32][4 tokens]: (xs, xs * xsum)
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, q = lane & 3;
     const int row0 = blockIdx.x * 8, kg = K / 32;
-    for (int i = threadIdx.x; i < kg * 4; i += 32 * MMV_WARPS) {
-        const int grp = i >> 2, t = min(i & 3, n_tok - 1);
-        const float xs = XS[(size_t)t * kg + grp];
-        fac[i] = make_float2(xs, a16_xsm(xs, XSUM[(size_t)t * kg + grp]));
-    }
+    mmv_stage_factors<4>(XS, XSUM, kg, n_tok, fac);
     // Tokens 2(q&1), 2(q&1)+1 of group 0; this thread's partials of virtual lane 0.
     const float4* fq = (const float4*)(fac + 2 * (q & 1));
     float* redp = &red[0][g][2 * (q & 1)];
