@@ -292,15 +292,16 @@ __device__ __forceinline__ void mmv_body(const u8* __restrict__ W, u64 row_bytes
     }
 }
 
-#define MMV_KERNEL(NAME, F)                                                                     \
+// A tensor-core packed-rows kernel: BODY (mmv_body / mmv_pair_body) for format F.
+#define MMV_KERNEL(NAME, BODY, F)                                                               \
     extern "C" __global__ void __launch_bounds__(32 * MMV_WARPS, 2)                             \
         NAME(const u8* W, u64 row_bytes, const short* XQ, const float* XS, const int* XSUM,     \
              int K, float* Y, int ldy, int n_out, int n_tok) {                                  \
-        mmv_body<F>(W, row_bytes, XQ, XS, XSUM, K, Y, ldy, n_out, n_tok);                       \
+        BODY<F>(W, row_bytes, XQ, XS, XSUM, K, Y, ldy, n_out, n_tok);                           \
     }
 
-MMV_KERNEL(mmv_q4_k, MmvQ4K)
-MMV_KERNEL(mmv_q6_k, MmvQ6K)
+MMV_KERNEL(mmv_q4_k, mmv_body, MmvQ4K)
+MMV_KERNEL(mmv_q6_k, mmv_body, MmvQ6K)
 
 // ---- Paired tiles for at most 4 tokens (`mmv_pair_*`). With 4 tokens an 8-column tile leaves
 // half its columns empty; here the tile's two row halves carry the same 8 weight rows at two
@@ -508,12 +509,5 @@ __device__ __forceinline__ void mmv_pair_body(const u8* __restrict__ W, u64 row_
     }
 }
 
-#define MMV_PAIR_KERNEL(NAME, F)                                                                \
-    extern "C" __global__ void __launch_bounds__(32 * MMV_WARPS, 2)                             \
-        NAME(const u8* W, u64 row_bytes, const short* XQ, const float* XS, const int* XSUM,     \
-             int K, float* Y, int ldy, int n_out, int n_tok) {                                  \
-        mmv_pair_body<F>(W, row_bytes, XQ, XS, XSUM, K, Y, ldy, n_out, n_tok);                  \
-    }
-
-MMV_PAIR_KERNEL(mmv_pair_q4_k, MmvPairQ4K)
-MMV_PAIR_KERNEL(mmv_pair_q6_k, MmvPairQ6K)
+MMV_KERNEL(mmv_pair_q4_k, mmv_pair_body, MmvPairQ4K)
+MMV_KERNEL(mmv_pair_q6_k, mmv_pair_body, MmvPairQ6K)
