@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """Summarise `ncu --csv --metrics ...` output from stdin: per kernel name, launches, total time,
-mean DRAM throughput %, SM throughput %, registers, warps active %, grid size."""
+mean DRAM throughput %, SM throughput %, registers, warps active %, grid size.
+`--by-grid`: one line per (kernel, grid size), e.g. to tell the matrices of one kernel apart."""
 import csv
 import sys
 from collections import defaultdict
@@ -10,6 +11,8 @@ rows = list(csv.DictReader(lines))
 agg = defaultdict(lambda: defaultdict(list))
 for r in rows:
     k = r["Kernel Name"].split("(")[0]
+    if len(sys.argv) > 1 and sys.argv[1] == "--by-grid":  # one line per (kernel, grid size)
+        k = f'{k}/{r["Grid Size"].strip("()").split(",")[0] if "Grid Size" in r else "?"}'
     agg[k][r["Metric Name"]].append(float(r["Metric Value"].replace(",", "") or 0))
 tot = sum(sum(v["gpu__time_duration.sum"]) for v in agg.values()) or 1
 print(f"{'kernel':<18}{'n':>5}{'time us':>11}{'%':>6}{'dram%':>7}{'sm%':>6}{'GB/s':>8}{'regs':>6}{'warps%':>8}{'grid':>8}")

@@ -6,7 +6,7 @@
 //! (`nt × t(1) / t(nt)`). A measurement tool, not a test: it asserts nothing.
 //!
 //! `cargo run --release -p muser-cuda --example mvb_bench [-- --unstaged | --default-smem |
-//! --mmv [--pair]]`
+//! --mmv [--pair]] [--pdl]`  (`--pdl`: launches overlap as with `MUSER_CUDA_PDL=1`)
 //! Packed rows launch as batched decode does (`Registry::packed_plan`: `MUSER_CUDA_MVB_WARPS`
 //! warps, activations staged in up to 227 KiB of opt-in shared memory); `--default-smem`
 //! stages only within the 48 KiB default, `--unstaged` never.
@@ -53,6 +53,7 @@ fn main() {
     let default_smem = std::env::args().any(|a| a == "--default-smem");
     let mmv = std::env::args().any(|a| a == "--mmv");
     let pair = std::env::args().any(|a| a == "--pair");
+    let pdl = std::env::args().any(|a| a == "--pdl");
     match Gpu::probe() {
         Ok(Some(_)) => {}
         _ => {
@@ -61,6 +62,7 @@ fn main() {
         }
     }
     let gpu = Gpu::open(0).expect("open GPU");
+    gpu.set_pdl(pdl);
     let reg = Registry::build_modules(&gpu, &Module::ALL).expect("registry");
     let (e, q, kv, ff) = (6656usize, 4096usize, 256usize, 19968usize);
     let shapes = [
@@ -119,7 +121,7 @@ fn main() {
     let y = gpu.alloc(nmax * ff * 4, "y").expect("alloc");
     let layer_bytes: usize = mats.iter().map(|m| m.n_out * m.row_bytes).sum();
     println!(
-        "mvb_bench: warps {} (t1) / {} (packed), rows/warp {} (t1), weight ring {}/{} stages (t1 Q4_K/Q6_K), one layer's decode matmuls = {:.1} MB, {} copies{}",
+        "mvb_bench: warps {} (t1) / {} (packed), rows/warp {} (t1), weight ring {}/{} stages (t1 Q4_K/Q6_K), one layer's decode matmuls = {:.1} MB, {} copies{}{}",
         reg.mva_warps,
         reg.mvb_warps,
         reg.mva_rows,
@@ -133,7 +135,8 @@ fn main() {
             ", packed staging only within 48 KiB"
         } else {
             ""
-        }
+        },
+        if pdl { ", programmatic dependent launch" } else { "" }
     );
     let mut t1 = 0f64;
     for nt in [1usize, 2, 4, 8] {

@@ -6,6 +6,7 @@
 //! engine's scheduler is the only user.
 
 use std::ffi::c_void;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -14,13 +15,22 @@ use cudarc::driver::{result, sys, CudaContext, CudaStream};
 use crate::error::{drv, CudaError};
 
 /// A stream of an open `Gpu` (only a `Gpu` hands these out, so the handle is live while the
-/// `Gpu` is).
+/// `Gpu` is), with the launch policy of its `Gpu` at the time it was handed out: `pdl` = kernels
+/// launched on it carry the programmatic-dependent-launch attribute (`Gpu::set_pdl`).
 #[derive(Clone, Copy, Debug)]
-pub struct Stream(sys::CUstream);
+pub struct Stream {
+    raw: sys::CUstream,
+    pdl: bool,
+}
 
 impl Stream {
     pub(crate) fn raw(self) -> sys::CUstream {
-        self.0
+        self.raw
+    }
+    /// Whether launches on this stream may overlap the previous kernel's tail (see
+    /// `Gpu::set_pdl`).
+    pub fn pdl(self) -> bool {
+        self.pdl
     }
 }
 
@@ -44,6 +54,8 @@ pub struct Gpu {
     stream: Arc<CudaStream>,
     side: Vec<Arc<CudaStream>>,
     deadline: Duration,
+    /// Programmatic dependent launch for kernels on this device's streams (`set_pdl`).
+    pdl: AtomicBool,
 }
 
 /// Number of side streams (parallel branches of a captured graph).
@@ -108,6 +120,7 @@ impl Gpu {
             stream,
             side,
             deadline: Duration::from_secs_f64(secs),
+            pdl: AtomicBool::new(false),
             done: Event::new(false)?,
         })
     }
@@ -116,9 +129,23 @@ impl Gpu {
         &self.ctx
     }
 
+    /// Launch every later kernel on this device's streams with the programmatic-dependent-launch
+    /// attribute (`on`) or without it. With it, a kernel's blocks may start while the previous
+    /// kernel in the stream (or graph) still runs — issuing loads of data no kernel writes
+    /// (weights) — and wait for it with `griddepcontrol.wait` before touching anything it wrote.
+    /// Every Muser kernel does that wait (common.cuh `pdl_wait`, checked per entry point by the
+    /// NVRTC test), so the attribute changes timing only, never results. Off by default
+    /// (`MUSER_CUDA_PDL` in the engine).
+    pub fn set_pdl(&self, on: bool) {
+        self.pdl.store(on, Ordering::Relaxed);
+    }
+
     /// The main stream.
     pub fn stream(&self) -> Stream {
-        Stream(self.stream.cu_stream())
+        Stream {
+            raw: self.stream.cu_stream(),
+            pdl: self.pdl.load(Ordering::Relaxed),
+        }
     }
 
     pub(crate) fn stream_arc(&self) -> &Arc<CudaStream> {
@@ -127,7 +154,10 @@ impl Gpu {
 
     /// Side stream `i` (< SIDE_STREAMS).
     pub fn side(&self, i: usize) -> Stream {
-        Stream(self.side[i].cu_stream())
+        Stream {
+            raw: self.side[i].cu_stream(),
+            pdl: self.pdl.load(Ordering::Relaxed),
+        }
     }
 
     /// Make this thread's current context the device's.

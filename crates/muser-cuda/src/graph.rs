@@ -30,11 +30,16 @@ impl GraphMode {
 /// A captured, instantiated graph with a label (for deadline errors).
 pub struct Graph {
     pub label: String,
+    /// Programmatic edges of the graph (counted with `Gpu::set_pdl` on, else 0).
+    pub programmatic_edges: usize,
     exec: CudaGraph,
 }
 
 impl Graph {
-    /// Capture everything `record` queues on `gpu`'s main stream.
+    /// Capture everything `record` queues on `gpu`'s main stream. With programmatic dependent
+    /// launch on (`Gpu::set_pdl`), capture turns the kernel→kernel dependencies into
+    /// programmatic edges — the fork/join ones across side streams too (the forked-graph test
+    /// counts them).
     pub fn capture<F>(gpu: &Gpu, label: &str, record: F) -> Result<Graph, CudaError>
     where
         F: FnOnce() -> Result<(), CudaError>,
@@ -52,9 +57,15 @@ impl Graph {
                 label: label.into(),
                 reason: "empty graph".into(),
             })?;
+        let programmatic_edges = if gpu.stream().pdl() {
+            programmatic_kernel_edges(exec.cu_graph())?
+        } else {
+            0
+        };
         exec.upload().map_err(drv("cuGraphUpload"))?;
         Ok(Graph {
             label: label.into(),
+            programmatic_edges,
             exec,
         })
     }
@@ -63,6 +74,50 @@ impl Graph {
     pub fn launch(&self) -> Result<(), CudaError> {
         self.exec.launch().map_err(drv("cuGraphLaunch"))
     }
+}
+
+/// How many programmatic edges `graph` has (stream capture makes one wherever a kernel was
+/// launched with the PDL attribute after a kernel in its stream).
+fn programmatic_kernel_edges(graph: sys::CUgraph) -> Result<usize, CudaError> {
+    let mut n = 0usize;
+    // SAFETY: a count query (null arrays) on a valid graph.
+    unsafe {
+        sys::cuGraphGetEdges_v2(
+            graph,
+            std::ptr::null_mut(),
+            std::ptr::null_mut(),
+            std::ptr::null_mut(),
+            &mut n,
+        )
+    }
+    .result()
+    .map_err(drv("cuGraphGetEdges"))?;
+    let mut from = vec![std::ptr::null_mut(); n];
+    let mut to = vec![std::ptr::null_mut(); n];
+    let zero = sys::CUgraphEdgeData {
+        from_port: 0,
+        to_port: 0,
+        type_: 0,
+        reserved: [0; 5],
+    };
+    let mut data = vec![zero; n];
+    // SAFETY: the three arrays hold `n` entries each, the count the driver just reported.
+    unsafe {
+        sys::cuGraphGetEdges_v2(
+            graph,
+            from.as_mut_ptr(),
+            to.as_mut_ptr(),
+            data.as_mut_ptr(),
+            &mut n,
+        )
+    }
+    .result()
+    .map_err(drv("cuGraphGetEdges"))?;
+    let programmatic = sys::CUgraphDependencyType::CU_GRAPH_DEPENDENCY_TYPE_PROGRAMMATIC as u8;
+    Ok(data[..n.min(data.len())]
+        .iter()
+        .filter(|d| d.type_ == programmatic)
+        .count())
 }
 
 /// Fork/join helper: branches run on side streams, ordered after the fork point and joined back
@@ -112,5 +167,73 @@ impl Fork {
             self.ends[i - 1].wait_on(main)?;
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::launch::{launch, Dims, KArgs};
+    use crate::{Kernel, Math, Module, Registry};
+
+    /// A forked graph (A; B ∥ C on a side stream; D) replays to the same values with
+    /// programmatic dependent launch on and off; with it on, at least the main stream's two
+    /// kernel→kernel edges (A→B, B→D) are programmatic.
+    #[test]
+    fn forked_graph_gets_programmatic_edges_and_the_same_results() {
+        if !matches!(Gpu::probe(), Ok(Some(_))) {
+            eprintln!("skipping: no CUDA device");
+            return;
+        }
+        let gpu = Gpu::open(0).expect("open GPU");
+        let reg = Registry::build_modules(&gpu, &[Module::Elementwise]).expect("registry");
+        let f = reg.get(Kernel::ScaleSoftcap, Math::Strict);
+        let n = 1 << 20;
+        let x0: Vec<f32> = (0..n).map(|i| (i % 977) as f32 - 488.0).collect();
+        let buf = gpu.alloc(n * 4, "x").expect("alloc");
+        // X[i] *= 2 over `len` values from `off` (scale_softcap with cap 0).
+        let double = |s: Stream, off: usize, len: usize| {
+            let dims = Dims {
+                grid: ((len as u32).div_ceil(256), 1, 1),
+                block: 256,
+                smem: 0,
+            };
+            let args = KArgs::new()
+                .ptr(buf.ptr() + 4 * off as u64)
+                .f32(2.0)
+                .f32(0.0)
+                .int(len)
+                .int(1);
+            launch(f, dims, s, args)
+        };
+        for pdl in [false, true] {
+            gpu.set_pdl(pdl);
+            gpu.upload(buf.ptr(), &x0).expect("upload");
+            let fork = Fork::new().expect("fork");
+            let g = Graph::capture(&gpu, "forked test graph", || {
+                double(gpu.stream(), 0, n)?;
+                let mut b = |s: Stream| double(s, 0, n / 2);
+                let mut c = |s: Stream| double(s, n / 2, n / 2);
+                fork.run(&gpu, GraphMode::Parallel, &mut [&mut b, &mut c])?;
+                double(gpu.stream(), 0, n)
+            })
+            .expect("capture");
+            eprintln!("pdl {pdl}: {} programmatic edges", g.programmatic_edges);
+            if pdl {
+                assert!(g.programmatic_edges >= 2, "{}", g.programmatic_edges);
+            } else {
+                assert_eq!(g.programmatic_edges, 0);
+            }
+            for _ in 0..3 {
+                g.launch().expect("replay");
+            }
+            gpu.wait("forked test graph").expect("wait");
+            let mut got = vec![0f32; n];
+            gpu.download(&mut got, buf.ptr(), "x").expect("download");
+            // Three replays of three doublings: × 512, exact in f32.
+            for (i, (&g, &x)) in got.iter().zip(&x0).enumerate() {
+                assert_eq!(g, x * 512.0, "pdl {pdl}: value {i}");
+            }
+        }
     }
 }

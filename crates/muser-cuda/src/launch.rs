@@ -3,7 +3,7 @@
 
 use std::ffi::c_void;
 
-use cudarc::driver::{result, CudaFunction};
+use cudarc::driver::{result, sys, CudaFunction};
 
 use crate::device::Stream;
 
@@ -182,7 +182,9 @@ impl AttnShape {
     }
 }
 
-/// Launch `f` on `stream`.
+/// Launch `f` on `stream` — with the programmatic-dependent-launch attribute when the stream
+/// carries it (`Gpu::set_pdl`; the kernel then overlaps the previous kernel's tail and waits for
+/// it in `pdl_wait`), plainly otherwise.
 pub fn launch(
     f: &CudaFunction,
     dims: Dims,
@@ -195,6 +197,9 @@ pub fn launch(
         // SAFETY: i < n <= 24, inside the boxed array.
         .map(|i| unsafe { base.add(i) } as *mut c_void)
         .collect();
+    if stream.pdl() {
+        return launch_pdl(f, dims, stream, &mut ptrs);
+    }
     // SAFETY: argument slots match the kernel's parameter list (each call site in the engine
     // mirrors its kernel's signature, tested on the device); the slots outlive the call (the
     // driver copies parameters at launch).
@@ -209,4 +214,45 @@ pub fn launch(
         )
     }
     .map_err(drv("cuLaunchKernel"))
+}
+
+/// `cuLaunchKernelEx` with one attribute: programmatic stream serialization allowed.
+fn launch_pdl(
+    f: &CudaFunction,
+    dims: Dims,
+    stream: Stream,
+    ptrs: &mut [*mut c_void],
+) -> Result<(), CudaError> {
+    // SAFETY: an all-zero attribute value is valid plain data (a C union of integers/structs).
+    let mut value: sys::CUlaunchAttributeValue = unsafe { std::mem::zeroed() };
+    value.programmaticStreamSerializationAllowed = 1;
+    let mut attr = sys::CUlaunchAttribute {
+        id: sys::CUlaunchAttributeID::CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION,
+        pad: [0; 4],
+        value,
+    };
+    let cfg = sys::CUlaunchConfig {
+        gridDimX: dims.grid.0,
+        gridDimY: dims.grid.1,
+        gridDimZ: dims.grid.2,
+        blockDimX: dims.block,
+        blockDimY: 1,
+        blockDimZ: 1,
+        sharedMemBytes: dims.smem,
+        hStream: stream.raw(),
+        attrs: &mut attr,
+        numAttrs: 1,
+    };
+    // SAFETY: as in `launch` (slots match the kernel's parameters and outlive the call); `cfg`
+    // and the attribute it points to live across the call, which copies them.
+    unsafe {
+        sys::cuLaunchKernelEx(
+            &cfg,
+            f.cu_function(),
+            ptrs.as_mut_ptr(),
+            std::ptr::null_mut(),
+        )
+    }
+    .result()
+    .map_err(drv("cuLaunchKernelEx"))
 }

@@ -708,6 +708,18 @@ mod tests {
                         k.symbol()
                     );
                 }
+                // Every entry point waits for its predecessor (programmatic dependent launch,
+                // common.cuh): without the wait the `MUSER_CUDA_PDL` launch attribute would let
+                // it race the previous kernel.
+                for body in text.split(".entry ").skip(1) {
+                    let name = body.split('(').next().unwrap_or("?");
+                    assert!(
+                        body.contains("griddepcontrol.wait"),
+                        "{}[{}]: entry {name} never calls pdl_wait",
+                        m.file(),
+                        math.label()
+                    );
+                }
                 assert_eq!(sha.len(), 64);
             }
         }

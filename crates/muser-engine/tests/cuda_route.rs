@@ -59,7 +59,8 @@ fn bits(v: &[f32]) -> Vec<u32> {
 
 /// Accuracy against the oracle, and bit-identical logits across runs, chunk sizes, decode graph
 /// vs eager, parallel vs serial capture, fused vs separate quantization, pipelined vs plain
-/// decode kernels and tensor-core vs dp2a prefill matmuls — on a prompt that wraps the 16-row window 5 times.
+/// decode kernels, tensor-core vs dp2a prefill matmuls and programmatic dependent launch on or
+/// off — on a prompt that wraps the 16-row window 5 times.
 #[test]
 fn cuda_route_tracks_the_oracle_and_is_deterministic() {
     if !has_device() {
@@ -115,6 +116,31 @@ fn cuda_route_tracks_the_oracle_and_is_deterministic() {
         (
             "one head per attention block, chunk 3",
             run_with(&m, &toks, 3, |o| o.attn_hpb = 1),
+        ),
+        (
+            "programmatic dependent launch, chunk 512",
+            run_with(&m, &toks, 512, |o| o.pdl = true),
+        ),
+        (
+            "programmatic dependent launch, fused, chunk 1, decode graph",
+            run_with(&m, &toks, 1, |o| {
+                o.pdl = true;
+                o.fuse = true;
+            }),
+        ),
+        (
+            "programmatic dependent launch, chunk 1, eager",
+            run_with(&m, &toks, 1, |o| {
+                o.pdl = true;
+                o.graphs = false;
+            }),
+        ),
+        (
+            "programmatic dependent launch, chunk 1, serial graph",
+            run_with(&m, &toks, 1, |o| {
+                o.pdl = true;
+                o.mode = GraphMode::Serial;
+            }),
         ),
     ] {
         assert!(
@@ -232,6 +258,17 @@ fn batched_decode_equals_each_sequence_alone() {
         ("no tensor-core packed rows", |o: &mut CudaOptions| {
             o.mmv_min = 9
         }),
+        (
+            "packed, programmatic dependent launch",
+            |o: &mut CudaOptions| o.pdl = true,
+        ),
+        (
+            "tensor-core packed rows from two rows, programmatic dependent launch",
+            |o: &mut CudaOptions| {
+                o.mmv_min = 2;
+                o.pdl = true
+            },
+        ),
         ("tensor-core matmuls, graphs", |o: &mut CudaOptions| {
             o.batch_mm = muser_engine::cuda::BatchMm::Mmq
         }),

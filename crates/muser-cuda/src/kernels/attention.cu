@@ -59,6 +59,7 @@ extern "C" __global__ void attn_partial(const float* Q, const u16* Kc, const u16
                                         int window, float scale, int n_head, int n_head_kv,
                                         int hd, int hd_v, int n_super, int super_len, float* Op,
                                         float* Mp, float* Lp, const StepParams* sp, int nbuf) {
+    PDL_ENTRY()
     extern __shared__ float smem[];
     const int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
     const int G = blockDim.x >> 5;  // heads in this block (HPB)
@@ -197,6 +198,7 @@ extern "C" __global__ void attn_partial_mt(const float* Q, const u16* Kc, const 
                                            int hd, int hd_v, int n_super, int super_len,
                                            float* Op, float* Mp, float* Lp,
                                            const StepParams* sp, int nbuf_unused) {
+    PDL_ENTRY()
     extern __shared__ float smem[];
     const int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
     const int G = blockDim.x >> 5;
@@ -450,6 +452,7 @@ __device__ __forceinline__ unsigned combine_groups(int hd_v) {
 extern "C" __global__ void attn_combine(const float* Op, const float* Mp, const float* Lp,
                                         int window, int n_head, int hd_v, int n_super,
                                         int super_len, float* A, const StepParams* sp) {
+    PDL_ENTRY()
     const int h = blockIdx.x, t = blockIdx.y, lane = threadIdx.x & 31;
     if ((u32)t >= sp->n_tok) return;
     const int pos = (int)step_pos(sp, t);
@@ -470,6 +473,7 @@ extern "C" __global__ void attn_combine_q(const float* Op, const float* Mp, cons
                                           int super_len, float* A, const float* G,
                                           const StepParams* sp, short* XQ, float* XS,
                                           int* XSUM) {
+    PDL_ENTRY()
     const int h = blockIdx.x, t = blockIdx.y, lane = threadIdx.x & 31;
     if ((u32)t >= sp->n_tok) return;
     const int pos = (int)step_pos(sp, t);

@@ -13,6 +13,24 @@ typedef unsigned long long u64;
 
 #define MUSER_INF __int_as_float(0x7f800000)
 
+// Programmatic dependent launch (sm_90; host: `Gpu::set_pdl`, `MUSER_CUDA_PDL`). A kernel
+// launched with the attribute may start while the previous kernel of its stream/graph still
+// runs. Invariant of every Muser kernel: each thread calls pdl_wait() before it reads anything
+// another kernel of the step writes and before its first global write; only loads of data no
+// kernel writes (weights, norm vectors) may be issued before it (the NVRTC test checks that
+// every entry point's PTX contains the wait). pdl_trigger() lets the next kernel launch now (it
+// still waits in its own pdl_wait for this whole grid to finish and its writes to be visible);
+// kernels call it right after the wait, so at most one grid waits ahead. Without the attribute
+// both are no-ops, so results never depend on the switch.
+__device__ __forceinline__ void pdl_wait() { asm volatile("griddepcontrol.wait;\n" ::: "memory"); }
+__device__ __forceinline__ void pdl_trigger() {
+    asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+}
+// Both, at the top of a kernel that prefetches nothing.
+#define PDL_ENTRY() \
+    pdl_wait();     \
+    pdl_trigger();
+
 // Per-step scalars, read from device memory so a captured graph replays without re-capture.
 // Two kinds of step (host image: `muser_cuda::launch::StepParams`, 80 bytes):
 // - one sequence (per_row == 0): token t sits at position pos0 + t of sequence seq0 (prefill

@@ -14,6 +14,7 @@ __device__ __forceinline__ float tanh_exp(float y) {
 }
 
 #define EW_GUARD                                                         \
+    PDL_ENTRY()                                                          \
     const u64 i = (u64)blockIdx.x * blockDim.x + threadIdx.x;           \
     if (i >= (u64)sp->n_tok * (u64)width) return;
 
@@ -36,6 +37,7 @@ extern "C" __global__ void geglu(float* G, const float* U, int width, const Step
 }
 
 extern "C" __global__ void scale_softcap(float* X, float scale, float cap, int width, int n_rows) {
+    PDL_ENTRY()
     const u64 i = (u64)blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= (u64)n_rows * (u64)width) return;
     if (cap > 0.0f) {
@@ -49,6 +51,7 @@ extern "C" __global__ void scale_softcap(float* X, float scale, float cap, int w
 // per group of 32, the same per-element formula as the kernels above, then a16_group — outputs
 // bit-identical to the unfused pair. Grid ((width/32)/8, n_tok), block 256.
 #define EWQ_HEAD                                                                   \
+    PDL_ENTRY()                                                                    \
     const int lane = threadIdx.x & 31;                                             \
     const int grp = blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);           \
     const int t = blockIdx.y;                                                      \

@@ -15,6 +15,7 @@ __device__ __forceinline__ void matvec_body(const u8* __restrict__ W, u64 row_by
                                             const float* __restrict__ X, int ldx,
                                             float* __restrict__ Y, int ldy,
                                             int n_in, int n_out, int n_tok) {
+    PDL_ENTRY()
     const int lane = threadIdx.x & 31;
     const int row = blockIdx.x * MV_WARPS + (threadIdx.x >> 5);
     const int t0 = blockIdx.y * NT;
@@ -78,6 +79,7 @@ MV_KERNEL(mv_f32_t8, FF32, 8)
 template <class F>
 __device__ __forceinline__ void embed_body(const u8* W, u64 row_bytes, const u32* tokens,
                                            const StepParams* sp, float* out, int n_in) {
+    PDL_ENTRY()
     const int t = blockIdx.x;
     if ((u32)t >= sp->n_tok) return;
     const u8* wr = W + (u64)tokens[t] * row_bytes;

@@ -11,6 +11,7 @@
 
 extern "C" __global__ void quant_a16(const float* X, int ldx, int K, int n_tok, short* XQ,
                                      float* XS, int* XSUM) {
+    PDL_ENTRY()
     const int grp = blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
     const int t = blockIdx.y;
     if (grp >= K / 32 || t >= n_tok) return;
@@ -28,6 +29,7 @@ __device__ __forceinline__ void mva_body(const u8* __restrict__ W, u64 row_bytes
                                          float* __restrict__ Y, int ldy, int n_out, int n_tok) {
     static_assert(R * NT <= 8, "mva_body: at most 8 outputs per warp");
     MVA_RED_DECL(R * NT);
+    PDL_ENTRY()
     const int lane = threadIdx.x & 31;
     const int row0 = (blockIdx.x * MVA_WARPS + (threadIdx.x >> 5)) * R;
     const int t0 = blockIdx.y * NT;

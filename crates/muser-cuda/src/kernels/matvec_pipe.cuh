@@ -163,6 +163,10 @@ __device__ __forceinline__ void mva_pipe(const u8* __restrict__ W, u64 row_bytes
             for (int i = 0; i < R; ++i) F::finish(nxt[i], cur[i]);
         }
     }
+    // The weights above are no kernel's output: everything after reads or writes the step's
+    // buffers (PDL, common.cuh).
+    pdl_wait();
+    pdl_trigger();
     if (STAGE) {
         const int n16 = K / 8;
         // The block is 32 * MVA_WARPS threads (the launch always is): with the constant, a

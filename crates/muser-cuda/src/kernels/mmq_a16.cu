@@ -348,6 +348,7 @@ __device__ __forceinline__ void mmq_body(const u8* __restrict__ W, u64 row_bytes
     extern "C" __global__ void __launch_bounds__(MMQ_THREADS, MMQ_MINB)                                \
         NAME(const u8* W, u64 row_bytes, const short* XQ, const float* XS, const int* XSUM,     \
              int K, float* Y, int ldy, int n_out, int n_tok) {                                  \
+        PDL_ENTRY()                                                                             \
         mmq_body<M>(W, row_bytes, XQ, XS, XSUM, K, Y, ldy, n_out, n_tok);                       \
     }
 

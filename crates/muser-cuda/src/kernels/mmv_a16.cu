@@ -297,6 +297,7 @@ __device__ __forceinline__ void mmv_body(const u8* __restrict__ W, u64 row_bytes
     extern "C" __global__ void __launch_bounds__(32 * MMV_WARPS, 2)                             \
         NAME(const u8* W, u64 row_bytes, const short* XQ, const float* XS, const int* XSUM,     \
              int K, float* Y, int ldy, int n_out, int n_tok) {                                  \
+        PDL_ENTRY()                                                                             \
         BODY<F>(W, row_bytes, XQ, XS, XSUM, K, Y, ldy, n_out, n_tok);                           \
     }
 

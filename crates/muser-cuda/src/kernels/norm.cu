@@ -42,6 +42,7 @@ __device__ __forceinline__ float rms_scale(const float* x, int n, float eps, dou
 extern "C" __global__ void __launch_bounds__(NORM_THREADS)
     rmsnorm_rows(const float* X, const float* W, float* Y, int n, float eps, const StepParams* sp) {
     __shared__ double red[32];
+    PDL_ENTRY()
     const int t = blockIdx.x;
     if ((u32)t >= sp->n_tok) return;
     const float* x = X + (size_t)t * n;
@@ -53,6 +54,7 @@ extern "C" __global__ void __launch_bounds__(NORM_THREADS)
 extern "C" __global__ void __launch_bounds__(NORM_THREADS)
     embed_finish(float* X, int n, int do_norm, float eps, float scale, const StepParams* sp) {
     __shared__ double red[32];
+    PDL_ENTRY()
     const int t = blockIdx.x;
     if ((u32)t >= sp->n_tok) return;
     float* x = X + (size_t)t * n;
@@ -69,6 +71,7 @@ extern "C" __global__ void __launch_bounds__(NORM_THREADS)
     residual_norm(const float* O, const float* Wpost, float eps_post, float* X, const float* Wnext,
                   float eps, float* H, int n, const StepParams* sp) {
     __shared__ double red[32];
+    PDL_ENTRY()
     const int t = blockIdx.x;
     if ((u32)t >= sp->n_tok) return;
     const float* o = O + (size_t)t * n;
@@ -118,21 +121,25 @@ extern "C" __global__ void __launch_bounds__(NORM_THREADS)
     // Launch with blockDim.x a multiple of 32 (every warp whole) — NORM_THREADS.
     const float* o = O + (size_t)t * n + 8 * r;
     float* x = X + (size_t)t * n + 8 * r;
-    float ov[8], xv[8], wv[8];
+    float ov[8], xv[8], wv[8], wn[8];
 #pragma unroll
-    for (int j = 0; j < 8; ++j) ov[j] = xv[j] = wv[j] = 0.f;
+    for (int j = 0; j < 8; ++j) ov[j] = xv[j] = wv[j] = wn[j] = 0.f;
+    // The norm vectors are weights (no kernel writes them): requested before the wait (PDL,
+    // common.cuh), so their DRAM latency overlaps the previous kernel's tail.
+    if (mine) {
+        ld8(Wpost + 8 * r, wv);
+        ld8(Wnext + 8 * r, wn);
+    }
+    pdl_wait();
+    pdl_trigger();
     if (mine) {
         ld8(o, ov);
         ld8(x, xv);
-        ld8(Wpost + 8 * r, wv);
     }
     const float so = rms_of(block_sum_f64(sumsq8(ov, 0.0), red), n, eps_post);
 #pragma unroll
     for (int j = 0; j < 8; ++j) xv[j] += (ov[j] * so) * wv[j];
-    if (mine) {
-        st8(x, xv);
-        ld8(Wnext + 8 * r, wv);
-    }
+    if (mine) st8(x, xv);
     const float sx = rms_of(block_sum_f64(sumsq8(xv, 0.0), red), n, eps);
     // Every lane takes part in the shuffles (a lane past the row holds zeros, in a group of
     // its own); only lanes of the row store.
@@ -140,7 +147,7 @@ extern "C" __global__ void __launch_bounds__(NORM_THREADS)
     float amax = 0.f;
 #pragma unroll
     for (int j = 0; j < 8; ++j) {
-        hv[j] = (xv[j] * sx) * wv[j];
+        hv[j] = (xv[j] * sx) * wn[j];
         amax = fmaxf(amax, fabsf(hv[j]));
     }
     amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, 1));

@@ -18,6 +18,7 @@ extern "C" __global__ void qk_norm_rope_kv(float* Q, float* K, const float* V, c
                                            u16* Kc, u16* Vc, int cap, const StepParams* sp) {
     __shared__ float buf[4][ROPE_MAX_HD];
     __shared__ float cos_t[ROPE_MAX_HD / 2], sin_t[ROPE_MAX_HD / 2];
+    PDL_ENTRY()
     const int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
     const int t = blockIdx.y;
     const int head = blockIdx.x * 4 + w;

@@ -253,6 +253,7 @@ impl<'m> CudaSession<'m> {
             )));
         }
         let gpu = Gpu::open(0)?;
+        gpu.set_pdl(opts.pdl);
         let plan = vram_plan(model, &opts);
         let (free, total) = gpu.mem_info()?;
         if plan.total() > free {
@@ -335,7 +336,7 @@ impl<'m> CudaSession<'m> {
     /// What produced the numbers: route parameters and the kernel registry's SHA-256.
     pub fn route_identity(&self) -> String {
         format!(
-            "cuda:acts={},kv=f16,attn=f32/s{}h{}{},mv={},mm={}{},fuse={},act_math={},graph={},mode={},kernels={}",
+            "cuda:acts={},kv=f16,attn=f32/s{}h{}{},mv={},mm={}{},fuse={},act_math={},graph={}{},mode={},kernels={}",
             self.opts.acts.name(),
             self.opts.attn_super,
             self.attn_hpb(),
@@ -396,6 +397,7 @@ impl<'m> CudaSession<'m> {
             if self.opts.fuse { "on" } else { "off" },
             self.opts.act_math.label(),
             if self.opts.graphs { "on" } else { "off" },
+            if self.opts.pdl { "-pdl" } else { "" },
             match self.opts.mode {
                 GraphMode::Parallel => "parallel",
                 GraphMode::Serial => "serial",

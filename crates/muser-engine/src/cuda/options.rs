@@ -72,6 +72,11 @@ pub struct CudaOptions {
     /// numbers, slower (H200, 75dee43): 4 rows 2.13× one sequence vs 2.28× with the 8-column
     /// tiles; `mvb_bench` 4-row pass 303.6 vs 294.5 µs per layer (docs/cuda.md).
     pub mmv_pair: bool,
+    /// Launch kernels with programmatic dependent launch (`MUSER_CUDA_PDL=1`, default off):
+    /// each kernel may start while the previous one in its stream/graph runs, issue its
+    /// weight loads, and wait for it (`griddepcontrol.wait`) before touching anything it
+    /// wrote (`Gpu::set_pdl`). Timing only: the same kernels and arithmetic.
+    pub pdl: bool,
 }
 
 /// The matmul kernels of a packed decode step.
@@ -131,6 +136,7 @@ impl CudaOptions {
             batch_nt: env_usize("MUSER_CUDA_BATCH_NT").unwrap_or(4),
             mmv_min: env_usize("MUSER_CUDA_MMV_MIN").unwrap_or(3),
             mmv_pair: std::env::var("MUSER_CUDA_MMV_PAIR").as_deref() == Ok("1"),
+            pdl: std::env::var("MUSER_CUDA_PDL").as_deref() == Ok("1"),
             batch_mm: match std::env::var("MUSER_CUDA_BATCH_MM").as_deref() {
                 Ok("mmq") => BatchMm::Mmq,
                 Err(_) | Ok("packed") => BatchMm::Packed,

@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# Where one decode token's time goes on a full-width 4-layer forge (same matrix shapes as the
+# full model): the phase profile, ncu per (kernel, grid) — the grid tells the matrices of one
+# kernel apart — and ncu's stall sections for the one-token matvecs of the FFN.
+# Usage: bash scripts/device/decode-profile.sh   (~3 min)
+set -uo pipefail
+M=$PWD/.device/muser
+F=$HOME/f4.gguf
+[ -f $F ] || $M forge --preset full --layers 4 --seed 7 -o $F > /dev/null
+NCU=$(command -v ncu || ls /usr/local/cuda*/bin/ncu 2>/dev/null | head -1)
+echo "== tg64 (graph)"; $M bench -m $F --backend cuda -p 0 -n 64 -r 2 2>&1 | grep tg
+echo "== phase profile (eager)"
+MUSER_CUDA_PROFILE=1 $M bench -m $F --backend cuda -p 0 -n 32 -r 1 2>&1 | grep -v "^CUDA"
+MET=gpu__time_duration.sum,dram__throughput.avg.pct_of_peak_sustained_elapsed,dram__bytes_read.sum,launch__registers_per_thread,sm__warps_active.avg.pct_of_peak_sustained_active,launch__grid_size,sm__throughput.avg.pct_of_peak_sustained_elapsed
+echo "== ncu decode (eager, 2 tokens) per kernel and grid"
+MUSER_CUDA_GRAPH=0 $NCU --clock-control none --metrics $MET --csv --print-units base \
+  $M bench -m $F --backend cuda -p 0 -n 2 -r 0 2>/dev/null | python3 scripts/device/ncu-summary.py --by-grid
+for k in "mvs_q4_k_t1 4" "mvs_q6_k_t1 1" "residual_norm_q 0" "attn_combine_q 0"; do
+  set -- $k
+  echo "== ncu sections: $1 (launch-skip $2)"
+  MUSER_CUDA_GRAPH=0 $NCU --clock-control none -k regex:"^$1\$" --launch-skip $2 --launch-count 1 \
+    --section SpeedOfLight --section Occupancy --section WarpStateStats --section LaunchStats \
+    $M bench -m $F --backend cuda -p 0 -n 2 -r 0 2>/dev/null | grep -vE "^(CUDA|==PROF==)" | grep -E "^\s+[A-Z]|Stall|stall|----" | head -70
+done
