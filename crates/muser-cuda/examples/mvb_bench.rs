@@ -6,7 +6,9 @@
 //! (`nt × t(1) / t(nt)`). A measurement tool, not a test: it asserts nothing.
 //!
 //! `cargo run --release -p muser-cuda --example mvb_bench [-- --unstaged | --default-smem |
-//! --mmv [--pair]] [--pdl]`  (`--pdl`: launches overlap as with `MUSER_CUDA_PDL=1`)
+//! --mmv [--pair]] [--pdl] [--q6pad]`  (`--pdl`: launches overlap as with `MUSER_CUDA_PDL=1`;
+//! `--q6pad`: the one-token pass reads Q6_K from the aligned repack, `MUSER_CUDA_Q6_PAD=1`).
+//! The one-token pass also prints each matrix alone.
 //! Packed rows launch as batched decode does (`Registry::packed_plan`: `MUSER_CUDA_MVB_WARPS`
 //! warps, activations staged in up to 227 KiB of opt-in shared memory); `--default-smem`
 //! stages only within the 48 KiB default, `--unstaged` never.
@@ -46,6 +48,8 @@ struct Mat {
     n_out: usize,
     row_bytes: usize,
     copies: Vec<DeviceBuffer>,
+    /// Q6_K-P copies (`--q6pad`, Q6_K only), for the one-token pass.
+    pad: Vec<DeviceBuffer>,
 }
 
 fn main() {
@@ -54,6 +58,7 @@ fn main() {
     let mmv = std::env::args().any(|a| a == "--mmv");
     let pair = std::env::args().any(|a| a == "--pair");
     let pdl = std::env::args().any(|a| a == "--pdl");
+    let q6pad = std::env::args().any(|a| a == "--q6pad");
     match Gpu::probe() {
         Ok(Some(_)) => {}
         _ => {
@@ -97,12 +102,26 @@ fn main() {
                     d
                 })
                 .collect();
+            let pad = if q6pad && ty == GgmlType::Q6_K {
+                let p = muser_cuda::q6pad::repack(&bytes[..n_out * row_bytes], n_out, k)
+                    .expect("repack");
+                (0..COPIES)
+                    .map(|_| {
+                        let d = gpu.alloc(p.len(), "weights").expect("alloc");
+                        gpu.upload(d.ptr(), &p).expect("upload");
+                        d
+                    })
+                    .collect()
+            } else {
+                Vec::new()
+            };
             Mat {
                 ty,
                 k,
                 n_out,
                 row_bytes,
                 copies,
+                pad,
             }
         })
         .collect();
@@ -121,7 +140,7 @@ fn main() {
     let y = gpu.alloc(nmax * ff * 4, "y").expect("alloc");
     let layer_bytes: usize = mats.iter().map(|m| m.n_out * m.row_bytes).sum();
     println!(
-        "mvb_bench: warps {} (t1) / {} (packed), rows/warp {} (t1), weight ring {}/{} stages (t1 Q4_K/Q6_K), one layer's decode matmuls = {:.1} MB, {} copies{}{}",
+        "mvb_bench: warps {} (t1) / {} (packed), rows/warp {} (t1), weight ring {}/{} stages (t1 Q4_K/Q6_K), one layer's decode matmuls = {:.1} MB, {} copies{}{}{}",
         reg.mva_warps,
         reg.mvb_warps,
         reg.mva_rows,
@@ -136,7 +155,8 @@ fn main() {
         } else {
             ""
         },
-        if pdl { ", programmatic dependent launch" } else { "" }
+        if pdl { ", programmatic dependent launch" } else { "" },
+        if q6pad { ", Q6_K-P one-token" } else { "" }
     );
     let mut t1 = 0f64;
     for nt in [1usize, 2, 4, 8] {
@@ -148,6 +168,15 @@ fn main() {
         let plan: Vec<(Kernel, Dims)> = mats
             .iter()
             .map(|m| {
+                if nt == 1 && !m.pad.is_empty() {
+                    let p = reg.t1_plan(Kernel::MvpQ6pT1, m.n_out, m.k, !unstaged);
+                    let km = if p.staged {
+                        Kernel::MvsQ6pT1
+                    } else {
+                        Kernel::MvpQ6pT1
+                    };
+                    return (km, p.dims);
+                }
                 if nt == 1 {
                     // The engine's one-token kernel (4 warps by default), staged where it fits
                     // (`Registry::t1_plan`, weight ring included).
@@ -180,27 +209,37 @@ fn main() {
                 (kernel(m.ty, nt, p.staged), p.dims)
             })
             .collect();
+        // One matrix's launch on weight copy c (the Q6_K-P copy in the one-token pass with
+        // `--q6pad`).
+        let one = |m: &Mat, kern: Kernel, dims: Dims, c: usize| {
+            let (w, row_bytes) = if nt == 1 && !m.pad.is_empty() {
+                (m.pad[c].ptr(), muser_cuda::q6pad::row_bytes(m.k))
+            } else {
+                (m.copies[c].ptr(), m.row_bytes)
+            };
+            launch(
+                reg.get(kern, Math::Strict),
+                dims,
+                gpu.stream(),
+                A16Matmul {
+                    w,
+                    row_bytes,
+                    xq: xq.ptr(),
+                    xs: xs.ptr(),
+                    xsum: xsum.ptr(),
+                    k: m.k,
+                    y: y.ptr(),
+                    ldy: m.n_out,
+                    n_out: m.n_out,
+                    n_tok: nt,
+                }
+                .args(),
+            )
+            .expect("launch");
+        };
         let pass = |c: usize| {
             for (m, &(kern, dims)) in mats.iter().zip(&plan) {
-                launch(
-                    reg.get(kern, Math::Strict),
-                    dims,
-                    gpu.stream(),
-                    A16Matmul {
-                        w: m.copies[c].ptr(),
-                        row_bytes: m.row_bytes,
-                        xq: xq.ptr(),
-                        xs: xs.ptr(),
-                        xsum: xsum.ptr(),
-                        k: m.k,
-                        y: y.ptr(),
-                        ldy: m.n_out,
-                        n_out: m.n_out,
-                        n_tok: nt,
-                    }
-                    .args(),
-                )
-                .expect("launch");
+                one(m, kern, dims, c);
             }
         };
         for c in 0..COPIES {
@@ -238,5 +277,29 @@ fn main() {
             us[0],
             us[us.len() - 1]
         );
+        if nt == 1 {
+            // Each matrix alone (its launches back to back over the copies).
+            for (m, &(kern, dims)) in mats.iter().zip(&plan) {
+                let mut ts = Vec::new();
+                for _ in 0..5 {
+                    let t = Instant::now();
+                    for r in 0..4 * COPIES {
+                        one(m, kern, dims, r % COPIES);
+                    }
+                    gpu.wait("bench").expect("wait");
+                    ts.push(t.elapsed().as_secs_f64() * 1e6 / (4 * COPIES) as f64);
+                }
+                ts.sort_by(f64::total_cmp);
+                let t = ts[ts.len() / 2];
+                println!(
+                    "  {:?} {} -> {} ({}): {t:7.1} us ({:.0} GB/s)",
+                    m.ty,
+                    m.k,
+                    m.n_out,
+                    kern.symbol(),
+                    (m.n_out * m.row_bytes) as f64 / t / 1e3
+                );
+            }
+        }
     }
 }

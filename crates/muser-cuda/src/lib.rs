@@ -21,6 +21,7 @@ pub mod error;
 pub mod graph;
 pub mod launch;
 pub mod profile;
+pub mod q6pad;
 pub mod registry;
 pub mod sched;
 pub mod step;

@@ -169,6 +169,7 @@ kernels! {
     QuantA16 => MatvecA16, "quant_a16";
     MvpQ4kT1 => MatvecA16, "mvp_q4_k_t1"; MvpQ6kT1 => MatvecA16, "mvp_q6_k_t1";
     MvsQ4kT1 => MatvecA16, "mvs_q4_k_t1"; MvsQ6kT1 => MatvecA16, "mvs_q6_k_t1";
+    MvpQ6pT1 => MatvecA16, "mvp_q6p_t1"; MvsQ6pT1 => MatvecA16, "mvs_q6p_t1";
     MvpQ4kT2 => MatvecPacked, "mvp_q4_k_t2"; MvpQ6kT2 => MatvecPacked, "mvp_q6_k_t2";
     MvsQ4kT2 => MatvecPacked, "mvs_q4_k_t2"; MvsQ6kT2 => MatvecPacked, "mvs_q6_k_t2";
     MvpQ4kT4 => MatvecPacked, "mvp_q4_k_t4"; MvpQ6kT4 => MatvecPacked, "mvp_q6_k_t4";

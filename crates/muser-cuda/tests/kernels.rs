@@ -308,10 +308,23 @@ impl A16Case {
 
     /// Launch `kern` on the first `n_tok` activation rows into a guarded output.
     fn run(&self, gpu: &Gpu, reg: &Registry, kern: Kernel, dims: Dims, n_tok: usize) -> Vec<f32> {
+        self.run_on(gpu, reg, kern, dims, n_tok, (self.w.ptr(), self.row_bytes))
+    }
+
+    /// `run` with other weight bytes (another layout of the same rows): (pointer, row bytes).
+    fn run_on(
+        &self,
+        gpu: &Gpu,
+        reg: &Registry,
+        kern: Kernel,
+        dims: Dims,
+        n_tok: usize,
+        (w, row_bytes): (u64, usize),
+    ) -> Vec<f32> {
         let (buf, y) = guarded(gpu, n_tok * self.n_out);
         let args = A16Matmul {
-            w: self.w.ptr(),
-            row_bytes: self.row_bytes,
+            w,
+            row_bytes,
             xq: self.act.xq.ptr(),
             xs: self.act.xs.ptr(),
             xsum: self.act.xsum.ptr(),
@@ -384,6 +397,36 @@ fn a16_matvec_case(gpu: &Gpu, reg: &Registry, k: usize) {
                 "{ty:?}: {} differs from the one-token kernel",
                 kp.symbol()
             );
+        }
+        // Q6_K: the one-token kernels on the aligned repack (`muser_cuda::q6pad`, odd block
+        // counts included: K = 9984 is 39 blocks) compute the same bits.
+        if ty == GgmlType::Q6_K {
+            let (w, _) = quantized_rows(ty, n_out, k, 7 + ty as u64);
+            let p = muser_cuda::q6pad::repack(&w, n_out, k).expect("repack");
+            let pw = upload_bytes(gpu, &p);
+            for (kern, staged) in [(Kernel::MvsQ6pT1, true), (Kernel::MvpQ6pT1, false)] {
+                let plan = reg.t1_plan(kern, n_out, k, staged);
+                assert_eq!(
+                    plan.staged,
+                    staged,
+                    "{}: staged plan at K = {k}",
+                    kern.symbol()
+                );
+                let yp = case.run_on(
+                    gpu,
+                    reg,
+                    kern,
+                    plan.dims,
+                    1,
+                    (pw.ptr(), muser_cuda::q6pad::row_bytes(k)),
+                );
+                assert_eq!(
+                    bits(&yp),
+                    bits(&y1),
+                    "Q6_K-P: {} differs from the one-token Q6_K kernel at K = {k}",
+                    kern.symbol()
+                );
+            }
         }
         // Packed decode rows (several sequences' tokens in one launch): each token's outputs
         // are the eight-token kernel's, bit for bit, in the launch shape batched decode uses

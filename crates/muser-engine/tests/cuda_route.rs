@@ -136,6 +136,18 @@ fn cuda_route_tracks_the_oracle_and_is_deterministic() {
             }),
         ),
         (
+            "Q6_K decode on the aligned repack, chunk 1, decode graph",
+            run_with(&m, &toks, 1, |o| o.q6_pad = true),
+        ),
+        (
+            "Q6_K decode on the aligned repack, chunk 1, eager, unstaged",
+            run_with(&m, &toks, 1, |o| {
+                o.q6_pad = true;
+                o.graphs = false;
+                o.xsmem = false;
+            }),
+        ),
+        (
             "programmatic dependent launch, chunk 1, serial graph",
             run_with(&m, &toks, 1, |o| {
                 o.pdl = true;
@@ -261,6 +273,10 @@ fn batched_decode_equals_each_sequence_alone() {
         (
             "packed, programmatic dependent launch",
             |o: &mut CudaOptions| o.pdl = true,
+        ),
+        (
+            "packed, Q6_K one-token steps on the aligned repack",
+            |o: &mut CudaOptions| o.q6_pad = true,
         ),
         (
             "tensor-core packed rows from two rows, programmatic dependent launch",

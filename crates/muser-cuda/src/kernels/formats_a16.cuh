@@ -379,6 +379,81 @@ struct AQ6K {
     }
 };
 
+// ---- Q6_K-P (host: muser_cuda::q6pad; `MUSER_CUDA_Q6_PAD`): the same Q6_K bytes in 432-byte
+// pairs of blocks — unit u of the pair's block e at [192e + 48u] (runs A, B, H), its four scales
+// at [384 + 16e + 4u], d at [416 + 2e] — so a unit is three aligned 16-byte loads and two words.
+// Block b sits at row + 216 b (BLOCK_BYTES): the pair's start for even b, 8 past a 16-byte
+// boundary (pair + 216) for odd b, which gives e. Rows start 16-aligned. Decoded into AQ6K's W:
+// the arithmetic (AQ6K::compute_x) is AQ6K's, bit for bit.
+struct AQ6KP {
+    static const int BLOCK_VALS = 256, BLOCK_BYTES = 216, UNITS = 4;
+    typedef AQ6K::W W;
+    typedef AQ6K::X X;
+    struct Raw {
+        uint4 a, b, h;
+        u32 sc, d;  // unit scales (group order); the word holding both blocks' d
+        u32 e;      // 1 for the pair's second block
+    };
+    // The pair's start and the block's half e from a block address.
+    static __device__ __forceinline__ const u8* pair(const u8* b, u32& e) {
+        const u64 a = (u64)b;
+        e = (u32)(a >> 3) & 1u;
+        return (const u8*)((a & ~(u64)15) - 208 * (u64)e);
+    }
+    static __device__ __forceinline__ const uint4* unit(const u8* p, u32 e, int u) {
+        return (const uint4*)(p + 192 * e + 48 * u);
+    }
+    static __device__ __forceinline__ void load_raw(const u8* b, int u, Raw& r) {
+        u32 e;
+        const u8* p = pair(b, e);
+        const uint4* q = unit(p, e, u);
+        r.a = __ldg(q);
+        r.b = __ldg(q + 1);
+        r.h = __ldg(q + 2);
+        r.sc = __ldg((const u32*)(p + 384 + 16 * e + 4 * u));
+        r.d = __ldg((const u32*)(p + 416));
+        r.e = e;
+    }
+    static __device__ __forceinline__ void words(const uint4& v, u32* w) {
+        w[0] = v.x; w[1] = v.y; w[2] = v.z; w[3] = v.w;
+    }
+    static __device__ __forceinline__ void finish(const Raw& r, W& w) {
+        words(r.a, w.A);
+        words(r.b, w.B);
+        words(r.h, w.H);
+        w.sd = (r.sc & 0xFFFFu) | (((r.d >> (16 * r.e)) & 0xFFFFu) << 16);
+        w.s46 = r.sc >> 16;
+    }
+    static __device__ __forceinline__ void load(const u8* b, int u, W& w) {
+        Raw r;
+        load_raw(b, u, r);
+        finish(r, w);
+    }
+    // The weight ring's form (unused: the Q6_K-P kernels run without a ring; mva_pipe names it).
+    static const int NCH = 3;
+    static __device__ __forceinline__ const u8* chunk(const u8* b, int u, int j) {
+        u32 e;
+        const u8* p = pair(b, e);
+        return (const u8*)(unit(p, e, u) + j);
+    }
+    static __device__ __forceinline__ void from_chunks(const uint4* s, const u8* b, int u, W& w) {
+        Raw r;
+        load_raw(b, u, r);
+        r.a = s[0];
+        r.b = s[32];
+        r.h = s[64];
+        finish(r, w);
+    }
+    template <int XP>
+    static __device__ __forceinline__ void loadx(int u, const short* xq, const float* xs,
+                                                 const int* xsum, X& x) {
+        AQ6K::loadx<XP>(u, xq, xs, xsum, x);
+    }
+    static __device__ __forceinline__ void compute_x(const W& w, int u, const X& x, float* acc) {
+        AQ6K::compute_x(w, u, x, acc);
+    }
+};
+
 // One 32-value block of signed 8-bit weights (8 words) with scale d, for NT tokens: exact
 // integer sum, then d * (sx * sum). Shared by Q8_0 and Q5_0 (after unpacking).
 template <int NT>

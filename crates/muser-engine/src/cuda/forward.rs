@@ -137,6 +137,28 @@ impl<'m> CudaSession<'m> {
         {
             // The pipelined one-token kernel, staged where its shared memory fits
             // (`Registry::t1_plan`; wider inputs take the unstaged twin — same numbers).
+            // Q6_K with `q6_pad`: the same kernel on the aligned repack.
+            if let Some((ptr, row_bytes)) = m.pad.filter(|_| self.opts.q6_pad) {
+                let p = DevMatrix {
+                    ptr,
+                    row_bytes,
+                    ..*m
+                };
+                let plan = self
+                    .reg
+                    .t1_plan(Kernel::MvpQ6pT1, m.n_out, m.n_in, self.opts.xsmem);
+                let kern = if plan.staged {
+                    Kernel::MvsQ6pT1
+                } else {
+                    Kernel::MvpQ6pT1
+                };
+                return launch(
+                    self.f(kern),
+                    plan.dims,
+                    s,
+                    self.a16_args(&p, 0, (y, ldy), 1),
+                );
+            }
             let plan = self.reg.t1_plan(ks_pipe, m.n_out, m.n_in, self.opts.xsmem);
             let kern = if plan.staged { ks_staged } else { ks_pipe };
             return launch(self.f(kern), plan.dims, s, self.a16_args(m, 0, (y, ldy), 1));

@@ -149,7 +149,7 @@ pub fn vram_plan(model: &Model, opts: &CudaOptions) -> VramPlan {
     ) + 64
         + c.n_layer * c.head_dim * 4;
     VramPlan {
-        weights: weights::arena_bytes(model) as u64,
+        weights: weights::arena_bytes(model, opts.q6_pad) as u64,
         kv: kv as u64,
         scratch: scratch as u64,
     }
@@ -278,7 +278,7 @@ impl<'m> CudaSession<'m> {
         }
         let reg = Registry::build_modules(&gpu, &modules)?;
         let t = Instant::now();
-        let w = weights::upload(&gpu, model, progress)?;
+        let w = weights::upload(&gpu, model, progress, opts.q6_pad)?;
         let up = t.elapsed().as_secs_f64();
         let gbps = w.arena.bytes() as f64 / up / 1e9;
         let kv = (0..c.n_layer)
@@ -343,7 +343,7 @@ impl<'m> CudaSession<'m> {
             if self.attn_prefill.is_some() { "-mt" } else { "" },
             match self.opts.acts {
                 Acts::A16 if self.opts.pipe => format!(
-                    "pipe{}-rows{}-minb{}{}{}{}",
+                    "pipe{}-rows{}-minb{}{}{}{}{}",
                     match (self.opts.xsmem, self.reg.stage_async) {
                         (true, false) => "-xsmem",
                         (true, true) => "-xsmem-async",
@@ -359,7 +359,8 @@ impl<'m> CudaSession<'m> {
                     match (self.reg.mva_wstages, self.reg.mva_wstages_q6) {
                         (0, 0) => String::new(),
                         (a, b) => format!("-ring{a}.{b}"),
-                    }
+                    },
+                    if self.opts.q6_pad { "-q6pad" } else { "" }
                 ),
                 Acts::A16 => format!("rows{}-minb{}", self.reg.mva_rows, self.reg.mva_minb),
                 Acts::F32 => "plain".to_string(),

@@ -77,6 +77,11 @@ pub struct CudaOptions {
     /// weight loads, and wait for it (`griddepcontrol.wait`) before touching anything it
     /// wrote (`Gpu::set_pdl`). Timing only: the same kernels and arithmetic.
     pub pdl: bool,
+    /// One-token decode of Q6_K matrices on an aligned repack (`MUSER_CUDA_Q6_PAD=1`, default
+    /// off; `muser_cuda::q6pad`): a second copy of every Q6_K matrix in the arena (+1.03× its
+    /// bytes), read by `mvs_q6p_t1` / `mvp_q6p_t1` — three aligned 16-byte loads per unit
+    /// instead of eight windowed ones, 113 instead of 168 registers. Same arithmetic.
+    pub q6_pad: bool,
 }
 
 /// The matmul kernels of a packed decode step.
@@ -137,6 +142,7 @@ impl CudaOptions {
             mmv_min: env_usize("MUSER_CUDA_MMV_MIN").unwrap_or(3),
             mmv_pair: std::env::var("MUSER_CUDA_MMV_PAIR").as_deref() == Ok("1"),
             pdl: std::env::var("MUSER_CUDA_PDL").as_deref() == Ok("1"),
+            q6_pad: std::env::var("MUSER_CUDA_Q6_PAD").as_deref() == Ok("1"),
             batch_mm: match std::env::var("MUSER_CUDA_BATCH_MM").as_deref() {
                 Ok("mmq") => BatchMm::Mmq,
                 Err(_) | Ok("packed") => BatchMm::Packed,

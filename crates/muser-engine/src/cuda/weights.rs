@@ -19,6 +19,10 @@ pub struct DevMatrix {
     pub n_in: usize,
     pub n_out: usize,
     pub row_bytes: usize,
+    /// A Q6_K matrix's aligned repack for the one-token decode kernels (`MUSER_CUDA_Q6_PAD=1`;
+    /// `muser_cuda::q6pad`): its (pointer, row bytes). The GGUF-layout copy above stays for
+    /// every other kernel.
+    pub pad: Option<(u64, usize)>,
 }
 
 /// One layer's device views (norm vectors are f32 pointers).
@@ -132,33 +136,51 @@ pub fn kernels_for(ty: GgmlType) -> Option<TypeKernels> {
     })
 }
 
-/// Bytes the arena will need (for the VRAM plan).
-pub fn arena_bytes(model: &Model) -> usize {
-    let (_, total, _) = layout(model);
+/// Bytes the arena will need (for the VRAM plan); `q6_pad`: with the Q6_K-P copies.
+pub fn arena_bytes(model: &Model, q6_pad: bool) -> usize {
+    let (_, total, _) = layout(model, q6_pad);
     total
+}
+
+/// Whether `m` gets a Q6_K-P copy: Q6_K matrices with whole blocks, when asked for.
+fn padded(m: &Matrix, q6_pad: bool) -> bool {
+    q6_pad && m.ty == GgmlType::Q6_K && m.n_in.is_multiple_of(256)
 }
 
 enum Src<'a> {
     File(usize, usize),
     Floats(&'a [f32]),
+    /// The Q6_K-P repack of a file range: (offset, length, rows, values per row).
+    Q6Pad(usize, usize, usize, usize),
 }
 
 /// Plan: the distinct byte sources and their arena slices.
-fn layout(model: &Model) -> (Vec<ArenaSlice>, usize, Vec<Src<'_>>) {
+fn layout(model: &Model, q6_pad: bool) -> (Vec<ArenaSlice>, usize, Vec<Src<'_>>) {
     let w = &model.weights;
     let mut srcs: Vec<Src<'_>> = Vec::new();
-    let mut seen: HashMap<(usize, usize), usize> = HashMap::new();
-    let mut add_m = |m: &Matrix, srcs: &mut Vec<Src<'_>>| {
+    let mut seen: HashMap<(usize, usize, bool), usize> = HashMap::new();
+    let mut add = |m: &Matrix, pad: bool, srcs: &mut Vec<Src<'_>>| {
         let r = m.file_range();
-        if let std::collections::hash_map::Entry::Vacant(e) = seen.entry(r) {
+        if let std::collections::hash_map::Entry::Vacant(e) = seen.entry((r.0, r.1, pad)) {
             e.insert(srcs.len());
-            srcs.push(Src::File(r.0, r.1));
+            srcs.push(if pad {
+                Src::Q6Pad(r.0, r.1, m.n_out, m.n_in)
+            } else {
+                Src::File(r.0, r.1)
+            });
         }
     };
-    add_m(&w.token_embd, &mut srcs);
-    add_m(&w.output, &mut srcs);
+    // The token table is read by the embedding kernels only (GGUF layout); every other
+    // matrix feeds the decode matmuls (and the output may be the token table, tied).
+    add(&w.token_embd, false, &mut srcs);
+    add(&w.output, false, &mut srcs);
     for m in w.layers.iter().flat_map(|l| l.matrices()) {
-        add_m(m, &mut srcs);
+        add(m, false, &mut srcs);
+    }
+    for m in std::iter::once(&w.output).chain(w.layers.iter().flat_map(|l| l.matrices())) {
+        if padded(m, q6_pad) {
+            add(m, true, &mut srcs);
+        }
     }
     srcs.push(Src::Floats(&w.output_norm));
     for l in &w.layers {
@@ -178,6 +200,7 @@ fn layout(model: &Model) -> (Vec<ArenaSlice>, usize, Vec<Src<'_>>) {
         .map(|s| match s {
             Src::File(_, len) => *len,
             Src::Floats(v) => v.len() * 4,
+            Src::Q6Pad(_, _, rows, n_in) => rows * muser_cuda::q6pad::row_bytes(*n_in),
         })
         .collect();
     let (slices, total) = plan(&lens);
@@ -189,9 +212,22 @@ pub fn upload(
     gpu: &Gpu,
     model: &Model,
     progress: &mut dyn FnMut(u64, u64),
+    q6_pad: bool,
 ) -> Result<DevWeights, EngineError> {
-    let (slices, total, srcs) = layout(model);
+    let (slices, total, srcs) = layout(model, q6_pad);
     let bytes = model.gguf().as_bytes();
+    // The Q6_K-P copies, repacked here before the upload (host memory: their size).
+    let repacked: Vec<Vec<u8>> = srcs
+        .iter()
+        .filter_map(|src| match src {
+            Src::Q6Pad(off, len, rows, n_in) => Some(
+                muser_cuda::q6pad::repack(&bytes[*off..*off + *len], *rows, *n_in)
+                    .map_err(EngineError::from),
+            ),
+            _ => None,
+        })
+        .collect::<Result<_, _>>()?;
+    let mut rp = repacked.iter();
     let parts: Vec<(ArenaSlice, &[u8])> = slices
         .iter()
         .zip(&srcs)
@@ -199,6 +235,7 @@ pub fn upload(
             let b: &[u8] = match src {
                 Src::File(off, len) => &bytes[*off..*off + *len],
                 Src::Floats(v) => bytemuck::cast_slice(v),
+                Src::Q6Pad(..) => rp.next().expect("one repack per Q6_K-P source"),
             };
             (*s, b)
         })
@@ -206,11 +243,15 @@ pub fn upload(
     let arena = Arena::upload(gpu, total, &parts, progress)?;
     // Resolve views in the same order the plan was made.
     let mut file_ptr: HashMap<(usize, usize), u64> = HashMap::new();
+    let mut pad_ptr: HashMap<(usize, usize), u64> = HashMap::new();
     let mut float_ptrs = Vec::new();
     for (s, src) in slices.iter().zip(&srcs) {
         match src {
             Src::File(off, len) => {
                 file_ptr.insert((*off, *len), arena.ptr(*s));
+            }
+            Src::Q6Pad(off, len, _, _) => {
+                pad_ptr.insert((*off, *len), arena.ptr(*s));
             }
             Src::Floats(_) => float_ptrs.push(arena.ptr(*s)),
         }
@@ -228,6 +269,9 @@ pub fn upload(
             n_in: m.n_in,
             n_out: m.n_out,
             row_bytes: m.row_bytes,
+            pad: pad_ptr
+                .get(&m.file_range())
+                .map(|&p| (p, muser_cuda::q6pad::row_bytes(m.n_in))),
         })
     };
     let w = &model.weights;
