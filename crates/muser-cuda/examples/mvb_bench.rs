@@ -140,10 +140,12 @@ fn main() {
     let y = gpu.alloc(nmax * ff * 4, "y").expect("alloc");
     let layer_bytes: usize = mats.iter().map(|m| m.n_out * m.row_bytes).sum();
     println!(
-        "mvb_bench: warps {} (t1) / {} (packed), rows/warp {} (t1), weight ring {}/{} stages (t1 Q4_K/Q6_K), one layer's decode matmuls = {:.1} MB, {} copies{}{}{}",
+        "mvb_bench: warps {} (t1) / {} (packed), rows/warp {} (t1), units ahead {}/{} (t1 Q4_K/Q6_K-P), weight ring {}/{} stages (t1 Q4_K/Q6_K), one layer's decode matmuls = {:.1} MB, {} copies{}{}{}",
         reg.mva_warps,
         reg.mvb_warps,
         reg.mva_rows,
+        reg.mva_ahead,
+        reg.mva_ahead_q6p,
         reg.mva_wstages,
         reg.mva_wstages_q6,
         layer_bytes as f64 / 1e6,

@@ -258,6 +258,12 @@ pub struct Registry {
     /// so the same numbers.
     pub mva_wstages: u32,
     pub mva_wstages_q6: u32,
+    /// Units requested ahead in registers by the one-token Q4_K and Q6_K-P decode kernels
+    /// (`-DMVA_AHEAD` / `-DMVA_AHEAD_Q6P`, `MUSER_CUDA_MVA_AHEAD` / `MUSER_CUDA_MVA_AHEAD_Q6P`;
+    /// 1 = the next unit, 2 = the next two; 2 for Q4_K excludes its weight ring). Same
+    /// units, same order, so the same numbers.
+    pub mva_ahead: u32,
+    pub mva_ahead_q6p: u32,
     functions: HashMap<(Kernel, Math), CudaFunction>,
     modules: Vec<CompiledModule>,
     _loaded: Vec<Arc<CudaModule>>,
@@ -412,6 +418,15 @@ impl Registry {
         let stage_async = env_choice("MUSER_CUDA_STAGE_ASYNC", 0, &[0, 1])?;
         let mva_wstages = env_choice("MUSER_CUDA_MVA_WSTAGES", 0, &[0, 2, 3, 4, 6])?;
         let mva_wstages_q6 = env_choice("MUSER_CUDA_MVA_WSTAGES_Q6", 0, &[0, 2, 3, 4])?;
+        let mva_ahead = env_choice("MUSER_CUDA_MVA_AHEAD", 1, &[1, 2])?;
+        let mva_ahead_q6p = env_choice("MUSER_CUDA_MVA_AHEAD_Q6P", 1, &[1, 2])?;
+        if mva_ahead == 2 && mva_wstages > 0 {
+            return Err(CudaError::Invalid(
+                "MUSER_CUDA_MVA_AHEAD=2 and MUSER_CUDA_MVA_WSTAGES: the Q4_K decode kernel \
+                 keeps its weights ahead either in registers or in a ring, not both"
+                    .into(),
+            ));
+        }
         let mut functions = HashMap::new();
         let mut modules = Vec::new();
         let mut loaded = Vec::new();
@@ -450,6 +465,8 @@ impl Registry {
                 if m == Module::MatvecA16 {
                     extra.push(format!("-DMVA_WSTAGES={mva_wstages}"));
                     extra.push(format!("-DMVA_WSTAGES_Q6={mva_wstages_q6}"));
+                    extra.push(format!("-DMVA_AHEAD={mva_ahead}"));
+                    extra.push(format!("-DMVA_AHEAD_Q6P={mva_ahead_q6p}"));
                 }
                 let (ptx, options, sha256, ptx_bytes) =
                     compile_module(m, math, arch, &src, &extra)?;
@@ -515,6 +532,8 @@ impl Registry {
             stage_async: stage_async == 1,
             mva_wstages,
             mva_wstages_q6,
+            mva_ahead,
+            mva_ahead_q6p,
             mva_warps,
             mvb_warps,
             functions,
@@ -735,9 +754,18 @@ mod tests {
             "-DMVA_STAGE_ASYNC=1".to_string(),
             "-DMVA_WSTAGES=3".to_string(),
             "-DMVA_WSTAGES_Q6=2".to_string(),
+            "-DMVA_AHEAD_Q6P=2".to_string(),
         ];
         compile_module(m, Math::Strict, "sm_90a", &m.source(), &extra)
             .unwrap_or_else(|e| panic!("{e}"));
+        compile_module(
+            m,
+            Math::Strict,
+            "sm_90a",
+            &m.source(),
+            &["-DMVA_AHEAD=2".to_string()],
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
         let m = Module::MmqA16;
         let extra = [
             "-DMMQ_WN=2".to_string(),

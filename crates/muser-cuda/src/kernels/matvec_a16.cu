@@ -86,13 +86,13 @@ __device__ __forceinline__ void mva_body(const u8* __restrict__ W, u64 row_bytes
     }
 
 // Pipelined decode kernels for one token (the template and MVA_PIPE_KERNEL: matvec_pipe.cuh).
-MVA_PIPE_KERNEL_WS(mvs_q4_k_t1, AQ4K, true, 1, MVA_WSTAGES)
+MVA_PIPE_KERNEL_AH(mvs_q4_k_t1, AQ4K, true, 1, MVA_WSTAGES, MVA_AHEAD)
 MVA_PIPE_KERNEL_WS(mvs_q6_k_t1, AQ6K, true, 1, MVA_WSTAGES_Q6)
-MVA_PIPE_KERNEL_WS(mvp_q4_k_t1, AQ4K, false, 1, MVA_WSTAGES)
+MVA_PIPE_KERNEL_AH(mvp_q4_k_t1, AQ4K, false, 1, MVA_WSTAGES, MVA_AHEAD)
 MVA_PIPE_KERNEL_WS(mvp_q6_k_t1, AQ6K, false, 1, MVA_WSTAGES_Q6)
 // Q6_K-P (aligned repack of Q6_K, muser_cuda::q6pad): the same arithmetic as mv*_q6_k_t1.
-MVA_PIPE_KERNEL(mvs_q6p_t1, AQ6KP, true, 1)
-MVA_PIPE_KERNEL(mvp_q6p_t1, AQ6KP, false, 1)
+MVA_PIPE_KERNEL_AH(mvs_q6p_t1, AQ6KP, true, 1, 0, MVA_AHEAD_Q6P)
+MVA_PIPE_KERNEL_AH(mvp_q6p_t1, AQ6KP, false, 1, 0, MVA_AHEAD_Q6P)
 
 MVA_KERNEL(mva_q4_k_t1, AQ4K, 1, MVA_R1, MVA_BOUNDS_T1)
 MVA_KERNEL(mva_q4_k_t8, AQ4K, 8, 1, __launch_bounds__(32 * MVA_WARPS))

@@ -73,13 +73,17 @@ __device__ __forceinline__ void mva_cp_wait() {
 // 0, token t at t*(K/64)*72). In the global layout every 16-byte activation read of a warp
 // touches 32 cache lines (lanes are 128 bytes apart); the staging copy is coalesced, and the
 // first unit's weights are requested before it.
-template <class F, int R, bool STAGE, int NT, int WS>
+// AH: how many units ahead the weights are requested in registers (WS == 0): 1 = the next
+// unit (the default); 2 = the next two (MVA_AHEAD for Q4_K, MVA_AHEAD_Q6P for Q6_K-P: more
+// bytes in flight per lane for R more Raw registers per extra unit). Same units, same order.
+template <class F, int R, bool STAGE, int NT, int WS, int AH = 1>
 __device__ __forceinline__ void mva_pipe(const u8* __restrict__ W, u64 row_bytes,
                                          const short* __restrict__ XQ, const float* __restrict__ XS,
                                          const int* __restrict__ XSUM, int K,
                                          float* __restrict__ Y, int ldy, int n_out) {
     static_assert(R * NT <= 8, "mva_pipe: at most 8 outputs per warp");
     static_assert(WS == 0 || (WS >= 2 && NT == 1), "mva_pipe: weight ring of >= 2 stages, one token");
+    static_assert(AH == 1 || (AH == 2 && WS == 0), "mva_pipe: one or two units ahead, no ring");
     extern __shared__ __align__(16) short xsh[];
     MVA_RED_DECL(R * NT);
     constexpr int XP = STAGE ? 72 : 64;
@@ -96,6 +100,7 @@ __device__ __forceinline__ void mva_pipe(const u8* __restrict__ W, u64 row_bytes
     for (int i = 0; i < R; ++i) wr[i] = W + (u64)min(row0 + i, n_out - 1) * row_bytes;
     typename F::W cur[R];
     typename F::Raw nxt[R];  // the next unit's weights in flight (F::finish makes them a W)
+    typename F::Raw nx2[R];  // AH == 2: the unit after it
     // The weights of this lane's tail pairs (step s: pair lane + 32 s) into dst[s].
     auto load_tail = [&](typename F::Raw* dst) {
 #pragma unroll
@@ -107,6 +112,18 @@ __device__ __forceinline__ void mva_pipe(const u8* __restrict__ W, u64 row_bytes
                                 (u64)(gt / F::UNITS) * F::BLOCK_BYTES,
                             gt % F::UNITS, dst[s]);
             }
+        }
+    };
+    // Stage st's weights into dst (AH == 2): the rows' unit lane + 32 st, the tail pairs at
+    // st == full, nothing past it.
+    auto load_stage = [&](int st, typename F::Raw* dst) {
+        if (st < full) {
+            const int gs = lane + 32 * st;
+#pragma unroll
+            for (int i = 0; i < R; ++i)
+                F::load_raw(wr[i] + (u64)(gs / F::UNITS) * F::BLOCK_BYTES, gs % F::UNITS, dst[i]);
+        } else if (st == full) {
+            load_tail(dst);
         }
     };
     // Weight ring (WS > 0): this warp's WS stages × R slots × F::NCH chunks × 32 lanes of 16
@@ -162,6 +179,7 @@ __device__ __forceinline__ void mva_pipe(const u8* __restrict__ W, u64 row_bytes
 #pragma unroll
             for (int i = 0; i < R; ++i) F::finish(nxt[i], cur[i]);
         }
+        if (AH == 2) load_stage(1, nxt);
     }
     // The weights above are no kernel's output: everything after reads or writes the step's
     // buffers (PDL, common.cuh).
@@ -225,6 +243,8 @@ __device__ __forceinline__ void mva_pipe(const u8* __restrict__ W, u64 row_bytes
 #pragma unroll
             for (int i = 0; i < R; ++i) take(it, i, cur[i]);
             issue(it + WS - 1);
+        } else if (AH == 2) {
+            load_stage(it + 2, nx2);
         } else if (it + 1 < full) {
 #pragma unroll
             for (int i = 0; i < R; ++i)
@@ -245,6 +265,10 @@ __device__ __forceinline__ void mva_pipe(const u8* __restrict__ W, u64 row_bytes
         if (WS == 0) {
 #pragma unroll
             for (int i = 0; i < R; ++i) F::finish(nxt[i], cur[i]);
+            if (AH == 2) {
+#pragma unroll
+                for (int i = 0; i < R; ++i) nxt[i] = nx2[i];
+            }
         }
     }
     if (WS > 0) {
@@ -302,13 +326,21 @@ __device__ __forceinline__ void mva_pipe(const u8* __restrict__ W, u64 row_bytes
 // are packed decode rows (rows per warp MVA_R1, at most 8 / NT).
 // WS: the weight ring's stages (MVA_WSTAGES / MVA_WSTAGES_Q6 for the one-token kernels, 0 for
 // packed rows).
-#define MVA_PIPE_KERNEL_WS(NAME, F, STAGE, NT, WS)                                              \
+#define MVA_PIPE_KERNEL_AH(NAME, F, STAGE, NT, WS, AH)                                          \
     extern "C" __global__ void MVA_BOUNDS_T1                                                    \
         NAME(const u8* W, u64 row_bytes, const short* XQ, const float* XS, const int* XSUM,     \
              int K, float* Y, int ldy, int n_out, int n_tok) {                                  \
-        mva_pipe<F, (MVA_R1 * NT <= 8 ? MVA_R1 : 8 / NT), STAGE, NT, WS>(W, row_bytes, XQ, XS,  \
-                                                                         XSUM, K, Y, ldy,       \
-                                                                         n_out);                \
+        mva_pipe<F, (MVA_R1 * NT <= 8 ? MVA_R1 : 8 / NT), STAGE, NT, WS, AH>(                  \
+            W, row_bytes, XQ, XS, XSUM, K, Y, ldy, n_out);                                      \
     }
+#define MVA_PIPE_KERNEL_WS(NAME, F, STAGE, NT, WS) MVA_PIPE_KERNEL_AH(NAME, F, STAGE, NT, WS, 1)
 #define MVA_PIPE_KERNEL(NAME, F, STAGE, NT) MVA_PIPE_KERNEL_WS(NAME, F, STAGE, NT, 0)
+// Units ahead of the one-token Q4_K and Q6_K-P kernels (-DMVA_AHEAD / -DMVA_AHEAD_Q6P from
+// `MUSER_CUDA_MVA_AHEAD` / `MUSER_CUDA_MVA_AHEAD_Q6P`; 1 or 2; 2 needs no weight ring).
+#ifndef MVA_AHEAD
+#define MVA_AHEAD 1
+#endif
+#ifndef MVA_AHEAD_Q6P
+#define MVA_AHEAD_Q6P 1
+#endif
 

@@ -343,7 +343,7 @@ impl<'m> CudaSession<'m> {
             if self.attn_prefill.is_some() { "-mt" } else { "" },
             match self.opts.acts {
                 Acts::A16 if self.opts.pipe => format!(
-                    "pipe{}-rows{}-minb{}{}{}{}{}",
+                    "pipe{}-rows{}-minb{}{}{}{}{}{}",
                     match (self.opts.xsmem, self.reg.stage_async) {
                         (true, false) => "-xsmem",
                         (true, true) => "-xsmem-async",
@@ -360,7 +360,11 @@ impl<'m> CudaSession<'m> {
                         (0, 0) => String::new(),
                         (a, b) => format!("-ring{a}.{b}"),
                     },
-                    if self.opts.q6_pad { "-q6pad" } else { "" }
+                    if self.opts.q6_pad { "-q6pad" } else { "" },
+                    match (self.reg.mva_ahead, self.reg.mva_ahead_q6p) {
+                        (1, 1) => String::new(),
+                        (a, b) => format!("-ahead{a}.{b}"),
+                    }
                 ),
                 Acts::A16 => format!("rows{}-minb{}", self.reg.mva_rows, self.reg.mva_minb),
                 Acts::F32 => "plain".to_string(),
