@@ -246,6 +246,13 @@ impl<'m> CudaSession<'m> {
         if opts.fuse && !fusable && !opts.fuse_explicit {
             opts.fuse = false;
         }
+        if opts.q6_pad && (opts.acts != Acts::A16 || !opts.pipe) {
+            // The repacked copies feed only the pipelined A16 one-token kernels: elsewhere the
+            // switch would upload them and change nothing.
+            return Err(EngineError::Config(
+                "MUSER_CUDA_Q6_PAD=1 needs the A16 pipelined decode kernels (not with MUSER_CUDA_ACTS=f32 or MUSER_CUDA_PIPE=0)".into(),
+            ));
+        }
         if opts.fuse && !fusable {
             return Err(EngineError::Config(format!(
                 "MUSER_CUDA_FUSE=1 needs A16 activations, n_embd <= 8192 and widths that are multiples of 32 (n_embd {}, n_ff {})",
