@@ -456,29 +456,25 @@ fn a16_matvec_case(gpu: &Gpu, reg: &Registry, k: usize) {
             _ => None,
         };
         if let Some(km) = mmv.filter(|_| Registry::mmv_fits(k)) {
-            for nt in 1..=8usize.min(n_tok) {
-                let ym = case.run(gpu, reg, km, reg.mmv_dims(n_out, k), nt);
-                assert_eq!(
-                    bits(&ym),
-                    bits(&y8[..nt * n_out]),
-                    "{ty:?}: {} with {nt} tokens differs from the eight-token kernel",
-                    km.symbol()
-                );
-            }
             // The paired tiles (<= 4 tokens: two units per tile).
             let kpair = if ty == GgmlType::Q4_K {
                 Kernel::MmvPairQ4k
             } else {
                 Kernel::MmvPairQ6k
             };
-            for nt in 1..=MMV_PAIR_MAX_TOKENS.min(n_tok) {
-                let ym = case.run(gpu, reg, kpair, reg.mmv_pair_dims(n_out, k), nt);
-                assert_eq!(
-                    bits(&ym),
-                    bits(&y8[..nt * n_out]),
-                    "{ty:?}: {} with {nt} tokens differs from the eight-token kernel",
-                    kpair.symbol()
-                );
+            for (kern, dims, max_nt) in [
+                (km, reg.mmv_dims(n_out, k), 8),
+                (kpair, reg.mmv_pair_dims(n_out, k), MMV_PAIR_MAX_TOKENS),
+            ] {
+                for nt in 1..=max_nt.min(n_tok) {
+                    let ym = case.run(gpu, reg, kern, dims, nt);
+                    assert_eq!(
+                        bits(&ym),
+                        bits(&y8[..nt * n_out]),
+                        "{ty:?}: {} with {nt} tokens differs from the eight-token kernel",
+                        kern.symbol()
+                    );
+                }
             }
         }
         assert_close(&format!("{ty:?}"), &y8, &case.want, 1e-5, 1e-6);
