@@ -268,6 +268,8 @@ fn a16_matvec_kernels_match_the_cpu_reference() {
 /// activation rows quantized by the device (checked against the CPU), and the f64 reference.
 struct A16Case {
     w: DeviceBuffer,
+    /// The weight rows' bytes on the host (GGUF layout).
+    host: Vec<u8>,
     row_bytes: usize,
     act: A16Dev,
     k: usize,
@@ -299,6 +301,7 @@ impl A16Case {
         A16Case {
             want: f64_products(ty, &w, row_bytes, &xd, k),
             w: upload_bytes(gpu, &w),
+            host: w,
             row_bytes,
             act,
             k,
@@ -398,35 +401,10 @@ fn a16_matvec_case(gpu: &Gpu, reg: &Registry, k: usize) {
                 kp.symbol()
             );
         }
-        // Q6_K: the one-token kernels on the aligned repack (`muser_cuda::q6pad`, odd block
-        // counts included: K = 9984 is 39 blocks) compute the same bits.
+        // Q6_K: every kernel of the aligned repack (`muser_cuda::q6pad`; odd block counts
+        // included: K = 9984 is 39 blocks) computes the Q6_K kernels' bits.
         if ty == GgmlType::Q6_K {
-            let (w, _) = quantized_rows(ty, n_out, k, 7 + ty as u64);
-            let p = muser_cuda::q6pad::repack(&w, n_out, k).expect("repack");
-            let pw = upload_bytes(gpu, &p);
-            for (kern, staged) in [(Kernel::MvsQ6pT1, true), (Kernel::MvpQ6pT1, false)] {
-                let plan = reg.t1_plan(kern, n_out, k, staged);
-                assert_eq!(
-                    plan.staged,
-                    staged,
-                    "{}: staged plan at K = {k}",
-                    kern.symbol()
-                );
-                let yp = case.run_on(
-                    gpu,
-                    reg,
-                    kern,
-                    plan.dims,
-                    1,
-                    (pw.ptr(), muser_cuda::q6pad::row_bytes(k)),
-                );
-                assert_eq!(
-                    bits(&yp),
-                    bits(&y1),
-                    "Q6_K-P: {} differs from the one-token Q6_K kernel at K = {k}",
-                    kern.symbol()
-                );
-            }
+            q6p_case(gpu, reg, &case, (&y1, &y8), n_tok);
         }
         // Packed decode rows (several sequences' tokens in one launch): each token's outputs
         // are the eight-token kernel's, bit for bit, in the launch shape batched decode uses
@@ -482,6 +460,72 @@ fn a16_matvec_case(gpu: &Gpu, reg: &Registry, k: usize) {
     }
 }
 
+/// The Q6_K-P kernels (`muser_cuda::q6pad`, the engine's default Q6_K layout) on the repack of
+/// `case`'s Q6_K rows, each against the GGUF-layout kernels' outputs: `y1` (one token) and
+/// `y8` (`n_tok` tokens, eight-token kernel). Launch shapes as the engine's.
+fn q6p_case(gpu: &Gpu, reg: &Registry, case: &A16Case, (y1, y8): (&[f32], &[f32]), n_tok: usize) {
+    use Kernel::*;
+    let (n_out, k) = (case.n_out, case.k);
+    let p = muser_cuda::q6pad::repack(&case.host, n_out, k).expect("repack");
+    let pw = upload_bytes(gpu, &p);
+    let on_p = (pw.ptr(), muser_cuda::q6pad::row_bytes(k));
+    let check = |kern: Kernel, dims: Dims, nt: usize, want: &[f32]| {
+        let got = case.run_on(gpu, reg, kern, dims, nt, on_p);
+        assert_eq!(
+            bits(&got),
+            bits(want),
+            "Q6_K-P: {} with {nt} tokens differs from the Q6_K kernels at K = {k}",
+            kern.symbol()
+        );
+    };
+    check(MvaQ6pT1, mva_dims(reg, n_out, 1, reg.mva_rows, 1), 1, y1);
+    check(MvaQ6pT8, mva_dims(reg, n_out, n_tok, 1, 8), n_tok, y8);
+    for (kern, staged) in [(MvsQ6pT1, true), (MvpQ6pT1, false)] {
+        let plan = reg.t1_plan(kern, n_out, k, staged);
+        assert_eq!(
+            plan.staged,
+            staged,
+            "{}: staged plan at K = {k}",
+            kern.symbol()
+        );
+        check(kern, plan.dims, 1, y1);
+    }
+    for (kern, nt, staged) in [
+        (MvpQ6pT2, 2, false),
+        (MvsQ6pT2, 2, true),
+        (MvpQ6pT4, 4, false),
+        (MvsQ6pT4, 4, true),
+        (MvpQ6pT8, 8, false),
+        (MvsQ6pT8, 8, true),
+    ] {
+        let plan = reg.packed_plan(n_out, k, nt);
+        if staged && !plan.staged {
+            continue;
+        }
+        let mut dims = plan.dims;
+        if !staged {
+            dims.smem = 0;
+        }
+        check(kern, dims, nt, &y8[..nt * n_out]);
+    }
+    if Registry::mmv_fits(k) {
+        for nt in 1..=8usize.min(n_tok) {
+            check(MmvQ6p, reg.mmv_dims(n_out, k), nt, &y8[..nt * n_out]);
+        }
+        for nt in 1..=MMV_PAIR_MAX_TOKENS.min(n_tok) {
+            check(
+                MmvPairQ6p,
+                reg.mmv_pair_dims(n_out, k),
+                nt,
+                &y8[..nt * n_out],
+            );
+        }
+    }
+    for nt in [n_tok, 2] {
+        check(MmqQ6p, reg.mmq_dims(n_out, nt), nt, &y8[..nt * n_out]);
+    }
+}
+
 /// The tensor-core matmuls (Q4_K, Q6_K) bit-identical to the eight-token dp2a kernels (which
 /// the test above ties to the one-token decode kernels) and close to the f64 reference; two
 /// row tiles and two token tiles, both partial, and a two-token launch.
@@ -517,6 +561,22 @@ fn mmq_kernels_match_the_decode_kernels_bit_for_bit() {
                     ym.iter().zip(&y8).find(|(a, b)| a.to_bits() != b.to_bits())
                 );
                 assert_close(&format!("{ty:?} mmq"), &ym, &case.want, 1e-5, 1e-6);
+                if ty == GgmlType::Q6_K {
+                    let p = muser_cuda::q6pad::repack(&case.host, n_out, k).expect("repack");
+                    let pw = upload_bytes(&gpu, &p);
+                    let yp = case.run_on(
+                        &gpu,
+                        &reg,
+                        Kernel::MmqQ6p,
+                        reg.mmq_dims(n_out, n_tok),
+                        n_tok,
+                        (pw.ptr(), muser_cuda::q6pad::row_bytes(k)),
+                    );
+                    assert!(
+                        bits(&yp) == bits(&ym),
+                        "Q6_K-P mmq K={k} n_tok={n_tok}: differs from mmq_q6_k"
+                    );
+                }
                 eprintln!("{ty:?} mmq: ok ({n_out} rows x {k}, {n_tok} tokens, bit-identical)");
             }
         }

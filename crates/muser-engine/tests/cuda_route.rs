@@ -59,8 +59,8 @@ fn bits(v: &[f32]) -> Vec<u32> {
 
 /// Accuracy against the oracle, and bit-identical logits across runs, chunk sizes, decode graph
 /// vs eager, parallel vs serial capture, fused vs separate quantization, pipelined vs plain
-/// decode kernels, tensor-core vs dp2a prefill matmuls and programmatic dependent launch on or
-/// off — on a prompt that wraps the 16-row window 5 times.
+/// decode kernels, tensor-core vs dp2a prefill matmuls, programmatic dependent launch on or
+/// off and Q6_K weights in Q6_K-P or GGUF's layout — on a prompt that wraps the 16-row window 5 times.
 #[test]
 fn cuda_route_tracks_the_oracle_and_is_deterministic() {
     if !has_device() {
@@ -136,15 +136,27 @@ fn cuda_route_tracks_the_oracle_and_is_deterministic() {
             }),
         ),
         (
-            "Q6_K decode on the aligned repack, chunk 1, decode graph",
-            run_with(&m, &toks, 1, |o| o.q6_pad = true),
+            "Q6_K in GGUF's layout, chunk 512",
+            run_with(&m, &toks, 512, |o| o.q6_pad = false),
         ),
         (
-            "Q6_K decode on the aligned repack, chunk 1, eager, unstaged",
+            "Q6_K in GGUF's layout, chunk 1, decode graph",
+            run_with(&m, &toks, 1, |o| o.q6_pad = false),
+        ),
+        (
+            "Q6_K in GGUF's layout, chunk 1, eager, unstaged",
             run_with(&m, &toks, 1, |o| {
-                o.q6_pad = true;
+                o.q6_pad = false;
                 o.graphs = false;
                 o.xsmem = false;
+            }),
+        ),
+        (
+            "Q6_K in GGUF's layout, plain decode matvec and dp2a prefill, chunk 5",
+            run_with(&m, &toks, 5, |o| {
+                o.q6_pad = false;
+                o.pipe = false;
+                o.mmq = false;
             }),
         ),
         (
@@ -274,9 +286,23 @@ fn batched_decode_equals_each_sequence_alone() {
             "packed, programmatic dependent launch",
             |o: &mut CudaOptions| o.pdl = true,
         ),
+        ("packed, Q6_K in GGUF's layout", |o: &mut CudaOptions| {
+            o.q6_pad = false
+        }),
         (
-            "packed, Q6_K one-token steps on the aligned repack",
-            |o: &mut CudaOptions| o.q6_pad = true,
+            "tensor-core packed rows from two rows, Q6_K in GGUF's layout",
+            |o: &mut CudaOptions| {
+                o.mmv_min = 2;
+                o.q6_pad = false
+            },
+        ),
+        (
+            "paired tensor-core tiles, Q6_K in GGUF's layout",
+            |o: &mut CudaOptions| {
+                o.mmv_min = 2;
+                o.mmv_pair = true;
+                o.q6_pad = false
+            },
         ),
         (
             "tensor-core packed rows from two rows, programmatic dependent launch",

@@ -452,6 +452,13 @@ struct AQ6KP {
     static __device__ __forceinline__ void compute_x(const W& w, int u, const X& x, float* acc) {
         AQ6K::compute_x(w, u, x, acc);
     }
+    template <int NT>
+    static __device__ __forceinline__ void dot(const u8* b, int u, const short* xq, const float* xs,
+                                               const int* xsum, int K, float* acc) {
+        W w;
+        load(b, u, w);
+        AQ6K::compute<NT>(w, u, xq, xs, xsum, K, acc);
+    }
 };
 
 // One 32-value block of signed 8-bit weights (8 words) with scale d, for NT tokens: exact

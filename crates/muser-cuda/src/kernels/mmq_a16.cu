@@ -200,20 +200,33 @@ struct MmqQ6K {
                       (u64)blk * 210;
         win16_load(b + off0, r.w[0]);
         win16_load(b + off1, r.w[1]);
-        // Activation piece q: token q / 8, run g = (q % 8) / 2 (values 128h + 32g + 16pt ..),
-        // half (q % 2) of its 16 quants.
+        fetch_acts(u, XQ, XS, K, n_tok, tok0, r.x, r.xs);
+    }
+    // Unit u's activation pieces and token factors (any Q6_K layout). Piece q: token q / 8,
+    // run g = (q % 8) / 2 (values 128h + 32g + 16pt ..), half (q % 2) of its 16 quants; factor:
+    // thread < 4 * MMQ_BN: token tid / 4, group tid % 4 (group 4h + g).
+    static __device__ __forceinline__ void fetch_acts(int u, const short* XQ, const float* XS,
+                                                      int K, int n_tok, int tok0,
+                                                      uint4 (&x)[MMQ_XPIECES], float& xs) {
+        const int tid = threadIdx.x, blk = u >> 2, h = (u >> 1) & 1, pt = u & 1;
 #pragma unroll
         for (int i = 0; i < MMQ_XPIECES; ++i) {
             const int q = tid + MMQ_THREADS * i;
             const int t = min(tok0 + q / 8, n_tok - 1), gg = (q % 8) >> 1;
-            r.x[i] = *(const uint4*)(XQ + (size_t)t * K + 256 * blk + 128 * h + 32 * gg + 16 * pt +
-                                     8 * (q & 1));
+            x[i] = *(const uint4*)(XQ + (size_t)t * K + 256 * blk + 128 * h + 32 * gg + 16 * pt +
+                                   8 * (q & 1));
         }
-        // Token factors: thread < 4 * MMQ_BN: token tid / 4, group tid % 4 (group 4h + g).
         if (tid < 4 * MMQ_BN) {
             const int t = min(tok0 + tid / 4, n_tok - 1);
-            r.xs = XS[(size_t)t * (K / 32) + 8 * blk + 4 * h + (tid & 3)];
+            xs = XS[(size_t)t * (K / 32) + 8 * blk + 4 * h + (tid & 3)];
         }
+    }
+    static __device__ __forceinline__ void commit_acts(const uint4 (&x)[MMQ_XPIECES], float xs,
+                                                       u32* xsh) {
+        const int tid = threadIdx.x;
+#pragma unroll
+        for (int i = 0; i < MMQ_XPIECES; ++i) commit_x(tid + MMQ_THREADS * i, x[i], xsh);
+        if (tid < 4 * MMQ_BN) ((float*)xsh)[MMQ_XW * (tid / 4) + 32 + (tid & 3)] = xs;
     }
     static __device__ __forceinline__ void commit(int u, const Regs& r, u32* wsh, u32* xsh) {
         const int tid = threadIdx.x, h = (u >> 1) & 1, pt = u & 1, row = tid & (MMQ_BM - 1);
@@ -235,9 +248,7 @@ struct MmqQ6K {
                 q6_scale(d, (i8)((lo >> sh) & 0xFF)), q6_scale(d, (i8)((lo >> (sh + 16)) & 0xFF)),
                 q6_scale(d, (i8)((hi >> sh) & 0xFF)), q6_scale(d, (i8)((hi >> (sh + 16)) & 0xFF)));
         }
-#pragma unroll
-        for (int i = 0; i < MMQ_XPIECES; ++i) commit_x(tid + MMQ_THREADS * i, r.x[i], xsh);
-        if (tid < 4 * MMQ_BN) ((float*)xsh)[MMQ_XW * (tid / 4) + 32 + (tid & 3)] = r.xs;
+        commit_acts(r.x, r.xs, xsh);
     }
     static __device__ __forceinline__ void compute(const u32* wsh, const u32* xsh, int wr, int wt,
                                                    float (&p)[2][MMQ_WN][4]) {
@@ -290,6 +301,51 @@ struct MmqQ6K {
                 }
             }
         }
+    }
+};
+
+// Q6_K-P (muser_cuda::q6pad): a unit's runs are three aligned 16-byte loads, its scales one
+// word in group order, d beside them. Same shared-memory row as MmqQ6K, so its compute (and
+// its activation staging). Threads < MMQ_BM: runs A and H of row t; the others: run B and the
+// scale word + d of row t - 128.
+struct MmqQ6KP : MmqQ6K {
+    struct Regs {
+        uint4 w0, w1;  // threads < MMQ_BM: A, H; others: B, (scale word, d bits, -, -)
+        uint4 x[MMQ_XPIECES];
+        float xs;
+    };
+    static __device__ __forceinline__ void fetch(const u8* W, u64 row_bytes, int n_out, int u,
+                                                 const short* XQ, const float* XS, const int* XSUM,
+                                                 int K, int n_tok, int row0, int tok0, Regs& r) {
+        const int tid = threadIdx.x, blk = u >> 2, c = u & 3, e = blk & 1;
+        const u8* p = W + (u64)min(row0 + (tid & (MMQ_BM - 1)), n_out - 1) * row_bytes +
+                      (u64)(blk >> 1) * 432;
+        const uint4* run = (const uint4*)(p + 192 * e + 48 * c);
+        if (tid < MMQ_BM) {
+            r.w0 = __ldg(run);
+            r.w1 = __ldg(run + 2);
+        } else {
+            r.w0 = __ldg(run + 1);
+            r.w1 = make_uint4(__ldg((const u32*)(p + 384 + 16 * e + 4 * c)),
+                              (u32)__ldg((const unsigned short*)(p + 416 + 2 * e)), 0u, 0u);
+        }
+        fetch_acts(u, XQ, XS, K, n_tok, tok0, r.x, r.xs);
+    }
+    static __device__ __forceinline__ void commit(int u, const Regs& r, u32* wsh, u32* xsh) {
+        const int tid = threadIdx.x;
+        u32* dst = wsh + WW * (tid & (MMQ_BM - 1));
+        if (tid < MMQ_BM) {
+            *(uint4*)dst = r.w0;
+            *(uint4*)(dst + 8) = r.w1;
+        } else {
+            *(uint4*)(dst + 4) = r.w0;
+            const float d = h2f((u16)r.w1.y);
+            const u32 s = r.w1.x;
+            *(float4*)(dst + 12) = make_float4(
+                q6_scale(d, (i8)(s & 0xFF)), q6_scale(d, (i8)((s >> 8) & 0xFF)),
+                q6_scale(d, (i8)((s >> 16) & 0xFF)), q6_scale(d, (i8)(s >> 24)));
+        }
+        commit_acts(r.x, r.xs, xsh);
     }
 };
 
@@ -354,3 +410,4 @@ __device__ __forceinline__ void mmq_body(const u8* __restrict__ W, u64 row_bytes
 
 MMQ_KERNEL(mmq_q4_k, MmqQ4K)
 MMQ_KERNEL(mmq_q6_k, MmqQ6K)
+MMQ_KERNEL(mmq_q6p, MmqQ6KP)

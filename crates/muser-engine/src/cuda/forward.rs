@@ -93,7 +93,7 @@ impl<'m> CudaSession<'m> {
         n: usize,
         packed: bool,
     ) -> Result<(), CudaError> {
-        let ks = kernels_for(m.ty).expect("checked at upload");
+        let ks = m.kernels().expect("checked at upload");
         let a16 = self.opts.acts == Acts::A16;
         let packed_mm = packed && n > 1 && a16 && self.opts.batch_mm == BatchMm::Packed;
         if let Some((km, kpair)) = ks
@@ -137,28 +137,6 @@ impl<'m> CudaSession<'m> {
         {
             // The pipelined one-token kernel, staged where its shared memory fits
             // (`Registry::t1_plan`; wider inputs take the unstaged twin — same numbers).
-            // Q6_K with `q6_pad`: the same kernel on the aligned repack.
-            if let Some((ptr, row_bytes)) = m.pad.filter(|_| self.opts.q6_pad) {
-                let p = DevMatrix {
-                    ptr,
-                    row_bytes,
-                    ..*m
-                };
-                let plan = self
-                    .reg
-                    .t1_plan(Kernel::MvpQ6pT1, m.n_out, m.n_in, self.opts.xsmem);
-                let kern = if plan.staged {
-                    Kernel::MvsQ6pT1
-                } else {
-                    Kernel::MvpQ6pT1
-                };
-                return launch(
-                    self.f(kern),
-                    plan.dims,
-                    s,
-                    self.a16_args(&p, 0, (y, ldy), 1),
-                );
-            }
             let plan = self.reg.t1_plan(ks_pipe, m.n_out, m.n_in, self.opts.xsmem);
             let kern = if plan.staged { ks_staged } else { ks_pipe };
             return launch(self.f(kern), plan.dims, s, self.a16_args(m, 0, (y, ldy), 1));
@@ -167,8 +145,8 @@ impl<'m> CudaSession<'m> {
         let (k, nt) = match (n, a16) {
             (1, true) => (ks.a16_t1, 1),
             (_, true) => (mmq.unwrap_or(ks.a16_t8), 8),
-            (1, false) => (ks.t1, 1),
-            (_, false) => (ks.t8, 8),
+            (1, false) => (ks.t1.ok_or_else(|| f32_layout(m))?, 1),
+            (_, false) => (ks.t8.ok_or_else(|| f32_layout(m))?, 8),
         };
         let warps = if a16 { self.reg.mva_warps } else { MV_WARPS };
         let rows_per_block = if a16 && nt == 1 {
@@ -322,8 +300,8 @@ impl<'m> CudaSession<'m> {
         let fuse = self.opts.fuse;
         prof.begin(s)?;
         let kemb = kernels_for(w.token_embd.ty)
-            .expect("checked at upload")
-            .embed;
+            .and_then(|k| k.embed)
+            .expect("checked at upload (the token table is in GGUF's layout)");
         launch(
             self.f(kemb),
             rows_dims(256),
@@ -649,4 +627,12 @@ impl<'m> CudaSession<'m> {
             args.ptr(b.xq.ptr()).ptr(b.xs.ptr()).ptr(b.xsum.ptr()),
         )
     }
+}
+
+/// The f32 route reads GGUF's layouts only (the session refuses Q6_K-P with it).
+fn f32_layout(m: &DevMatrix) -> CudaError {
+    CudaError::Invalid(format!(
+        "a {:?} matrix in Q6_K-P reached the f32-activation route",
+        m.ty
+    ))
 }

@@ -110,6 +110,29 @@ pub struct CudaSession<'m> {
     pub load_report: String,
 }
 
+/// The registry's Q6_K kernel switches act on one layout each: a switch for the layout the
+/// session does not use would change nothing, so it is refused.
+fn check_q6_switches(reg: &Registry, q6_pad: bool) -> Result<(), EngineError> {
+    let unused = if q6_pad {
+        [
+            (reg.mva_wstages_q6 != 0, "MUSER_CUDA_MVA_WSTAGES_Q6"),
+            (!reg.q6_lazy, "MUSER_CUDA_Q6_LAZY=0"),
+        ]
+        .into_iter()
+        .find(|(set, _)| *set)
+        .map(|(_, name)| (name, "GGUF's Q6_K layout (with MUSER_CUDA_Q6_PAD=0)"))
+    } else {
+        (reg.mva_ahead_q6p != 1)
+            .then_some(("MUSER_CUDA_MVA_AHEAD_Q6P", "Q6_K-P (MUSER_CUDA_Q6_PAD)"))
+    };
+    match unused {
+        Some((name, layout)) => Err(EngineError::Config(format!(
+            "{name} applies to {layout} kernels only: this session would not run them"
+        ))),
+        None => Ok(()),
+    }
+}
+
 fn bytes_f32(n: usize) -> usize {
     n * 4
 }
@@ -246,12 +269,14 @@ impl<'m> CudaSession<'m> {
         if opts.fuse && !fusable && !opts.fuse_explicit {
             opts.fuse = false;
         }
-        if opts.q6_pad && (opts.acts != Acts::A16 || !opts.pipe) {
-            // The repacked copies feed only the pipelined A16 one-token kernels: elsewhere the
-            // switch would upload them and change nothing.
-            return Err(EngineError::Config(
-                "MUSER_CUDA_Q6_PAD=1 needs the A16 pipelined decode kernels (not with MUSER_CUDA_ACTS=f32 or MUSER_CUDA_PIPE=0)".into(),
-            ));
+        if opts.q6_pad && opts.acts != Acts::A16 {
+            // Q6_K-P has A16 kernels only: the f32 route keeps GGUF's layout.
+            if opts.q6_pad_explicit {
+                return Err(EngineError::Config(
+                    "MUSER_CUDA_Q6_PAD=1 needs A16 activations (not MUSER_CUDA_ACTS=f32)".into(),
+                ));
+            }
+            opts.q6_pad = false;
         }
         if opts.fuse && !fusable {
             return Err(EngineError::Config(format!(
@@ -284,6 +309,7 @@ impl<'m> CudaSession<'m> {
             }
         }
         let reg = Registry::build_modules(&gpu, &modules)?;
+        check_q6_switches(&reg, opts.q6_pad)?;
         let t = Instant::now();
         let w = weights::upload(&gpu, model, progress, opts.q6_pad)?;
         let up = t.elapsed().as_secs_f64();
@@ -343,14 +369,15 @@ impl<'m> CudaSession<'m> {
     /// What produced the numbers: route parameters and the kernel registry's SHA-256.
     pub fn route_identity(&self) -> String {
         format!(
-            "cuda:acts={},kv=f16,attn=f32/s{}h{}{},mv={},mm={}{},fuse={},act_math={},graph={}{},mode={},kernels={}",
+            "cuda:acts={},w={},kv=f16,attn=f32/s{}h{}{},mv={},mm={}{},fuse={},act_math={},graph={}{},mode={},kernels={}",
             self.opts.acts.name(),
+            if self.opts.q6_pad { "q6p" } else { "gguf" },
             self.opts.attn_super,
             self.attn_hpb(),
             if self.attn_prefill.is_some() { "-mt" } else { "" },
             match self.opts.acts {
                 Acts::A16 if self.opts.pipe => format!(
-                    "pipe{}-rows{}-minb{}{}{}{}{}{}",
+                    "pipe{}-rows{}-minb{}{}{}{}{}",
                     match (self.opts.xsmem, self.reg.stage_async) {
                         (true, false) => "-xsmem",
                         (true, true) => "-xsmem-async",
@@ -367,7 +394,6 @@ impl<'m> CudaSession<'m> {
                         (0, 0) => String::new(),
                         (a, b) => format!("-ring{a}.{b}"),
                     },
-                    if self.opts.q6_pad { "-q6pad" } else { "" },
                     match (self.reg.mva_ahead, self.reg.mva_ahead_q6p) {
                         (1, 1) => String::new(),
                         (a, b) => format!("-ahead{a}.{b}"),

@@ -77,11 +77,14 @@ pub struct CudaOptions {
     /// weight loads, and wait for it (`griddepcontrol.wait`) before touching anything it
     /// wrote (`Gpu::set_pdl`). Timing only: the same kernels and arithmetic.
     pub pdl: bool,
-    /// One-token decode of Q6_K matrices on an aligned repack (`MUSER_CUDA_Q6_PAD=1`, default
-    /// off; `muser_cuda::q6pad`): a second copy of every Q6_K matrix in the arena (+1.03× its
-    /// bytes), read by `mvs_q6p_t1` / `mvp_q6p_t1` — three aligned 16-byte loads per unit
-    /// instead of eight windowed ones, 113 instead of 168 registers. Same arithmetic.
+    /// Q6_K matmul weights on the device in the aligned repack Q6_K-P (`muser_cuda::q6pad`;
+    /// default on with A16 activations, `MUSER_CUDA_Q6_PAD=0` keeps GGUF's layout): every A16
+    /// kernel reads it (`q6p_kernels`) — a decode unit is three aligned 16-byte loads instead
+    /// of eight windowed ones, 113 instead of 168 registers (H200: tg128 135.1 vs 124.8,
+    /// docs/cuda.md). 1.03× the Q6_K bytes, one copy. Same arithmetic, bit for bit.
     pub q6_pad: bool,
+    /// `MUSER_CUDA_Q6_PAD` was set (to 1: then the f32 route refuses it instead of leaving it off).
+    pub q6_pad_explicit: bool,
 }
 
 /// The matmul kernels of a packed decode step.
@@ -142,7 +145,8 @@ impl CudaOptions {
             mmv_min: env_usize("MUSER_CUDA_MMV_MIN").unwrap_or(3),
             mmv_pair: std::env::var("MUSER_CUDA_MMV_PAIR").as_deref() == Ok("1"),
             pdl: std::env::var("MUSER_CUDA_PDL").as_deref() == Ok("1"),
-            q6_pad: std::env::var("MUSER_CUDA_Q6_PAD").as_deref() == Ok("1"),
+            q6_pad: std::env::var("MUSER_CUDA_Q6_PAD").as_deref() != Ok("0"),
+            q6_pad_explicit: std::env::var("MUSER_CUDA_Q6_PAD").is_ok(),
             batch_mm: match std::env::var("MUSER_CUDA_BATCH_MM").as_deref() {
                 Ok("mmq") => BatchMm::Mmq,
                 Err(_) | Ok("packed") => BatchMm::Packed,

@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# One device call for the Q6_K-P default (`MUSER_CUDA_Q6_PAD`, on unless 0): the CUDA tests
+# (every binary of .device/tests), the kernel times per layer (`mvb_bench`, one-token and packed
+# passes, tensor-core rows, with and without --q6pad), then end to end on the full-size forge
+# (after `scripts/device/cuda-setup.sh`), Q6_PAD 0 and 1 alternating: tg128, pp512, and tg64 at
+# 4 and 8 rows. Usage: bash scripts/device/q6p-ab.sh OUTDIR   (TESTS=0 skips the tests)
+set -uo pipefail
+out=${1:?outdir}
+M=.device/muser
+if [ "${TESTS:-1}" = 1 ]; then
+  MUSER_CUDA_DEADLINE_S=60 timeout 300 bash scripts/device/cuda-tests.sh > "$out/tests.txt" 2>&1
+  echo "tests rc=$?"
+  grep -E "^== |test result|panicked|FAILED|differ" "$out/tests.txt" | head -40
+fi
+for f in "" "--q6pad"; do
+  echo "== mvb_bench $f"
+  timeout 90 .device/mvb_bench $f 2>&1 | grep -E "^nt |Q6"
+  echo "== mvb_bench --mmv $f"
+  timeout 90 .device/mvb_bench --mmv $f 2>&1 | grep -E "^nt "
+done
+while [ ! -f $HOME/forge.done ]; do sleep 2; done
+for rep in 1 2; do
+  for v in 0 1; do
+    echo "== Q6_PAD=$v (rep $rep)"
+    MUSER_CUDA_Q6_PAD=$v $M bench -m $HOME/full.gguf --backend cuda -p 512 -n 128 -r 2 2>&1 | grep -E "pp512|tg128|route"
+  done
+done
+for v in 0 1; do
+  echo "== Q6_PAD=$v batched"
+  MUSER_CUDA_Q6_PAD=$v $M bench -m $HOME/full.gguf --backend cuda -p '' -n 64 -b 1,4,8 -r 2 2>&1 | grep -E "tg64|rows|x"
+done
