@@ -18,6 +18,14 @@ template <int XP>
 __device__ __forceinline__ int xoff(int v) {
     return XP == 64 ? v : (v >> 6) * XP + (v & 63);
 }
+// A format's activation side: the quants' element type and the padded stride (elements per 64
+// values) of the decode kernels' shared-memory copy. A16 (int16, 72) unless specialized (the
+// A8 formats, formats_a8.cuh: int8, 80 — 16 bytes of pad per 64, as here).
+template <class F>
+struct XType {
+    typedef short T;
+    static const int PAD = 72;
+};
 
 // 16 bytes at a 2-byte-aligned address as four little-endian words. Two forms (the A/B switch
 // MUSER_CUDA_LD16, -DMUSER_LD16_WINDOW): "words", five aligned 4-byte loads + funnel shifts
