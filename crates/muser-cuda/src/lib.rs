@@ -3,8 +3,10 @@
 //!
 //! - `device`: probing and opening a GPU (the driver library is loaded at run time, so builds
 //!   and CI work without CUDA), device buffers, events and bounded waits;
-//! - `registry`: the typed kernel list, compiled by NVRTC at init into one registry (route
-//!   identity = SHA-256 over every compiled module and its options);
+//! - `compile`: the kernel modules (`.cu` families) and their NVRTC compilation, with each
+//!   module's identity (SHA-256 over compiler version, options and source);
+//! - `registry`: the typed kernel list, compiled at init into one registry (route identity =
+//!   SHA-256 over every compiled module's identity);
 //! - `launch`: kernel argument packing and launches;
 //! - `graph`: stream capture into CUDA graphs, parallel branches, replay;
 //! - `arena`: the device weight arena (one allocation, tensors as offsets);
@@ -16,6 +18,7 @@
 //! `include_str!`. The model layer (`muser-engine`) composes these pieces into a forward pass.
 
 pub mod arena;
+pub mod compile;
 pub mod device;
 pub mod error;
 pub mod graph;

@@ -1,9 +1,9 @@
 //! The typed kernel registry. Every kernel Muser launches is a `Kernel` variant, defined once
 //! here with its module (`.cu` family) and symbol. `Registry::build` compiles every module the
 //! engine launches from (`Module::ENGINE`; `Registry::build_modules` picks others) with NVRTC
-//! for the device's architecture — strict, and where the module allows it also fast-math —
-//! loads every kernel of it, and fingerprints each compiled module (SHA-256 over the options
-//! and the PTX). A compile or load failure is a typed error naming the module or kernel with
+//! for the device's architecture (`compile`) — strict, and where the module allows it also
+//! fast-math — loads every kernel of it, and keeps each compiled module's identity (SHA-256
+//! over the compiler version, options and source; `compile::Compiled`). A compile or load failure is a typed error naming the module or kernel with
 //! the NVRTC log; asking for a kernel/math pair that was never built is a programming error and
 //! panics (fail closed: there is no fallback kernel).
 
@@ -12,134 +12,12 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use cudarc::driver::{CudaFunction, CudaModule};
-use cudarc::nvrtc::{compile_ptx_with_opts, CompileError, CompileOptions, Ptx};
 use sha2::{Digest, Sha256};
 
+use crate::compile::hex;
+pub use crate::compile::{compile_module, nvrtc_present, nvrtc_version, Compiled, Math, Module};
 use crate::device::Gpu;
 use crate::error::CudaError;
-
-const COMMON: &str = include_str!("kernels/common.cuh");
-const FORMATS: &str = include_str!("kernels/formats.cuh");
-const FORMATS_A16: &str = include_str!("kernels/formats_a16.cuh");
-const MATVEC_PIPE: &str = include_str!("kernels/matvec_pipe.cuh");
-const MMA_INT8: &str = include_str!("kernels/mma_int8.cuh");
-
-/// Numerics of a compiled module variant.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum Math {
-    /// IEEE division/sqrt, no automatic FMA contraction (`--fmad=false`), denormals kept.
-    Strict,
-    /// `--use_fast_math`.
-    Fast,
-}
-
-impl Math {
-    pub fn label(self) -> &'static str {
-        match self {
-            Math::Strict => "strict",
-            Math::Fast => "fast",
-        }
-    }
-    fn options(self) -> Vec<String> {
-        match self {
-            Math::Strict => vec![
-                "--fmad=false".into(),
-                "--prec-div=true".into(),
-                "--prec-sqrt=true".into(),
-                "--ftz=false".into(),
-            ],
-            Math::Fast => vec!["--use_fast_math".into()],
-        }
-    }
-}
-
-/// One `.cu` kernel family.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum Module {
-    Matvec,
-    MatvecA16,
-    /// Packed decode rows (benchmark and tests only until batched decode uses them; not in
-    /// [`Module::ENGINE`], so the engine's start-up does not compile it).
-    MatvecPacked,
-    MmqA16,
-    /// Packed decode rows on the tensor cores (built with [`Module::MatvecPacked`], for
-    /// sessions with several sequences).
-    MmvA16,
-    Norm,
-    Rope,
-    Attention,
-    Elementwise,
-}
-
-impl Module {
-    /// Every module.
-    pub const ALL: [Module; 9] = [
-        Module::Matvec,
-        Module::MatvecA16,
-        Module::MatvecPacked,
-        Module::MmqA16,
-        Module::MmvA16,
-        Module::Norm,
-        Module::Rope,
-        Module::Attention,
-        Module::Elementwise,
-    ];
-    /// The modules the engine launches from ([`Registry::build`]).
-    pub const ENGINE: [Module; 7] = [
-        Module::Matvec,
-        Module::MatvecA16,
-        Module::MmqA16,
-        Module::Norm,
-        Module::Rope,
-        Module::Attention,
-        Module::Elementwise,
-    ];
-    pub fn file(self) -> &'static str {
-        match self {
-            Module::Matvec => "matvec.cu",
-            Module::MatvecA16 => "matvec_a16.cu",
-            Module::MatvecPacked => "matvec_packed.cu",
-            Module::MmqA16 => "mmq_a16.cu",
-            Module::MmvA16 => "mmv_a16.cu",
-            Module::Norm => "norm.cu",
-            Module::Rope => "rope.cu",
-            Module::Attention => "attention.cu",
-            Module::Elementwise => "elementwise.cu",
-        }
-    }
-    /// Full source as compiled (shared headers first).
-    pub fn source(self) -> String {
-        let body = match self {
-            Module::Matvec => include_str!("kernels/matvec.cu"),
-            Module::MatvecA16 => include_str!("kernels/matvec_a16.cu"),
-            Module::MatvecPacked => include_str!("kernels/matvec_packed.cu"),
-            Module::MmqA16 => include_str!("kernels/mmq_a16.cu"),
-            Module::MmvA16 => include_str!("kernels/mmv_a16.cu"),
-            Module::Norm => include_str!("kernels/norm.cu"),
-            Module::Rope => include_str!("kernels/rope.cu"),
-            Module::Attention => include_str!("kernels/attention.cu"),
-            Module::Elementwise => include_str!("kernels/elementwise.cu"),
-        };
-        let formats = match self {
-            Module::Matvec => FORMATS,
-            Module::MatvecA16 | Module::MatvecPacked => {
-                return format!("{COMMON}\n{FORMATS_A16}\n{MATVEC_PIPE}\n{body}")
-            }
-            Module::MmqA16 | Module::MmvA16 => {
-                return format!("{COMMON}\n{FORMATS_A16}\n{MMA_INT8}\n{body}")
-            }
-            _ => "",
-        };
-        format!("{COMMON}\n{formats}\n{body}")
-    }
-    /// The math variants this module is compiled in.
-    pub fn maths(self) -> &'static [Math] {
-        match self {
-            Module::Elementwise => &[Math::Strict, Math::Fast],
-            _ => &[Math::Strict],
-        }
-    }
-}
 
 macro_rules! kernels {
     ($($v:ident => $m:ident, $sym:literal;)*) => {
@@ -215,8 +93,12 @@ pub struct CompiledModule {
     pub module: Module,
     pub math: Math,
     pub options: Vec<String>,
-    /// SHA-256 (hex) over options and PTX.
+    /// The module's identity: SHA-256 (hex) over the NVRTC version, the options and the full
+    /// source — what was compiled, the same in every run of a build (`compile_module`).
     pub sha256: String,
+    /// SHA-256 (hex) of the PTX NVRTC returned this time: diagnostic only, it may differ
+    /// between processes for the same source and options (see `compile_module`).
+    pub ptx_sha256: String,
     pub compile_ms: f64,
     pub ptx_bytes: usize,
 }
@@ -473,8 +355,8 @@ impl Registry {
                     extra.push(format!("-DMVA_AHEAD={mva_ahead}"));
                     extra.push(format!("-DMVA_AHEAD_Q6P={mva_ahead_q6p}"));
                 }
-                let (ptx, options, sha256, ptx_bytes) =
-                    compile_module(m, math, arch, &src, &extra)?;
+                let c = compile_module(m, math, arch, &src, &extra)?;
+                let (ptx, options, sha256, ptx_bytes) = (c.ptx, c.options, c.sha256, c.ptx_bytes);
                 let module = gpu.ctx().load_module(ptx).map_err(|e| CudaError::Load {
                     module: m.file().into(),
                     kernel: "(module)".into(),
@@ -522,6 +404,7 @@ impl Registry {
                     math,
                     options,
                     sha256,
+                    ptx_sha256: c.ptx_sha256,
                     compile_ms: t.elapsed().as_secs_f64() * 1e3,
                     ptx_bytes,
                 });
@@ -595,35 +478,6 @@ pub struct PackedPlan {
 
 /// Compile one module variant to PTX (no device needed). Returns the PTX, the full option list
 /// (architecture included), the fingerprint and the PTX size.
-pub fn compile_module(
-    m: Module,
-    math: Math,
-    arch: &'static str,
-    src: &str,
-    extra: &[String],
-) -> Result<(Ptx, Vec<String>, String, usize), CudaError> {
-    let mut options = math.options();
-    options.extend(extra.iter().cloned());
-    options.push("-std=c++17".into());
-    options.push(format!("-DMUSER_MATH_{}", math.label().to_uppercase()));
-    let opts = CompileOptions {
-        arch: Some(arch),
-        options: options.clone(),
-        name: Some(format!("{}[{}]", m.file(), math.label())),
-        ..Default::default()
-    };
-    let ptx = compile_ptx_with_opts(src, opts).map_err(|e| compile_error(m, &options, e))?;
-    let text = ptx.to_src();
-    options.push(format!("--gpu-architecture={arch}"));
-    let mut h = Sha256::new();
-    for o in &options {
-        h.update(o.as_bytes());
-        h.update([0]);
-    }
-    h.update(text.as_bytes());
-    Ok((ptx, options, hex(&h.finalize()), text.len()))
-}
-
 /// A numeric compile-time switch: `name` unset gives `default`; otherwise one of `allowed`.
 fn env_choice(name: &str, default: u32, allowed: &[u32]) -> Result<u32, CudaError> {
     match std::env::var(name) {
@@ -666,28 +520,6 @@ fn ld16_from_env() -> Result<bool, CudaError> {
     }
 }
 
-/// Whether the NVRTC library can be loaded (kernels can be compiled without a device).
-pub fn nvrtc_present() -> bool {
-    // SAFETY: only tries to dlopen the library.
-    unsafe { cudarc::nvrtc::sys::is_culib_present() }
-}
-
-fn compile_error(m: Module, options: &[String], e: CompileError) -> CudaError {
-    let log = match &e {
-        CompileError::CompileError { log, .. } => log.to_string_lossy().into_owned(),
-        other => format!("{other:?}"),
-    };
-    CudaError::Compile {
-        module: m.file().into(),
-        options: options.join(" "),
-        log,
-    }
-}
-
-pub(crate) fn hex(b: &[u8]) -> String {
-    b.iter().map(|x| format!("{x:02x}")).collect()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -705,80 +537,6 @@ mod tests {
                 k.module().file()
             );
         }
-    }
-
-    /// Every module variant compiles with NVRTC for sm_90a and defines every kernel symbol the
-    /// registry lists. Needs only libnvrtc (no GPU); CI installs it from PyPI
-    /// (`nvidia-cuda-nvrtc`), elsewhere the test says loudly that it skipped.
-    #[test]
-    fn every_module_compiles_with_nvrtc() {
-        if !nvrtc_present() {
-            eprintln!("skipping: NVRTC (libnvrtc.so) not loadable; kernels not compiled");
-            if std::env::var("MUSER_REQUIRE_NVRTC").as_deref() == Ok("1") {
-                panic!("MUSER_REQUIRE_NVRTC=1 but libnvrtc is not loadable");
-            }
-            return;
-        }
-        for m in Module::ALL {
-            for &math in m.maths() {
-                let (ptx, _, sha, _) = compile_module(m, math, "sm_90a", &m.source(), &[])
-                    .unwrap_or_else(|e| panic!("{e}"));
-                let text = ptx.to_src();
-                for &k in Kernel::ALL.iter().filter(|k| k.module() == m) {
-                    assert!(
-                        text.contains(&format!(".entry {}(", k.symbol())),
-                        "{}[{}]: no entry {}",
-                        m.file(),
-                        math.label(),
-                        k.symbol()
-                    );
-                }
-                // Every entry point waits for its predecessor (programmatic dependent launch,
-                // common.cuh): without the wait the `MUSER_CUDA_PDL` launch attribute would let
-                // it race the previous kernel.
-                for body in text.split(".entry ").skip(1) {
-                    let name = body.split('(').next().unwrap_or("?");
-                    assert!(
-                        body.contains("griddepcontrol.wait"),
-                        "{}[{}]: entry {name} never calls pdl_wait",
-                        m.file(),
-                        math.label()
-                    );
-                }
-                assert_eq!(sha.len(), 64);
-            }
-        }
-        // The A/B variants of the decode matvec module compile too.
-        let m = Module::MatvecA16;
-        let extra = [
-            "-DMVA_R1=2".to_string(),
-            "-DMVA_MINB=6".to_string(),
-            "-DMVA_WARPS=8".to_string(),
-            "-DMUSER_LD16_WINDOW=0".to_string(),
-            "-DMVA_Q6_LAZY=0".to_string(),
-            "-DMVA_STAGE_ASYNC=1".to_string(),
-            "-DMVA_WSTAGES=3".to_string(),
-            "-DMVA_WSTAGES_Q6=2".to_string(),
-            "-DMVA_AHEAD_Q6P=2".to_string(),
-        ];
-        compile_module(m, Math::Strict, "sm_90a", &m.source(), &extra)
-            .unwrap_or_else(|e| panic!("{e}"));
-        compile_module(
-            m,
-            Math::Strict,
-            "sm_90a",
-            &m.source(),
-            &["-DMVA_AHEAD=2".to_string()],
-        )
-        .unwrap_or_else(|e| panic!("{e}"));
-        let m = Module::MmqA16;
-        let extra = [
-            "-DMMQ_WN=2".to_string(),
-            "-DMMQ_MINB=2".to_string(),
-            "-DMMQ_CVT=0".to_string(),
-        ];
-        compile_module(m, Math::Strict, "sm_90a", &m.source(), &extra)
-            .unwrap_or_else(|e| panic!("{e}"));
     }
 
     #[test]

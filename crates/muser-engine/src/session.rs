@@ -137,7 +137,7 @@ impl<'m> Session<'m> {
         }
     }
 
-    /// Per compiled kernel module: `file[math] sha256` (CUDA only).
+    /// Per compiled kernel module: `file[math] identity (PTX sha, ms, options)` (CUDA only).
     pub fn module_fingerprints(&self) -> Vec<String> {
         match self {
             Session::Cpu(_) => Vec::new(),
@@ -147,10 +147,11 @@ impl<'m> Session<'m> {
                 .iter()
                 .map(|m| {
                     format!(
-                        "{}[{}] {} ({} ms, {})",
+                        "{}[{}] {} (PTX {}, {} ms, {})",
                         m.module.file(),
                         m.math.label(),
                         m.sha256,
+                        &m.ptx_sha256[..16],
                         m.compile_ms.round(),
                         m.options.join(" ")
                     )

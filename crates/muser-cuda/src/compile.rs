@@ -1,0 +1,331 @@
+//! Kernel modules and their compilation: the `.cu` families (`Module`, each with its embedded
+//! source and shared headers), their numerics variants (`Math`), and `compile_module` — NVRTC
+//! to PTX, with the module's identity (SHA-256 over the compiler version, options and source).
+//! No device needed: CI compiles every module (`every_module_compiles_with_nvrtc`). Loading
+//! the PTX and the kernel list are `registry`'s.
+
+use cudarc::nvrtc::{compile_ptx_with_opts, CompileError, CompileOptions, Ptx};
+use sha2::{Digest, Sha256};
+
+use crate::error::CudaError;
+
+const COMMON: &str = include_str!("kernels/common.cuh");
+const FORMATS: &str = include_str!("kernels/formats.cuh");
+const FORMATS_A16: &str = include_str!("kernels/formats_a16.cuh");
+const MATVEC_PIPE: &str = include_str!("kernels/matvec_pipe.cuh");
+const MMA_INT8: &str = include_str!("kernels/mma_int8.cuh");
+
+/// Numerics of a compiled module variant.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Math {
+    /// IEEE division/sqrt, no automatic FMA contraction (`--fmad=false`), denormals kept.
+    Strict,
+    /// `--use_fast_math`.
+    Fast,
+}
+
+impl Math {
+    pub fn label(self) -> &'static str {
+        match self {
+            Math::Strict => "strict",
+            Math::Fast => "fast",
+        }
+    }
+    fn options(self) -> Vec<String> {
+        match self {
+            Math::Strict => vec![
+                "--fmad=false".into(),
+                "--prec-div=true".into(),
+                "--prec-sqrt=true".into(),
+                "--ftz=false".into(),
+            ],
+            Math::Fast => vec!["--use_fast_math".into()],
+        }
+    }
+}
+
+/// One `.cu` kernel family.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Module {
+    Matvec,
+    MatvecA16,
+    /// Packed decode rows (benchmark and tests only until batched decode uses them; not in
+    /// [`Module::ENGINE`], so the engine's start-up does not compile it).
+    MatvecPacked,
+    MmqA16,
+    /// Packed decode rows on the tensor cores (built with [`Module::MatvecPacked`], for
+    /// sessions with several sequences).
+    MmvA16,
+    Norm,
+    Rope,
+    Attention,
+    Elementwise,
+}
+
+impl Module {
+    /// Every module.
+    pub const ALL: [Module; 9] = [
+        Module::Matvec,
+        Module::MatvecA16,
+        Module::MatvecPacked,
+        Module::MmqA16,
+        Module::MmvA16,
+        Module::Norm,
+        Module::Rope,
+        Module::Attention,
+        Module::Elementwise,
+    ];
+    /// The modules the engine launches from ([`Registry::build`]).
+    pub const ENGINE: [Module; 7] = [
+        Module::Matvec,
+        Module::MatvecA16,
+        Module::MmqA16,
+        Module::Norm,
+        Module::Rope,
+        Module::Attention,
+        Module::Elementwise,
+    ];
+    pub fn file(self) -> &'static str {
+        match self {
+            Module::Matvec => "matvec.cu",
+            Module::MatvecA16 => "matvec_a16.cu",
+            Module::MatvecPacked => "matvec_packed.cu",
+            Module::MmqA16 => "mmq_a16.cu",
+            Module::MmvA16 => "mmv_a16.cu",
+            Module::Norm => "norm.cu",
+            Module::Rope => "rope.cu",
+            Module::Attention => "attention.cu",
+            Module::Elementwise => "elementwise.cu",
+        }
+    }
+    /// Full source as compiled (shared headers first).
+    pub fn source(self) -> String {
+        let body = match self {
+            Module::Matvec => include_str!("kernels/matvec.cu"),
+            Module::MatvecA16 => include_str!("kernels/matvec_a16.cu"),
+            Module::MatvecPacked => include_str!("kernels/matvec_packed.cu"),
+            Module::MmqA16 => include_str!("kernels/mmq_a16.cu"),
+            Module::MmvA16 => include_str!("kernels/mmv_a16.cu"),
+            Module::Norm => include_str!("kernels/norm.cu"),
+            Module::Rope => include_str!("kernels/rope.cu"),
+            Module::Attention => include_str!("kernels/attention.cu"),
+            Module::Elementwise => include_str!("kernels/elementwise.cu"),
+        };
+        let formats = match self {
+            Module::Matvec => FORMATS,
+            Module::MatvecA16 | Module::MatvecPacked => {
+                return format!("{COMMON}\n{FORMATS_A16}\n{MATVEC_PIPE}\n{body}")
+            }
+            Module::MmqA16 | Module::MmvA16 => {
+                return format!("{COMMON}\n{FORMATS_A16}\n{MMA_INT8}\n{body}")
+            }
+            _ => "",
+        };
+        format!("{COMMON}\n{formats}\n{body}")
+    }
+    /// The math variants this module is compiled in.
+    pub fn maths(self) -> &'static [Math] {
+        match self {
+            Module::Elementwise => &[Math::Strict, Math::Fast],
+            _ => &[Math::Strict],
+        }
+    }
+}
+
+pub fn compile_module(
+    m: Module,
+    math: Math,
+    arch: &'static str,
+    src: &str,
+    extra: &[String],
+) -> Result<Compiled, CudaError> {
+    let mut options = math.options();
+    options.extend(extra.iter().cloned());
+    options.push("-std=c++17".into());
+    options.push(format!("-DMUSER_MATH_{}", math.label().to_uppercase()));
+    let opts = CompileOptions {
+        arch: Some(arch),
+        options: options.clone(),
+        name: Some(format!("{}[{}]", m.file(), math.label())),
+        ..Default::default()
+    };
+    let ptx = compile_ptx_with_opts(src, opts).map_err(|e| compile_error(m, &options, e))?;
+    let text = ptx.to_src();
+    options.push(format!("--gpu-architecture={arch}"));
+    let mut h = Sha256::new();
+    h.update(nvrtc_version().as_bytes());
+    h.update([0]);
+    for o in &options {
+        h.update(o.as_bytes());
+        h.update([0]);
+    }
+    h.update(src.as_bytes());
+    let sha256 = hex(&h.finalize());
+    Ok(Compiled {
+        ptx,
+        options,
+        sha256,
+        ptx_sha256: hex(&Sha256::digest(text.as_bytes())),
+        ptx_bytes: text.len(),
+    })
+}
+
+/// What `compile_module` returns. The identity `sha256` names the compiler, options and source;
+/// the PTX itself is not reproducible across processes: NVRTC 13.0 orders some of its choices
+/// by memory address (two compilations of the same module in two processes give different PTX
+/// for `mmq_a16.cu` and `matvec_a16.cu` about half the time — an ordering of loads, or one
+/// shared load reused — and identical PTX with address randomization off, `setarch -R`). The
+/// arithmetic is fixed by the source (every float operation explicitly rounded), so the
+/// numbers are not affected: the device determinism tests compare sessions that each compile.
+pub struct Compiled {
+    pub ptx: Ptx,
+    /// The options as given to NVRTC, then `--gpu-architecture`.
+    pub options: Vec<String>,
+    pub sha256: String,
+    pub ptx_sha256: String,
+    pub ptx_bytes: usize,
+}
+
+/// NVRTC's version as `major.minor` ("unknown" if the query fails).
+pub fn nvrtc_version() -> String {
+    let (mut major, mut minor) = (0, 0);
+    // SAFETY: two out-pointers to live locals; NVRTC is loaded (callers compile with it).
+    let r = unsafe { cudarc::nvrtc::sys::nvrtcVersion(&mut major, &mut minor) };
+    if r == cudarc::nvrtc::sys::nvrtcResult::NVRTC_SUCCESS {
+        format!("nvrtc {major}.{minor}")
+    } else {
+        "nvrtc unknown".into()
+    }
+}
+
+/// Whether the NVRTC library can be loaded (kernels can be compiled without a device).
+pub fn nvrtc_present() -> bool {
+    // SAFETY: only tries to dlopen the library.
+    unsafe { cudarc::nvrtc::sys::is_culib_present() }
+}
+
+fn compile_error(m: Module, options: &[String], e: CompileError) -> CudaError {
+    let log = match &e {
+        CompileError::CompileError { log, .. } => log.to_string_lossy().into_owned(),
+        other => format!("{other:?}"),
+    };
+    CudaError::Compile {
+        module: m.file().into(),
+        options: options.join(" "),
+        log,
+    }
+}
+
+pub(crate) fn hex(b: &[u8]) -> String {
+    b.iter().map(|x| format!("{x:02x}")).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::registry::Kernel;
+
+    /// Every module variant compiles with NVRTC for sm_90a and defines every kernel symbol the
+    /// registry lists. Needs only libnvrtc (no GPU); CI installs it from PyPI
+    /// (`nvidia-cuda-nvrtc`), elsewhere the test says loudly that it skipped.
+    #[test]
+    fn every_module_compiles_with_nvrtc() {
+        if !nvrtc_present() {
+            eprintln!("skipping: NVRTC (libnvrtc.so) not loadable; kernels not compiled");
+            if std::env::var("MUSER_REQUIRE_NVRTC").as_deref() == Ok("1") {
+                panic!("MUSER_REQUIRE_NVRTC=1 but libnvrtc is not loadable");
+            }
+            return;
+        }
+        for m in Module::ALL {
+            for &math in m.maths() {
+                let c = compile_module(m, math, "sm_90a", &m.source(), &[])
+                    .unwrap_or_else(|e| panic!("{e}"));
+                let (text, sha) = (c.ptx.to_src(), c.sha256);
+                for &k in Kernel::ALL.iter().filter(|k| k.module() == m) {
+                    assert!(
+                        text.contains(&format!(".entry {}(", k.symbol())),
+                        "{}[{}]: no entry {}",
+                        m.file(),
+                        math.label(),
+                        k.symbol()
+                    );
+                }
+                // Every entry point waits for its predecessor (programmatic dependent launch,
+                // common.cuh): without the wait the `MUSER_CUDA_PDL` launch attribute would let
+                // it race the previous kernel.
+                for body in text.split(".entry ").skip(1) {
+                    let name = body.split('(').next().unwrap_or("?");
+                    assert!(
+                        body.contains("griddepcontrol.wait"),
+                        "{}[{}]: entry {name} never calls pdl_wait",
+                        m.file(),
+                        math.label()
+                    );
+                }
+                assert_eq!(sha.len(), 64);
+            }
+        }
+        // The A/B variants of the decode matvec module compile too.
+        let m = Module::MatvecA16;
+        let extra = [
+            "-DMVA_R1=2".to_string(),
+            "-DMVA_MINB=6".to_string(),
+            "-DMVA_WARPS=8".to_string(),
+            "-DMUSER_LD16_WINDOW=0".to_string(),
+            "-DMVA_Q6_LAZY=0".to_string(),
+            "-DMVA_STAGE_ASYNC=1".to_string(),
+            "-DMVA_WSTAGES=3".to_string(),
+            "-DMVA_WSTAGES_Q6=2".to_string(),
+            "-DMVA_AHEAD_Q6P=2".to_string(),
+        ];
+        compile_module(m, Math::Strict, "sm_90a", &m.source(), &extra)
+            .unwrap_or_else(|e| panic!("{e}"));
+        compile_module(
+            m,
+            Math::Strict,
+            "sm_90a",
+            &m.source(),
+            &["-DMVA_AHEAD=2".to_string()],
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+        let m = Module::MmqA16;
+        let extra = [
+            "-DMMQ_WN=2".to_string(),
+            "-DMMQ_MINB=2".to_string(),
+            "-DMMQ_CVT=0".to_string(),
+        ];
+        compile_module(m, Math::Strict, "sm_90a", &m.source(), &extra)
+            .unwrap_or_else(|e| panic!("{e}"));
+    }
+
+    /// A module's identity names what was compiled: the same for two compilations (whose PTX
+    /// NVRTC may order differently), different for another option or source.
+    #[test]
+    fn module_identity_is_reproducible() {
+        if !nvrtc_present() {
+            eprintln!("skipping: NVRTC (libnvrtc.so) not loadable; kernels not compiled");
+            return;
+        }
+        let m = Module::Rope;
+        let id = |src: &str, extra: &[String]| {
+            compile_module(m, Math::Strict, "sm_90a", src, extra)
+                .unwrap_or_else(|e| panic!("{e}"))
+                .sha256
+        };
+        let src = m.source();
+        let a = id(&src, &[]);
+        assert_eq!(a, id(&src, &[]), "two compilations, one identity");
+        assert_ne!(
+            a,
+            id(&src, &["-DMUSER_UNUSED=1".to_string()]),
+            "options count"
+        );
+        assert_ne!(
+            a,
+            id(&format!("{src}\n// another source"), &[]),
+            "source counts"
+        );
+        assert!(nvrtc_version().starts_with("nvrtc "));
+    }
+}
