@@ -3,7 +3,9 @@
 # (every binary of .device/tests), the kernel times per layer (`mvb_bench`, one-token and packed
 # passes, tensor-core rows, with and without --q6pad), then end to end on the full-size forge
 # (after `scripts/device/cuda-setup.sh`), Q6_PAD 0 and 1 alternating: tg128, pp512, and tg64 at
-# 4 and 8 rows. Usage: bash scripts/device/q6p-ab.sh OUTDIR   (TESTS=0 skips the tests)
+# 4 and 8 rows. On branch wip/a8-decode also the A8 one-token kernels (`mvb_bench --a8`, with
+# and without a 6-blocks-per-SM register cap) against the A16 ones.
+# Usage: bash scripts/device/q6p-ab.sh OUTDIR   (TESTS=0 skips the tests, E2E=0 the end to end)
 set -uo pipefail
 out=${1:?outdir}
 M=.device/muser
@@ -18,6 +20,13 @@ for f in "" "--q6pad"; do
   echo "== mvb_bench --mmv $f"
   timeout 90 .device/mvb_bench --mmv $f 2>&1 | grep -E "^nt "
 done
+for v in "" "MUSER_CUDA_MVA_MINB=6"; do
+  echo "== mvb_bench --q6pad $v"
+  env $v timeout 90 .device/mvb_bench --q6pad 2>&1 | grep -E "^nt 1|^  "
+  echo "== mvb_bench --a8 $v"
+  env $v timeout 90 .device/mvb_bench --a8 2>&1 | grep -E "^nt 1|^  |panicked"
+done
+[ "${E2E:-1}" = 1 ] || exit 0
 while [ ! -f $HOME/forge.done ]; do sleep 2; done
 for rep in 1 2; do
   for v in 0 1; do

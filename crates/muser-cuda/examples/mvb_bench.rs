@@ -7,7 +7,8 @@
 //!
 //! `cargo run --release -p muser-cuda --example mvb_bench [-- --unstaged | --default-smem |
 //! --mmv [--pair]] [--pdl] [--q6pad]`  (`--pdl`: launches overlap as with `MUSER_CUDA_PDL=1`;
-//! `--q6pad`: Q6_K in the aligned repack Q6_K-P, as the engine's default `MUSER_CUDA_Q6_PAD`).
+//! `--q6pad`: Q6_K in the aligned repack Q6_K-P, as the engine's default `MUSER_CUDA_Q6_PAD`;
+//! `--a8`: the one-token pass only, on A8 activations (`matvec_a8.cu`; implies `--q6pad`)).
 //! The one-token pass also prints each matrix alone.
 //! Packed rows launch as batched decode does (`Registry::packed_plan`: `MUSER_CUDA_MVB_WARPS`
 //! warps, activations staged in up to 227 KiB of opt-in shared memory); `--default-smem`
@@ -70,7 +71,8 @@ fn main() {
     let mmv = std::env::args().any(|a| a == "--mmv");
     let pair = std::env::args().any(|a| a == "--pair");
     let pdl = std::env::args().any(|a| a == "--pdl");
-    let q6pad = std::env::args().any(|a| a == "--q6pad");
+    let a8 = std::env::args().any(|a| a == "--a8");
+    let q6pad = a8 || std::env::args().any(|a| a == "--q6pad");
     match Gpu::probe() {
         Ok(Some(_)) => {}
         _ => {
@@ -148,7 +150,7 @@ fn main() {
     let y = gpu.alloc(nmax * ff * 4, "y").expect("alloc");
     let layer_bytes: usize = mats.iter().map(|m| m.n_out * m.row_bytes).sum();
     println!(
-        "mvb_bench: warps {} (t1) / {} (packed), rows/warp {} (t1), units ahead {}/{} (t1 Q4_K/Q6_K-P), weight ring {}/{} stages (t1 Q4_K/Q6_K), one layer's decode matmuls = {:.1} MB, {} copies{}{}{}",
+        "mvb_bench: warps {} (t1) / {} (packed), rows/warp {} (t1), units ahead {}/{} (t1 Q4_K/Q6_K-P), weight ring {}/{} stages (t1 Q4_K/Q6_K), one layer's decode matmuls = {:.1} MB, {} copies{}{}{}{}",
         reg.mva_warps,
         reg.mvb_warps,
         reg.mva_rows,
@@ -166,10 +168,14 @@ fn main() {
             ""
         },
         if pdl { ", programmatic dependent launch" } else { "" },
-        if q6pad { ", Q6_K in Q6_K-P" } else { "" }
+        if q6pad { ", Q6_K in Q6_K-P" } else { "" },
+        if a8 { ", A8 activations (one token)" } else { "" }
     );
     let mut t1 = 0f64;
     for nt in [1usize, 2, 4, 8] {
+        if a8 && nt > 1 {
+            break; // no packed A8 kernels
+        }
         let rows = if reg.mva_rows as usize * nt <= 8 {
             reg.mva_rows
         } else {
@@ -178,6 +184,16 @@ fn main() {
         let plan: Vec<(Kernel, Dims)> = mats
             .iter()
             .map(|m| {
+                if a8 {
+                    // The A8 one-token kernels (Q4_K, Q6_K-P), launched as their A16 twins.
+                    let (ks, kp) = if m.ty == GgmlType::Q4_K {
+                        (Kernel::MvsQ4kA8T1, Kernel::MvpQ4kA8T1)
+                    } else {
+                        (Kernel::MvsQ6pA8T1, Kernel::MvpQ6pA8T1)
+                    };
+                    let p = reg.t1_plan(kp, m.n_out, m.k, !unstaged);
+                    return (if p.staged { ks } else { kp }, p.dims);
+                }
                 if nt == 1 {
                     // The engine's one-token kernel (4 warps by default), staged where it fits
                     // (`Registry::t1_plan`, weight ring included).

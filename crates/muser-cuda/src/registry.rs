@@ -69,6 +69,10 @@ kernels! {
     MvaQ50T1 => MatvecA16, "mva_q5_0_t1"; MvaQ50T8 => MatvecA16, "mva_q5_0_t8";
     MvaF16T1 => MatvecA16, "mva_f16_t1"; MvaF16T8 => MatvecA16, "mva_f16_t8";
     MvaF32T1 => MatvecA16, "mva_f32_t1"; MvaF32T8 => MatvecA16, "mva_f32_t8";
+    QuantA8 => MatvecA8, "quant_a8";
+    MvsQ4kA8T1 => MatvecA8, "mvs_q4_k_a8_t1"; MvpQ4kA8T1 => MatvecA8, "mvp_q4_k_a8_t1";
+    MvsQ6pA8T1 => MatvecA8, "mvs_q6p_a8_t1"; MvpQ6pA8T1 => MatvecA8, "mvp_q6p_a8_t1";
+    MvaQ4kA8T8 => MatvecA8, "mva_q4_k_a8_t8"; MvaQ6pA8T8 => MatvecA8, "mva_q6p_a8_t8";
     RmsnormRows => Norm, "rmsnorm_rows";
     EmbedFinish => Norm, "embed_finish";
     ResidualNorm => Norm, "residual_norm";
@@ -213,12 +217,18 @@ impl Registry {
     /// `staged` false asks for the unstaged one. Staged where its shared memory fits: the
     /// 48 KiB default without a weight ring (wider inputs, K > 21 845 at the defaults, take the
     /// unstaged kernel), the opt-in limit with one. Dynamic shared memory: the staged
-    /// activations (K/64 runs of 72 quants), then the weight ring (`mva_warps` warps × stages ×
-    /// `mva_rows` rows × chunks × 32 lanes × 16 bytes).
+    /// activations (K/64 runs of 64 quants and their pad: 144 bytes A16, 80 bytes A8), then
+    /// the weight ring (`mva_warps` warps × stages × `mva_rows` rows × chunks × 32 lanes × 16
+    /// bytes).
     pub fn t1_plan(&self, kernel: Kernel, n_out: usize, k: usize, staged: bool) -> PackedPlan {
         let (stages, chunks) = Self::t1_ring(kernel, self.mva_wstages, self.mva_wstages_q6);
         let ring = (self.mva_warps * stages * self.mva_rows * chunks * 32 * 16) as usize;
-        let act = k.div_ceil(64) * 72 * 2;
+        let act = k.div_ceil(64)
+            * if kernel.module() == Module::MatvecA8 {
+                80
+            } else {
+                144
+            };
         let red = (self.mva_warps * self.mva_rows) as usize * 36 * 4;
         let limit = if stages > 0 {
             SMEM_OPTIN_MAX
@@ -322,7 +332,7 @@ impl Registry {
             for &math in m.maths() {
                 let t = Instant::now();
                 let mut extra = match m {
-                    Module::MatvecA16 | Module::MatvecPacked => vec![
+                    Module::MatvecA16 | Module::MatvecPacked | Module::MatvecA8 => vec![
                         format!("-DMVA_R1={mva_rows}"),
                         format!("-DMVA_MINB={mva_minb}"),
                         format!(
