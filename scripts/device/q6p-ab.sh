@@ -4,7 +4,8 @@
 # passes, tensor-core rows, with and without --q6pad), then end to end on the full-size forge
 # (after `scripts/device/cuda-setup.sh`), Q6_PAD 0 and 1 alternating: tg128, pp512, and tg64 at
 # 4 and 8 rows. On branch wip/a8-decode also the A8 one-token kernels (`mvb_bench --a8`, with
-# and without a 6-blocks-per-SM register cap) against the A16 ones.
+# and without a 6-blocks-per-SM register cap) against the A16 ones, and the A8 prefill matmuls
+# (`mmq_bench --a8`). Build first: scripts/device/build-device.sh.
 # Usage: bash scripts/device/q6p-ab.sh OUTDIR   (TESTS=0 skips the tests, E2E=0 the end to end)
 set -uo pipefail
 out=${1:?outdir}
@@ -26,6 +27,8 @@ for v in "" "MUSER_CUDA_MVA_MINB=6"; do
   echo "== mvb_bench --a8 $v"
   env $v timeout 90 .device/mvb_bench --a8 2>&1 | grep -E "^nt 1|^  |panicked"
 done
+echo "== mmq_bench --a8 (512 tokens; A16 and A8, Q6_K in Q6_K-P)"
+timeout 120 .device/mmq_bench --a8 2>&1 | grep -E "mmq|panicked"
 [ "${E2E:-1}" = 1 ] || exit 0
 while [ ! -f $HOME/forge.done ]; do sleep 2; done
 for rep in 1 2; do

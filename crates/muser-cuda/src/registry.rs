@@ -73,6 +73,7 @@ kernels! {
     MvsQ4kA8T1 => MatvecA8, "mvs_q4_k_a8_t1"; MvpQ4kA8T1 => MatvecA8, "mvp_q4_k_a8_t1";
     MvsQ6pA8T1 => MatvecA8, "mvs_q6p_a8_t1"; MvpQ6pA8T1 => MatvecA8, "mvp_q6p_a8_t1";
     MvaQ4kA8T8 => MatvecA8, "mva_q4_k_a8_t8"; MvaQ6pA8T8 => MatvecA8, "mva_q6p_a8_t8";
+    MmqQ4kA8 => MmqA8, "mmq_q4_k_a8"; MmqQ6pA8 => MmqA8, "mmq_q6p_a8";
     RmsnormRows => Norm, "rmsnorm_rows";
     EmbedFinish => Norm, "embed_finish";
     ResidualNorm => Norm, "residual_norm";
@@ -351,7 +352,7 @@ impl Registry {
                         format!("-DMUSER_LD16_WINDOW={}", u8::from(ld16_window)),
                         format!("-DMMQ_CVT={mmq_cvt}"),
                     ],
-                    Module::MmqA16 => vec![
+                    Module::MmqA16 | Module::MmqA8 => vec![
                         format!("-DMUSER_LD16_WINDOW={}", u8::from(ld16_window)),
                         format!("-DMMQ_WN={mmq_wn}"),
                         format!("-DMMQ_MINB={mmq_minb}"),

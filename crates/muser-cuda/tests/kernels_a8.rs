@@ -176,3 +176,65 @@ fn a8_decode_kernels_match_their_reference() {
         }
     }
 }
+
+/// The A8 tensor-core prefill matmuls (`mmq_a8.cu`) equal the eight-token A8 kernels bit for
+/// bit (which equal the one-token decode kernels, above): two row tiles and two token tiles,
+/// both partial, and a two-token launch.
+#[test]
+fn a8_mmq_kernels_match_the_decode_kernels() {
+    let Some((gpu, reg)) = device() else { return };
+    let n_out = 200usize;
+    for k in [1024usize, 6656, 9984] {
+        for n_tok in [70usize, 2] {
+            let x = rand_vec(n_tok * k, 3 + k as u64);
+            let (act, _) = quant_a8_on_device(&gpu, &reg, &x, k, n_tok);
+            for (ty, k8, kmmq) in [
+                (GgmlType::Q4_K, Kernel::MvaQ4kA8T8, Kernel::MmqQ4kA8),
+                (GgmlType::Q6_K, Kernel::MvaQ6pA8T8, Kernel::MmqQ6pA8),
+            ] {
+                let (host, row_bytes) = quantized_rows(ty, n_out, k, 41 + ty as u64);
+                let (bytes, row_bytes) = if ty == GgmlType::Q6_K {
+                    (
+                        muser_cuda::q6pad::repack(&host, n_out, k).expect("repack"),
+                        muser_cuda::q6pad::row_bytes(k),
+                    )
+                } else {
+                    (host, row_bytes)
+                };
+                let w = upload_bytes(&gpu, &bytes);
+                let (wp, shape) = ((w.ptr(), row_bytes), (k, n_out, n_tok));
+                let y8 = run(
+                    &gpu,
+                    &reg,
+                    k8,
+                    mva_dims(&reg, n_out, n_tok, 1, 8),
+                    wp,
+                    &act,
+                    shape,
+                );
+                let ym = run(
+                    &gpu,
+                    &reg,
+                    kmmq,
+                    reg.mmq_dims(n_out, n_tok),
+                    wp,
+                    &act,
+                    shape,
+                );
+                let diff = bits(&ym)
+                    .iter()
+                    .zip(bits(&y8))
+                    .filter(|(a, b)| **a != *b)
+                    .count();
+                assert_eq!(
+                    diff,
+                    0,
+                    "{ty:?} A8 K={k} n_tok={n_tok}: {diff} of {} mmq outputs differ from {}",
+                    ym.len(),
+                    k8.symbol()
+                );
+                eprintln!("{ty:?} A8 mmq: ok ({n_out} rows x {k}, {n_tok} tokens, bit-identical)");
+            }
+        }
+    }
+}
