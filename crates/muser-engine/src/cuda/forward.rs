@@ -8,7 +8,7 @@ use muser_cuda::{
     CudaError, Graph, KArgs, Kernel, Math, Registry, StepParams, MAX_BATCH, MMV_PAIR_MAX_TOKENS,
 };
 
-use super::weights::{kernels_for, DevMatrix};
+use super::weights::{kernels_for, DevMatrix, TypeKernels};
 use super::{Acts, BatchMm, CudaSession};
 use crate::config::{FfnActivation, RopeMode};
 use crate::EngineError;
@@ -94,6 +94,9 @@ impl<'m> CudaSession<'m> {
         packed: bool,
     ) -> Result<(), CudaError> {
         let ks = m.kernels().expect("checked at upload");
+        if self.opts.acts == Acts::A8 {
+            return self.mv_a8(s, m, ks, (y, ldy), n);
+        }
         let a16 = self.opts.acts == Acts::A16;
         let packed_mm = packed && n > 1 && a16 && self.opts.batch_mm == BatchMm::Packed;
         if let Some((km, kpair)) = ks
@@ -184,14 +187,51 @@ impl<'m> CudaSession<'m> {
         launch(self.f(k), dims, s, args)
     }
 
-    /// An A16 matmul's arguments: `m` times the A16 buffers' rows `r0 .. r0 + n_tok` into the
-    /// rows of `y` (row stride `ldy` f32) from the same offset.
+    /// `mv` on the A8 route (`MUSER_CUDA_ACTS=a8`; `cuda::a8` checked the weights and
+    /// options): one token on the pipelined kernel (staged where it fits), several on the
+    /// tensor cores or the eight-token kernel.
+    fn mv_a8(
+        &self,
+        s: Stream,
+        m: &DevMatrix,
+        ks: TypeKernels,
+        (y, ldy): (u64, usize),
+        n: usize,
+    ) -> Result<(), CudaError> {
+        let k8 = ks.a8.ok_or_else(|| {
+            CudaError::Invalid(format!("a {:?} matrix reached the A8 route", m.ty))
+        })?;
+        let args = self.a16_args(m, 0, (y, ldy), n);
+        if n == 1 {
+            let plan = self.reg.t1_plan(k8.t1, m.n_out, m.n_in, self.opts.xsmem);
+            let kern = if plan.staged { k8.t1_staged } else { k8.t1 };
+            return launch(self.f(kern), plan.dims, s, args);
+        }
+        if self.opts.mmq {
+            return launch(self.f(k8.mmq), self.reg.mmq_dims(m.n_out, n), s, args);
+        }
+        let dims = Dims {
+            grid: (
+                (m.n_out as u32).div_ceil(self.reg.mva_warps),
+                (n as u32).div_ceil(8),
+                1,
+            ),
+            block: 32 * self.reg.mva_warps,
+            smem: 0,
+        };
+        launch(self.f(k8.t8), dims, s, args)
+    }
+
+    /// A quantized-activation matmul's arguments (A16 or A8): `m` times the activation
+    /// buffers' rows `r0 .. r0 + n_tok` into the rows of `y` (row stride `ldy` f32) from the
+    /// same offset.
     fn a16_args(&self, m: &DevMatrix, r0: usize, (y, ldy): (u64, usize), n_tok: usize) -> KArgs {
         let (b, k) = (&self.b, m.n_in);
+        let quant_bytes = if self.opts.acts == Acts::A8 { 1 } else { 2 };
         A16Matmul {
             w: m.ptr,
             row_bytes: m.row_bytes,
-            xq: b.xq.ptr() + (r0 * k * 2) as u64,
+            xq: b.xq.ptr() + (r0 * k * quant_bytes) as u64,
             xs: b.xs.ptr() + (r0 * (k / 32) * 4) as u64,
             xsum: b.xsum.ptr() + (r0 * (k / 32) * 4) as u64,
             k,
@@ -203,8 +243,8 @@ impl<'m> CudaSession<'m> {
         .args()
     }
 
-    /// Quantize `n` rows of `k` activations (row stride `ldx`) into the A16 buffers (A16 route
-    /// only; the f32 route reads activations directly).
+    /// Quantize `n` rows of `k` activations (row stride `ldx`) into the activation buffers
+    /// (A16 or A8; the f32 route reads activations directly).
     fn quantize(
         &self,
         s: Stream,
@@ -212,12 +252,14 @@ impl<'m> CudaSession<'m> {
         k: usize,
         n: usize,
     ) -> Result<(), CudaError> {
-        if self.opts.acts != Acts::A16 {
-            return Ok(());
-        }
+        let kern = match self.opts.acts {
+            Acts::A16 => Kernel::QuantA16,
+            Acts::A8 => Kernel::QuantA8,
+            _ => return Ok(()),
+        };
         let b = &self.b;
         launch(
-            self.f(Kernel::QuantA16),
+            self.f(kern),
             Dims {
                 grid: ((k as u32 / 32).div_ceil(8), n as u32, 1),
                 block: 256,

@@ -3,7 +3,8 @@
 //! Owns: `CudaSession` (device weights, f16 KV cache per sequence slot, activation buffers, the
 //! decode graphs). Submodules: `options` (the session's options and route switches), `forward`
 //! (the launch sequence of one step), `sequences` (the slots' API: `eval_seq`, `decode_batch`),
-//! `weights` (upload and the kernel table per weight type).
+//! `weights` (upload and the kernel table per weight type), `a8` (what the A8 activation A/B
+//! can run).
 //! Numerics: weights stay quantized in the arena and are multiplied against **A16**
 //! activations (int16 quants with an f32 scale per 32 values, exact integer dot products; far
 //! closer to the f64 oracle than 8-bit activations), f64 norm reductions, f32 attention over
@@ -23,6 +24,7 @@
 //! sequence's cache. Every row's logits are bit-identical to that sequence decoding alone
 //! (same per-(row, token) arithmetic in every kernel; device test `cuda_route`).
 
+mod a8;
 mod forward;
 mod options;
 mod sequences;
@@ -269,8 +271,14 @@ impl<'m> CudaSession<'m> {
         if opts.fuse && !fusable && !opts.fuse_explicit {
             opts.fuse = false;
         }
-        if opts.q6_pad && opts.acts != Acts::A16 {
-            // Q6_K-P has A16 kernels only: the f32 route keeps GGUF's layout.
+        if opts.acts == Acts::Invalid {
+            return Err(EngineError::Config(format!(
+                "MUSER_CUDA_ACTS={}: expected a16, a8 or f32",
+                std::env::var("MUSER_CUDA_ACTS").unwrap_or_default()
+            )));
+        }
+        if opts.q6_pad && opts.acts == Acts::F32 {
+            // Q6_K-P has A16 and A8 kernels only: the f32 route keeps GGUF's layout.
             if opts.q6_pad_explicit {
                 return Err(EngineError::Config(
                     "MUSER_CUDA_Q6_PAD=1 needs A16 activations (not MUSER_CUDA_ACTS=f32)".into(),
@@ -284,6 +292,7 @@ impl<'m> CudaSession<'m> {
                 c.n_embd, c.n_ff
             )));
         }
+        a8::check_options(model, &opts)?;
         let gpu = Gpu::open(0)?;
         gpu.set_pdl(opts.pdl);
         let plan = vram_plan(model, &opts);
@@ -308,8 +317,12 @@ impl<'m> CudaSession<'m> {
                 modules.push(Module::MmvA16);
             }
         }
+        if opts.acts == Acts::A8 {
+            modules.extend([Module::MatvecA8, Module::MmqA8]);
+        }
         let reg = Registry::build_modules(&gpu, &modules)?;
         check_q6_switches(&reg, opts.q6_pad)?;
+        a8::check_switches(&reg, &opts)?;
         let t = Instant::now();
         let w = weights::upload(&gpu, model, progress, opts.q6_pad)?;
         let up = t.elapsed().as_secs_f64();
@@ -400,10 +413,24 @@ impl<'m> CudaSession<'m> {
                     }
                 ),
                 Acts::A16 => format!("rows{}-minb{}", self.reg.mva_rows, self.reg.mva_minb),
-                Acts::F32 => "plain".to_string(),
+                Acts::A8 => format!(
+                    "pipe{}-rows{}-minb{}{}",
+                    match (self.opts.xsmem, self.reg.stage_async) {
+                        (true, false) => "-xsmem",
+                        (true, true) => "-xsmem-async",
+                        (false, _) => "",
+                    },
+                    self.reg.mva_rows,
+                    self.reg.mva_minb,
+                    match self.reg.mva_warps {
+                        4 => String::new(),
+                        w => format!("-warps{w}"),
+                    }
+                ),
+                Acts::F32 | Acts::Invalid => "plain".to_string(),
             },
             match (self.opts.acts, self.opts.mmq) {
-                (Acts::A16, true) => format!(
+                (Acts::A16 | Acts::A8, true) => format!(
                     "mmq-n{}{}{}",
                     self.reg.mmq_tokens,
                     match self.reg.mmq_minb {

@@ -21,7 +21,9 @@ pub struct CudaOptions {
     pub mode: GraphMode,
     /// Math variant of the element-wise activation kernels (`MUSER_CUDA_FAST_ACT=1`: fast).
     pub act_math: Math,
-    /// Activations fed to the matmuls: A16 (default) or f32 (`MUSER_CUDA_ACTS=f32`, A/B).
+    /// Activations fed to the matmuls: A16 (default), A8 (`MUSER_CUDA_ACTS=a8`, A/B: Q4_K and
+    /// Q6_K weights only, unfused, one sequence or `MUSER_CUDA_BATCH_MM=mmq`) or f32
+    /// (`MUSER_CUDA_ACTS=f32`, A/B).
     pub acts: Acts,
     /// Software-pipelined decode matvec for Q4_K/Q6_K (default; `MUSER_CUDA_PIPE=0` for A/B).
     pub pipe: bool,
@@ -103,15 +105,23 @@ pub enum BatchMm {
 pub enum Acts {
     /// int16 quants with an f32 scale per 32 values (`muser_quant::a16`), int dot products.
     A16,
+    /// int8 quants with an f32 scale per 32 values (`muser_quant::a8`'s quantization; the
+    /// decode and prefill kernels of matvec_a8.cu / mmq_a8.cu): the A16 float chain on
+    /// dp4a / single-MMA integer sums.
+    A8,
     /// f32 activations against dequantized weights.
     F32,
+    /// An unknown `MUSER_CUDA_ACTS` value (a session refuses it).
+    Invalid,
 }
 
 impl Acts {
     pub fn name(self) -> &'static str {
         match self {
             Acts::A16 => "a16",
+            Acts::A8 => "a8",
             Acts::F32 => "f32",
+            Acts::Invalid => "invalid",
         }
     }
 }
@@ -138,7 +148,10 @@ impl CudaOptions {
             attn_mt: std::env::var("MUSER_CUDA_ATTN_MT").as_deref() != Ok("0"),
             acts: match std::env::var("MUSER_CUDA_ACTS").as_deref() {
                 Ok("f32") => Acts::F32,
-                _ => Acts::A16,
+                Ok("a8") => Acts::A8,
+                Err(_) | Ok("a16") => Acts::A16,
+                // Rejected with the value's name by `CudaSession::new`.
+                Ok(_) => Acts::Invalid,
             },
             n_seq: 1,
             batch_nt: env_usize("MUSER_CUDA_BATCH_NT").unwrap_or(4),

@@ -89,6 +89,20 @@ pub struct TypeKernels {
     pub a16_mmv: Option<(Kernel, Kernel)>,
     /// Embedding-row dequantization (GGUF layouts: the token table is never repacked).
     pub embed: Option<Kernel>,
+    /// A8 activations (`MUSER_CUDA_ACTS=a8`; Q4_K and Q6_K-P).
+    pub a8: Option<A8Kernels>,
+}
+
+/// The A8 kernels of one weight layout (matvec_a8.cu, mmq_a8.cu).
+#[derive(Clone, Copy, Debug)]
+pub struct A8Kernels {
+    /// One token, pipelined: activations staged in shared memory / read from global memory.
+    pub t1_staged: Kernel,
+    pub t1: Kernel,
+    /// Eight tokens per row pass (`MUSER_CUDA_MMQ=0`).
+    pub t8: Kernel,
+    /// Several tokens on the tensor cores.
+    pub mmq: Kernel,
 }
 
 /// The kernels for a weight type (`None`: the CUDA route cannot use this type).
@@ -147,6 +161,12 @@ pub fn kernels_for(ty: GgmlType) -> Option<TypeKernels> {
             _ => None,
         },
         embed: Some(embed),
+        a8: (ty == GgmlType::Q4_K).then_some(A8Kernels {
+            t1_staged: MvsQ4kA8T1,
+            t1: MvpQ4kA8T1,
+            t8: MvaQ4kA8T8,
+            mmq: MmqQ4kA8,
+        }),
     })
 }
 
@@ -169,6 +189,12 @@ pub fn q6p_kernels() -> TypeKernels {
         ]),
         a16_mmv: Some((MmvQ6p, MmvPairQ6p)),
         embed: None,
+        a8: Some(A8Kernels {
+            t1_staged: MvsQ6pA8T1,
+            t1: MvpQ6pA8T1,
+            t8: MvaQ6pA8T8,
+            mmq: MmqQ6pA8,
+        }),
     }
 }
 
