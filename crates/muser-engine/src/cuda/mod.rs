@@ -269,6 +269,12 @@ impl<'m> CudaSession<'m> {
         if opts.fuse && !fusable && !opts.fuse_explicit {
             opts.fuse = false;
         }
+        if opts.acts == Acts::Invalid {
+            return Err(EngineError::Config(format!(
+                "MUSER_CUDA_ACTS={}: expected a16 or f32",
+                std::env::var("MUSER_CUDA_ACTS").unwrap_or_default()
+            )));
+        }
         if opts.q6_pad && opts.acts != Acts::A16 {
             // Q6_K-P has A16 kernels only: the f32 route keeps GGUF's layout.
             if opts.q6_pad_explicit {
@@ -400,7 +406,7 @@ impl<'m> CudaSession<'m> {
                     }
                 ),
                 Acts::A16 => format!("rows{}-minb{}", self.reg.mva_rows, self.reg.mva_minb),
-                Acts::F32 => "plain".to_string(),
+                Acts::F32 | Acts::Invalid => "plain".to_string(),
             },
             match (self.opts.acts, self.opts.mmq) {
                 (Acts::A16, true) => format!(

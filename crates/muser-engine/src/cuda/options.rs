@@ -105,6 +105,8 @@ pub enum Acts {
     A16,
     /// f32 activations against dequantized weights.
     F32,
+    /// An unknown `MUSER_CUDA_ACTS` value (a session refuses it).
+    Invalid,
 }
 
 impl Acts {
@@ -112,6 +114,7 @@ impl Acts {
         match self {
             Acts::A16 => "a16",
             Acts::F32 => "f32",
+            Acts::Invalid => "invalid",
         }
     }
 }
@@ -138,7 +141,9 @@ impl CudaOptions {
             attn_mt: std::env::var("MUSER_CUDA_ATTN_MT").as_deref() != Ok("0"),
             acts: match std::env::var("MUSER_CUDA_ACTS").as_deref() {
                 Ok("f32") => Acts::F32,
-                _ => Acts::A16,
+                Err(_) | Ok("a16") => Acts::A16,
+                // Rejected with the value's name by `CudaSession::new`.
+                Ok(_) => Acts::Invalid,
             },
             n_seq: 1,
             batch_nt: env_usize("MUSER_CUDA_BATCH_NT").unwrap_or(4),
