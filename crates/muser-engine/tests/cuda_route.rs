@@ -303,6 +303,20 @@ fn cuda_a8_route_is_deterministic_and_tracks_the_cpu_a8_route() {
     );
 }
 
+/// An unknown `MUSER_CUDA_ACTS` value is a configuration error before any device work (fail
+/// closed: it never falls back to the default route), so this runs everywhere.
+#[test]
+fn an_unknown_activation_format_is_refused() {
+    let m = tiny_model(1);
+    let mut o = CudaOptions::new(64, 16);
+    o.acts = muser_engine::cuda::Acts::Invalid;
+    match CudaSession::new(&m, o, &mut |_, _| {}) {
+        Err(EngineError::Config(msg)) => assert!(msg.contains("MUSER_CUDA_ACTS"), "{msg}"),
+        Err(e) => panic!("unexpected error {e}"),
+        Ok(_) => panic!("an unknown activation format must be refused"),
+    }
+}
+
 /// Bad input on the CUDA route: token ids out of range and a full context are typed errors.
 #[test]
 fn cuda_route_rejects_bad_input() {
