@@ -2,8 +2,9 @@
 # One device call for the Q6_K-P default (`MUSER_CUDA_Q6_PAD`, on unless 0): the CUDA tests
 # (every binary of .device/tests), the kernel times per layer (`mvb_bench`, one-token and packed
 # passes, tensor-core rows, with and without --q6pad), then end to end on the full-size forge
-# (after `scripts/device/cuda-setup.sh`), Q6_PAD 0 and 1 and the A8 route (`MUSER_CUDA_ACTS=a8`,
-# branch wip/a8-decode) alternating: tg128, pp512; tg64 at 4 and 8 rows with Q6_PAD 0 and 1. On branch wip/a8-decode also the A8 one-token kernels (`mvb_bench --a8`, with
+# (after `scripts/device/cuda-setup.sh`), alternating: Q6_PAD 0 and 1, A16 unfused (FUSE=0) and
+# the A8 route (`MUSER_CUDA_ACTS=a8`, branch wip/a8-decode; unfused, so FUSE=0 is its A16 pair):
+# tg128, pp512; tg64 at 4 and 8 rows with Q6_PAD 0 and 1. On branch wip/a8-decode also the A8 one-token kernels (`mvb_bench --a8`, with
 # and without a 6-blocks-per-SM register cap) against the A16 ones, and the A8 prefill matmuls
 # (`mmq_bench --a8`). Build first: scripts/device/build-device.sh.
 # Usage: bash scripts/device/q6p-ab.sh OUTDIR   (TESTS=0 skips the tests, E2E=0 the end to end)
@@ -32,7 +33,7 @@ timeout 120 .device/mmq_bench --a8 2>&1 | grep -E "mmq|panicked"
 [ "${E2E:-1}" = 1 ] || exit 0
 while [ ! -f $HOME/forge.done ]; do sleep 2; done
 for rep in 1 2; do
-  for v in MUSER_CUDA_Q6_PAD=0 MUSER_CUDA_Q6_PAD=1 MUSER_CUDA_ACTS=a8; do
+  for v in MUSER_CUDA_Q6_PAD=0 MUSER_CUDA_Q6_PAD=1 MUSER_CUDA_FUSE=0 MUSER_CUDA_ACTS=a8; do
     echo "== $v (rep $rep)"
     env $v $M bench -m $HOME/full.gguf --backend cuda -p 512 -n 128 -r 2 2>&1 | grep -E "pp512|tg128|route|rror"
   done
