@@ -7,7 +7,9 @@
 # tg128, pp512; tg64 at 4 and 8 rows with Q6_PAD 0 and 1. On branch wip/a8-decode also the A8 one-token kernels (`mvb_bench --a8`, with
 # and without a 6-blocks-per-SM register cap) against the A16 ones, and the A8 prefill matmuls
 # (`mmq_bench --a8`). Build first: scripts/device/build-device.sh.
-# Usage: bash scripts/device/q6p-ab.sh OUTDIR   (TESTS=0 skips the tests, E2E=0 the end to end)
+# Usage: bash scripts/device/q6p-ab.sh OUTDIR   (TESTS=0 skips the tests, KB=0 the kernel
+# benchmarks, E2E=0 the end to end; ~14 min in all: split it over two calls, e.g. E2E=0, then
+# TESTS=0 KB=0)
 set -uo pipefail
 out=${1:?outdir}
 M=.device/muser
@@ -16,20 +18,22 @@ if [ "${TESTS:-1}" = 1 ]; then
   echo "tests rc=$?"
   grep -E "^== |test result|panicked|FAILED|differ" "$out/tests.txt" | head -40
 fi
-for f in "" "--q6pad"; do
-  echo "== mvb_bench $f"
-  timeout 90 .device/mvb_bench $f 2>&1 | grep -E "^nt |Q6"
-  echo "== mvb_bench --mmv $f"
-  timeout 90 .device/mvb_bench --mmv $f 2>&1 | grep -E "^nt "
-done
-for v in "" "MUSER_CUDA_MVA_MINB=6"; do
-  echo "== mvb_bench --q6pad $v"
-  env $v timeout 90 .device/mvb_bench --q6pad 2>&1 | grep -E "^nt 1|^  "
-  echo "== mvb_bench --a8 $v"
-  env $v timeout 90 .device/mvb_bench --a8 2>&1 | grep -E "^nt 1|^  |panicked"
-done
-echo "== mmq_bench --a8 (512 tokens; A16 and A8, Q6_K in Q6_K-P)"
-timeout 120 .device/mmq_bench --a8 2>&1 | grep -E "mmq|panicked"
+if [ "${KB:-1}" = 1 ]; then
+  for f in "" "--q6pad"; do
+    echo "== mvb_bench $f"
+    timeout 90 .device/mvb_bench $f 2>&1 | grep -E "^nt |Q6"
+    echo "== mvb_bench --mmv $f"
+    timeout 90 .device/mvb_bench --mmv $f 2>&1 | grep -E "^nt "
+  done
+  for v in "" "MUSER_CUDA_MVA_MINB=6"; do
+    echo "== mvb_bench --q6pad $v"
+    env $v timeout 90 .device/mvb_bench --q6pad 2>&1 | grep -E "^nt 1|^  "
+    echo "== mvb_bench --a8 $v"
+    env $v timeout 90 .device/mvb_bench --a8 2>&1 | grep -E "^nt 1|^  |panicked"
+  done
+  echo "== mmq_bench --a8 (512 tokens; A16 and A8, Q6_K in Q6_K-P)"
+  timeout 120 .device/mmq_bench --a8 2>&1 | grep -E "mmq|panicked"
+fi
 [ "${E2E:-1}" = 1 ] || exit 0
 while [ ! -f $HOME/forge.done ]; do sleep 2; done
 for rep in 1 2; do
