@@ -1,15 +1,14 @@
 #!/usr/bin/env bash
-# One device call for the Q6_K-P default (`MUSER_CUDA_Q6_PAD`, on unless 0): the CUDA tests
-# (every binary of .device/tests), the kernel times per layer (`mvb_bench`, one-token and packed
-# passes, tensor-core rows, with and without --q6pad), then end to end on the full-size forge
-# (after `scripts/device/cuda-setup.sh`), alternating: Q6_PAD 0 and 1, A16 unfused (FUSE=0) and
-# the A8 route (`MUSER_CUDA_ACTS=a8`, branch wip/a8-decode; unfused, so FUSE=0 is its A16 pair):
-# tg128, pp512; tg64 at 4 and 8 rows with Q6_PAD 0 and 1. On branch wip/a8-decode also the A8 one-token kernels (`mvb_bench --a8`, with
-# and without a 6-blocks-per-SM register cap) against the A16 ones, and the A8 prefill matmuls
-# (`mmq_bench --a8`). Build first: scripts/device/build-device.sh.
+# The next device session's measurements (branches wip/q6p-default, wip/a8-decode): the CUDA
+# tests (every binary of .device/tests, kernels_a8 included); kernel times per layer
+# (`mvb_bench`: one-token and packed passes, tensor-core rows, with and without --q6pad; the A8
+# one-token kernels, --a8, with and without a 6-blocks-per-SM register cap) and the prefill
+# matmuls (`mmq_bench --a8`: A16 and A8); then end to end on the full-size forge (after
+# `scripts/device/cuda-setup.sh`), alternating: Q6_PAD 0 and 1, A16 unfused (FUSE=0) and the
+# A8 route (`MUSER_CUDA_ACTS=a8`, unfused, so FUSE=0 is its A16 pair): tg128 and pp512; tg64 at
+# 4 and 8 rows with Q6_PAD 0 and 1. Build first: scripts/device/build-device.sh.
 # Usage: bash scripts/device/q6p-ab.sh OUTDIR   (TESTS=0 skips the tests, KB=0 the kernel
-# benchmarks, E2E=0 the end to end; ~14 min in all: split it over two calls, e.g. E2E=0, then
-# TESTS=0 KB=0)
+# benchmarks, E2E=0 the end to end; ~14 min in all: two calls, e.g. E2E=0, then TESTS=0 KB=0)
 set -uo pipefail
 out=${1:?outdir}
 M=.device/muser
