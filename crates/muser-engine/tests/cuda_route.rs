@@ -229,8 +229,9 @@ fn a8_route_refuses_what_it_has_no_kernels_for() {
 }
 
 /// The A8 activation route (`MUSER_CUDA_ACTS=a8`, an A/B of issue 5): bit-identical logits
-/// across chunk sizes, decode graph or eager, serial capture, staged or unstaged decode and
-/// tensor-core or eight-token prefill (its decode and prefill kernels share one float chain);
+/// across chunk sizes, decode graph or eager, serial capture, staged or unstaged decode,
+/// tensor-core or eight-token prefill (its decode and prefill kernels share one float chain)
+/// and fused or separate quantization;
 /// as close to the f64 oracle as the CPU's A8 route (the same activation format, another
 /// summation order) within 2× the KL and 0.02 of top-1.
 #[test]
@@ -259,6 +260,8 @@ fn cuda_a8_route_is_deterministic_and_tracks_the_cpu_a8_route() {
             a8(7, |o| o.mode = GraphMode::Serial),
         ),
         ("chunk 1, unstaged decode", a8(1, |o| o.xsmem = false)),
+        ("fused quantization, chunk 512", a8(512, |o| o.fuse = true)),
+        ("fused quantization, chunk 1", a8(1, |o| o.fuse = true)),
         (
             "eight-token prefill kernels, chunk 512",
             a8(512, |o| o.mmq = false),

@@ -6,29 +6,9 @@
 // quant_a8: X [n_tok][ldx] f32 -> XQ [n_tok][K] i8, XS/XSUM [n_tok][K/32]; one warp per group
 //   of 32: amax = max|x|; if 0 < amax < inf: q = rint(x * (127/amax)) clamped to ±127 (NaN
 //   -> 0), d = amax/127; else all 0. XSUM = sum of q (exact). muser_quant::a8's definition
-//   (`quantize_sub_ref`), bit for bit.
+//   (`quantize_sub_ref`), bit for bit (a8_group, common.cuh).
 // mvs_/mvp_*_a8_t1: one token, mva_pipe (staged / unstaged), as the A16 kernels; mva_*_a8_t8:
 //   eight tokens, mva_body — the reference the one-token kernels must equal bit for bit.
-
-__device__ __forceinline__ void a8_group(float v, signed char* q_out, float* d_out, int* sum_out) {
-    const int lane = threadIdx.x & 31;
-    const float amax = warp_max(fabsf(v));
-    int q = 0;
-    float d = 0.f;
-    if (amax > 0.f && amax <= 3.40282347e38f) {
-        const float id = __fdiv_rn(127.0f, amax);
-        q = v == v ? (int)fminf(fmaxf(rintf(__fmul_rn(v, id)), -127.f), 127.f) : 0;
-        d = __fdiv_rn(amax, 127.0f);
-    }
-    q_out[lane] = (signed char)q;
-    int s = q;
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
-    if (lane == 0) {
-        *d_out = d;
-        *sum_out = s;
-    }
-}
 
 extern "C" __global__ void quant_a8(const float* X, int ldx, int K, int n_tok, signed char* XQ,
                                     float* XS, int* XSUM) {

@@ -1,8 +1,8 @@
 //! What the A8 activation route (`MUSER_CUDA_ACTS=a8`, issue 5's A/B of the activation format)
 //! can run, checked before a session starts: its kernels (matvec_a8.cu, mmq_a8.cu) exist for
 //! Q4_K and Q6_K-P weights, one-token decode (pipelined, staged or not) and multi-token matmuls
-//! (tensor cores, or the eight-token kernels with `MUSER_CUDA_MMQ=0`), with the quantization
-//! unfused. Anything else is a configuration error naming what to change — never a silent
+//! (tensor cores, or the eight-token kernels with `MUSER_CUDA_MMQ=0`); the fused quantization
+//! kernels have A8 twins (`*_q8`). Anything else is a configuration error naming what to change — never a silent
 //! switch to another route — and so is a kernel switch the A8 kernels would not read.
 
 use muser_cuda::Registry;

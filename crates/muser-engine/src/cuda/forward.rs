@@ -493,7 +493,7 @@ impl<'m> CudaSession<'m> {
             if fused_combine {
                 let gate = lw.wgate.as_ref().map_or(0, |_| b.gate.ptr());
                 launch(
-                    self.f(Kernel::AttnCombineQ),
+                    self.f(self.fused_q(Kernel::AttnCombineQ)),
                     combine_dims,
                     s,
                     combine_args
@@ -603,8 +603,24 @@ impl<'m> CudaSession<'m> {
         Ok(())
     }
 
+    /// The fused-quantization kernel `k` (A16) for this session's activation format: its A8
+    /// twin on the A8 route (same arithmetic, A8's quantization).
+    fn fused_q(&self, k: Kernel) -> Kernel {
+        if self.opts.acts != Acts::A8 {
+            return k;
+        }
+        match k {
+            Kernel::ResidualNormQ => Kernel::ResidualNormQ8,
+            Kernel::SigmoidGateQ => Kernel::SigmoidGateQ8,
+            Kernel::SwigluQ => Kernel::SwigluQ8,
+            Kernel::GegluQ => Kernel::GegluQ8,
+            Kernel::AttnCombineQ => Kernel::AttnCombineQ8,
+            other => other,
+        }
+    }
+
     /// `x += rmsnorm(o, eps_post) * w_post; h = rmsnorm(x, eps) * w_next`, and with `quantize`
-    /// also h's A16 quants (the fused kernel; same numbers as quantizing afterwards).
+    /// also h's quants (the fused kernel; same numbers as quantizing afterwards).
     fn residual_norm(
         &self,
         s: Stream,
@@ -626,7 +642,7 @@ impl<'m> CudaSession<'m> {
             .int(c.n_embd);
         let (k, args) = if quantize {
             (
-                Kernel::ResidualNormQ,
+                self.fused_q(Kernel::ResidualNormQ),
                 args.ptr(b.xq.ptr())
                     .ptr(b.xs.ptr())
                     .ptr(b.xsum.ptr())
@@ -647,8 +663,9 @@ impl<'m> CudaSession<'m> {
         )
     }
 
-    /// A fused element-wise + A16-quantize kernel: one warp per group of 32 of `width`-wide rows;
-    /// `args` are the element-wise kernel's, the A16 buffers are appended.
+    /// A fused element-wise + quantize kernel (`k` the A16 one; `fused_q` picks the session's):
+    /// one warp per group of 32 of `width`-wide rows; `args` are the element-wise kernel's, the
+    /// activation buffers are appended.
     fn ewq(
         &self,
         k: Kernel,
@@ -659,7 +676,7 @@ impl<'m> CudaSession<'m> {
     ) -> Result<(), CudaError> {
         let b = &self.b;
         launch(
-            self.reg.get(k, self.opts.act_math),
+            self.reg.get(self.fused_q(k), self.opts.act_math),
             Dims {
                 grid: ((width as u32 / 32).div_ceil(8), n as u32, 1),
                 block: 256,

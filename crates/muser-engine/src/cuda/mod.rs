@@ -263,7 +263,7 @@ impl<'m> CudaSession<'m> {
                 opts.attn_hpb
             )));
         }
-        let fusable = opts.acts == Acts::A16
+        let fusable = matches!(opts.acts, Acts::A16 | Acts::A8)
             && c.n_embd <= 8 * 1024
             && c.n_embd.is_multiple_of(32)
             && c.n_ff.is_multiple_of(32)
@@ -288,7 +288,7 @@ impl<'m> CudaSession<'m> {
         }
         if opts.fuse && !fusable {
             return Err(EngineError::Config(format!(
-                "MUSER_CUDA_FUSE=1 needs A16 activations, n_embd <= 8192 and widths that are multiples of 32 (n_embd {}, n_ff {})",
+                "MUSER_CUDA_FUSE=1 needs A16 or A8 activations, n_embd <= 8192 and widths that are multiples of 32 (n_embd {}, n_ff {})",
                 c.n_embd, c.n_ff
             )));
         }

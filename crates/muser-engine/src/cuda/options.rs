@@ -22,7 +22,7 @@ pub struct CudaOptions {
     /// Math variant of the element-wise activation kernels (`MUSER_CUDA_FAST_ACT=1`: fast).
     pub act_math: Math,
     /// Activations fed to the matmuls: A16 (default), A8 (`MUSER_CUDA_ACTS=a8`, A/B: Q4_K and
-    /// Q6_K weights only, unfused, one sequence or `MUSER_CUDA_BATCH_MM=mmq`) or f32
+    /// Q6_K weights only, one sequence or `MUSER_CUDA_BATCH_MM=mmq`) or f32
     /// (`MUSER_CUDA_ACTS=f32`, A/B).
     pub acts: Acts,
     /// Software-pipelined decode matvec for Q4_K/Q6_K (default; `MUSER_CUDA_PIPE=0` for A/B).
@@ -34,10 +34,10 @@ pub struct CudaOptions {
     /// kernels (`mmq_a16.cu`; default; `MUSER_CUDA_MMQ=0` for A/B: the eight-token dp2a
     /// kernels). Same numbers either way: both follow the decode kernels' order.
     pub mmq: bool,
-    /// Fuse the A16 quantization into the kernels that produce matmul inputs (residual norm,
+    /// Fuse the A16 / A8 quantization into the kernels that produce matmul inputs (residual norm,
     /// gate, FFN activation, attention combine): default on, `MUSER_CUDA_FUSE=0` for A/B. Same
     /// logits by construction (the device tests assert it); measured faster (docs/cuda.md).
-    /// Needs A16 activations, n_embd <= 8192 and widths that are multiples of 32: by default it
+    /// Needs A16 or A8 activations, n_embd <= 8192 and widths that are multiples of 32: by default it
     /// is then on and otherwise off (the route identity says which); asked for explicitly
     /// (`MUSER_CUDA_FUSE=1`) on a model that does not allow it, the session is an error.
     pub fuse: bool,
