@@ -149,6 +149,8 @@ impl Module {
     }
 }
 
+/// Compile one module variant to PTX (no device needed): the PTX, the full option list
+/// (architecture included), the module's identity and the PTX's hash and size (`Compiled`).
 pub fn compile_module(
     m: Module,
     math: Math,

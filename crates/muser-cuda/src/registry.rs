@@ -3,9 +3,10 @@
 //! engine launches from (`Module::ENGINE`; `Registry::build_modules` picks others) with NVRTC
 //! for the device's architecture (`compile`) — strict, and where the module allows it also
 //! fast-math — loads every kernel of it, and keeps each compiled module's identity (SHA-256
-//! over the compiler version, options and source; `compile::Compiled`). A compile or load failure is a typed error naming the module or kernel with
-//! the NVRTC log; asking for a kernel/math pair that was never built is a programming error and
-//! panics (fail closed: there is no fallback kernel).
+//! over the compiler version, options and source; `compile::Compiled`). A compile or load
+//! failure is a typed error naming the module or kernel with the NVRTC log; asking for a
+//! kernel/math pair that was never built is a programming error and panics (fail closed: there
+//! is no fallback kernel).
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -492,8 +493,6 @@ pub struct PackedPlan {
     pub dims: crate::launch::Dims,
 }
 
-/// Compile one module variant to PTX (no device needed). Returns the PTX, the full option list
-/// (architecture included), the fingerprint and the PTX size.
 /// A numeric compile-time switch: `name` unset gives `default`; otherwise one of `allowed`.
 fn env_choice(name: &str, default: u32, allowed: &[u32]) -> Result<u32, CudaError> {
     match std::env::var(name) {
