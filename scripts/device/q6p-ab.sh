@@ -2,7 +2,8 @@
 # The next device session's measurements (branches wip/q6p-default, wip/a8-decode): the CUDA
 # tests (every binary of .device/tests, kernels_a8 included); kernel times per layer
 # (`mvb_bench`: one-token and packed passes, tensor-core rows, with and without --q6pad; the A8
-# one-token kernels, --a8, with and without a 6-blocks-per-SM register cap) and the prefill
+# one-token kernels, --a8, with and without a 6-blocks-per-SM register cap; the register-
+# resident ones, --a8r, at 2 / 4 / 8 rows per warp, with the next row ahead, capped) and the prefill
 # matmuls (`mmq_bench --a8`: A16 and A8); then end to end on the full-size forge (after
 # `scripts/device/cuda-setup.sh`), alternating: Q6_PAD 0 and 1 and the A8 route
 # (`MUSER_CUDA_ACTS=a8`, fused quantization as A16's): tg128 and pp512; tg64 at 4 and 8 rows
@@ -29,6 +30,10 @@ if [ "${KB:-1}" = 1 ]; then
     env $v timeout 90 .device/mvb_bench --q6pad 2>&1 | grep -E "^nt 1|^  "
     echo "== mvb_bench --a8 $v"
     env $v timeout 90 .device/mvb_bench --a8 2>&1 | grep -E "^nt 1|^  |panicked"
+  done
+  for v in "" "MUSER_CUDA_MVR_ROWS=2" "MUSER_CUDA_MVR_ROWS=8" "MUSER_CUDA_MVR_AHEAD=1" "MUSER_CUDA_MVA_MINB=4"; do
+    echo "== mvb_bench --a8r $v"
+    env $v timeout 90 .device/mvb_bench --a8r 2>&1 | grep -E "^nt 1|^  |panicked"
   done
   echo "== mmq_bench --a8 (512 tokens; A16 and A8, Q6_K in Q6_K-P)"
   timeout 120 .device/mmq_bench --a8 2>&1 | grep -E "mmq|panicked"

@@ -8,7 +8,8 @@
 //! `cargo run --release -p muser-cuda --example mvb_bench [-- --unstaged | --default-smem |
 //! --mmv [--pair]] [--pdl] [--q6pad]`  (`--pdl`: launches overlap as with `MUSER_CUDA_PDL=1`;
 //! `--q6pad`: Q6_K in the aligned repack Q6_K-P, as the engine's default `MUSER_CUDA_Q6_PAD`;
-//! `--a8`: the one-token pass only, on A8 activations (`matvec_a8.cu`; implies `--q6pad`)).
+//! `--a8`: the one-token pass only, on A8 activations (`matvec_a8.cu`; implies `--q6pad`);
+//! `--a8r`: as `--a8` with the register-resident kernels (`mvr_*`) where K <= 8192).
 //! The one-token pass also prints each matrix alone.
 //! Packed rows launch as batched decode does (`Registry::packed_plan`: `MUSER_CUDA_MVB_WARPS`
 //! warps, activations staged in up to 227 KiB of opt-in shared memory); `--default-smem`
@@ -71,7 +72,8 @@ fn main() {
     let mmv = std::env::args().any(|a| a == "--mmv");
     let pair = std::env::args().any(|a| a == "--pair");
     let pdl = std::env::args().any(|a| a == "--pdl");
-    let a8 = std::env::args().any(|a| a == "--a8");
+    let a8r = std::env::args().any(|a| a == "--a8r");
+    let a8 = a8r || std::env::args().any(|a| a == "--a8");
     let q6pad = a8 || std::env::args().any(|a| a == "--q6pad");
     match Gpu::probe() {
         Ok(Some(_)) => {}
@@ -169,7 +171,11 @@ fn main() {
         },
         if pdl { ", programmatic dependent launch" } else { "" },
         if q6pad { ", Q6_K in Q6_K-P" } else { "" },
-        if a8 { ", A8 activations (one token)" } else { "" }
+        match (a8, a8r) {
+            (_, true) => format!(", A8 activations (one token), register-resident rows {}", reg.mvr_rows),
+            (true, _) => ", A8 activations (one token)".to_string(),
+            _ => String::new(),
+        }
     );
     let mut t1 = 0f64;
     for nt in [1usize, 2, 4, 8] {
@@ -185,12 +191,16 @@ fn main() {
             .iter()
             .map(|m| {
                 if a8 {
-                    // The A8 one-token kernels (Q4_K, Q6_K-P), launched as their A16 twins.
-                    let (ks, kp) = if m.ty == GgmlType::Q4_K {
-                        (Kernel::MvsQ4kA8T1, Kernel::MvpQ4kA8T1)
+                    // The A8 one-token kernels (Q4_K, Q6_K-P), launched as their A16 twins; with
+                    // `--a8r` the register-resident ones where they fit.
+                    let (ks, kp, kr) = if m.ty == GgmlType::Q4_K {
+                        (Kernel::MvsQ4kA8T1, Kernel::MvpQ4kA8T1, Kernel::MvrQ4kA8T1)
                     } else {
-                        (Kernel::MvsQ6pA8T1, Kernel::MvpQ6pA8T1)
+                        (Kernel::MvsQ6pA8T1, Kernel::MvpQ6pA8T1, Kernel::MvrQ6pA8T1)
                     };
+                    if let Some(d) = reg.mvr_dims(m.n_out, m.k).filter(|_| a8r) {
+                        return (kr, d);
+                    }
                     let p = reg.t1_plan(kp, m.n_out, m.k, !unstaged);
                     return (if p.staged { ks } else { kp }, p.dims);
                 }
@@ -275,6 +285,7 @@ fn main() {
             .map(|(k, d)| match (k, d.smem > 0) {
                 (Kernel::MmvQ4k | Kernel::MmvQ6k | Kernel::MmvQ6p, _) => "m",
                 (Kernel::MmvPairQ4k | Kernel::MmvPairQ6k | Kernel::MmvPairQ6p, _) => "P",
+                (Kernel::MvrQ4kA8T1 | Kernel::MvrQ6pA8T1, _) => "r",
                 (_, true) => "s",
                 _ => "p",
             })

@@ -308,6 +308,10 @@ mod tests {
             &["-DMVA_AHEAD=2".to_string()],
         )
         .unwrap_or_else(|e| panic!("{e}"));
+        let m = Module::MatvecA8;
+        let extra = ["-DMVR_ROWS=16".to_string(), "-DMVR_AHEAD=1".to_string()];
+        compile_module(m, Math::Strict, "sm_90a", &m.source(), &extra)
+            .unwrap_or_else(|e| panic!("{e}"));
         let m = Module::MmqA16;
         let extra = [
             "-DMMQ_WN=2".to_string(),

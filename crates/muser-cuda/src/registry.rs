@@ -75,6 +75,7 @@ kernels! {
     MvsQ6pA8T1 => MatvecA8, "mvs_q6p_a8_t1"; MvpQ6pA8T1 => MatvecA8, "mvp_q6p_a8_t1";
     MvaQ4kA8T8 => MatvecA8, "mva_q4_k_a8_t8"; MvaQ6pA8T8 => MatvecA8, "mva_q6p_a8_t8";
     MmqQ4kA8 => MmqA8, "mmq_q4_k_a8"; MmqQ6pA8 => MmqA8, "mmq_q6p_a8";
+    MvrQ4kA8T1 => MatvecA8, "mvr_q4_k_a8_t1"; MvrQ6pA8T1 => MatvecA8, "mvr_q6p_a8_t1";
     RmsnormRows => Norm, "rmsnorm_rows";
     EmbedFinish => Norm, "embed_finish";
     ResidualNorm => Norm, "residual_norm";
@@ -162,6 +163,11 @@ pub struct Registry {
     /// units, same order, so the same numbers.
     pub mva_ahead: u32,
     pub mva_ahead_q6p: u32,
+    /// Rows per warp of the register-resident A8 decode kernels (`mvr_*_a8_t1`, -DMVR_ROWS,
+    /// `MUSER_CUDA_MVR_ROWS`) and whether they request the next row's weights ahead
+    /// (-DMVR_AHEAD, `MUSER_CUDA_MVR_AHEAD`). Launch and schedule only: the same numbers.
+    pub mvr_rows: u32,
+    pub mvr_ahead: u32,
     functions: HashMap<(Kernel, Math), CudaFunction>,
     modules: Vec<CompiledModule>,
     _loaded: Vec<Arc<CudaModule>>,
@@ -257,6 +263,21 @@ impl Registry {
         }
     }
 
+    /// The launch of a register-resident A8 decode kernel (`mvr_*_a8_t1`) over `n_out` rows of
+    /// `k` inputs, where its registers hold a lane's activations (`k` a multiple of 256 and at
+    /// most 64 · 32 · MVR_UNITS = 8192); `None` elsewhere.
+    pub fn mvr_dims(&self, n_out: usize, k: usize) -> Option<crate::launch::Dims> {
+        (k.is_multiple_of(256) && k <= 8192).then(|| crate::launch::Dims {
+            grid: (
+                (n_out as u32).div_ceil(self.mva_warps * self.mvr_rows),
+                1,
+                1,
+            ),
+            block: 32 * self.mva_warps,
+            smem: 0,
+        })
+    }
+
     /// The launch of a tensor-core matmul (`mmq_*`) over `n_out` rows and `n_tok` tokens.
     pub fn mmq_dims(&self, n_out: usize, n_tok: usize) -> crate::launch::Dims {
         crate::launch::Dims {
@@ -324,6 +345,8 @@ impl Registry {
         let mva_wstages_q6 = env_choice("MUSER_CUDA_MVA_WSTAGES_Q6", 0, &[0, 2, 3, 4])?;
         let mva_ahead = env_choice("MUSER_CUDA_MVA_AHEAD", 1, &[1, 2])?;
         let mva_ahead_q6p = env_choice("MUSER_CUDA_MVA_AHEAD_Q6P", 1, &[1, 2])?;
+        let mvr_rows = env_choice("MUSER_CUDA_MVR_ROWS", 4, &[1, 2, 4, 8, 16])?;
+        let mvr_ahead = env_choice("MUSER_CUDA_MVR_AHEAD", 0, &[0, 1])?;
         if mva_ahead == 2 && mva_wstages > 0 {
             return Err(CudaError::Invalid(
                 "MUSER_CUDA_MVA_AHEAD=2 and MUSER_CUDA_MVA_WSTAGES: the Q4_K decode kernel \
@@ -371,6 +394,10 @@ impl Registry {
                     extra.push(format!("-DMVA_WSTAGES_Q6={mva_wstages_q6}"));
                     extra.push(format!("-DMVA_AHEAD={mva_ahead}"));
                     extra.push(format!("-DMVA_AHEAD_Q6P={mva_ahead_q6p}"));
+                }
+                if m == Module::MatvecA8 {
+                    extra.push(format!("-DMVR_ROWS={mvr_rows}"));
+                    extra.push(format!("-DMVR_AHEAD={mvr_ahead}"));
                 }
                 let c = compile_module(m, math, arch, &src, &extra)?;
                 let (ptx, options, sha256, ptx_bytes) = (c.ptx, c.options, c.sha256, c.ptx_bytes);
@@ -439,6 +466,8 @@ impl Registry {
             mva_wstages_q6,
             mva_ahead,
             mva_ahead_q6p,
+            mvr_rows,
+            mvr_ahead,
             mva_warps,
             mvb_warps,
             functions,

@@ -1,7 +1,7 @@
 //! The A8 activation side of the decode matvecs on the device (`matvec_a8.cu`; issue 5's A/B of
 //! the activation format, not in the engine's route): the device quantizer equals
-//! muser_quant::a8's bit for bit, the one-token Q4_K / Q6_K-P kernels (staged and unstaged)
-//! equal the eight-token reference kernel bit for bit, and that is close to the f64 product of
+//! muser_quant::a8's bit for bit, the one-token Q4_K / Q6_K-P kernels (staged, unstaged and
+//! register-resident) equal the eight-token reference kernel bit for bit, and that is close to the f64 product of
 //! the dequantized weights and the dequantized A8 activations. Without a CUDA device every
 //! test says "skipping: no CUDA device" (CI); `scripts/device/cuda-tests.sh` runs it on the H200.
 
@@ -168,6 +168,30 @@ fn a8_decode_kernels_match_their_reference() {
                     bits(&y8[..n_out]),
                     "{ty:?} A8: {} differs from {} at K = {k}",
                     kern.symbol(),
+                    k8.symbol()
+                );
+            }
+            // The register-resident kernels, where a lane's activations fit (K <= 8192).
+            let mvr = if ty == GgmlType::Q4_K {
+                Kernel::MvrQ4kA8T1
+            } else {
+                Kernel::MvrQ6pA8T1
+            };
+            if let Some(dims) = reg.mvr_dims(n_out, k) {
+                let yr = run(
+                    &gpu,
+                    &reg,
+                    mvr,
+                    dims,
+                    (w.ptr(), row_bytes),
+                    &act,
+                    (k, n_out, 1),
+                );
+                assert_eq!(
+                    bits(&yr),
+                    bits(&y8[..n_out]),
+                    "{ty:?} A8: {} differs from {} at K = {k}",
+                    mvr.symbol(),
                     k8.symbol()
                 );
             }
