@@ -6,8 +6,8 @@
 # resident ones, --a8r, at 2 / 4 / 8 rows per warp, with the next row ahead, capped) and the prefill
 # matmuls (`mmq_bench --a8`: A16 and A8); then end to end on the full-size forge (after
 # `scripts/device/cuda-setup.sh`), alternating: Q6_PAD 0 and 1 and the A8 route
-# (`MUSER_CUDA_ACTS=a8`, fused quantization as A16's): tg128 and pp512; tg64 at 4 and 8 rows
-# with Q6_PAD 0 and 1. Build first: scripts/device/build-device.sh.
+# (`MUSER_CUDA_ACTS=a8`, fused quantization as A16's; also with the register-resident decode
+# kernels, `MUSER_CUDA_MVR=1`): tg128 and pp512; tg64 at 4 and 8 rows with Q6_PAD 0 and 1. Build first: scripts/device/build-device.sh.
 # Usage: bash scripts/device/q6p-ab.sh OUTDIR   (TESTS=0 skips the tests, KB=0 the kernel
 # benchmarks, E2E=0 the end to end; ~14 min in all: two calls, e.g. E2E=0, then TESTS=0 KB=0)
 set -uo pipefail
@@ -41,9 +41,9 @@ fi
 [ "${E2E:-1}" = 1 ] || exit 0
 while [ ! -f $HOME/forge.done ]; do sleep 2; done
 for rep in 1 2; do
-  for v in MUSER_CUDA_Q6_PAD=0 MUSER_CUDA_Q6_PAD=1 MUSER_CUDA_ACTS=a8; do
+  for v in MUSER_CUDA_Q6_PAD=0 MUSER_CUDA_Q6_PAD=1 MUSER_CUDA_ACTS=a8 MUSER_CUDA_ACTS=a8,MUSER_CUDA_MVR=1; do
     echo "== $v (rep $rep)"
-    env $v $M bench -m $HOME/full.gguf --backend cuda -p 512 -n 128 -r 2 2>&1 | grep -E "pp512|tg128|route|rror"
+    env ${v//,/ } $M bench -m $HOME/full.gguf --backend cuda -p 512 -n 128 -r 2 2>&1 | grep -E "pp512|tg128|route|rror"
   done
 done
 for v in 0 1; do

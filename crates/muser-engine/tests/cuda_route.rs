@@ -209,6 +209,13 @@ fn a8_route_refuses_what_it_has_no_kernels_for() {
     };
     refused(&m, &|o| o.q6_pad = false, "Q6_K in GGUF's layout");
     refused(&m, &|o| o.pipe = false, "plain decode kernels");
+    let mut o = CudaOptions::new(256, 16);
+    o.mvr = true;
+    match CudaSession::new(&m, o, &mut |_, _| {}) {
+        Err(EngineError::Config(msg)) => assert!(msg.contains("MUSER_CUDA_MVR"), "{msg}"),
+        Err(e) => panic!("MUSER_CUDA_MVR=1 on A16: unexpected error {e}"),
+        Ok(_) => panic!("MUSER_CUDA_MVR=1 on A16 must be refused"),
+    }
     refused(
         &m,
         &|o| {
@@ -262,6 +269,15 @@ fn cuda_a8_route_is_deterministic_and_tracks_the_cpu_a8_route() {
         ("chunk 1, unstaged decode", a8(1, |o| o.xsmem = false)),
         ("fused quantization, chunk 512", a8(512, |o| o.fuse = true)),
         ("fused quantization, chunk 1", a8(1, |o| o.fuse = true)),
+        ("register-resident decode, chunk 1", a8(1, |o| o.mvr = true)),
+        (
+            "register-resident decode, fused, eager, chunk 1",
+            a8(1, |o| {
+                o.mvr = true;
+                o.fuse = true;
+                o.graphs = false;
+            }),
+        ),
         (
             "eight-token prefill kernels, chunk 512",
             a8(512, |o| o.mmq = false),

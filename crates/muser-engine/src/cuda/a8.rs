@@ -18,6 +18,11 @@ fn refuse(what: impl std::fmt::Display) -> Result<(), EngineError> {
 /// The options and the model's matmul weights against what the A8 route has kernels for.
 pub fn check_options(model: &Model, opts: &CudaOptions) -> Result<(), EngineError> {
     if opts.acts != Acts::A8 {
+        if opts.mvr {
+            return Err(EngineError::Config(
+                "MUSER_CUDA_MVR=1 selects A8 decode kernels: it needs MUSER_CUDA_ACTS=a8".into(),
+            ));
+        }
         return Ok(());
     }
     if !opts.q6_pad {
@@ -48,6 +53,9 @@ pub fn check_options(model: &Model, opts: &CudaOptions) -> Result<(), EngineErro
 pub fn check_switches(reg: &Registry, opts: &CudaOptions) -> Result<(), EngineError> {
     if opts.acts != Acts::A8 {
         return Ok(());
+    }
+    if !opts.mvr && (reg.mvr_rows != 4 || reg.mvr_ahead != 0) {
+        return refuse("MUSER_CUDA_MVR_ROWS / _AHEAD apply to the register-resident kernels (MUSER_CUDA_MVR=1)");
     }
     for (set, name) in [
         (reg.mva_ahead != 1, "MUSER_CUDA_MVA_AHEAD"),

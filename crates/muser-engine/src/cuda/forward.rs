@@ -188,8 +188,9 @@ impl<'m> CudaSession<'m> {
     }
 
     /// `mv` on the A8 route (`MUSER_CUDA_ACTS=a8`; `cuda::a8` checked the weights and
-    /// options): one token on the pipelined kernel (staged where it fits), several on the
-    /// tensor cores or the eight-token kernel.
+    /// options): one token on the pipelined kernel (staged where it fits) or, with `mvr`, the
+    /// register-resident one where K allows; several on the tensor cores or the eight-token
+    /// kernel.
     fn mv_a8(
         &self,
         s: Stream,
@@ -203,6 +204,9 @@ impl<'m> CudaSession<'m> {
         })?;
         let args = self.a16_args(m, 0, (y, ldy), n);
         if n == 1 {
+            if let Some(dims) = self.reg.mvr_dims(m.n_out, m.n_in).filter(|_| self.opts.mvr) {
+                return launch(self.f(k8.mvr), dims, s, args);
+            }
             let plan = self.reg.t1_plan(k8.t1, m.n_out, m.n_in, self.opts.xsmem);
             let kern = if plan.staged { k8.t1_staged } else { k8.t1 };
             return launch(self.f(kern), plan.dims, s, args);

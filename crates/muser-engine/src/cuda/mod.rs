@@ -414,7 +414,7 @@ impl<'m> CudaSession<'m> {
                 ),
                 Acts::A16 => format!("rows{}-minb{}", self.reg.mva_rows, self.reg.mva_minb),
                 Acts::A8 => format!(
-                    "pipe{}-rows{}-minb{}{}",
+                    "pipe{}-rows{}-minb{}{}{}",
                     match (self.opts.xsmem, self.reg.stage_async) {
                         (true, false) => "-xsmem",
                         (true, true) => "-xsmem-async",
@@ -425,6 +425,11 @@ impl<'m> CudaSession<'m> {
                     match self.reg.mva_warps {
                         4 => String::new(),
                         w => format!("-warps{w}"),
+                    },
+                    match (self.opts.mvr, self.reg.mvr_ahead) {
+                        (false, _) => String::new(),
+                        (true, 0) => format!("-mvr{}", self.reg.mvr_rows),
+                        (true, _) => format!("-mvr{}a", self.reg.mvr_rows),
                     }
                 ),
                 Acts::F32 | Acts::Invalid => "plain".to_string(),

@@ -79,6 +79,9 @@ pub struct CudaOptions {
     /// weight loads, and wait for it (`griddepcontrol.wait`) before touching anything it
     /// wrote (`Gpu::set_pdl`). Timing only: the same kernels and arithmetic.
     pub pdl: bool,
+    /// A8 one-token decode on the register-resident kernels (`mvr_*_a8_t1`, where K <= 8192;
+    /// `MUSER_CUDA_MVR=1`, A8 only; rows per warp `MUSER_CUDA_MVR_ROWS`). Same numbers.
+    pub mvr: bool,
     /// Q6_K matmul weights on the device in the aligned repack Q6_K-P (`muser_cuda::q6pad`;
     /// default on with A16 activations, `MUSER_CUDA_Q6_PAD=0` keeps GGUF's layout): every A16
     /// kernel reads it (`q6p_kernels`) — a decode unit is three aligned 16-byte loads instead
@@ -158,6 +161,7 @@ impl CudaOptions {
             mmv_min: env_usize("MUSER_CUDA_MMV_MIN").unwrap_or(3),
             mmv_pair: std::env::var("MUSER_CUDA_MMV_PAIR").as_deref() == Ok("1"),
             pdl: std::env::var("MUSER_CUDA_PDL").as_deref() == Ok("1"),
+            mvr: std::env::var("MUSER_CUDA_MVR").as_deref() == Ok("1"),
             q6_pad: std::env::var("MUSER_CUDA_Q6_PAD").as_deref() != Ok("0"),
             q6_pad_explicit: std::env::var("MUSER_CUDA_Q6_PAD").is_ok(),
             batch_mm: match std::env::var("MUSER_CUDA_BATCH_MM").as_deref() {

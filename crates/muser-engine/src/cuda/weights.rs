@@ -103,6 +103,8 @@ pub struct A8Kernels {
     pub t8: Kernel,
     /// Several tokens on the tensor cores.
     pub mmq: Kernel,
+    /// One token, activations held in registers (K <= 8192; `MUSER_CUDA_MVR=1`).
+    pub mvr: Kernel,
 }
 
 /// The kernels for a weight type (`None`: the CUDA route cannot use this type).
@@ -166,6 +168,7 @@ pub fn kernels_for(ty: GgmlType) -> Option<TypeKernels> {
             t1: MvpQ4kA8T1,
             t8: MvaQ4kA8T8,
             mmq: MmqQ4kA8,
+            mvr: MvrQ4kA8T1,
         }),
     })
 }
@@ -194,6 +197,7 @@ pub fn q6p_kernels() -> TypeKernels {
             t1: MvpQ6pA8T1,
             t8: MvaQ6pA8T8,
             mmq: MmqQ6pA8,
+            mvr: MvrQ6pA8T1,
         }),
     }
 }
