@@ -49,13 +49,16 @@ pub fn check_options(model: &Model, opts: &CudaOptions) -> Result<(), EngineErro
     Ok(())
 }
 
-/// Registry switches that act only on A16 kernels the A8 route does not launch.
+/// Registry switches that act only on kernels this session does not launch: the A16 decode
+/// kernels' on the A8 route, the register-resident A8 kernels' anywhere else.
 pub fn check_switches(reg: &Registry, opts: &CudaOptions) -> Result<(), EngineError> {
+    if !(opts.acts == Acts::A8 && opts.mvr) && (reg.mvr_rows != 4 || reg.mvr_ahead != 0) {
+        return Err(EngineError::Config(
+            "MUSER_CUDA_MVR_ROWS / MUSER_CUDA_MVR_AHEAD apply to the register-resident A8 kernels only (MUSER_CUDA_ACTS=a8 with MUSER_CUDA_MVR=1)".into(),
+        ));
+    }
     if opts.acts != Acts::A8 {
         return Ok(());
-    }
-    if !opts.mvr && (reg.mvr_rows != 4 || reg.mvr_ahead != 0) {
-        return refuse("MUSER_CUDA_MVR_ROWS / _AHEAD apply to the register-resident kernels (MUSER_CUDA_MVR=1)");
     }
     for (set, name) in [
         (reg.mva_ahead != 1, "MUSER_CUDA_MVA_AHEAD"),
