@@ -21,28 +21,7 @@ struct A16Dev {
 
 /// Quantize `x` ([n_tok][k]) with the device's quant_a16 and check it equals muser_quant::a16.
 fn quant_on_device(gpu: &Gpu, reg: &Registry, x: &[f32], k: usize, n_tok: usize) -> A16Dev {
-    let xd = upload_bytes(gpu, bytemuck_f32(x));
-    let xq = gpu.alloc(n_tok * k * 2, "xq").expect("alloc");
-    let xs = gpu.alloc(n_tok * k / 32 * 4, "xs").expect("alloc");
-    let xsum = gpu.alloc(n_tok * k / 32 * 4, "xsum").expect("alloc");
-    launch(
-        reg.get(Kernel::QuantA16, Math::Strict),
-        Dims {
-            grid: ((k as u32 / 32).div_ceil(8), n_tok as u32, 1),
-            block: 256,
-            smem: 0,
-        },
-        gpu.stream(),
-        KArgs::new()
-            .ptr(xd.ptr())
-            .int(k)
-            .int(k)
-            .int(n_tok)
-            .ptr(xq.ptr())
-            .ptr(xs.ptr())
-            .ptr(xsum.ptr()),
-    )
-    .expect("launch quant_a16");
+    let (xq, xs, xsum) = launch_quant(gpu, reg, Kernel::QuantA16, x, (k, n_tok, 2));
     let mut q = vec![0i16; n_tok * k];
     let mut d = vec![0f32; n_tok * k / 32];
     let mut sum = vec![0i32; n_tok * k / 32];

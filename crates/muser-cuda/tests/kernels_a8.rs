@@ -7,7 +7,7 @@
 
 use bytemuck::Zeroable;
 use muser_cuda::launch::{launch, A16Matmul, Dims};
-use muser_cuda::{DeviceBuffer, Gpu, KArgs, Kernel, Math, Registry};
+use muser_cuda::{DeviceBuffer, Gpu, Kernel, Math, Registry};
 use muser_gguf::GgmlType;
 use muser_quant::a8::{self, BlockA8};
 
@@ -30,28 +30,7 @@ fn quant_a8_on_device(
     k: usize,
     n_tok: usize,
 ) -> (A8Dev, Vec<f64>) {
-    let xd = upload_bytes(gpu, bytemuck_f32(x));
-    let xq = gpu.alloc(n_tok * k, "xq").expect("alloc");
-    let xs = gpu.alloc(n_tok * k / 32 * 4, "xs").expect("alloc");
-    let xsum = gpu.alloc(n_tok * k / 32 * 4, "xsum").expect("alloc");
-    launch(
-        reg.get(Kernel::QuantA8, Math::Strict),
-        Dims {
-            grid: ((k as u32 / 32).div_ceil(8), n_tok as u32, 1),
-            block: 256,
-            smem: 0,
-        },
-        gpu.stream(),
-        KArgs::new()
-            .ptr(xd.ptr())
-            .int(k)
-            .int(k)
-            .int(n_tok)
-            .ptr(xq.ptr())
-            .ptr(xs.ptr())
-            .ptr(xsum.ptr()),
-    )
-    .expect("launch quant_a8");
+    let (xq, xs, xsum) = launch_quant(gpu, reg, Kernel::QuantA8, x, (k, n_tok, 1));
     let mut q = vec![0i8; n_tok * k];
     let mut d = vec![0f32; n_tok * k / 32];
     let mut sum = vec![0i32; n_tok * k / 32];
@@ -74,6 +53,24 @@ fn quant_a8_on_device(
         }
     }
     (A8Dev { xq, xs, xsum }, deq)
+}
+
+/// Rows in the layout the A8 kernels read: Q6_K repacked into Q6_K-P, the others as they are;
+/// (bytes, row bytes).
+fn device_layout(
+    ty: GgmlType,
+    host: Vec<u8>,
+    row_bytes: usize,
+    (n_out, k): (usize, usize),
+) -> (Vec<u8>, usize) {
+    if ty == GgmlType::Q6_K {
+        (
+            muser_cuda::q6pad::repack(&host, n_out, k).expect("repack"),
+            muser_cuda::q6pad::row_bytes(k),
+        )
+    } else {
+        (host, row_bytes)
+    }
 }
 
 /// `kern` over `n_tok` tokens of `act` with weights (pointer, row bytes) into a guarded output.
@@ -127,14 +124,7 @@ fn a8_decode_kernels_match_their_reference() {
         ] {
             let (host, row_bytes) = quantized_rows(ty, n_out, k, 7 + ty as u64);
             let want = f64_products(ty, &host, row_bytes, &xd, k);
-            let (bytes, row_bytes) = if ty == GgmlType::Q6_K {
-                (
-                    muser_cuda::q6pad::repack(&host, n_out, k).expect("repack"),
-                    muser_cuda::q6pad::row_bytes(k),
-                )
-            } else {
-                (host, row_bytes)
-            };
+            let (bytes, row_bytes) = device_layout(ty, host, row_bytes, (n_out, k));
             let w = upload_bytes(&gpu, &bytes);
             let shape = (k, n_out, n_tok);
             let y8 = run(
@@ -217,14 +207,7 @@ fn a8_mmq_kernels_match_the_decode_kernels() {
                 (GgmlType::Q6_K, Kernel::MvaQ6pA8T8, Kernel::MmqQ6pA8),
             ] {
                 let (host, row_bytes) = quantized_rows(ty, n_out, k, 41 + ty as u64);
-                let (bytes, row_bytes) = if ty == GgmlType::Q6_K {
-                    (
-                        muser_cuda::q6pad::repack(&host, n_out, k).expect("repack"),
-                        muser_cuda::q6pad::row_bytes(k),
-                    )
-                } else {
-                    (host, row_bytes)
-                };
+                let (bytes, row_bytes) = device_layout(ty, host, row_bytes, (n_out, k));
                 let w = upload_bytes(&gpu, &bytes);
                 let (wp, shape) = ((w.ptr(), row_bytes), (k, n_out, n_tok));
                 let y8 = run(

@@ -12,13 +12,7 @@
 
 extern "C" __global__ void quant_a16(const float* X, int ldx, int K, int n_tok, short* XQ,
                                      float* XS, int* XSUM) {
-    PDL_ENTRY()
-    const int grp = blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
-    const int t = blockIdx.y;
-    if (grp >= K / 32 || t >= n_tok) return;
-    const float v = X[(size_t)t * ldx + 32 * grp + (threadIdx.x & 31)];
-    a16_group(v, XQ + (size_t)t * K + 32 * grp, XS + (size_t)t * (K / 32) + grp,
-              XSUM + (size_t)t * (K / 32) + grp);
+    quant_rows(X, ldx, K, n_tok, XQ, XS, XSUM);
 }
 
 // Pipelined decode kernels for one token (the template and MVA_PIPE_KERNEL: matvec_pipe.cuh).

@@ -12,13 +12,7 @@
 
 extern "C" __global__ void quant_a8(const float* X, int ldx, int K, int n_tok, signed char* XQ,
                                     float* XS, int* XSUM) {
-    PDL_ENTRY()
-    const int grp = blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
-    const int t = blockIdx.y;
-    if (grp >= K / 32 || t >= n_tok) return;
-    const float v = X[(size_t)t * ldx + 32 * grp + (threadIdx.x & 31)];
-    a8_group(v, XQ + (size_t)t * K + 32 * grp, XS + (size_t)t * (K / 32) + grp,
-             XSUM + (size_t)t * (K / 32) + grp);
+    quant_rows(X, ldx, K, n_tok, XQ, XS, XSUM);
 }
 
 MVA_PIPE_KERNEL(mvs_q4_k_a8_t1, AQ4K8, true, 1)

@@ -58,6 +58,21 @@ __device__ __forceinline__ void mva_cp_wait() {
 #define MVA_BOUNDS_T1 __launch_bounds__(32 * MVA_WARPS)
 #endif
 
+// The activation quantizers (quant_a16, quant_a8): row t, group grp of X [n_tok][ldx] into
+// XQ [n_tok][K] (the format XQ names: quant_group, common.cuh), XS/XSUM [n_tok][K/32]; one
+// warp per group of 32.
+template <class XE>
+__device__ __forceinline__ void quant_rows(const float* X, int ldx, int K, int n_tok, XE* XQ,
+                                           float* XS, int* XSUM) {
+    PDL_ENTRY()
+    const int grp = blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
+    const int t = blockIdx.y;
+    if (grp >= K / 32 || t >= n_tok) return;
+    const float v = X[(size_t)t * ldx + 32 * grp + (threadIdx.x & 31)];
+    quant_group(v, XQ + (size_t)t * K + 32 * grp, XS + (size_t)t * (K / 32) + grp,
+                XSUM + (size_t)t * (K / 32) + grp);
+}
+
 // The plain body (every format, through its dot<NT>; activations of XType<F>): R rows per warp
 // (their loads overlap), NT tokens per launch row-pass. Neither changes the operation sequence
 // of one (row, token) output.

@@ -112,6 +112,86 @@ struct MmqW6P {
     }
 };
 
+// ---- A warp's side of one unit, shared by the activation formats: its weight fragments
+// (rows wr + 16 mt + 8 h + g of the tiles mt, halves h) read from the staged rows, the A
+// operands built from them, and the float chain per accumulator element (decode's order).
+
+// Q4_K (MmqW4K rows): quant words q and 4 + q, and the row factors (a0, nb0, a1, nb1).
+struct Frags4K {
+    u32 wq[2][2][2];  // [mt][row half][word q | word 4 + q]
+    float4 rf[2][2];  // [mt][row half]
+    __device__ __forceinline__ Frags4K(const u32* wsh, int wr) {
+        const int lane = threadIdx.x & 31, g = lane >> 2, q = lane & 3;
+#pragma unroll
+        for (int mt = 0; mt < 2; ++mt)
+#pragma unroll
+            for (int h = 0; h < 2; ++h) {
+                const u32* row = wsh + MmqW4K::WW * (wr + 16 * mt + 8 * h + g);
+                wq[mt][h][0] = row[q];
+                wq[mt][h][1] = row[4 + q];
+                rf[mt][h] = *(const float4*)(row + 8);
+            }
+    }
+    // Sub-block s (low / high nibbles) of tile mt as an m16n8k32 A operand.
+    __device__ __forceinline__ void a_op(int mt, int s, u32 (&a)[4]) const {
+        a[0] = (wq[mt][0][0] >> (4 * s)) & 0x0F0F0F0Fu;
+        a[1] = (wq[mt][1][0] >> (4 * s)) & 0x0F0F0F0Fu;
+        a[2] = (wq[mt][0][1] >> (4 * s)) & 0x0F0F0F0Fu;
+        a[3] = (wq[mt][1][1] >> (4 * s)) & 0x0F0F0F0Fu;
+    }
+    // Tile mt's sub-block s into its partials: f0 / f1 = (xs, xs · xsum) of the accumulator
+    // columns 2q, 2q + 1; fs the exact sums.
+    __device__ __forceinline__ void step(int mt, int s, float2 f0, float2 f1, const float* fs,
+                                         float* p) const {
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+            const float4 r = rf[mt][e >> 1];
+            const float2 f = (e & 1) ? f1 : f0;
+            const float ra = s ? r.z : r.x, rnb = s ? r.w : r.y;
+            p[e] = k4_step(p[e], ra, rnb, f.x, fs[e], f.y);
+        }
+    }
+};
+
+// Q6_K (MmqQ6K / MmqW6P rows): runs A, B, H (word q) and the group scales d · s.
+struct Frags6K {
+    u32 wA[2][2], wB[2][2], wH[2][2];  // [mt][row half]
+    float4 sc[2][2];
+    __device__ __forceinline__ Frags6K(const u32* wsh, int wr) {
+        const int lane = threadIdx.x & 31, g = lane >> 2, q = lane & 3;
+#pragma unroll
+        for (int mt = 0; mt < 2; ++mt)
+#pragma unroll
+            for (int h = 0; h < 2; ++h) {
+                const u32* row = wsh + MmqW6P::WW * (wr + 16 * mt + 8 * h + g);
+                wA[mt][h] = row[q];
+                wB[mt][h] = row[4 + q];
+                wH[mt][h] = row[8 + q];
+                sc[mt][h] = *(const float4*)(row + 12);
+            }
+    }
+    // Group gg of tile mt as an m16n8k16 A operand (6-bit quants minus 32).
+    __device__ __forceinline__ void a_op(int mt, int gg, u32 (&a)[2]) const {
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+            const u32 lq = gg & 1 ? wB[mt][h] : wA[mt][h];
+            const u32 nib = (lq >> (gg & 2 ? 4 : 0)) & 0x0F0F0F0Fu;
+            const u32 hb = ((wH[mt][h] >> (2 * gg)) & 0x03030303u) << 4;
+            a[h] = __vsub4(nib | hb, 0x20202020u);
+        }
+    }
+    // Tile mt's group gg into its partials: xs0 / xs1 the scales of columns 2q, 2q + 1.
+    __device__ __forceinline__ void step(int mt, int gg, float xs0, float xs1, const float* fs,
+                                         float* p) const {
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+            const float4 r = sc[mt][e >> 1];
+            const float rs = gg == 0 ? r.x : (gg == 1 ? r.y : (gg == 2 ? r.z : r.w));
+            p[e] = q6_step(p[e], rs, (e & 1) ? xs1 : xs0, fs[e]);
+        }
+    }
+};
+
 template <class M>
 __device__ __forceinline__ void mmq_body(const u8* __restrict__ W, u64 row_bytes,
                                          const typename M::XE* __restrict__ XQ,

@@ -80,27 +80,12 @@ struct MmqQ4K8 {
     static __device__ __forceinline__ void compute(const u32* wsh, const u32* xsh, int wr, int wt,
                                                    float (&p)[2][MMQ_WN][4]) {
         const int lane = threadIdx.x & 31, g = lane >> 2, q = lane & 3;
-        u32 wq[2][2][2];  // [mt][row half][word q | word 4 + q]
-        float4 rf[2][2];  // [mt][row half]: a0 nb0 a1 nb1
-#pragma unroll
-        for (int mt = 0; mt < 2; ++mt)
-#pragma unroll
-            for (int h = 0; h < 2; ++h) {
-                const u32* row = wsh + WW * (wr + 16 * mt + 8 * h + g);
-                wq[mt][h][0] = row[q];
-                wq[mt][h][1] = row[4 + q];
-                rf[mt][h] = *(const float4*)(row + 8);
-            }
+        const Frags4K fr(wsh, wr);
 #pragma unroll
         for (int s = 0; s < 2; ++s) {
             u32 a[2][4];
 #pragma unroll
-            for (int mt = 0; mt < 2; ++mt) {
-                a[mt][0] = (wq[mt][0][0] >> (4 * s)) & 0x0F0F0F0Fu;
-                a[mt][1] = (wq[mt][1][0] >> (4 * s)) & 0x0F0F0F0Fu;
-                a[mt][2] = (wq[mt][0][1] >> (4 * s)) & 0x0F0F0F0Fu;
-                a[mt][3] = (wq[mt][1][1] >> (4 * s)) & 0x0F0F0F0Fu;
-            }
+            for (int mt = 0; mt < 2; ++mt) fr.a_op(mt, s, a[mt]);
 #pragma unroll
             for (int nt = 0; nt < MMQ_WN; ++nt) {
                 // B: token g of the tile, quants 4q.. and 16+4q.. of sub-block s.
@@ -113,13 +98,7 @@ struct MmqQ4K8 {
                 for (int mt = 0; mt < 2; ++mt) {
                     float fs[4];
                     mma8_k32(a[mt], b0, b1, fs);
-#pragma unroll
-                    for (int e = 0; e < 4; ++e) {
-                        const float4 r = rf[mt][e >> 1];
-                        const float2 f = (e & 1) ? f1 : f0;
-                        const float ra = s ? r.z : r.x, rnb = s ? r.w : r.y;
-                        p[mt][nt][e] = k4_step(p[mt][nt][e], ra, rnb, f.x, fs[e], f.y);
-                    }
+                    fr.step(mt, s, f0, f1, fs, p[mt][nt]);
                 }
             }
         }
@@ -160,30 +139,12 @@ struct MmqQ6KP8 {
     static __device__ __forceinline__ void compute(const u32* wsh, const u32* xsh, int wr, int wt,
                                                    float (&p)[2][MMQ_WN][4]) {
         const int lane = threadIdx.x & 31, g = lane >> 2, q = lane & 3;
-        u32 wA[2][2], wB[2][2], wH[2][2];  // [mt][row half]
-        float4 sc[2][2];
-#pragma unroll
-        for (int mt = 0; mt < 2; ++mt)
-#pragma unroll
-            for (int h = 0; h < 2; ++h) {
-                const u32* row = wsh + WW * (wr + 16 * mt + 8 * h + g);
-                wA[mt][h] = row[q];
-                wB[mt][h] = row[4 + q];
-                wH[mt][h] = row[8 + q];
-                sc[mt][h] = *(const float4*)(row + 12);
-            }
+        const Frags6K fr(wsh, wr);
 #pragma unroll
         for (int gg = 0; gg < 4; ++gg) {
             u32 a[2][2];
 #pragma unroll
-            for (int mt = 0; mt < 2; ++mt)
-#pragma unroll
-                for (int h = 0; h < 2; ++h) {
-                    const u32 lq = gg & 1 ? wB[mt][h] : wA[mt][h];
-                    const u32 nib = (lq >> (gg & 2 ? 4 : 0)) & 0x0F0F0F0Fu;
-                    const u32 hb = ((wH[mt][h] >> (2 * gg)) & 0x03030303u) << 4;
-                    a[mt][h] = __vsub4(nib | hb, 0x20202020u);
-                }
+            for (int mt = 0; mt < 2; ++mt) fr.a_op(mt, gg, a[mt]);
 #pragma unroll
             for (int nt = 0; nt < MMQ_WN; ++nt) {
                 // B: token g, quants 4q .. 4q+3 of group gg.
@@ -194,12 +155,7 @@ struct MmqQ6KP8 {
                 for (int mt = 0; mt < 2; ++mt) {
                     float fs[4];
                     mma8_k16(a[mt][0], a[mt][1], b, fs);
-#pragma unroll
-                    for (int e = 0; e < 4; ++e) {
-                        const float4 r = sc[mt][e >> 1];
-                        const float rs = gg == 0 ? r.x : (gg == 1 ? r.y : (gg == 2 ? r.z : r.w));
-                        p[mt][nt][e] = q6_step(p[mt][nt][e], rs, (e & 1) ? xs1 : xs0, fs[e]);
-                    }
+                    fr.step(mt, gg, xs0, xs1, fs, p[mt][nt]);
                 }
             }
         }

@@ -3,8 +3,8 @@
 //! products and the comparisons.
 #![allow(dead_code)] // each test binary uses its own subset
 
-use muser_cuda::launch::Dims;
-use muser_cuda::{DeviceBuffer, Gpu, Module, Registry};
+use muser_cuda::launch::{launch, Dims};
+use muser_cuda::{DeviceBuffer, Gpu, KArgs, Kernel, Math, Module, Registry};
 use muser_gguf::GgmlType;
 
 pub const GUARD: usize = 256; // f32 words each side
@@ -136,4 +136,38 @@ pub fn mva_dims(
         block: 32 * reg.mva_warps,
         smem: 0,
     }
+}
+
+/// Quantize `x` (`[n_tok][k]` f32) on the device with `kern` (`quant_a16` / `quant_a8`, quants
+/// of `quant_bytes` each): the (quants, scales, sums) buffers.
+pub fn launch_quant(
+    gpu: &Gpu,
+    reg: &Registry,
+    kern: Kernel,
+    x: &[f32],
+    (k, n_tok, quant_bytes): (usize, usize, usize),
+) -> (DeviceBuffer, DeviceBuffer, DeviceBuffer) {
+    let xd = upload_bytes(gpu, bytemuck_f32(x));
+    let xq = gpu.alloc(n_tok * k * quant_bytes, "xq").expect("alloc");
+    let xs = gpu.alloc(n_tok * k / 32 * 4, "xs").expect("alloc");
+    let xsum = gpu.alloc(n_tok * k / 32 * 4, "xsum").expect("alloc");
+    launch(
+        reg.get(kern, Math::Strict),
+        Dims {
+            grid: ((k as u32 / 32).div_ceil(8), n_tok as u32, 1),
+            block: 256,
+            smem: 0,
+        },
+        gpu.stream(),
+        KArgs::new()
+            .ptr(xd.ptr())
+            .int(k)
+            .int(k)
+            .int(n_tok)
+            .ptr(xq.ptr())
+            .ptr(xs.ptr())
+            .ptr(xsum.ptr()),
+    )
+    .unwrap_or_else(|e| panic!("launch {}: {e}", kern.symbol()));
+    (xq, xs, xsum)
 }

@@ -379,6 +379,25 @@ impl<'m> CudaSession<'m> {
         })
     }
 
+    /// The pipelined one-token decode kernels' launch in the route identity: staging, rows and
+    /// blocks per SM, warps.
+    fn pipe_label(&self) -> String {
+        format!(
+            "pipe{}-rows{}-minb{}{}",
+            match (self.opts.xsmem, self.reg.stage_async) {
+                (true, false) => "-xsmem",
+                (true, true) => "-xsmem-async",
+                (false, _) => "",
+            },
+            self.reg.mva_rows,
+            self.reg.mva_minb,
+            match self.reg.mva_warps {
+                4 => String::new(),
+                w => format!("-warps{w}"),
+            }
+        )
+    }
+
     /// What produced the numbers: route parameters and the kernel registry's SHA-256.
     pub fn route_identity(&self) -> String {
         format!(
@@ -390,18 +409,8 @@ impl<'m> CudaSession<'m> {
             if self.attn_prefill.is_some() { "-mt" } else { "" },
             match self.opts.acts {
                 Acts::A16 if self.opts.pipe => format!(
-                    "pipe{}-rows{}-minb{}{}{}{}{}",
-                    match (self.opts.xsmem, self.reg.stage_async) {
-                        (true, false) => "-xsmem",
-                        (true, true) => "-xsmem-async",
-                        (false, _) => "",
-                    },
-                    self.reg.mva_rows,
-                    self.reg.mva_minb,
-                    match self.reg.mva_warps {
-                        4 => String::new(),
-                        w => format!("-warps{w}"),
-                    },
+                    "{}{}{}{}",
+                    self.pipe_label(),
                     if self.reg.q6_lazy { "" } else { "-q6eager" },
                     match (self.reg.mva_wstages, self.reg.mva_wstages_q6) {
                         (0, 0) => String::new(),
@@ -414,18 +423,8 @@ impl<'m> CudaSession<'m> {
                 ),
                 Acts::A16 => format!("rows{}-minb{}", self.reg.mva_rows, self.reg.mva_minb),
                 Acts::A8 => format!(
-                    "pipe{}-rows{}-minb{}{}{}",
-                    match (self.opts.xsmem, self.reg.stage_async) {
-                        (true, false) => "-xsmem",
-                        (true, true) => "-xsmem-async",
-                        (false, _) => "",
-                    },
-                    self.reg.mva_rows,
-                    self.reg.mva_minb,
-                    match self.reg.mva_warps {
-                        4 => String::new(),
-                        w => format!("-warps{w}"),
-                    },
+                    "{}{}",
+                    self.pipe_label(),
                     match (self.opts.mvr, self.reg.mvr_ahead) {
                         (false, _) => String::new(),
                         (true, 0) => format!("-mvr{}", self.reg.mvr_rows),
