@@ -8,6 +8,10 @@
 //! f64 sum, so results do not depend on the thread count.
 //!
 //! Invariant: `eval` appends to the sequence; logits for every evaluated token are returned.
+//!
+//! A research probe (`Oracle::with_act_probe`, not a route): every matmul's input rows
+//! quantized as an activation format would quantize them (`ActProbe`) and everything else
+//! exact, so the accuracy an activation format costs can be measured on its own.
 
 use rayon::prelude::*;
 
@@ -27,10 +31,58 @@ pub struct Oracle<'m> {
     model: &'m Model,
     kv: Vec<LayerKv>,
     n_past: usize,
+    probe: Option<ActProbe>,
+}
+
+/// An activation format for the oracle's probe: groups of `group` consecutive values of a
+/// matmul input row, each quantized as the routes do — in f32, `amax = max|x|`,
+/// `q = round_ties_even(x · (qmax / amax))` clamped to ±qmax, value `q · (amax / qmax)` (all 0
+/// when amax is 0 or not finite). `qmax` 127 with `group` 32 is A8 (`muser_quant::a8`), 32767
+/// with 32 is A16.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct ActProbe {
+    pub qmax: f32,
+    pub group: usize,
+}
+
+impl ActProbe {
+    /// `row` as the format quantizes it (a trailing partial group is its own group).
+    pub fn apply(&self, row: &[f64]) -> Vec<f64> {
+        let mut out = Vec::with_capacity(row.len());
+        for g in row.chunks(self.group) {
+            let xs: Vec<f32> = g.iter().map(|&v| v as f32).collect();
+            let amax = xs.iter().fold(0f32, |m, v| m.max(v.abs()));
+            if amax == 0.0 || !amax.is_finite() {
+                out.extend(std::iter::repeat_n(0.0, g.len()));
+                continue;
+            }
+            let (id, d) = (self.qmax / amax, amax / self.qmax);
+            out.extend(xs.iter().map(|&v| {
+                // Through an integer, as the formats store it (so -0 is 0).
+                let q = (v * id).round_ties_even().clamp(-self.qmax, self.qmax) as i32;
+                f64::from(q) * f64::from(d)
+            }));
+        }
+        out
+    }
 }
 
 /// `y[t][r] = Σ_c W[r][c] · x[t][c]` in f64 for every token `t`; each row is dequantized once.
-fn matmul(model: &Model, w: &Matrix, x: &[Vec<f64>]) -> Result<Vec<Vec<f64>>, EngineError> {
+/// With a probe, each row of `x` is first quantized by it.
+fn matmul(
+    model: &Model,
+    w: &Matrix,
+    x: &[Vec<f64>],
+    probe: Option<ActProbe>,
+) -> Result<Vec<Vec<f64>>, EngineError> {
+    let quantized: Vec<Vec<f64>>;
+    let x = match probe {
+        Some(p) => {
+            quantized = x.iter().map(|r| p.apply(r)).collect();
+            &quantized[..]
+        }
+        None => x,
+    };
     let g = model.gguf();
     let rows: Vec<Vec<f64>> = (0..w.n_out)
         .into_par_iter()
@@ -102,6 +154,16 @@ impl<'m> Oracle<'m> {
             model,
             kv: vec![LayerKv::default(); model.config.n_layer],
             n_past: 0,
+            probe: None,
+        }
+    }
+
+    /// A fresh session whose matmul inputs are quantized by `probe` (a measurement of the
+    /// activation format alone; the oracle proper is `new`).
+    pub fn with_act_probe(model: &'m Model, probe: ActProbe) -> Oracle<'m> {
+        Oracle {
+            probe: Some(probe),
+            ..Oracle::new(model)
         }
     }
 
@@ -118,6 +180,8 @@ impl<'m> Oracle<'m> {
         let g = m.gguf();
         let eps = f64::from(c.rms_eps);
         let eps_post = f64::from(c.post_norm_eps);
+        let probe = self.probe;
+        let matmul = |w: &Matrix, x: &[Vec<f64>]| matmul(m, w, x, probe);
 
         // Embedding.
         let mut x: Vec<Vec<f64>> = Vec::with_capacity(tokens.len());
@@ -150,11 +214,11 @@ impl<'m> Oracle<'m> {
                 .iter()
                 .map(|xt| rmsnorm_w(xt, &lw.attn_norm, eps))
                 .collect();
-            let mut q = matmul(m, &lw.wq, &h)?;
-            let mut k = matmul(m, &lw.wk, &h)?;
-            let v = matmul(m, &lw.wv, &h)?;
+            let mut q = matmul(&lw.wq, &h)?;
+            let mut k = matmul(&lw.wk, &h)?;
+            let v = matmul(&lw.wv, &h)?;
             let gate = match &lw.wgate {
-                Some(wg) => Some(matmul(m, wg, &h)?),
+                Some(wg) => Some(matmul(wg, &h)?),
                 None => None,
             };
             let rope_base = c.rope_for_layer(il).map(f64::from);
@@ -189,7 +253,7 @@ impl<'m> Oracle<'m> {
                     .collect(),
                 None => attn,
             };
-            let o = matmul(m, &lw.wo, &attn)?;
+            let o = matmul(&lw.wo, &attn)?;
             for (xt, ot) in x.iter_mut().zip(&o) {
                 let n = rmsnorm_w(ot, &lw.post_attn_norm, eps_post);
                 xt.iter_mut().zip(&n).for_each(|(a, b)| *a += b);
@@ -198,8 +262,8 @@ impl<'m> Oracle<'m> {
                 .iter()
                 .map(|xt| rmsnorm_w(xt, &lw.ffn_norm, eps))
                 .collect();
-            let fg = matmul(m, &lw.ffn_gate, &f)?;
-            let fu = matmul(m, &lw.ffn_up, &f)?;
+            let fg = matmul(&lw.ffn_gate, &f)?;
+            let fu = matmul(&lw.ffn_up, &f)?;
             let act: Vec<Vec<f64>> = fg
                 .iter()
                 .zip(&fu)
@@ -213,7 +277,7 @@ impl<'m> Oracle<'m> {
                         .collect()
                 })
                 .collect();
-            let d = matmul(m, &lw.ffn_down, &act)?;
+            let d = matmul(&lw.ffn_down, &act)?;
             for (xt, dt) in x.iter_mut().zip(&d) {
                 let n = rmsnorm_w(dt, &lw.post_ffw_norm, eps_post);
                 xt.iter_mut().zip(&n).for_each(|(a, b)| *a += b);
@@ -224,7 +288,7 @@ impl<'m> Oracle<'m> {
             .iter()
             .map(|xt| rmsnorm_w(xt, &w.output_norm, eps))
             .collect();
-        let mut logits = matmul(m, &w.output, &xn)?;
+        let mut logits = matmul(&w.output, &xn)?;
         let scale = f64::from(c.logit_scale);
         for row in &mut logits {
             for v in row.iter_mut() {
@@ -289,4 +353,52 @@ fn attention(
             out
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::ActProbe;
+    use bytemuck::Zeroable;
+
+    /// The A8 and A16 probes quantize a row exactly as muser_quant's formats do.
+    #[test]
+    fn act_probes_match_the_activation_formats() {
+        let x: Vec<f32> = (0..512)
+            .map(|i| {
+                ((i * 7919 % 1000) as f32 / 250.0 - 2.0) * if i % 97 == 0 { 40.0 } else { 1.0 }
+            })
+            .collect();
+        let xd: Vec<f64> = x.iter().map(|&v| f64::from(v)).collect();
+        let mut a8 = vec![muser_quant::a8::BlockA8::zeroed(); muser_quant::a8::n_groups(x.len())];
+        muser_quant::a8::quantize_row(&x, &mut a8).expect("a8");
+        let mut a16 =
+            vec![muser_quant::a16::BlockA16::zeroed(); muser_quant::a16::n_groups(x.len())];
+        muser_quant::a16::quantize_row(&x, &mut a16).expect("a16");
+        let p8 = ActProbe {
+            qmax: 127.0,
+            group: 32,
+        }
+        .apply(&xd);
+        let p16 = ActProbe {
+            qmax: 32767.0,
+            group: 32,
+        }
+        .apply(&xd);
+        for i in 0..x.len() {
+            let (b, j) = (i / 256, i % 256);
+            let want8 = f64::from(a8[b].qs[j]) * f64::from(a8[b].d[j / 32]);
+            let want16 = f64::from(a16[b].qs[j]) * f64::from(a16[b].d[j / 32]);
+            assert_eq!(p8[i].to_bits(), want8.to_bits(), "A8 value {i}");
+            assert_eq!(p16[i].to_bits(), want16.to_bits(), "A16 value {i}");
+        }
+        // Coarser groups round coarser: the probe with one scale per 256 is not per-32's.
+        assert_ne!(
+            ActProbe {
+                qmax: 127.0,
+                group: 256
+            }
+            .apply(&xd),
+            p8
+        );
+    }
 }
