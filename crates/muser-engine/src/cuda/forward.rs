@@ -137,8 +137,8 @@ impl<'m> CudaSession<'m> {
         {
             // The pipelined one-token kernel, staged where its shared memory fits
             // (`Registry::t1_plan`; wider inputs take the unstaged twin — same numbers).
-            // Q6_K with `q6_pad`: the same kernel on the aligned repack.
-            if let Some((ptr, row_bytes)) = m.pad.filter(|_| self.opts.q6_pad) {
+            // Q6_K with `q6_pad` (the only case with a repack): the same kernel on it.
+            if let Some((ptr, row_bytes)) = m.pad {
                 let p = DevMatrix {
                     ptr,
                     row_bytes,
