@@ -69,7 +69,7 @@ impl ActProbe {
 
 /// `y[t][r] = Σ_c W[r][c] · x[t][c]` in f64 for every token `t`; each row is dequantized once.
 /// With a probe, each row of `x` is first quantized by it.
-fn matmul(
+fn matmul_rows(
     model: &Model,
     w: &Matrix,
     x: &[Vec<f64>],
@@ -181,7 +181,7 @@ impl<'m> Oracle<'m> {
         let eps = f64::from(c.rms_eps);
         let eps_post = f64::from(c.post_norm_eps);
         let probe = self.probe;
-        let matmul = |w: &Matrix, x: &[Vec<f64>]| matmul(m, w, x, probe);
+        let matmul = |w: &Matrix, x: &[Vec<f64>]| matmul_rows(m, w, x, probe);
 
         // Embedding.
         let mut x: Vec<Vec<f64>> = Vec::with_capacity(tokens.len());
