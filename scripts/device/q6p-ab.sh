@@ -9,7 +9,7 @@
 # (`MUSER_CUDA_ACTS=a8`, fused quantization as A16's; also with the register-resident decode
 # kernels, `MUSER_CUDA_MVR=1`): tg128 and pp512; tg64 at 4 and 8 rows with Q6_PAD 0 and 1. Build first: scripts/device/build-device.sh.
 # Usage: bash scripts/device/q6p-ab.sh OUTDIR   (TESTS=0 skips the tests, KB=0 the kernel
-# benchmarks, E2E=0 the end to end; ~14 min in all: two calls, e.g. E2E=0, then TESTS=0 KB=0)
+# benchmarks, E2E=0 the end to end, REPS the end-to-end repetitions (2); ~14 min in all: two calls, e.g. E2E=0, then TESTS=0 KB=0)
 set -uo pipefail
 out=${1:?outdir}
 M=.device/muser
@@ -40,7 +40,7 @@ if [ "${KB:-1}" = 1 ]; then
 fi
 [ "${E2E:-1}" = 1 ] || exit 0
 while [ ! -f $HOME/forge.done ]; do sleep 2; done
-for rep in 1 2; do
+for rep in $(seq 1 ${REPS:-2}); do
   for v in MUSER_CUDA_Q6_PAD=0 MUSER_CUDA_Q6_PAD=1 MUSER_CUDA_ACTS=a8 MUSER_CUDA_ACTS=a8,MUSER_CUDA_MVR=1; do
     echo "== $v (rep $rep)"
     env ${v//,/ } $M bench -m $HOME/full.gguf --backend cuda -p 512 -n 128 -r 2 2>&1 | grep -E "pp512|tg128|route|rror"
