@@ -2,17 +2,21 @@
 //! times `mmq_*` (and, with `--t8`, the eight-token dp2a kernels) over 512 tokens and prints
 //! microseconds and sub-block products per second. Route switches (`MUSER_CUDA_MMQ_*`) apply as
 //! in the engine, so an A/B is two runs. A measurement tool, not a test: it asserts nothing.
+//! `--q6pad`: Q6_K in the aligned repack (`mmq_q6p`); `--a8`: the A8 activation kernels
+//! (`mmq_a8.cu`: `mmq_q4_k_a8`, `mmq_q6p_a8`; Q6_K in the repack), beside the A16 ones.
 //!
-//! `cargo run --release -p muser-cuda --example mmq_bench [-- --t8]`
+//! `cargo run --release -p muser-cuda --example mmq_bench [-- --t8] [--q6pad] [--a8]`
 
 use std::time::Instant;
 
 use muser_cuda::launch::{launch, A16Matmul, Dims};
-use muser_cuda::{Gpu, Kernel, Math, Registry, MMQ_ROWS};
+use muser_cuda::{Gpu, Kernel, Math, Module, Registry, MMQ_ROWS};
 use muser_gguf::GgmlType;
 
 fn main() {
     let t8 = std::env::args().any(|a| a == "--t8");
+    let a8 = std::env::args().any(|a| a == "--a8");
+    let q6pad = a8 || std::env::args().any(|a| a == "--q6pad");
     match Gpu::probe() {
         Ok(Some(_)) => {}
         _ => {
@@ -21,7 +25,11 @@ fn main() {
         }
     }
     let gpu = Gpu::open(0).expect("open GPU");
-    let reg = Registry::build(&gpu).expect("registry");
+    let mut modules = Module::ENGINE.to_vec();
+    if a8 {
+        modules.push(Module::MmqA8);
+    }
+    let reg = Registry::build_modules(&gpu, &modules).expect("registry");
     let n_tok = 512usize;
     // (label, type, K, N): attention Q, FFN gate/up, FFN down in both quantizations.
     let shapes = [
@@ -51,6 +59,13 @@ fn main() {
         for (src, dst) in vals.chunks(k).zip(rows.chunks_mut(row_bytes)) {
             muser_quant::quantize(ty, src, dst).expect("quantize");
         }
+        let q6p = q6pad && ty == GgmlType::Q6_K;
+        let (rows, row_bytes) = if q6p {
+            let p = muser_cuda::q6pad::repack(&rows, 8, k).expect("repack");
+            (p, muser_cuda::q6pad::row_bytes(k))
+        } else {
+            (rows, row_bytes)
+        };
         let mut w = Vec::with_capacity(n_out * row_bytes + 256);
         for r in 0..n_out {
             w.extend_from_slice(&rows[(r % 8) * row_bytes..(r % 8 + 1) * row_bytes]);
@@ -72,13 +87,25 @@ fn main() {
         let y = gpu.alloc(n_tok * n_out * 4, "y").expect("alloc");
         let mut kernels = vec![(
             "mmq",
-            match ty {
-                GgmlType::Q4_K => Kernel::MmqQ4k,
+            match (ty, q6p) {
+                (GgmlType::Q4_K, _) => Kernel::MmqQ4k,
+                (_, true) => Kernel::MmqQ6p,
                 _ => Kernel::MmqQ6k,
             },
             reg.mmq_dims(n_out, n_tok),
         )];
-        if t8 {
+        if a8 {
+            // The A8 kernels read the same XQ buffer as bytes: any values time the same.
+            kernels.push((
+                "mmq-a8",
+                match ty {
+                    GgmlType::Q4_K => Kernel::MmqQ4kA8,
+                    _ => Kernel::MmqQ6pA8,
+                },
+                reg.mmq_dims(n_out, n_tok),
+            ));
+        }
+        if t8 && !q6p {
             kernels.push((
                 "t8 ",
                 match ty {

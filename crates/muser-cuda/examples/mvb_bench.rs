@@ -7,7 +7,9 @@
 //!
 //! `cargo run --release -p muser-cuda --example mvb_bench [-- --unstaged | --default-smem |
 //! --mmv [--pair]] [--pdl] [--q6pad]`  (`--pdl`: launches overlap as with `MUSER_CUDA_PDL=1`;
-//! `--q6pad`: the one-token pass reads Q6_K from the aligned repack, `MUSER_CUDA_Q6_PAD=1`).
+//! `--q6pad`: Q6_K in the aligned repack Q6_K-P, as the engine's default `MUSER_CUDA_Q6_PAD`;
+//! `--a8`: the one-token pass only, on A8 activations (`matvec_a8.cu`; implies `--q6pad`);
+//! `--a8r`: as `--a8` with the register-resident kernels (`mvr_*`) where K <= 8192).
 //! The one-token pass also prints each matrix alone.
 //! Packed rows launch as batched decode does (`Registry::packed_plan`: `MUSER_CUDA_MVB_WARPS`
 //! warps, activations staged in up to 227 KiB of opt-in shared memory); `--default-smem`
@@ -19,9 +21,21 @@ use muser_cuda::launch::{launch, A16Matmul, Dims, SMEM_DEFAULT_MAX};
 use muser_cuda::{DeviceBuffer, Gpu, Kernel, Math, Module, Registry, MMV_PAIR_MAX_TOKENS};
 use muser_gguf::GgmlType;
 
-/// The decode kernel for `nt` tokens: (kernel, staged).
-fn kernel(ty: GgmlType, nt: usize, staged: bool) -> Kernel {
+/// The decode kernel for `nt` tokens (`q6p`: Q6_K in Q6_K-P): (kernel, staged).
+fn kernel(ty: GgmlType, nt: usize, staged: bool, q6p: bool) -> Kernel {
     use Kernel::*;
+    if q6p {
+        return match (nt, staged) {
+            (1, true) => MvsQ6pT1,
+            (1, false) => MvpQ6pT1,
+            (2, true) => MvsQ6pT2,
+            (2, false) => MvpQ6pT2,
+            (4, true) => MvsQ6pT4,
+            (4, false) => MvpQ6pT4,
+            (_, true) => MvsQ6pT8,
+            _ => MvpQ6pT8,
+        };
+    }
     match (ty, nt, staged) {
         (GgmlType::Q4_K, 1, true) => MvsQ4kT1,
         (GgmlType::Q4_K, 1, false) => MvpQ4kT1,
@@ -47,9 +61,9 @@ struct Mat {
     k: usize,
     n_out: usize,
     row_bytes: usize,
+    /// In Q6_K-P (`--q6pad`, Q6_K only): `copies` and `row_bytes` are the repack's.
+    q6p: bool,
     copies: Vec<DeviceBuffer>,
-    /// Q6_K-P copies (`--q6pad`, Q6_K only), for the one-token pass.
-    pad: Vec<DeviceBuffer>,
 }
 
 fn main() {
@@ -58,7 +72,9 @@ fn main() {
     let mmv = std::env::args().any(|a| a == "--mmv");
     let pair = std::env::args().any(|a| a == "--pair");
     let pdl = std::env::args().any(|a| a == "--pdl");
-    let q6pad = std::env::args().any(|a| a == "--q6pad");
+    let a8r = std::env::args().any(|a| a == "--a8r");
+    let a8 = a8r || std::env::args().any(|a| a == "--a8");
+    let q6pad = a8 || std::env::args().any(|a| a == "--q6pad");
     match Gpu::probe() {
         Ok(Some(_)) => {}
         _ => {
@@ -95,6 +111,15 @@ fn main() {
                     .wrapping_add(1442695040888963407);
                 *b = (seed >> 56) as u8 & 0x3b;
             }
+            let q6p = q6pad && ty == GgmlType::Q6_K;
+            let (bytes, row_bytes) = if q6p {
+                let mut p = muser_cuda::q6pad::repack(&bytes[..n_out * row_bytes], n_out, k)
+                    .expect("repack");
+                p.extend_from_slice(&[0u8; 256]);
+                (p, muser_cuda::q6pad::row_bytes(k))
+            } else {
+                (bytes, row_bytes)
+            };
             let copies = (0..COPIES)
                 .map(|_| {
                     let d = gpu.alloc(bytes.len(), "weights").expect("alloc");
@@ -102,26 +127,13 @@ fn main() {
                     d
                 })
                 .collect();
-            let pad = if q6pad && ty == GgmlType::Q6_K {
-                let p = muser_cuda::q6pad::repack(&bytes[..n_out * row_bytes], n_out, k)
-                    .expect("repack");
-                (0..COPIES)
-                    .map(|_| {
-                        let d = gpu.alloc(p.len(), "weights").expect("alloc");
-                        gpu.upload(d.ptr(), &p).expect("upload");
-                        d
-                    })
-                    .collect()
-            } else {
-                Vec::new()
-            };
             Mat {
                 ty,
                 k,
                 n_out,
                 row_bytes,
+                q6p,
                 copies,
-                pad,
             }
         })
         .collect();
@@ -140,7 +152,7 @@ fn main() {
     let y = gpu.alloc(nmax * ff * 4, "y").expect("alloc");
     let layer_bytes: usize = mats.iter().map(|m| m.n_out * m.row_bytes).sum();
     println!(
-        "mvb_bench: warps {} (t1) / {} (packed), rows/warp {} (t1), units ahead {}/{} (t1 Q4_K/Q6_K-P), weight ring {}/{} stages (t1 Q4_K/Q6_K), one layer's decode matmuls = {:.1} MB, {} copies{}{}{}",
+        "mvb_bench: warps {} (t1) / {} (packed), rows/warp {} (t1), units ahead {}/{} (t1 Q4_K/Q6_K-P), weight ring {}/{} stages (t1 Q4_K/Q6_K), one layer's decode matmuls = {:.1} MB, {} copies{}{}{}{}",
         reg.mva_warps,
         reg.mvb_warps,
         reg.mva_rows,
@@ -158,10 +170,18 @@ fn main() {
             ""
         },
         if pdl { ", programmatic dependent launch" } else { "" },
-        if q6pad { ", Q6_K-P one-token" } else { "" }
+        if q6pad { ", Q6_K in Q6_K-P" } else { "" },
+        match (a8, a8r) {
+            (_, true) => format!(", A8 activations (one token), register-resident rows {}", reg.mvr_rows),
+            (true, _) => ", A8 activations (one token)".to_string(),
+            _ => String::new(),
+        }
     );
     let mut t1 = 0f64;
     for nt in [1usize, 2, 4, 8] {
+        if a8 && nt > 1 {
+            break; // no packed A8 kernels
+        }
         let rows = if reg.mva_rows as usize * nt <= 8 {
             reg.mva_rows
         } else {
@@ -170,34 +190,37 @@ fn main() {
         let plan: Vec<(Kernel, Dims)> = mats
             .iter()
             .map(|m| {
-                if nt == 1 && !m.pad.is_empty() {
-                    let p = reg.t1_plan(Kernel::MvpQ6pT1, m.n_out, m.k, !unstaged);
-                    let km = if p.staged {
-                        Kernel::MvsQ6pT1
+                if a8 {
+                    // The A8 one-token kernels (Q4_K, Q6_K-P), launched as their A16 twins; with
+                    // `--a8r` the register-resident ones where they fit.
+                    let (ks, kp, kr) = if m.ty == GgmlType::Q4_K {
+                        (Kernel::MvsQ4kA8T1, Kernel::MvpQ4kA8T1, Kernel::MvrQ4kA8T1)
                     } else {
-                        Kernel::MvpQ6pT1
+                        (Kernel::MvsQ6pA8T1, Kernel::MvpQ6pA8T1, Kernel::MvrQ6pA8T1)
                     };
-                    return (km, p.dims);
+                    if let Some(d) = reg.mvr_dims(m.n_out, m.k).filter(|_| a8r) {
+                        return (kr, d);
+                    }
+                    let p = reg.t1_plan(kp, m.n_out, m.k, !unstaged);
+                    return (if p.staged { ks } else { kp }, p.dims);
                 }
                 if nt == 1 {
                     // The engine's one-token kernel (4 warps by default), staged where it fits
                     // (`Registry::t1_plan`, weight ring included).
-                    let p = reg.t1_plan(kernel(m.ty, 1, false), m.n_out, m.k, !unstaged);
-                    return (kernel(m.ty, nt, p.staged), p.dims);
+                    let p = reg.t1_plan(kernel(m.ty, 1, false, m.q6p), m.n_out, m.k, !unstaged);
+                    return (kernel(m.ty, nt, p.staged, m.q6p), p.dims);
                 }
                 if mmv {
                     // Tensor-core packed rows (mmv_a16.cu); `--pair`: the paired tiles for at
                     // most 4 rows.
-                    let q4 = m.ty == GgmlType::Q4_K;
+                    let (km, kpair) = match (m.ty, m.q6p) {
+                        (GgmlType::Q4_K, _) => (Kernel::MmvQ4k, Kernel::MmvPairQ4k),
+                        (_, true) => (Kernel::MmvQ6p, Kernel::MmvPairQ6p),
+                        _ => (Kernel::MmvQ6k, Kernel::MmvPairQ6k),
+                    };
                     if pair && nt <= MMV_PAIR_MAX_TOKENS {
-                        let km = if q4 {
-                            Kernel::MmvPairQ4k
-                        } else {
-                            Kernel::MmvPairQ6k
-                        };
-                        return (km, reg.mmv_pair_dims(m.n_out, m.k));
+                        return (kpair, reg.mmv_pair_dims(m.n_out, m.k));
                     }
-                    let km = if q4 { Kernel::MmvQ4k } else { Kernel::MmvQ6k };
                     return (km, reg.mmv_dims(m.n_out, m.k));
                 }
                 // Packed rows: batched decode's launch (`MUSER_CUDA_MVB_WARPS` warps, opt-in
@@ -208,17 +231,12 @@ fn main() {
                     p.staged = false;
                     p.dims.smem = 0;
                 }
-                (kernel(m.ty, nt, p.staged), p.dims)
+                (kernel(m.ty, nt, p.staged, m.q6p), p.dims)
             })
             .collect();
-        // One matrix's launch on weight copy c (the Q6_K-P copy in the one-token pass with
-        // `--q6pad`).
+        // One matrix's launch on weight copy c.
         let one = |m: &Mat, kern: Kernel, dims: Dims, c: usize| {
-            let (w, row_bytes) = if nt == 1 && !m.pad.is_empty() {
-                (m.pad[c].ptr(), muser_cuda::q6pad::row_bytes(m.k))
-            } else {
-                (m.copies[c].ptr(), m.row_bytes)
-            };
+            let (w, row_bytes) = (m.copies[c].ptr(), m.row_bytes);
             launch(
                 reg.get(kern, Math::Strict),
                 dims,
@@ -265,8 +283,9 @@ fn main() {
         let staged: Vec<&str> = plan
             .iter()
             .map(|(k, d)| match (k, d.smem > 0) {
-                (Kernel::MmvQ4k | Kernel::MmvQ6k, _) => "m",
-                (Kernel::MmvPairQ4k | Kernel::MmvPairQ6k, _) => "P",
+                (Kernel::MmvQ4k | Kernel::MmvQ6k | Kernel::MmvQ6p, _) => "m",
+                (Kernel::MmvPairQ4k | Kernel::MmvPairQ6k | Kernel::MmvPairQ6p, _) => "P",
+                (Kernel::MvrQ4kA8T1 | Kernel::MvrQ6pA8T1, _) => "r",
                 (_, true) => "s",
                 _ => "p",
             })

@@ -16,6 +16,13 @@ pub struct ArenaSlice {
     pub len: usize,
 }
 
+/// The host bytes of one arena part: borrowed (the mapped file, norm vectors), or made just
+/// before its upload and dropped right after (a repack: host memory holds one at a time).
+pub enum Part<'a> {
+    Bytes(&'a [u8]),
+    Make(Box<dyn Fn() -> Result<Vec<u8>, CudaError> + 'a>),
+}
+
 /// Plans offsets, then uploads.
 pub struct Arena {
     buf: DeviceBuffer,
@@ -46,7 +53,7 @@ impl Arena {
     pub fn upload(
         gpu: &Gpu,
         total: usize,
-        parts: &[(ArenaSlice, &[u8])],
+        parts: &[(ArenaSlice, Part<'_>)],
         progress: &mut dyn FnMut(u64, u64),
     ) -> Result<Arena, CudaError> {
         let buf = gpu.alloc(total, "weight arena")?;
@@ -54,7 +61,15 @@ impl Arena {
         const CHUNK: usize = 64 << 20;
         let all: u64 = parts.iter().map(|(s, _)| s.len as u64).sum();
         let mut done = 0u64;
-        for (s, bytes) in parts {
+        for (s, part) in parts {
+            let made;
+            let bytes: &[u8] = match part {
+                Part::Bytes(b) => b,
+                Part::Make(f) => {
+                    made = f()?;
+                    &made
+                }
+            };
             if bytes.len() != s.len || s.offset + s.len > total {
                 return Err(CudaError::Invalid(format!(
                     "arena part at {} of {} bytes does not fit its plan",

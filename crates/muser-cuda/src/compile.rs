@@ -12,8 +12,10 @@ use crate::error::CudaError;
 const COMMON: &str = include_str!("kernels/common.cuh");
 const FORMATS: &str = include_str!("kernels/formats.cuh");
 const FORMATS_A16: &str = include_str!("kernels/formats_a16.cuh");
+const FORMATS_A8: &str = include_str!("kernels/formats_a8.cuh");
 const MATVEC_PIPE: &str = include_str!("kernels/matvec_pipe.cuh");
 const MMA_INT8: &str = include_str!("kernels/mma_int8.cuh");
+const MMQ: &str = include_str!("kernels/mmq.cuh");
 
 /// Numerics of a compiled module variant.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -56,6 +58,11 @@ pub enum Module {
     /// Packed decode rows on the tensor cores (built with [`Module::MatvecPacked`], for
     /// sessions with several sequences).
     MmvA16,
+    /// The A8 activation side of the decode matvecs (benchmark and tests only: not in
+    /// [`Module::ENGINE`]).
+    MatvecA8,
+    /// The tensor-core prefill matmul on A8 activations (benchmark and tests only).
+    MmqA8,
     Norm,
     Rope,
     Attention,
@@ -64,12 +71,14 @@ pub enum Module {
 
 impl Module {
     /// Every module.
-    pub const ALL: [Module; 9] = [
+    pub const ALL: [Module; 11] = [
         Module::Matvec,
         Module::MatvecA16,
         Module::MatvecPacked,
         Module::MmqA16,
         Module::MmvA16,
+        Module::MatvecA8,
+        Module::MmqA8,
         Module::Norm,
         Module::Rope,
         Module::Attention,
@@ -92,6 +101,8 @@ impl Module {
             Module::MatvecPacked => "matvec_packed.cu",
             Module::MmqA16 => "mmq_a16.cu",
             Module::MmvA16 => "mmv_a16.cu",
+            Module::MatvecA8 => "matvec_a8.cu",
+            Module::MmqA8 => "mmq_a8.cu",
             Module::Norm => "norm.cu",
             Module::Rope => "rope.cu",
             Module::Attention => "attention.cu",
@@ -106,6 +117,8 @@ impl Module {
             Module::MatvecPacked => include_str!("kernels/matvec_packed.cu"),
             Module::MmqA16 => include_str!("kernels/mmq_a16.cu"),
             Module::MmvA16 => include_str!("kernels/mmv_a16.cu"),
+            Module::MatvecA8 => include_str!("kernels/matvec_a8.cu"),
+            Module::MmqA8 => include_str!("kernels/mmq_a8.cu"),
             Module::Norm => include_str!("kernels/norm.cu"),
             Module::Rope => include_str!("kernels/rope.cu"),
             Module::Attention => include_str!("kernels/attention.cu"),
@@ -116,9 +129,13 @@ impl Module {
             Module::MatvecA16 | Module::MatvecPacked => {
                 return format!("{COMMON}\n{FORMATS_A16}\n{MATVEC_PIPE}\n{body}")
             }
-            Module::MmqA16 | Module::MmvA16 => {
-                return format!("{COMMON}\n{FORMATS_A16}\n{MMA_INT8}\n{body}")
+            Module::MatvecA8 => {
+                return format!("{COMMON}\n{FORMATS_A16}\n{FORMATS_A8}\n{MATVEC_PIPE}\n{body}")
             }
+            Module::MmqA16 | Module::MmqA8 => {
+                return format!("{COMMON}\n{FORMATS_A16}\n{MMA_INT8}\n{MMQ}\n{body}")
+            }
+            Module::MmvA16 => return format!("{COMMON}\n{FORMATS_A16}\n{MMA_INT8}\n{body}"),
             _ => "",
         };
         format!("{COMMON}\n{formats}\n{body}")
@@ -291,6 +308,10 @@ mod tests {
             &["-DMVA_AHEAD=2".to_string()],
         )
         .unwrap_or_else(|e| panic!("{e}"));
+        let m = Module::MatvecA8;
+        let extra = ["-DMVR_ROWS=16".to_string(), "-DMVR_AHEAD=1".to_string()];
+        compile_module(m, Math::Strict, "sm_90a", &m.source(), &extra)
+            .unwrap_or_else(|e| panic!("{e}"));
         let m = Module::MmqA16;
         let extra = [
             "-DMMQ_WN=2".to_string(),

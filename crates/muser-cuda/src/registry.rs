@@ -55,28 +55,44 @@ kernels! {
     MvsQ4kT4 => MatvecPacked, "mvs_q4_k_t4"; MvsQ6kT4 => MatvecPacked, "mvs_q6_k_t4";
     MvpQ4kT8 => MatvecPacked, "mvp_q4_k_t8"; MvpQ6kT8 => MatvecPacked, "mvp_q6_k_t8";
     MvsQ4kT8 => MatvecPacked, "mvs_q4_k_t8"; MvsQ6kT8 => MatvecPacked, "mvs_q6_k_t8";
-    MmqQ4k => MmqA16, "mmq_q4_k"; MmqQ6k => MmqA16, "mmq_q6_k";
-    MmvQ4k => MmvA16, "mmv_q4_k"; MmvQ6k => MmvA16, "mmv_q6_k";
+    MvpQ6pT2 => MatvecPacked, "mvp_q6p_t2"; MvsQ6pT2 => MatvecPacked, "mvs_q6p_t2";
+    MvpQ6pT4 => MatvecPacked, "mvp_q6p_t4"; MvsQ6pT4 => MatvecPacked, "mvs_q6p_t4";
+    MvpQ6pT8 => MatvecPacked, "mvp_q6p_t8"; MvsQ6pT8 => MatvecPacked, "mvs_q6p_t8";
+    MmqQ4k => MmqA16, "mmq_q4_k"; MmqQ6k => MmqA16, "mmq_q6_k"; MmqQ6p => MmqA16, "mmq_q6p";
+    MmvQ4k => MmvA16, "mmv_q4_k"; MmvQ6k => MmvA16, "mmv_q6_k"; MmvQ6p => MmvA16, "mmv_q6p";
     MmvPairQ4k => MmvA16, "mmv_pair_q4_k"; MmvPairQ6k => MmvA16, "mmv_pair_q6_k";
+    MmvPairQ6p => MmvA16, "mmv_pair_q6p";
     MvaQ4kT1 => MatvecA16, "mva_q4_k_t1"; MvaQ4kT8 => MatvecA16, "mva_q4_k_t8";
     MvaQ5kT1 => MatvecA16, "mva_q5_k_t1"; MvaQ5kT8 => MatvecA16, "mva_q5_k_t8";
     MvaQ6kT1 => MatvecA16, "mva_q6_k_t1"; MvaQ6kT8 => MatvecA16, "mva_q6_k_t8";
+    MvaQ6pT1 => MatvecA16, "mva_q6p_t1"; MvaQ6pT8 => MatvecA16, "mva_q6p_t8";
     MvaQ80T1 => MatvecA16, "mva_q8_0_t1"; MvaQ80T8 => MatvecA16, "mva_q8_0_t8";
     MvaQ50T1 => MatvecA16, "mva_q5_0_t1"; MvaQ50T8 => MatvecA16, "mva_q5_0_t8";
     MvaF16T1 => MatvecA16, "mva_f16_t1"; MvaF16T8 => MatvecA16, "mva_f16_t8";
     MvaF32T1 => MatvecA16, "mva_f32_t1"; MvaF32T8 => MatvecA16, "mva_f32_t8";
+    QuantA8 => MatvecA8, "quant_a8";
+    MvsQ4kA8T1 => MatvecA8, "mvs_q4_k_a8_t1"; MvpQ4kA8T1 => MatvecA8, "mvp_q4_k_a8_t1";
+    MvsQ6pA8T1 => MatvecA8, "mvs_q6p_a8_t1"; MvpQ6pA8T1 => MatvecA8, "mvp_q6p_a8_t1";
+    MvaQ4kA8T8 => MatvecA8, "mva_q4_k_a8_t8"; MvaQ6pA8T8 => MatvecA8, "mva_q6p_a8_t8";
+    MmqQ4kA8 => MmqA8, "mmq_q4_k_a8"; MmqQ6pA8 => MmqA8, "mmq_q6p_a8";
+    MvrQ4kA8T1 => MatvecA8, "mvr_q4_k_a8_t1"; MvrQ6pA8T1 => MatvecA8, "mvr_q6p_a8_t1";
     RmsnormRows => Norm, "rmsnorm_rows";
     EmbedFinish => Norm, "embed_finish";
     ResidualNorm => Norm, "residual_norm";
     ResidualNormQ => Norm, "residual_norm_q";
+    ResidualNormQ8 => Norm, "residual_norm_q8";
     SigmoidGateQ => Elementwise, "sigmoid_gate_q";
+    SigmoidGateQ8 => Elementwise, "sigmoid_gate_q8";
     SwigluQ => Elementwise, "swiglu_q";
+    SwigluQ8 => Elementwise, "swiglu_q8";
     GegluQ => Elementwise, "geglu_q";
+    GegluQ8 => Elementwise, "geglu_q8";
     QkNormRopeKv => Rope, "qk_norm_rope_kv";
     AttnPartial => Attention, "attn_partial";
     AttnPartialMt => Attention, "attn_partial_mt";
     AttnCombine => Attention, "attn_combine";
     AttnCombineQ => Attention, "attn_combine_q";
+    AttnCombineQ8 => Attention, "attn_combine_q8";
     SigmoidGate => Elementwise, "sigmoid_gate";
     Swiglu => Elementwise, "swiglu";
     Geglu => Elementwise, "geglu";
@@ -147,6 +163,11 @@ pub struct Registry {
     /// units, same order, so the same numbers.
     pub mva_ahead: u32,
     pub mva_ahead_q6p: u32,
+    /// Rows per warp of the register-resident A8 decode kernels (`mvr_*_a8_t1`, -DMVR_ROWS,
+    /// `MUSER_CUDA_MVR_ROWS`) and whether they request the next row's weights ahead
+    /// (-DMVR_AHEAD, `MUSER_CUDA_MVR_AHEAD`). Launch and schedule only: the same numbers.
+    pub mvr_rows: u32,
+    pub mvr_ahead: u32,
     functions: HashMap<(Kernel, Math), CudaFunction>,
     modules: Vec<CompiledModule>,
     _loaded: Vec<Arc<CudaModule>>,
@@ -209,12 +230,18 @@ impl Registry {
     /// `staged` false asks for the unstaged one. Staged where its shared memory fits: the
     /// 48 KiB default without a weight ring (wider inputs, K > 21 845 at the defaults, take the
     /// unstaged kernel), the opt-in limit with one. Dynamic shared memory: the staged
-    /// activations (K/64 runs of 72 quants), then the weight ring (`mva_warps` warps × stages ×
-    /// `mva_rows` rows × chunks × 32 lanes × 16 bytes).
+    /// activations (K/64 runs of 64 quants and their pad: 144 bytes A16, 80 bytes A8), then
+    /// the weight ring (`mva_warps` warps × stages × `mva_rows` rows × chunks × 32 lanes × 16
+    /// bytes).
     pub fn t1_plan(&self, kernel: Kernel, n_out: usize, k: usize, staged: bool) -> PackedPlan {
         let (stages, chunks) = Self::t1_ring(kernel, self.mva_wstages, self.mva_wstages_q6);
         let ring = (self.mva_warps * stages * self.mva_rows * chunks * 32 * 16) as usize;
-        let act = k.div_ceil(64) * 72 * 2;
+        let act = k.div_ceil(64)
+            * if kernel.module() == Module::MatvecA8 {
+                80
+            } else {
+                144
+            };
         let red = (self.mva_warps * self.mva_rows) as usize * 36 * 4;
         let limit = if stages > 0 {
             SMEM_OPTIN_MAX
@@ -234,6 +261,21 @@ impl Registry {
                 smem: (if staged { act + ring } else { ring }) as u32,
             },
         }
+    }
+
+    /// The launch of a register-resident A8 decode kernel (`mvr_*_a8_t1`) over `n_out` rows of
+    /// `k` inputs, where its registers hold a lane's activations (`k` a multiple of 256 and at
+    /// most 64 · 32 · MVR_UNITS = 8192); `None` elsewhere.
+    pub fn mvr_dims(&self, n_out: usize, k: usize) -> Option<crate::launch::Dims> {
+        (k.is_multiple_of(256) && k <= 8192).then(|| crate::launch::Dims {
+            grid: (
+                (n_out as u32).div_ceil(self.mva_warps * self.mvr_rows),
+                1,
+                1,
+            ),
+            block: 32 * self.mva_warps,
+            smem: 0,
+        })
     }
 
     /// The launch of a tensor-core matmul (`mmq_*`) over `n_out` rows and `n_tok` tokens.
@@ -303,6 +345,8 @@ impl Registry {
         let mva_wstages_q6 = env_choice("MUSER_CUDA_MVA_WSTAGES_Q6", 0, &[0, 2, 3, 4])?;
         let mva_ahead = env_choice("MUSER_CUDA_MVA_AHEAD", 1, &[1, 2])?;
         let mva_ahead_q6p = env_choice("MUSER_CUDA_MVA_AHEAD_Q6P", 1, &[1, 2])?;
+        let mvr_rows = env_choice("MUSER_CUDA_MVR_ROWS", 4, &[1, 2, 4, 8, 16])?;
+        let mvr_ahead = env_choice("MUSER_CUDA_MVR_AHEAD", 0, &[0, 1])?;
         if mva_ahead == 2 && mva_wstages > 0 {
             return Err(CudaError::Invalid(
                 "MUSER_CUDA_MVA_AHEAD=2 and MUSER_CUDA_MVA_WSTAGES: the Q4_K decode kernel \
@@ -318,7 +362,7 @@ impl Registry {
             for &math in m.maths() {
                 let t = Instant::now();
                 let mut extra = match m {
-                    Module::MatvecA16 | Module::MatvecPacked => vec![
+                    Module::MatvecA16 | Module::MatvecPacked | Module::MatvecA8 => vec![
                         format!("-DMVA_R1={mva_rows}"),
                         format!("-DMVA_MINB={mva_minb}"),
                         format!(
@@ -337,7 +381,7 @@ impl Registry {
                         format!("-DMUSER_LD16_WINDOW={}", u8::from(ld16_window)),
                         format!("-DMMQ_CVT={mmq_cvt}"),
                     ],
-                    Module::MmqA16 => vec![
+                    Module::MmqA16 | Module::MmqA8 => vec![
                         format!("-DMUSER_LD16_WINDOW={}", u8::from(ld16_window)),
                         format!("-DMMQ_WN={mmq_wn}"),
                         format!("-DMMQ_MINB={mmq_minb}"),
@@ -350,6 +394,10 @@ impl Registry {
                     extra.push(format!("-DMVA_WSTAGES_Q6={mva_wstages_q6}"));
                     extra.push(format!("-DMVA_AHEAD={mva_ahead}"));
                     extra.push(format!("-DMVA_AHEAD_Q6P={mva_ahead_q6p}"));
+                }
+                if m == Module::MatvecA8 {
+                    extra.push(format!("-DMVR_ROWS={mvr_rows}"));
+                    extra.push(format!("-DMVR_AHEAD={mvr_ahead}"));
                 }
                 let c = compile_module(m, math, arch, &src, &extra)?;
                 let (ptx, options, sha256, ptx_bytes) = (c.ptx, c.options, c.sha256, c.ptx_bytes);
@@ -418,6 +466,8 @@ impl Registry {
             mva_wstages_q6,
             mva_ahead,
             mva_ahead_q6p,
+            mvr_rows,
+            mvr_ahead,
             mva_warps,
             mvb_warps,
             functions,

@@ -6,74 +6,12 @@
 //! writes outside its output fails the test.
 
 use muser_cuda::launch::{launch, A16Matmul, Dims};
-use muser_cuda::{DeviceBuffer, Gpu, KArgs, Kernel, Math, Module, Registry, MMV_PAIR_MAX_TOKENS};
+use muser_cuda::{DeviceBuffer, Gpu, KArgs, Kernel, Math, Registry, MMV_PAIR_MAX_TOKENS};
 use muser_gguf::GgmlType;
 use muser_quant::a16::{self, BlockA16};
 
-const GUARD: usize = 256; // f32 words each side
-const SENTINEL: u32 = 0x7FC0_DEAD;
-
-fn device() -> Option<(Gpu, Registry)> {
-    match Gpu::probe() {
-        Ok(Some(_)) => {}
-        _ => {
-            eprintln!("skipping: no CUDA device");
-            return None;
-        }
-    }
-    let gpu = Gpu::open(0).expect("open GPU");
-    let reg = Registry::build_modules(&gpu, &Module::ALL).expect("registry");
-    Some((gpu, reg))
-}
-
-/// A device f32 buffer of `n` words with guards; returns (buffer, pointer to word 0).
-fn guarded(gpu: &Gpu, n: usize) -> (DeviceBuffer, u64) {
-    let buf = gpu
-        .alloc((n + 2 * GUARD) * 4, "test output")
-        .expect("alloc");
-    let fill = vec![SENTINEL; n + 2 * GUARD];
-    gpu.upload(buf.ptr(), &fill).expect("upload");
-    let p = buf.ptr() + (GUARD * 4) as u64;
-    (buf, p)
-}
-
-/// Read back `n` words and check both guards are intact.
-fn read_guarded(gpu: &Gpu, buf: &DeviceBuffer, n: usize, what: &str) -> Vec<f32> {
-    let mut all = vec![0u32; n + 2 * GUARD];
-    gpu.download(&mut all, buf.ptr(), what).expect("download");
-    let bad = all[..GUARD]
-        .iter()
-        .chain(&all[GUARD + n..])
-        .filter(|&&w| w != SENTINEL)
-        .count();
-    assert_eq!(bad, 0, "{what}: {bad} guard words overwritten");
-    all[GUARD..GUARD + n]
-        .iter()
-        .map(|&w| f32::from_bits(w))
-        .collect()
-}
-
-fn upload_bytes(gpu: &Gpu, bytes: &[u8]) -> DeviceBuffer {
-    // 256 bytes of slack: kernels may read a few bytes past 2-byte-aligned runs.
-    let buf = gpu.alloc(bytes.len() + 256, "test input").expect("alloc");
-    gpu.upload(buf.ptr(), bytes).expect("upload");
-    buf
-}
-
-/// Deterministic pseudo-random values in [-1, 1).
-fn rand_vec(n: usize, seed: u64) -> Vec<f32> {
-    let mut s = seed
-        .wrapping_mul(6364136223846793005)
-        .wrapping_add(1442695040888963407);
-    (0..n)
-        .map(|_| {
-            s = s
-                .wrapping_mul(6364136223846793005)
-                .wrapping_add(1442695040888963407);
-            ((s >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
-        })
-        .collect()
-}
+mod support;
+use support::*;
 
 struct A16Dev {
     xq: DeviceBuffer,
@@ -83,28 +21,7 @@ struct A16Dev {
 
 /// Quantize `x` ([n_tok][k]) with the device's quant_a16 and check it equals muser_quant::a16.
 fn quant_on_device(gpu: &Gpu, reg: &Registry, x: &[f32], k: usize, n_tok: usize) -> A16Dev {
-    let xd = upload_bytes(gpu, bytemuck_f32(x));
-    let xq = gpu.alloc(n_tok * k * 2, "xq").expect("alloc");
-    let xs = gpu.alloc(n_tok * k / 32 * 4, "xs").expect("alloc");
-    let xsum = gpu.alloc(n_tok * k / 32 * 4, "xsum").expect("alloc");
-    launch(
-        reg.get(Kernel::QuantA16, Math::Strict),
-        Dims {
-            grid: ((k as u32 / 32).div_ceil(8), n_tok as u32, 1),
-            block: 256,
-            smem: 0,
-        },
-        gpu.stream(),
-        KArgs::new()
-            .ptr(xd.ptr())
-            .int(k)
-            .int(k)
-            .int(n_tok)
-            .ptr(xq.ptr())
-            .ptr(xs.ptr())
-            .ptr(xsum.ptr()),
-    )
-    .expect("launch quant_a16");
+    let (xq, xs, xsum) = launch_quant(gpu, reg, Kernel::QuantA16, x, (k, n_tok, 2));
     let mut q = vec![0i16; n_tok * k];
     let mut d = vec![0f32; n_tok * k / 32];
     let mut sum = vec![0i32; n_tok * k / 32];
@@ -137,11 +54,6 @@ fn quant_on_device(gpu: &Gpu, reg: &Registry, x: &[f32], k: usize, n_tok: usize)
 
 fn bytes_u32(x: &[u32]) -> &[u8] {
     // SAFETY: u32 has no padding and any byte pattern is a valid u8.
-    unsafe { std::slice::from_raw_parts(x.as_ptr().cast::<u8>(), std::mem::size_of_val(x)) }
-}
-
-fn bytemuck_f32(x: &[f32]) -> &[u8] {
-    // SAFETY: f32 has no padding and any byte pattern is a valid u8.
     unsafe { std::slice::from_raw_parts(x.as_ptr().cast::<u8>(), std::mem::size_of_val(x)) }
 }
 
@@ -208,47 +120,6 @@ const TYPES: [GgmlType; 7] = [
     GgmlType::F32,
 ];
 
-/// `n_rows` rows of `k` pseudo-random values quantized to `ty`; returns (bytes, row bytes).
-fn quantized_rows(ty: GgmlType, n_rows: usize, k: usize, seed: u64) -> (Vec<u8>, usize) {
-    let row_bytes = k / ty.block_size() * ty.type_size();
-    let wf = rand_vec(n_rows * k, seed);
-    let mut w = vec![0u8; n_rows * row_bytes];
-    for (src, dst) in wf.chunks(k).zip(w.chunks_mut(row_bytes)) {
-        muser_quant::quantize(ty, src, dst).expect("quantize");
-    }
-    (w, row_bytes)
-}
-
-/// `want[t * n_out + r]`: row `r` of the dequantized weights (f64) · token `t` of `x`.
-fn f64_products(ty: GgmlType, w: &[u8], row_bytes: usize, x: &[f64], k: usize) -> Vec<f64> {
-    let (n_out, n_tok) = (w.len() / row_bytes, x.len() / k);
-    let mut want = vec![0f64; n_tok * n_out];
-    let mut wrow = vec![0f64; k];
-    for (r, row) in w.chunks(row_bytes).enumerate() {
-        muser_quant::dequantize_f64(ty, row, &mut wrow).expect("deq");
-        for (t, xt) in x.chunks(k).enumerate() {
-            want[t * n_out + r] = wrow.iter().zip(xt).map(|(a, b)| a * b).sum();
-        }
-    }
-    want
-}
-
-fn bits(v: &[f32]) -> Vec<u32> {
-    v.iter().map(|x| x.to_bits()).collect()
-}
-
-/// Every `got` within `abs` × the outputs' RMS plus `rel` × |want| of the f64 reference.
-fn assert_close(what: &str, got: &[f32], want: &[f64], abs: f64, rel: f64) {
-    let norm = want.iter().map(|v| v * v).sum::<f64>().sqrt() / (want.len() as f64).sqrt();
-    for (i, (&g, &r)) in got.iter().zip(want).enumerate() {
-        let err = (f64::from(g) - r).abs();
-        assert!(
-            err <= abs * norm.max(1e-3) + rel * r.abs(),
-            "{what} [{i}]: {g} vs {r} (err {err:e}, norm {norm:e})"
-        );
-    }
-}
-
 /// Every A16 matvec kernel against the f64 product of the dequantized weights and the
 /// dequantized A16 activations; one-token, eight-token (with a tail) and pipelined kernels
 /// bit-identical to each other.
@@ -268,6 +139,8 @@ fn a16_matvec_kernels_match_the_cpu_reference() {
 /// activation rows quantized by the device (checked against the CPU), and the f64 reference.
 struct A16Case {
     w: DeviceBuffer,
+    /// The weight rows' bytes on the host (GGUF layout).
+    host: Vec<u8>,
     row_bytes: usize,
     act: A16Dev,
     k: usize,
@@ -299,6 +172,7 @@ impl A16Case {
         A16Case {
             want: f64_products(ty, &w, row_bytes, &xd, k),
             w: upload_bytes(gpu, &w),
+            host: w,
             row_bytes,
             act,
             k,
@@ -336,26 +210,6 @@ impl A16Case {
         };
         launch(reg.get(kern, Math::Strict), dims, gpu.stream(), args.args()).expect("launch");
         read_guarded(gpu, &buf, n_tok * self.n_out, kern.symbol())
-    }
-}
-
-/// Launch shape of the dp2a matvec kernels: `rows_per_warp` rows per warp, `tok_per_launch`
-/// tokens per row pass.
-fn mva_dims(
-    reg: &Registry,
-    n_out: usize,
-    nt: usize,
-    rows_per_warp: u32,
-    tok_per_launch: u32,
-) -> Dims {
-    Dims {
-        grid: (
-            (n_out as u32).div_ceil(reg.mva_warps * rows_per_warp),
-            (nt as u32).div_ceil(tok_per_launch),
-            1,
-        ),
-        block: 32 * reg.mva_warps,
-        smem: 0,
     }
 }
 
@@ -398,35 +252,10 @@ fn a16_matvec_case(gpu: &Gpu, reg: &Registry, k: usize) {
                 kp.symbol()
             );
         }
-        // Q6_K: the one-token kernels on the aligned repack (`muser_cuda::q6pad`, odd block
-        // counts included: K = 9984 is 39 blocks) compute the same bits.
+        // Q6_K: every kernel of the aligned repack (`muser_cuda::q6pad`; odd block counts
+        // included: K = 9984 is 39 blocks) computes the Q6_K kernels' bits.
         if ty == GgmlType::Q6_K {
-            let (w, _) = quantized_rows(ty, n_out, k, 7 + ty as u64);
-            let p = muser_cuda::q6pad::repack(&w, n_out, k).expect("repack");
-            let pw = upload_bytes(gpu, &p);
-            for (kern, staged) in [(Kernel::MvsQ6pT1, true), (Kernel::MvpQ6pT1, false)] {
-                let plan = reg.t1_plan(kern, n_out, k, staged);
-                assert_eq!(
-                    plan.staged,
-                    staged,
-                    "{}: staged plan at K = {k}",
-                    kern.symbol()
-                );
-                let yp = case.run_on(
-                    gpu,
-                    reg,
-                    kern,
-                    plan.dims,
-                    1,
-                    (pw.ptr(), muser_cuda::q6pad::row_bytes(k)),
-                );
-                assert_eq!(
-                    bits(&yp),
-                    bits(&y1),
-                    "Q6_K-P: {} differs from the one-token Q6_K kernel at K = {k}",
-                    kern.symbol()
-                );
-            }
+            q6p_case(gpu, reg, &case, (&y1, &y8), n_tok);
         }
         // Packed decode rows (several sequences' tokens in one launch): each token's outputs
         // are the eight-token kernel's, bit for bit, in the launch shape batched decode uses
@@ -482,6 +311,72 @@ fn a16_matvec_case(gpu: &Gpu, reg: &Registry, k: usize) {
     }
 }
 
+/// The Q6_K-P kernels (`muser_cuda::q6pad`, the engine's default Q6_K layout) on the repack of
+/// `case`'s Q6_K rows, each against the GGUF-layout kernels' outputs: `y1` (one token) and
+/// `y8` (`n_tok` tokens, eight-token kernel). Launch shapes as the engine's.
+fn q6p_case(gpu: &Gpu, reg: &Registry, case: &A16Case, (y1, y8): (&[f32], &[f32]), n_tok: usize) {
+    use Kernel::*;
+    let (n_out, k) = (case.n_out, case.k);
+    let p = muser_cuda::q6pad::repack(&case.host, n_out, k).expect("repack");
+    let pw = upload_bytes(gpu, &p);
+    let on_p = (pw.ptr(), muser_cuda::q6pad::row_bytes(k));
+    let check = |kern: Kernel, dims: Dims, nt: usize, want: &[f32]| {
+        let got = case.run_on(gpu, reg, kern, dims, nt, on_p);
+        assert_eq!(
+            bits(&got),
+            bits(want),
+            "Q6_K-P: {} with {nt} tokens differs from the Q6_K kernels at K = {k}",
+            kern.symbol()
+        );
+    };
+    check(MvaQ6pT1, mva_dims(reg, n_out, 1, reg.mva_rows, 1), 1, y1);
+    check(MvaQ6pT8, mva_dims(reg, n_out, n_tok, 1, 8), n_tok, y8);
+    for (kern, staged) in [(MvsQ6pT1, true), (MvpQ6pT1, false)] {
+        let plan = reg.t1_plan(kern, n_out, k, staged);
+        assert_eq!(
+            plan.staged,
+            staged,
+            "{}: staged plan at K = {k}",
+            kern.symbol()
+        );
+        check(kern, plan.dims, 1, y1);
+    }
+    for (kern, nt, staged) in [
+        (MvpQ6pT2, 2, false),
+        (MvsQ6pT2, 2, true),
+        (MvpQ6pT4, 4, false),
+        (MvsQ6pT4, 4, true),
+        (MvpQ6pT8, 8, false),
+        (MvsQ6pT8, 8, true),
+    ] {
+        let plan = reg.packed_plan(n_out, k, nt);
+        if staged && !plan.staged {
+            continue;
+        }
+        let mut dims = plan.dims;
+        if !staged {
+            dims.smem = 0;
+        }
+        check(kern, dims, nt, &y8[..nt * n_out]);
+    }
+    if Registry::mmv_fits(k) {
+        for nt in 1..=8usize.min(n_tok) {
+            check(MmvQ6p, reg.mmv_dims(n_out, k), nt, &y8[..nt * n_out]);
+        }
+        for nt in 1..=MMV_PAIR_MAX_TOKENS.min(n_tok) {
+            check(
+                MmvPairQ6p,
+                reg.mmv_pair_dims(n_out, k),
+                nt,
+                &y8[..nt * n_out],
+            );
+        }
+    }
+    for nt in [n_tok, 2] {
+        check(MmqQ6p, reg.mmq_dims(n_out, nt), nt, &y8[..nt * n_out]);
+    }
+}
+
 /// The tensor-core matmuls (Q4_K, Q6_K) bit-identical to the eight-token dp2a kernels (which
 /// the test above ties to the one-token decode kernels) and close to the f64 reference; two
 /// row tiles and two token tiles, both partial, and a two-token launch.
@@ -517,6 +412,22 @@ fn mmq_kernels_match_the_decode_kernels_bit_for_bit() {
                     ym.iter().zip(&y8).find(|(a, b)| a.to_bits() != b.to_bits())
                 );
                 assert_close(&format!("{ty:?} mmq"), &ym, &case.want, 1e-5, 1e-6);
+                if ty == GgmlType::Q6_K {
+                    let p = muser_cuda::q6pad::repack(&case.host, n_out, k).expect("repack");
+                    let pw = upload_bytes(&gpu, &p);
+                    let yp = case.run_on(
+                        &gpu,
+                        &reg,
+                        Kernel::MmqQ6p,
+                        reg.mmq_dims(n_out, n_tok),
+                        n_tok,
+                        (pw.ptr(), muser_cuda::q6pad::row_bytes(k)),
+                    );
+                    assert!(
+                        bits(&yp) == bits(&ym),
+                        "Q6_K-P mmq K={k} n_tok={n_tok}: differs from mmq_q6_k"
+                    );
+                }
                 eprintln!("{ty:?} mmq: ok ({n_out} rows x {k}, {n_tok} tokens, bit-identical)");
             }
         }

@@ -7,8 +7,10 @@ mod common;
 
 use common::{tiny_model, tokens};
 use muser_cuda::{CudaError, GraphMode};
-use muser_engine::cpu::Logits;
-use muser_engine::cuda::{CudaOptions, CudaSession};
+use muser_engine::cpu::matmul::ActFormat;
+use muser_engine::cpu::repack::Repack;
+use muser_engine::cpu::{CpuOptions, CpuSession, Logits};
+use muser_engine::cuda::{Acts, CudaOptions, CudaSession};
 use muser_engine::session::Backend;
 use muser_engine::{EngineError, Model, Oracle};
 
@@ -59,8 +61,8 @@ fn bits(v: &[f32]) -> Vec<u32> {
 
 /// Accuracy against the oracle, and bit-identical logits across runs, chunk sizes, decode graph
 /// vs eager, parallel vs serial capture, fused vs separate quantization, pipelined vs plain
-/// decode kernels, tensor-core vs dp2a prefill matmuls and programmatic dependent launch on or
-/// off — on a prompt that wraps the 16-row window 5 times.
+/// decode kernels, tensor-core vs dp2a prefill matmuls, programmatic dependent launch on or
+/// off and Q6_K weights in Q6_K-P or GGUF's layout — on a prompt that wraps the 16-row window 5 times.
 #[test]
 fn cuda_route_tracks_the_oracle_and_is_deterministic() {
     if !has_device() {
@@ -136,15 +138,27 @@ fn cuda_route_tracks_the_oracle_and_is_deterministic() {
             }),
         ),
         (
-            "Q6_K decode on the aligned repack, chunk 1, decode graph",
-            run_with(&m, &toks, 1, |o| o.q6_pad = true),
+            "Q6_K in GGUF's layout, chunk 512",
+            run_with(&m, &toks, 512, |o| o.q6_pad = false),
         ),
         (
-            "Q6_K decode on the aligned repack, chunk 1, eager, unstaged",
+            "Q6_K in GGUF's layout, chunk 1, decode graph",
+            run_with(&m, &toks, 1, |o| o.q6_pad = false),
+        ),
+        (
+            "Q6_K in GGUF's layout, chunk 1, eager, unstaged",
             run_with(&m, &toks, 1, |o| {
-                o.q6_pad = true;
+                o.q6_pad = false;
                 o.graphs = false;
                 o.xsmem = false;
+            }),
+        ),
+        (
+            "Q6_K in GGUF's layout, plain decode matvec and dp2a prefill, chunk 5",
+            run_with(&m, &toks, 5, |o| {
+                o.q6_pad = false;
+                o.pipe = false;
+                o.mmq = false;
             }),
         ),
         (
@@ -172,6 +186,139 @@ fn cuda_route_tracks_the_oracle_and_is_deterministic() {
             o.fuse = true;
         })) == bits(&a),
         "super 32: fused chunk 1 differs"
+    );
+}
+
+/// What the A8 route cannot run is refused before any device work (so this runs everywhere):
+/// Q6_K outside Q6_K-P, the unpipelined decode kernels, several sequences on packed decode
+/// kernels, weights other than Q4_K / Q6_K — each a configuration error naming the switch.
+#[test]
+fn a8_route_refuses_what_it_has_no_kernels_for() {
+    let m = tiny_model(1);
+    let refused = |m: &Model, set: &dyn Fn(&mut CudaOptions), what: &str| {
+        let mut o = CudaOptions::new(256, 16);
+        o.acts = Acts::A8;
+        set(&mut o);
+        match CudaSession::new(m, o, &mut |_, _| {}) {
+            Err(EngineError::Config(msg)) => {
+                assert!(msg.contains("MUSER_CUDA_ACTS=a8"), "{what}: {msg}")
+            }
+            Err(e) => panic!("A8 with {what}: unexpected error {e}"),
+            Ok(_) => panic!("A8 with {what} must be refused"),
+        }
+    };
+    refused(&m, &|o| o.q6_pad = false, "Q6_K in GGUF's layout");
+    refused(&m, &|o| o.pipe = false, "plain decode kernels");
+    let mut o = CudaOptions::new(256, 16);
+    o.mvr = true;
+    match CudaSession::new(&m, o, &mut |_, _| {}) {
+        Err(EngineError::Config(msg)) => assert!(msg.contains("MUSER_CUDA_MVR"), "{msg}"),
+        Err(e) => panic!("MUSER_CUDA_MVR=1 on A16: unexpected error {e}"),
+        Ok(_) => panic!("MUSER_CUDA_MVR=1 on A16 must be refused"),
+    }
+    refused(
+        &m,
+        &|o| {
+            o.n_seq = 2;
+            o.batch_mm = muser_engine::cuda::BatchMm::Packed;
+        },
+        "two sequences on packed decode kernels",
+    );
+    let mut cfg = muser_forge::ForgeConfig::preset("tiny").expect("tiny");
+    cfg.mix = muser_forge::Mix::Uniform(muser_gguf::GgmlType::Q8_0);
+    let mut bytes = Vec::new();
+    muser_forge::forge(&cfg, &mut bytes, &mut |_| {}).expect("forge");
+    let q8 = Model::from_gguf(std::sync::Arc::new(
+        muser_gguf::Gguf::from_bytes(bytes).expect("gguf"),
+    ))
+    .expect("model");
+    refused(&q8, &|_| {}, "Q8_0 weights");
+}
+
+/// The A8 activation route (`MUSER_CUDA_ACTS=a8`, an A/B of issue 5): bit-identical logits
+/// across chunk sizes, decode graph or eager, serial capture, staged or unstaged decode,
+/// tensor-core or eight-token prefill (its decode and prefill kernels share one float chain)
+/// and fused or separate quantization;
+/// as close to the f64 oracle as the CPU's A8 route (the same activation format, another
+/// summation order) within 2× the KL and 0.02 of top-1.
+#[test]
+fn cuda_a8_route_is_deterministic_and_tracks_the_cpu_a8_route() {
+    if !has_device() {
+        eprintln!("skipping: no CUDA device");
+        return;
+    }
+    let m = tiny_model(1);
+    let nv = m.config.n_vocab;
+    let toks = tokens(80, nv);
+    let want = Oracle::new(&m).eval(&toks).expect("oracle");
+    let want: Vec<f32> = want.iter().flatten().map(|&v| v as f32).collect();
+    let a8 = |chunk: usize, set: fn(&mut CudaOptions)| {
+        run_with(&m, &toks, chunk, |o| {
+            o.acts = Acts::A8;
+            set(o);
+        })
+    };
+    let base = a8(512, |_| {});
+    for (name, got) in [
+        ("chunk 1, decode graph", a8(1, |_| {})),
+        ("chunk 1, eager", a8(1, |o| o.graphs = false)),
+        (
+            "chunk 7, serial capture",
+            a8(7, |o| o.mode = GraphMode::Serial),
+        ),
+        ("chunk 1, unstaged decode", a8(1, |o| o.xsmem = false)),
+        ("fused quantization, chunk 512", a8(512, |o| o.fuse = true)),
+        ("fused quantization, chunk 1", a8(1, |o| o.fuse = true)),
+        ("register-resident decode, chunk 1", a8(1, |o| o.mvr = true)),
+        (
+            "register-resident decode, fused, eager, chunk 1",
+            a8(1, |o| {
+                o.mvr = true;
+                o.fuse = true;
+                o.graphs = false;
+            }),
+        ),
+        (
+            "eight-token prefill kernels, chunk 512",
+            a8(512, |o| o.mmq = false),
+        ),
+    ] {
+        assert!(
+            bits(&got) == bits(&base),
+            "A8, {name}: logits differ from chunk 512"
+        );
+    }
+    let mut cpu = CpuSession::new(
+        &m,
+        CpuOptions {
+            threads: 2,
+            n_ctx: 256,
+            chunk: 512,
+            acts: ActFormat::A8,
+            repack: Repack::Auto,
+        },
+    )
+    .expect("CPU session");
+    let cpu = cpu.eval(&toks, Logits::All).expect("cpu");
+    let (g, c) = (
+        muser_engine::metrics::compare(&want, &base, nv),
+        muser_engine::metrics::compare(&want, &cpu, nv),
+    );
+    eprintln!(
+        "A8 vs oracle: CUDA KL {:.3e} top-1 {:.4}; CPU KL {:.3e} top-1 {:.4}",
+        g.mean_kl, g.top1, c.mean_kl, c.top1
+    );
+    assert!(
+        g.mean_kl <= 2.0 * c.mean_kl,
+        "CUDA A8 KL {} vs CPU A8 {}",
+        g.mean_kl,
+        c.mean_kl
+    );
+    assert!(
+        g.top1 >= c.top1 - 0.02,
+        "CUDA A8 top-1 {} vs CPU A8 {}",
+        g.top1,
+        c.top1
     );
 }
 
@@ -288,9 +435,23 @@ fn batched_decode_equals_each_sequence_alone() {
             "packed, programmatic dependent launch",
             |o: &mut CudaOptions| o.pdl = true,
         ),
+        ("packed, Q6_K in GGUF's layout", |o: &mut CudaOptions| {
+            o.q6_pad = false
+        }),
         (
-            "packed, Q6_K one-token steps on the aligned repack",
-            |o: &mut CudaOptions| o.q6_pad = true,
+            "tensor-core packed rows from two rows, Q6_K in GGUF's layout",
+            |o: &mut CudaOptions| {
+                o.mmv_min = 2;
+                o.q6_pad = false
+            },
+        ),
+        (
+            "paired tensor-core tiles, Q6_K in GGUF's layout",
+            |o: &mut CudaOptions| {
+                o.mmv_min = 2;
+                o.mmv_pair = true;
+                o.q6_pad = false
+            },
         ),
         (
             "tensor-core packed rows from two rows, programmatic dependent launch",

@@ -467,12 +467,15 @@ extern "C" __global__ void attn_combine(const float* Op, const float* Mp, const 
             A[(size_t)t * n_head * hd_v + (size_t)h * hd_v + lane + 32 * r] = acc[r] * inv;
 }
 
-// Needs hd_v % 32 == 0 (checked on the host). XQ/XS/XSUM rows are n_head*hd_v wide.
-extern "C" __global__ void attn_combine_q(const float* Op, const float* Mp, const float* Lp,
-                                          int window, int n_head, int hd_v, int n_super,
-                                          int super_len, float* A, const float* G,
-                                          const StepParams* sp, short* XQ, float* XS,
-                                          int* XSUM) {
+// Needs hd_v % 32 == 0 (checked on the host). XQ/XS/XSUM rows are n_head*hd_v wide; the
+// quantization is the format XQ names (attn_combine_q: A16, attn_combine_q8: A8).
+template <class XE>
+__device__ __forceinline__ void attn_combine_q_body(const float* Op, const float* Mp,
+                                                    const float* Lp, int window, int n_head,
+                                                    int hd_v, int n_super, int super_len,
+                                                    float* A, const float* G,
+                                                    const StepParams* sp, XE* XQ, float* XS,
+                                                    int* XSUM) {
     PDL_ENTRY()
     const int h = blockIdx.x, t = blockIdx.y, lane = threadIdx.x & 31;
     if ((u32)t >= sp->n_tok) return;
@@ -491,8 +494,24 @@ extern "C" __global__ void attn_combine_q(const float* Op, const float* Mp, cons
             float v = acc[r] * inv;
             if (G) v = v / (1.0f + expf(-G[i]));
             A[i] = v;
-            a16_group(v, XQ + (size_t)t * width + i0, XS + (size_t)t * (width / 32) + i0 / 32,
-                      XSUM + (size_t)t * (width / 32) + i0 / 32);
+            quant_group(v, XQ + (size_t)t * width + i0, XS + (size_t)t * (width / 32) + i0 / 32,
+                        XSUM + (size_t)t * (width / 32) + i0 / 32);
         }
     }
+}
+extern "C" __global__ void attn_combine_q(const float* Op, const float* Mp, const float* Lp,
+                                          int window, int n_head, int hd_v, int n_super,
+                                          int super_len, float* A, const float* G,
+                                          const StepParams* sp, short* XQ, float* XS,
+                                          int* XSUM) {
+    attn_combine_q_body(Op, Mp, Lp, window, n_head, hd_v, n_super, super_len, A, G, sp, XQ, XS,
+                        XSUM);
+}
+extern "C" __global__ void attn_combine_q8(const float* Op, const float* Mp, const float* Lp,
+                                           int window, int n_head, int hd_v, int n_super,
+                                           int super_len, float* A, const float* G,
+                                           const StepParams* sp, signed char* XQ, float* XS,
+                                           int* XSUM) {
+    attn_combine_q_body(Op, Mp, Lp, window, n_head, hd_v, n_super, super_len, A, G, sp, XQ, XS,
+                        XSUM);
 }

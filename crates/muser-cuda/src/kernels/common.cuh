@@ -159,6 +159,38 @@ __device__ __forceinline__ void a16_group(float v, short* q_out, float* d_out, i
     }
 }
 
+// A8 quantization of one group of 32 values held one per lane (muser_quant::a8's definition,
+// `quantize_sub_ref`): amax = max|v|; if 0 < amax < inf, q = rint(v * (127/amax)) clamped to
+// ±127 (NaN -> 0) and d = amax/127 (both divisions correctly rounded in every math variant),
+// else all 0; the exact sum of the quants. Lane 0 writes the scale and the sum.
+__device__ __forceinline__ void a8_group(float v, signed char* q_out, float* d_out, int* sum_out) {
+    const int lane = threadIdx.x & 31;
+    const float amax = warp_max(fabsf(v));
+    int q = 0;
+    float d = 0.f;
+    if (amax > 0.f && amax <= 3.40282347e38f) {
+        const float id = __fdiv_rn(127.0f, amax);
+        q = v == v ? (int)fminf(fmaxf(rintf(__fmul_rn(v, id)), -127.f), 127.f) : 0;
+        d = __fdiv_rn(amax, 127.0f);
+    }
+    q_out[lane] = (signed char)q;
+    int s = q;
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
+    if (lane == 0) {
+        *d_out = d;
+        *sum_out = s;
+    }
+}
+// The quantization of the activation format the output pointer names (A16: short, A8: signed
+// char), for the kernels that fuse it (one body, two entry points).
+__device__ __forceinline__ void quant_group(float v, short* q, float* d, int* sum) {
+    a16_group(v, q, d, sum);
+}
+__device__ __forceinline__ void quant_group(float v, signed char* q, float* d, int* sum) {
+    a8_group(v, q, d, sum);
+}
+
 // An integer in [0, 2^23) as float, exactly, on the FMA pipe (no conversion unit): the same
 // value as (float)v.
 __device__ __forceinline__ float u23f(u32 v) {

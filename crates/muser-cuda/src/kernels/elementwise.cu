@@ -47,9 +47,10 @@ extern "C" __global__ void scale_softcap(float* X, float scale, float cap, int w
     }
 }
 
-// Element-wise ops fused with the A16 quantization of their output (default; MUSER_CUDA_FUSE=0 for A/B): one warp
-// per group of 32, the same per-element formula as the kernels above, then a16_group — outputs
-// bit-identical to the unfused pair. Grid ((width/32)/8, n_tok), block 256.
+// Element-wise ops fused with the quantization of their output (default; MUSER_CUDA_FUSE=0 for
+// A/B): one warp per group of 32, the same per-element formula as the kernels above, then
+// quant_group (A16: `*_q`, A8: `*_q8`) — outputs bit-identical to the unfused pair. Grid
+// ((width/32)/8, n_tok), block 256.
 #define EWQ_HEAD                                                                   \
     PDL_ENTRY()                                                                    \
     const int lane = threadIdx.x & 31;                                             \
@@ -59,29 +60,47 @@ extern "C" __global__ void scale_softcap(float* X, float scale, float cap, int w
     const u64 i = (u64)t * width + 32 * grp + lane;                                \
     const u64 qo = (u64)t * width + 32 * grp, so = (u64)t * (width / 32) + grp;
 
-extern "C" __global__ void sigmoid_gate_q(float* A, const float* G, int width, const StepParams* sp,
-                                          short* XQ, float* XS, int* XSUM) {
+template <class XE>
+__device__ __forceinline__ void sigmoid_gate_q_body(float* A, const float* G, int width,
+                                                    const StepParams* sp, XE* XQ, float* XS,
+                                                    int* XSUM) {
     EWQ_HEAD
     const float v = A[i] / (1.0f + expf(-G[i]));
     A[i] = v;
-    a16_group(v, XQ + qo, XS + so, XSUM + so);
+    quant_group(v, XQ + qo, XS + so, XSUM + so);
 }
 
-extern "C" __global__ void swiglu_q(float* G, const float* U, int width, const StepParams* sp,
-                                    short* XQ, float* XS, int* XSUM) {
+template <class XE>
+__device__ __forceinline__ void swiglu_q_body(float* G, const float* U, int width,
+                                              const StepParams* sp, XE* XQ, float* XS, int* XSUM) {
     EWQ_HEAD
     const float x = G[i];
     const float v = x / (1.0f + expf(-x)) * U[i];
     G[i] = v;
-    a16_group(v, XQ + qo, XS + so, XSUM + so);
+    quant_group(v, XQ + qo, XS + so, XSUM + so);
 }
 
-extern "C" __global__ void geglu_q(float* G, const float* U, int width, const StepParams* sp,
-                                   short* XQ, float* XS, int* XSUM) {
+template <class XE>
+__device__ __forceinline__ void geglu_q_body(float* G, const float* U, int width,
+                                             const StepParams* sp, XE* XQ, float* XS, int* XSUM) {
     EWQ_HEAD
     const float K = 0.7978846f;
     const float x = G[i];
     const float v = 0.5f * x * (1.0f + tanh_exp(K * (x + 0.044715f * x * x * x))) * U[i];
     G[i] = v;
-    a16_group(v, XQ + qo, XS + so, XSUM + so);
+    quant_group(v, XQ + qo, XS + so, XSUM + so);
 }
+
+// Entry points: A16 (`*_q`, XE = short) and A8 (`*_q8`, XE = signed char) quantization of the
+// same values.
+#define EWQ_KERNEL(NAME, BODY, XE, X, Y)                                                        \
+    extern "C" __global__ void NAME(float* X, const float* Y, int width, const StepParams* sp, \
+                                    XE* XQ, float* XS, int* XSUM) {                            \
+        BODY(X, Y, width, sp, XQ, XS, XSUM);                                                   \
+    }
+EWQ_KERNEL(sigmoid_gate_q, sigmoid_gate_q_body, short, A, G)
+EWQ_KERNEL(sigmoid_gate_q8, sigmoid_gate_q_body, signed char, A, G)
+EWQ_KERNEL(swiglu_q, swiglu_q_body, short, G, U)
+EWQ_KERNEL(swiglu_q8, swiglu_q_body, signed char, G, U)
+EWQ_KERNEL(geglu_q, geglu_q_body, short, G, U)
+EWQ_KERNEL(geglu_q8, geglu_q_body, signed char, G, U)

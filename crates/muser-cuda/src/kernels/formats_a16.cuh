@@ -18,6 +18,14 @@ template <int XP>
 __device__ __forceinline__ int xoff(int v) {
     return XP == 64 ? v : (v >> 6) * XP + (v & 63);
 }
+// A format's activation side: the quants' element type and the padded stride (elements per 64
+// values) of the decode kernels' shared-memory copy. A16 (int16, 72) unless specialized (the
+// A8 formats, formats_a8.cuh: int8, 80 — 16 bytes of pad per 64, as here).
+template <class F>
+struct XType {
+    typedef short T;
+    static const int PAD = 72;
+};
 
 // 16 bytes at a 2-byte-aligned address as four little-endian words. Two forms (the A/B switch
 // MUSER_CUDA_LD16, -DMUSER_LD16_WINDOW): "words", five aligned 4-byte loads + funnel shifts
@@ -338,11 +346,14 @@ struct AQ6K {
             x.s[g] = xs[4 * half + g];
         }
     }
-    static __device__ __forceinline__ void compute_x(const W& w, int u, const X& x, float* acc) {
+    // A unit's four group scales d · s and its quants minus 32 (group g's 16 as words q[g][i],
+    // values 4i .. 4i+3), shared with the A8 activation side (formats_a8.cuh).
+    static __device__ __forceinline__ void decode(const W& w, float (&sc)[4], u32 (&q)[4][4]) {
         const float d = h2f((u16)(w.sd >> 16));
-        const float sc[4] = {q6_scale(d, (i8)(w.sd & 0xFF)), q6_scale(d, (i8)((w.sd >> 8) & 0xFF)),
-                             q6_scale(d, (i8)(w.s46 & 0xFF)), q6_scale(d, (i8)((w.s46 >> 8) & 0xFF))};
-        u32 q[4][4];
+        sc[0] = q6_scale(d, (i8)(w.sd & 0xFF));
+        sc[1] = q6_scale(d, (i8)((w.sd >> 8) & 0xFF));
+        sc[2] = q6_scale(d, (i8)(w.s46 & 0xFF));
+        sc[3] = q6_scale(d, (i8)((w.s46 >> 8) & 0xFF));
 #pragma unroll
         for (int i = 0; i < 4; ++i) {
             q[0][i] = __vsub4((w.A[i] & 0x0F0F0F0Fu) | ((w.H[i] & 0x03030303u) << 4), 0x20202020u);
@@ -350,6 +361,11 @@ struct AQ6K {
             q[2][i] = __vsub4(((w.A[i] >> 4) & 0x0F0F0F0Fu) | (((w.H[i] >> 4) & 0x03030303u) << 4), 0x20202020u);
             q[3][i] = __vsub4(((w.B[i] >> 4) & 0x0F0F0F0Fu) | (((w.H[i] >> 6) & 0x03030303u) << 4), 0x20202020u);
         }
+    }
+    static __device__ __forceinline__ void compute_x(const W& w, int u, const X& x, float* acc) {
+        float sc[4];
+        u32 q[4][4];
+        decode(w, sc, q);
         float p = *acc;
 #pragma unroll
         for (int g = 0; g < 4; ++g) {
@@ -451,6 +467,13 @@ struct AQ6KP {
     }
     static __device__ __forceinline__ void compute_x(const W& w, int u, const X& x, float* acc) {
         AQ6K::compute_x(w, u, x, acc);
+    }
+    template <int NT>
+    static __device__ __forceinline__ void dot(const u8* b, int u, const short* xq, const float* xs,
+                                               const int* xsum, int K, float* acc) {
+        W w;
+        load(b, u, w);
+        AQ6K::compute<NT>(w, u, xq, xs, xsum, K, acc);
     }
 };
 

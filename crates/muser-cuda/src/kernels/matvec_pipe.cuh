@@ -1,6 +1,7 @@
-// matvec_pipe.cuh — the A16 decode matvec's launch constants and its pipelined body (Q4_K,
-// Q6_K), shared by matvec_a16.cu (one token) and matvec_packed.cu (packed decode rows of
-// several sequences). Needs common.cuh + formats_a16.cuh before it.
+// matvec_pipe.cuh — the decode matvec's launch constants, its plain body (mva_body, every
+// format) and its pipelined body (mva_pipe: Q4_K, Q6_K, Q6_K-P), shared by matvec_a16.cu (one
+// token), matvec_packed.cu (packed decode rows of several sequences) and matvec_a8.cu (the A8
+// activation side). Needs common.cuh + formats_a16.cuh (+ formats_a8.cuh) before it.
 
 // Warps per block (-DMVA_WARPS=N from `MUSER_CUDA_MVA_WARPS`; the host launches 32 * N threads).
 #ifndef MVA_WARPS
@@ -57,6 +58,88 @@ __device__ __forceinline__ void mva_cp_wait() {
 #define MVA_BOUNDS_T1 __launch_bounds__(32 * MVA_WARPS)
 #endif
 
+// The activation quantizers (quant_a16, quant_a8): row t, group grp of X [n_tok][ldx] into
+// XQ [n_tok][K] (the format XQ names: quant_group, common.cuh), XS/XSUM [n_tok][K/32]; one
+// warp per group of 32.
+template <class XE>
+__device__ __forceinline__ void quant_rows(const float* X, int ldx, int K, int n_tok, XE* XQ,
+                                           float* XS, int* XSUM) {
+    PDL_ENTRY()
+    const int grp = blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
+    const int t = blockIdx.y;
+    if (grp >= K / 32 || t >= n_tok) return;
+    const float v = X[(size_t)t * ldx + 32 * grp + (threadIdx.x & 31)];
+    quant_group(v, XQ + (size_t)t * K + 32 * grp, XS + (size_t)t * (K / 32) + grp,
+                XSUM + (size_t)t * (K / 32) + grp);
+}
+
+// The plain body (every format, through its dot<NT>; activations of XType<F>): R rows per warp
+// (their loads overlap), NT tokens per launch row-pass. Neither changes the operation sequence
+// of one (row, token) output.
+template <class F, int NT, int R>
+__device__ __forceinline__ void mva_body(const u8* __restrict__ W, u64 row_bytes,
+                                         const typename XType<F>::T* __restrict__ XQ,
+                                         const float* __restrict__ XS,
+                                         const int* __restrict__ XSUM, int K,
+                                         float* __restrict__ Y, int ldy, int n_out, int n_tok) {
+    static_assert(R * NT <= 8, "mva_body: at most 8 outputs per warp");
+    MVA_RED_DECL(R * NT);
+    PDL_ENTRY()
+    const int lane = threadIdx.x & 31;
+    const int row0 = (blockIdx.x * MVA_WARPS + (threadIdx.x >> 5)) * R;
+    const int t0 = blockIdx.y * NT;
+    if (row0 >= n_out) return;
+    const int nt = min(NT, n_tok - t0);
+    const typename XType<F>::T* xq = XQ + (size_t)t0 * K;
+    const float* xs = XS + (size_t)t0 * (K / 32);
+    const int* xsum = XSUM + (size_t)t0 * (K / 32);
+    const int n_units = (K / F::BLOCK_VALS) * F::UNITS;
+    const int gpb = F::BLOCK_VALS / 32;  // activation groups per weight block
+    const u8* wr[R];
+#pragma unroll
+    for (int i = 0; i < R; ++i) wr[i] = W + (u64)min(row0 + i, n_out - 1) * row_bytes;
+    float acc[R][NT];
+#pragma unroll
+    for (int i = 0; i < R; ++i)
+#pragma unroll
+        for (int t = 0; t < NT; ++t) acc[i][t] = 0.f;
+    if (nt == NT) {
+        for (int g = lane; g < n_units; g += 32) {
+            const int blk = g / F::UNITS, u = g % F::UNITS;
+#pragma unroll
+            for (int i = 0; i < R; ++i)
+                F::template dot<NT>(wr[i] + (u64)blk * F::BLOCK_BYTES, u, xq + blk * F::BLOCK_VALS,
+                                    xs + blk * gpb, xsum + blk * gpb, K, acc[i]);
+        }
+    } else {
+        for (int g = lane; g < n_units; g += 32) {
+            const int blk = g / F::UNITS, u = g % F::UNITS;
+            for (int t = 0; t < nt; ++t) {
+#pragma unroll
+                for (int i = 0; i < R; ++i) {
+                    float a1[1] = {acc[i][t]};
+                    F::template dot<1>(wr[i] + (u64)blk * F::BLOCK_BYTES, u,
+                                       xq + (size_t)t * K + blk * F::BLOCK_VALS,
+                                       xs + (size_t)t * (K / 32) + blk * gpb,
+                                       xsum + (size_t)t * (K / 32) + blk * gpb, K, a1);
+                    acc[i][t] = a1[0];
+                }
+            }
+        }
+    }
+    // Lane j sums output j = (row i, token t) = (j / NT, j % NT).
+    const float s = lane_seq_sum<R * NT>(&acc[0][0], MVA_RED(R * NT));
+    const int i = lane / NT, t = lane % NT;
+    if (lane < R * NT && t < nt && row0 + i < n_out) Y[(size_t)(t0 + t) * ldy + row0 + i] = s;
+}
+
+#define MVA_KERNEL(NAME, F, NT, R, BOUNDS)                                                      \
+    extern "C" __global__ void BOUNDS                                                           \
+        NAME(const u8* W, u64 row_bytes, const XType<F>::T* XQ, const float* XS,                \
+             const int* XSUM, int K, float* Y, int ldy, int n_out, int n_tok) {                 \
+        mva_body<F, NT, R>(W, row_bytes, XQ, XS, XSUM, K, Y, ldy, n_out, n_tok);                \
+    }
+
 // Decode body for formats with a load/compute split (Q4_K, Q6_K): R rows per warp, and the next
 // unit's weights loaded while the current one is computed (software pipeline); each unit's
 // weights are loaded once for all NT tokens (packed decode rows of several sequences) and each
@@ -69,24 +152,30 @@ __device__ __forceinline__ void mva_cp_wait() {
 // the last of its virtual lane, so per (row, token) the arithmetic is exactly `dot<1>` in the
 // same unit order and final sum: results equal mva_body's bit for bit, for every NT.
 // STAGE: the activation quants of the NT tokens are first copied once per block into shared
-// memory in the padded layout (xoff<72>; dynamic shared memory NT*(K/64)*72 shorts, K % 64 ==
-// 0, token t at t*(K/64)*72). In the global layout every 16-byte activation read of a warp
-// touches 32 cache lines (lanes are 128 bytes apart); the staging copy is coalesced, and the
-// first unit's weights are requested before it.
+// memory in the padded layout (xoff<P>, P = XType<F>::PAD: dynamic shared memory NT*(K/64)*P
+// quants — A16 72 shorts, A8 80 bytes per 64 values — K % 64 == 0, token t at t*(K/64)*P). In
+// the global layout every 16-byte activation read of a warp touches 32 cache lines (lanes are
+// 128 / 64 bytes apart); the staging copy is coalesced, and the first unit's weights are
+// requested before it.
 // AH: how many units ahead the weights are requested in registers (WS == 0): 1 = the next
 // unit (the default); 2 = the next two (MVA_AHEAD for Q4_K, MVA_AHEAD_Q6P for Q6_K-P: more
 // bytes in flight per lane for R more Raw registers per extra unit). Same units, same order.
 template <class F, int R, bool STAGE, int NT, int WS, int AH = 1>
 __device__ __forceinline__ void mva_pipe(const u8* __restrict__ W, u64 row_bytes,
-                                         const short* __restrict__ XQ, const float* __restrict__ XS,
+                                         const typename XType<F>::T* __restrict__ XQ,
+                                         const float* __restrict__ XS,
                                          const int* __restrict__ XSUM, int K,
                                          float* __restrict__ Y, int ldy, int n_out) {
     static_assert(R * NT <= 8, "mva_pipe: at most 8 outputs per warp");
     static_assert(WS == 0 || (WS >= 2 && NT == 1), "mva_pipe: weight ring of >= 2 stages, one token");
     static_assert(AH == 1 || (AH == 2 && WS == 0), "mva_pipe: one or two units ahead, no ring");
-    extern __shared__ __align__(16) short xsh[];
+    typedef typename XType<F>::T XE;  // activation quant (short: A16, signed char: A8)
+    extern __shared__ __align__(16) short xsh_raw[];
+    XE* const xsh = (XE*)xsh_raw;
     MVA_RED_DECL(R * NT);
-    constexpr int XP = STAGE ? 72 : 64;
+    constexpr int XPS = XType<F>::PAD;  // staged stride per 64 values
+    constexpr int EPC = 16 / sizeof(XE);  // quants per 16-byte chunk
+    constexpr int XP = STAGE ? XPS : 64;
     const int lane = threadIdx.x & 31;
     const int row0 = (blockIdx.x * MVA_WARPS + (threadIdx.x >> 5)) * R;
     const bool active = row0 < n_out;
@@ -94,7 +183,7 @@ __device__ __forceinline__ void mva_pipe(const u8* __restrict__ W, u64 row_bytes
     const int full = n_units / 32, tail = n_units % 32, n_pairs = R * tail;
     const int gpb = F::BLOCK_VALS / 32;
     // Token t's activations: quants at xsrc + t * xt (staged or global), scales/sums at t * K/32.
-    const int xt = STAGE ? (K / 64) * 72 : K;
+    const int xt = STAGE ? (K / 64) * XPS : K;
     const u8* wr[R];
 #pragma unroll
     for (int i = 0; i < R; ++i) wr[i] = W + (u64)min(row0 + i, n_out - 1) * row_bytes;
@@ -186,7 +275,7 @@ __device__ __forceinline__ void mva_pipe(const u8* __restrict__ W, u64 row_bytes
     pdl_wait();
     pdl_trigger();
     if (STAGE) {
-        const int n16 = K / 8;
+        const int n16 = K / EPC;
         // The block is 32 * MVA_WARPS threads (the launch always is): with the constant, a
         // thread's chunks i = tid + 128 u (at 4 warps) have fixed i % 8, so the padded
         // offsets step linearly and the index arithmetic folds away (and the Q4_K one-token
@@ -197,7 +286,7 @@ __device__ __forceinline__ void mva_pipe(const u8* __restrict__ W, u64 row_bytes
         // registers held, no load/store rounds).
         for (int i = threadIdx.x; i < NT * n16; i += BT) {
             const int t = NT == 1 ? 0 : i / n16, j = i - t * n16;
-            const unsigned d = (unsigned)__cvta_generic_to_shared(xsh + t * xt + xoff<72>(8 * j));
+            const unsigned d = (unsigned)__cvta_generic_to_shared(xsh + t * xt + xoff<XPS>(EPC * j));
             asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(d),
                          "l"((const uint4*)XQ + i));
         }
@@ -219,7 +308,7 @@ __device__ __forceinline__ void mva_pipe(const u8* __restrict__ W, u64 row_bytes
                 if (i < NT * n16) {
                     // One token: no division (the decode kernel's code stays as it was).
                     const int t = NT == 1 ? 0 : i / n16, j = i - t * n16;
-                    *(uint4*)(xsh + t * xt + xoff<72>(8 * j)) = v[u];
+                    *(uint4*)(xsh + t * xt + xoff<XPS>(EPC * j)) = v[u];
                 }
             }
         }
@@ -227,7 +316,7 @@ __device__ __forceinline__ void mva_pipe(const u8* __restrict__ W, u64 row_bytes
         __syncthreads();
     }
     if (!active) return;
-    const short* xsrc = STAGE ? xsh : XQ;
+    const XE* xsrc = STAGE ? xsh : XQ;
     float acc[R][NT];
 #pragma unroll
     for (int i = 0; i < R; ++i)
@@ -328,8 +417,8 @@ __device__ __forceinline__ void mva_pipe(const u8* __restrict__ W, u64 row_bytes
 // packed rows).
 #define MVA_PIPE_KERNEL_AH(NAME, F, STAGE, NT, WS, AH)                                          \
     extern "C" __global__ void MVA_BOUNDS_T1                                                    \
-        NAME(const u8* W, u64 row_bytes, const short* XQ, const float* XS, const int* XSUM,     \
-             int K, float* Y, int ldy, int n_out, int n_tok) {                                  \
+        NAME(const u8* W, u64 row_bytes, const XType<F>::T* XQ, const float* XS,                \
+             const int* XSUM, int K, float* Y, int ldy, int n_out, int n_tok) {                 \
         mva_pipe<F, (MVA_R1 * NT <= 8 ? MVA_R1 : 8 / NT), STAGE, NT, WS, AH>(                  \
             W, row_bytes, XQ, XS, XSUM, K, Y, ldy, n_out);                                      \
     }

@@ -1,35 +1,13 @@
-// mmq_a16.cu — the A16 route's tensor-core matmul (prefill chunks): Q4_K and Q6_K weights ×
-// A16 activations on int8 MMA. Needs common.cuh + formats_a16.cuh + mma_int8.cuh.
+// mmq_a16.cu — the A16 route's tensor-core matmul (prefill chunks): the staging of Q4_K, Q6_K
+// and Q6_K-P weights × A16 activations for mmq.cuh's tile. Needs common.cuh + formats_a16.cuh +
+// mma_int8.cuh + mmq.cuh.
 //
 // Exact integers (mma_int8.cuh): mma.m16n8k32 (Q4_K sub-blocks of 32) and mma.m16n8k16 (Q6_K
 // groups of 16) on the hi and lo bytes of the activation quants give the dp2a kernels' exact
 // integer sums, so the float the matvec kernels get from (float)s.
-// Same floats: every (row, token) output is the operation sequence of mva_body / mva_pipe:
-// virtual lane v takes units v, v+32, v+64, ..., each chained into its partial by the shared
-// step functions (k4_step, q6_step), and the 32 partials are summed left to right
-// (lane_seq_sum). The tile visits the units in that order (v outer) and keeps one partial and
-// one running total per output. Decode, prefill and packed rows agree bit for bit.
 //
-// Tile: 8 warps (4 along rows × 2 along tokens); block 128 rows × MMQ_BN tokens; warp 32 rows ×
-// 8·MMQ_WN tokens (2 × MMQ_WN MMA tiles; -DMMQ_WN=4 default, 2 for the A/B `MUSER_CUDA_MMQ_WN`,
-// with -DMMQ_MINB blocks per SM asked of the register allocator). Per unit the block stages the
-// unit's weights (quant bytes + per-row float factors) and the tokens' activation quants (+ per-
-// token factors) in shared memory; the next unit's global loads are issued before the current
-// unit's MMAs and consumed only after them.
-//
-//   W: [n_out][row_bytes]   XQ: [n_tok][K] i16   XS, XSUM: [n_tok][K/32]   Y: [n_tok][ldy] f32
-//   K % 256 == 0.
+//   XQ: [n_tok][K] i16.
 
-#ifndef MMQ_WN
-#define MMQ_WN 4
-#endif
-#ifndef MMQ_MINB
-#define MMQ_MINB 1
-#endif
-#define MMQ_BM 128
-#define MMQ_BN (16 * MMQ_WN)
-#define MMQ_THREADS 256
-#define MMQ_XPIECES (8 * MMQ_BN / MMQ_THREADS)  // 16-byte activation pieces per thread
 // Shared-memory rows, in 32-bit words. Weights: Q4_K 32 quant bytes + 4 floats (12 words),
 // Q6_K 48 quant bytes + 4 floats (+4 pad: 20 words) — both strides put the 8 rows an MMA
 // fragment load touches in distinct banks. Activations, per token: the unit's 64 quants split
@@ -49,34 +27,22 @@ __device__ __forceinline__ void commit_x(int q, uint4 v, u32* xsh) {
     *(uint4*)(xsh + MMQ_XW * (q / 8) + 4 * (q % 8)) = make_uint4(h0, l0, h1, l1);
 }
 
-// ---- Staging: one unit of the weights (MMQ_BM rows) and of the activations (MMQ_BN tokens).
-// Each thread fetches two weight pieces, 16-byte activation pieces and at most one token-factor
-// item into registers (`fetch`), then writes them to shared memory (`commit`). Every warp has
-// one role per piece (which part of a row, header or quants), so no warp diverges on it.
-
 struct MmqQ4K {
-    static const int WW = 12;  // weight row, words: qs[8] | a0 nb0 a1 nb1
+    typedef short XE;
+    static const int WW = MmqW4K::WW;
+    static const int XW = MMQ_XW;
     struct Regs {
         uint4 w[2];
         uint2 xa[MMQ_XPIECES], xb[MMQ_XPIECES];
         float xs;
         int xsum;
     };
-    // Weight pieces: quants, thread t: row t / 2, half t % 2 of the unit's 32 bytes; header
-    // (d, dmin, scales), threads < MMQ_BM (warps 0-3): row t.
+    // Unit u's weight pieces (fetch_w), activation pieces and token factors.
     static __device__ __forceinline__ void fetch(const u8* W, u64 row_bytes, int n_out, int u,
                                                  const short* XQ, const float* XS, const int* XSUM,
                                                  int K, int n_tok, int row0, int tok0, Regs& r) {
         const int tid = threadIdx.x, blk = u >> 2, c = u & 3;
-        {
-            const int row = min(row0 + (tid >> 1), n_out - 1);
-            r.w[0] = *(const uint4*)(W + (u64)row * row_bytes + (u64)blk * 144 + 16 + 32 * c +
-                                     16 * (tid & 1));
-        }
-        if (tid < MMQ_BM) {
-            const int row = min(row0 + tid, n_out - 1);
-            r.w[1] = *(const uint4*)(W + (u64)row * row_bytes + (u64)blk * 144);
-        }
+        MmqW4K::fetch_w(W, row_bytes, n_out, u, row0, r.w);
         // Activation piece q < 8 * MMQ_BN: token q / 8, sub-block j / 4 and quads j % 4 and
         // 4 + j % 4 of it (j = q % 8): the quants of one B operand pair.
 #pragma unroll
@@ -98,13 +64,8 @@ struct MmqQ4K {
         }
     }
     static __device__ __forceinline__ void commit(int u, const Regs& r, u32* wsh, u32* xsh) {
-        const int tid = threadIdx.x, c = u & 3;
-        *(uint4*)(wsh + WW * (tid >> 1) + 4 * (tid & 1)) = r.w[0];
-        if (tid < MMQ_BM) {
-            const u32 sw[3] = {r.w[1].y, r.w[1].z, r.w[1].w};
-            const K4Factors f = k4_factors(r.w[1].x, sw, c);
-            *(float4*)(wsh + WW * tid + 8) = make_float4(f.a0, f.nb0, f.a1, f.nb1);
-        }
+        const int tid = threadIdx.x;
+        MmqW4K::commit_w(u, r.w, wsh);
 #pragma unroll
         for (int i = 0; i < MMQ_XPIECES; ++i) {
             const int q = tid + MMQ_THREADS * i, j = q % 8;
@@ -126,27 +87,12 @@ struct MmqQ4K {
     static __device__ __forceinline__ void compute(const u32* wsh, const u32* xsh, int wr, int wt,
                                                    float (&p)[2][MMQ_WN][4]) {
         const int lane = threadIdx.x & 31, g = lane >> 2, q = lane & 3;
-        u32 wq[2][2][2];  // [mt][row half][word q | word 4 + q]
-        float4 rf[2][2];  // [mt][row half]: a0 nb0 a1 nb1
-#pragma unroll
-        for (int mt = 0; mt < 2; ++mt)
-#pragma unroll
-            for (int h = 0; h < 2; ++h) {
-                const u32* row = wsh + WW * (wr + 16 * mt + 8 * h + g);
-                wq[mt][h][0] = row[q];
-                wq[mt][h][1] = row[4 + q];
-                rf[mt][h] = *(const float4*)(row + 8);
-            }
+        const Frags4K fr(wsh, wr);
 #pragma unroll
         for (int s = 0; s < 2; ++s) {
             u32 a[2][4];
 #pragma unroll
-            for (int mt = 0; mt < 2; ++mt) {
-                a[mt][0] = (wq[mt][0][0] >> (4 * s)) & 0x0F0F0F0Fu;
-                a[mt][1] = (wq[mt][1][0] >> (4 * s)) & 0x0F0F0F0Fu;
-                a[mt][2] = (wq[mt][0][1] >> (4 * s)) & 0x0F0F0F0Fu;
-                a[mt][3] = (wq[mt][1][1] >> (4 * s)) & 0x0F0F0F0Fu;
-            }
+            for (int mt = 0; mt < 2; ++mt) fr.a_op(mt, s, a[mt]);
 #pragma unroll
             for (int nt = 0; nt < MMQ_WN; ++nt) {
                 // B operands: token g of the tile, quads q and 4 + q of sub-block s (quants
@@ -165,13 +111,7 @@ struct MmqQ4K {
                             mma_k32(d, a[mt], lo ? bl0 : bh0, lo ? bl1 : bh1, lo, c);
                         },
                         fs);
-#pragma unroll
-                    for (int e = 0; e < 4; ++e) {
-                        const float4 r = rf[mt][e >> 1];
-                        const float2 f = (e & 1) ? f1 : f0;
-                        const float ra = s ? r.z : r.x, rnb = s ? r.w : r.y;
-                        p[mt][nt][e] = k4_step(p[mt][nt][e], ra, rnb, f.x, fs[e], f.y);
-                    }
+                    fr.step(mt, s, f0, f1, fs, p[mt][nt]);
                 }
             }
         }
@@ -181,7 +121,9 @@ struct MmqQ4K {
 // Q6_K blocks are 210 bytes (2-byte aligned): the staging fetches each run's aligned 16-byte
 // window (win16_load) and extracts it at commit.
 struct MmqQ6K {
+    typedef short XE;
     static const int WW = 20;  // weight row, words: A[4] | B[4] | H[4] | sc0..sc3 | pad
+    static const int XW = MMQ_XW;
     struct Regs {
         Win16 w[2];
         uint4 x[MMQ_XPIECES];
@@ -200,20 +142,33 @@ struct MmqQ6K {
                       (u64)blk * 210;
         win16_load(b + off0, r.w[0]);
         win16_load(b + off1, r.w[1]);
-        // Activation piece q: token q / 8, run g = (q % 8) / 2 (values 128h + 32g + 16pt ..),
-        // half (q % 2) of its 16 quants.
+        fetch_acts(u, XQ, XS, K, n_tok, tok0, r.x, r.xs);
+    }
+    // Unit u's activation pieces and token factors (any Q6_K layout). Piece q: token q / 8,
+    // run g = (q % 8) / 2 (values 128h + 32g + 16pt ..), half (q % 2) of its 16 quants; factor:
+    // thread < 4 * MMQ_BN: token tid / 4, group tid % 4 (group 4h + g).
+    static __device__ __forceinline__ void fetch_acts(int u, const short* XQ, const float* XS,
+                                                      int K, int n_tok, int tok0,
+                                                      uint4 (&x)[MMQ_XPIECES], float& xs) {
+        const int tid = threadIdx.x, blk = u >> 2, h = (u >> 1) & 1, pt = u & 1;
 #pragma unroll
         for (int i = 0; i < MMQ_XPIECES; ++i) {
             const int q = tid + MMQ_THREADS * i;
             const int t = min(tok0 + q / 8, n_tok - 1), gg = (q % 8) >> 1;
-            r.x[i] = *(const uint4*)(XQ + (size_t)t * K + 256 * blk + 128 * h + 32 * gg + 16 * pt +
-                                     8 * (q & 1));
+            x[i] = *(const uint4*)(XQ + (size_t)t * K + 256 * blk + 128 * h + 32 * gg + 16 * pt +
+                                   8 * (q & 1));
         }
-        // Token factors: thread < 4 * MMQ_BN: token tid / 4, group tid % 4 (group 4h + g).
         if (tid < 4 * MMQ_BN) {
             const int t = min(tok0 + tid / 4, n_tok - 1);
-            r.xs = XS[(size_t)t * (K / 32) + 8 * blk + 4 * h + (tid & 3)];
+            xs = XS[(size_t)t * (K / 32) + 8 * blk + 4 * h + (tid & 3)];
         }
+    }
+    static __device__ __forceinline__ void commit_acts(const uint4 (&x)[MMQ_XPIECES], float xs,
+                                                       u32* xsh) {
+        const int tid = threadIdx.x;
+#pragma unroll
+        for (int i = 0; i < MMQ_XPIECES; ++i) commit_x(tid + MMQ_THREADS * i, x[i], xsh);
+        if (tid < 4 * MMQ_BN) ((float*)xsh)[MMQ_XW * (tid / 4) + 32 + (tid & 3)] = xs;
     }
     static __device__ __forceinline__ void commit(int u, const Regs& r, u32* wsh, u32* xsh) {
         const int tid = threadIdx.x, h = (u >> 1) & 1, pt = u & 1, row = tid & (MMQ_BM - 1);
@@ -235,37 +190,17 @@ struct MmqQ6K {
                 q6_scale(d, (i8)((lo >> sh) & 0xFF)), q6_scale(d, (i8)((lo >> (sh + 16)) & 0xFF)),
                 q6_scale(d, (i8)((hi >> sh) & 0xFF)), q6_scale(d, (i8)((hi >> (sh + 16)) & 0xFF)));
         }
-#pragma unroll
-        for (int i = 0; i < MMQ_XPIECES; ++i) commit_x(tid + MMQ_THREADS * i, r.x[i], xsh);
-        if (tid < 4 * MMQ_BN) ((float*)xsh)[MMQ_XW * (tid / 4) + 32 + (tid & 3)] = r.xs;
+        commit_acts(r.x, r.xs, xsh);
     }
     static __device__ __forceinline__ void compute(const u32* wsh, const u32* xsh, int wr, int wt,
                                                    float (&p)[2][MMQ_WN][4]) {
         const int lane = threadIdx.x & 31, g = lane >> 2, q = lane & 3;
-        u32 wA[2][2], wB[2][2], wH[2][2];  // [mt][row half]
-        float4 sc[2][2];
-#pragma unroll
-        for (int mt = 0; mt < 2; ++mt)
-#pragma unroll
-            for (int h = 0; h < 2; ++h) {
-                const u32* row = wsh + WW * (wr + 16 * mt + 8 * h + g);
-                wA[mt][h] = row[q];
-                wB[mt][h] = row[4 + q];
-                wH[mt][h] = row[8 + q];
-                sc[mt][h] = *(const float4*)(row + 12);
-            }
+        const Frags6K fr(wsh, wr);
 #pragma unroll
         for (int gg = 0; gg < 4; ++gg) {
             u32 a[2][2];
 #pragma unroll
-            for (int mt = 0; mt < 2; ++mt)
-#pragma unroll
-                for (int h = 0; h < 2; ++h) {
-                    const u32 lq = gg & 1 ? wB[mt][h] : wA[mt][h];
-                    const u32 nib = (lq >> (gg & 2 ? 4 : 0)) & 0x0F0F0F0Fu;
-                    const u32 hb = ((wH[mt][h] >> (2 * gg)) & 0x03030303u) << 4;
-                    a[mt][h] = __vsub4(nib | hb, 0x20202020u);
-                }
+            for (int mt = 0; mt < 2; ++mt) fr.a_op(mt, gg, a[mt]);
 #pragma unroll
             for (int nt = 0; nt < MMQ_WN; ++nt) {
                 // B fragment: token g, quad q of group gg (quants 16gg + 4q ..) as (hi, lo).
@@ -281,76 +216,33 @@ struct MmqQ6K {
                             mma_k16(d, a[mt][0], a[mt][1], lo ? bl : bh, lo, c);
                         },
                         fs);
-#pragma unroll
-                    for (int e = 0; e < 4; ++e) {
-                        const float4 r = sc[mt][e >> 1];
-                        const float rs = gg == 0 ? r.x : (gg == 1 ? r.y : (gg == 2 ? r.z : r.w));
-                        p[mt][nt][e] = q6_step(p[mt][nt][e], rs, (e & 1) ? xs1 : xs0, fs[e]);
-                    }
+                    fr.step(mt, gg, xs0, xs1, fs, p[mt][nt]);
                 }
             }
         }
     }
 };
 
-template <class M>
-__device__ __forceinline__ void mmq_body(const u8* __restrict__ W, u64 row_bytes,
-                                         const short* __restrict__ XQ, const float* __restrict__ XS,
-                                         const int* __restrict__ XSUM, int K, float* __restrict__ Y,
-                                         int ldy, int n_out, int n_tok) {
-    __shared__ __align__(16) u32 wsh[MMQ_BM * M::WW];
-    __shared__ __align__(16) u32 xsh[MMQ_BN * MMQ_XW];
-    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-    const int row0 = blockIdx.x * MMQ_BM, tok0 = blockIdx.y * MMQ_BN;
-    const int wr = 32 * (warp & 3), wt = 8 * MMQ_WN * (warp >> 2);  // warp's first row / token
-    const int n_units = K / 64;                              // 4 units per 256-value block
-    float p[2][MMQ_WN][4], total[2][MMQ_WN][4];
-    typename M::Regs r;
-    M::fetch(W, row_bytes, n_out, 0, XQ, XS, XSUM, K, n_tok, row0, tok0, r);
-    for (int v = 0; v < 32; ++v) {
-#pragma unroll
-        for (int mt = 0; mt < 2; ++mt)
-#pragma unroll
-            for (int nt = 0; nt < MMQ_WN; ++nt)
-#pragma unroll
-                for (int e = 0; e < 4; ++e) p[mt][nt][e] = 0.f;
-        for (int u = v; u < n_units; u += 32) {
-            __syncthreads();  // the previous unit's reads of shared memory are done
-            M::commit(u, r, wsh, xsh);
-            __syncthreads();
-            // The next unit in lane order: u + 32, else the first unit of virtual lane v + 1.
-            const int un = u + 32 < n_units ? u + 32 : (v + 1 < min(32, n_units) ? v + 1 : -1);
-            if (un >= 0) M::fetch(W, row_bytes, n_out, un, XQ, XS, XSUM, K, n_tok, row0, tok0, r);
-            M::compute(wsh, xsh, wr, wt, p);
-        }
-#pragma unroll
-        for (int mt = 0; mt < 2; ++mt)
-#pragma unroll
-            for (int nt = 0; nt < MMQ_WN; ++nt)
-#pragma unroll
-                for (int e = 0; e < 4; ++e)
-                    total[mt][nt][e] = v == 0 ? p[mt][nt][e] : __fadd_rn(total[mt][nt][e], p[mt][nt][e]);
+// Q6_K-P (muser_cuda::q6pad; weights staged by MmqW6P into MmqQ6K's shared-memory row, so its
+// compute and its activation staging).
+struct MmqQ6KP : MmqQ6K {
+    struct Regs {
+        uint4 w0, w1;  // threads < MMQ_BM: A, H; others: B, (scale word, d bits, -, -)
+        uint4 x[MMQ_XPIECES];
+        float xs;
+    };
+    static __device__ __forceinline__ void fetch(const u8* W, u64 row_bytes, int n_out, int u,
+                                                 const short* XQ, const float* XS, const int* XSUM,
+                                                 int K, int n_tok, int row0, int tok0, Regs& r) {
+        MmqW6P::fetch_w(W, row_bytes, n_out, u, row0, r.w0, r.w1);
+        fetch_acts(u, XQ, XS, K, n_tok, tok0, r.x, r.xs);
     }
-    const int g = lane >> 2, q = lane & 3;
-#pragma unroll
-    for (int mt = 0; mt < 2; ++mt)
-#pragma unroll
-        for (int nt = 0; nt < MMQ_WN; ++nt)
-#pragma unroll
-            for (int e = 0; e < 4; ++e) {
-                const int row = row0 + wr + 16 * mt + 8 * (e >> 1) + g;
-                const int t = tok0 + wt + 8 * nt + 2 * q + (e & 1);
-                if (row < n_out && t < n_tok) Y[(size_t)t * ldy + row] = total[mt][nt][e];
-            }
-}
-
-#define MMQ_KERNEL(NAME, M)                                                                     \
-    extern "C" __global__ void __launch_bounds__(MMQ_THREADS, MMQ_MINB)                                \
-        NAME(const u8* W, u64 row_bytes, const short* XQ, const float* XS, const int* XSUM,     \
-             int K, float* Y, int ldy, int n_out, int n_tok) {                                  \
-        PDL_ENTRY()                                                                             \
-        mmq_body<M>(W, row_bytes, XQ, XS, XSUM, K, Y, ldy, n_out, n_tok);                       \
+    static __device__ __forceinline__ void commit(int, const Regs& r, u32* wsh, u32* xsh) {
+        MmqW6P::commit_w(r.w0, r.w1, wsh);
+        commit_acts(r.x, r.xs, xsh);
     }
+};
 
 MMQ_KERNEL(mmq_q4_k, MmqQ4K)
 MMQ_KERNEL(mmq_q6_k, MmqQ6K)
+MMQ_KERNEL(mmq_q6p, MmqQ6KP)

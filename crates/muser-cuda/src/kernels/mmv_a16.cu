@@ -190,9 +190,16 @@ struct MmvQ6K {
     }
     static __device__ __forceinline__ void consume(const In& in, int u, int c, const float4* fq,
                                                    float* p) {
+        consume_sc<true>(in, u, c, fq, p);
+    }
+    // PAIRS: s01 / s23 hold GGUF's 16-bit scale pairs (the unit's part picks the byte); else
+    // the unit's four scales at bytes 0 and 2 of each (Q6_K-P).
+    template <bool PAIRS>
+    static __device__ __forceinline__ void consume_sc(const In& in, int u, int c, const float4* fq,
+                                                      float* p) {
         const int q = threadIdx.x & 3, pt = c & 1, h = c >> 1;
         float mine[4];
-        mmv_q6_scales(in.s01, in.s23, in.d, pt, mine);
+        mmv_q6_scales(in.s01, in.s23, in.d, PAIRS ? pt : 0, mine);
         float fa[4], fb[4];
         quad_rows(mine, q, fa, fb);
         const int grp0 = 8 * (u >> 2) + 4 * h;  // the unit's first group of 32 (scale index)
@@ -210,6 +217,50 @@ struct MmvQ6K {
             for (int e = 0; e < 4; ++e)
                 p[e] = q6_step(p[e], (e >> 1) ? fb[g] : fa[g], (e & 1) ? tf.z : tf.x, fs[e]);
         }
+    }
+};
+
+// ---- Q6_K-P (muser_cuda::q6pad): unit c of block blk at pair (blk / 2) · 432 + 192 (blk % 2)
+// + 48c — runs A, B, H at +0, +16, +32 (aligned words) — its scale word (group order) at
+// 384 + 16 (blk % 2) + 4c of the pair, d at 416 + 2 (blk % 2). Same In and arithmetic as MmvQ6K.
+__device__ __forceinline__ u32 q6p_pair_off(int blk) { return (u32)(blk >> 1) * 432u; }
+// The unit's scale word as MmvQ6K's s01 / s23 read at part 0.
+__device__ __forceinline__ void q6p_scale_pairs(u32 w, u32& s01, u32& s23) {
+    s01 = __byte_perm(w, 0u, 0x4140);
+    s23 = __byte_perm(w, 0u, 0x4342);
+}
+struct MmvQ6KP : MmvQ6K {
+    static __device__ __forceinline__ Bases bases(const u8* W, u64 row_bytes, int row0, int n_out,
+                                                  const short* XQ, int K, int n_tok, int c) {
+        const int lane = threadIdx.x & 31, g = lane >> 2, q = lane & 3;
+        const int h = c >> 1, pt = c & 1;
+        Bases b;
+        b.wh = opaque(W + (u64)min(row0 + g + 8 * (q & 1), n_out - 1) * row_bytes);
+        b.wa = opaque(W + (u64)min(row0 + g, n_out - 1) * row_bytes + 48 * c + 4 * q);
+        b.wb = opaque(W + (u64)min(row0 + g + 8, n_out - 1) * row_bytes + 48 * c + 4 * q);
+        b.x = opaque(XQ + (size_t)min(g, n_tok - 1) * K + 128 * h + 16 * pt + 4 * q);
+        return b;
+    }
+    static __device__ __forceinline__ void fetch(const Bases& b, int u, In& in) {
+        const int blk = u >> 2, e = blk & 1;
+        const u32 po = q6p_pair_off(blk), bo = po + 192 * e;
+        const u8* r[2] = {b.wa + bo, b.wb + bo};
+#pragma unroll
+        for (int i = 0; i < 2; ++i) {
+            in.A[i] = __ldg((const u32*)r[i]);
+            in.B[i] = __ldg((const u32*)(r[i] + 16));
+            in.H[i] = __ldg((const u32*)(r[i] + 32));
+        }
+        q6p_scale_pairs(__ldg((const u32*)(b.wh + po + 384 + 16 * e + 4 * (u & 3))), in.s01,
+                        in.s23);
+        in.d = __ldg((const unsigned short*)(b.wh + po + 416 + 2 * e));
+        const short* x = b.x + 256 * blk;
+#pragma unroll
+        for (int g = 0; g < 4; ++g) in.x[g] = *(const uint2*)(x + 32 * g);
+    }
+    static __device__ __forceinline__ void consume(const In& in, int u, int c, const float4* fq,
+                                                   float* p) {
+        consume_sc<false>(in, u, c, fq, p);
     }
 };
 
@@ -303,6 +354,7 @@ __device__ __forceinline__ void mmv_body(const u8* __restrict__ W, u64 row_bytes
 
 MMV_KERNEL(mmv_q4_k, mmv_body, MmvQ4K)
 MMV_KERNEL(mmv_q6_k, mmv_body, MmvQ6K)
+MMV_KERNEL(mmv_q6p, mmv_body, MmvQ6KP)
 
 // ---- Paired tiles for at most 4 tokens (`mmv_pair_*`). With 4 tokens an 8-column tile leaves
 // half its columns empty; here the tile's two row halves carry the same 8 weight rows at two
@@ -419,9 +471,15 @@ struct MmvPairQ6K {
     }
     static __device__ __forceinline__ void consume(const In& in, int u, int c, const float4* fq,
                                                    bool upper, bool active, float* p) {
+        consume_sc<true>(in, u, c, fq, upper, active, p);
+    }
+    // PAIRS: as MmvQ6K::consume_sc.
+    template <bool PAIRS>
+    static __device__ __forceinline__ void consume_sc(const In& in, int u, int c, const float4* fq,
+                                                      bool upper, bool active, float* p) {
         const int pt = c & 1, h = c >> 1;
         float sc[4];
-        mmv_q6_scales(in.s01, in.s23, in.d, pt, sc);
+        mmv_q6_scales(in.s01, in.s23, in.d, PAIRS ? pt : 0, sc);
         const int grp0 = 8 * (u >> 2) + 4 * h;  // this thread's unit's first group of 32
 #pragma unroll
         for (int j = 0; j < 4; ++j) {
@@ -439,6 +497,44 @@ struct MmvPairQ6K {
             p[0] = active ? n0 : p[0];
             p[1] = active ? n1 : p[1];
         }
+    }
+};
+
+// Q6_K-P, paired (layout as MmvQ6KP): unit uA + 8 is two blocks on, so the next pair, same half.
+struct MmvPairQ6KP : MmvPairQ6K {
+    static __device__ __forceinline__ Bases bases(const u8* W, u64 row_bytes, int row0, int n_out,
+                                                  const short* XQ, int K, int n_tok, int c) {
+        const int lane = threadIdx.x & 31, g = lane >> 2, q = lane & 3;
+        const int h = c >> 1, pt = c & 1;
+        const u8* row = W + (u64)min(row0 + g, n_out - 1) * row_bytes;
+        Bases b;
+        b.wh = opaque(row);
+        b.wq = opaque(row + 48 * c + 4 * q);
+        b.x = opaque(XQ + (size_t)min(g & 3, n_tok - 1) * K + 128 * h + 16 * pt + 4 * q);
+        b.hoff = (q >> 1) ? 432 : 0;
+        b.xoff = (g >> 2) ? 512 : 0;
+        return b;
+    }
+    static __device__ __forceinline__ void fetch(const Bases& b, int ua, bool pb, In& in) {
+        const int blk = ua >> 2, e = blk & 1;
+        const u32 po = q6p_pair_off(blk), bo = po + 192 * e, bb = pb ? 432 : 0;
+        const u8* r[2] = {b.wq + bo, b.wq + bo + bb};
+#pragma unroll
+        for (int i = 0; i < 2; ++i) {
+            in.A[i] = __ldg((const u32*)r[i]);
+            in.B[i] = __ldg((const u32*)(r[i] + 16));
+            in.H[i] = __ldg((const u32*)(r[i] + 32));
+        }
+        const u8* hd = b.wh + po + (pb ? b.hoff : 0);
+        q6p_scale_pairs(__ldg((const u32*)(hd + 384 + 16 * e + 4 * (ua & 3))), in.s01, in.s23);
+        in.d = __ldg((const unsigned short*)(hd + 416 + 2 * e));
+        const short* x = b.x + 256 * blk + (pb ? b.xoff : 0);
+#pragma unroll
+        for (int j = 0; j < 4; ++j) in.x[j] = *(const uint2*)(x + 32 * j);
+    }
+    static __device__ __forceinline__ void consume(const In& in, int u, int c, const float4* fq,
+                                                   bool upper, bool active, float* p) {
+        consume_sc<false>(in, u, c, fq, upper, active, p);
     }
 };
 
@@ -512,3 +608,4 @@ __device__ __forceinline__ void mmv_pair_body(const u8* __restrict__ W, u64 row_
 
 MMV_KERNEL(mmv_pair_q4_k, mmv_pair_body, MmvPairQ4K)
 MMV_KERNEL(mmv_pair_q6_k, mmv_pair_body, MmvPairQ6K)
+MMV_KERNEL(mmv_pair_q6p, mmv_pair_body, MmvPairQ6KP)

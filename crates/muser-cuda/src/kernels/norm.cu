@@ -102,17 +102,20 @@ extern "C" __global__ void __launch_bounds__(NORM_THREADS)
     }
 }
 
-// residual_norm fused with the A16 quantization of H (the default; MUSER_CUDA_FUSE=0 for A/B):
-// the same arithmetic as residual_norm followed by quant_a16 — bit-identical outputs — with
+// residual_norm fused with the quantization of H (the default; MUSER_CUDA_FUSE=0 for A/B; A16:
+// residual_norm_q, A8: residual_norm_q8): the same arithmetic as residual_norm followed by
+// quant_a16 / quant_a8 — bit-identical outputs — with
 // the thread's run held in registers and one launch instead of two. A group of 32 is the runs
 // of four consecutive lanes: max and quant sum over 8 values, then two shuffle rounds.
 // Needs n <= 8 * NORM_THREADS, n % 32 == 0 (checked on the host) and a non-null Wnext (the
 // last layer uses residual_norm: its h is quantized by the output projection); block =
 // NORM_THREADS.
-extern "C" __global__ void __launch_bounds__(NORM_THREADS)
-    residual_norm_q(const float* O, const float* Wpost, float eps_post, float* X,
-                    const float* Wnext, float eps, float* H, int n, short* XQ, float* XS,
-                    int* XSUM, const StepParams* sp) {
+template <class XE>
+__device__ __forceinline__ void residual_norm_q_body(const float* O, const float* Wpost,
+                                                     float eps_post, float* X, const float* Wnext,
+                                                     float eps, float* H, int n, XE* XQ, float* XS,
+                                                     int* XSUM, const StepParams* sp) {
+    constexpr bool A8 = sizeof(XE) == 1;
     __shared__ double red[32];
     const int t = blockIdx.x;
     if ((u32)t >= sp->n_tok) return;
@@ -154,11 +157,22 @@ extern "C" __global__ void __launch_bounds__(NORM_THREADS)
     amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, 2));
     int q[8], qs = 0;
     float d = 0.f;
-    if (amax > 0.f) {
-        const float id = 32767.0f / amax;
+    if (A8 ? (amax > 0.f && amax <= 3.40282347e38f) : amax > 0.f) {
+        // A16: a16_group's arithmetic; A8: a8_group's (common.cuh).
+        if (A8) {
+            const float id = __fdiv_rn(127.0f, amax);
 #pragma unroll
-        for (int j = 0; j < 8; ++j) q[j] = (int)fminf(fmaxf(rintf(hv[j] * id), -32767.f), 32767.f);
-        d = amax / 32767.0f;
+            for (int j = 0; j < 8; ++j)
+                q[j] = hv[j] == hv[j] ? (int)fminf(fmaxf(rintf(__fmul_rn(hv[j], id)), -127.f), 127.f)
+                                      : 0;
+            d = __fdiv_rn(amax, 127.0f);
+        } else {
+            const float id = 32767.0f / amax;
+#pragma unroll
+            for (int j = 0; j < 8; ++j)
+                q[j] = (int)fminf(fmaxf(rintf(hv[j] * id), -32767.f), 32767.f);
+            d = amax / 32767.0f;
+        }
     } else {
 #pragma unroll
         for (int j = 0; j < 8; ++j) q[j] = 0;
@@ -169,14 +183,35 @@ extern "C" __global__ void __launch_bounds__(NORM_THREADS)
     qs += __shfl_xor_sync(0xffffffffu, qs, 2);
     if (!mine) return;
     st8(H + (size_t)t * n + 8 * r, hv);
-    uint4 pk;
-    pk.x = (u32)(u16)q[0] | ((u32)(u16)q[1] << 16);
-    pk.y = (u32)(u16)q[2] | ((u32)(u16)q[3] << 16);
-    pk.z = (u32)(u16)q[4] | ((u32)(u16)q[5] << 16);
-    pk.w = (u32)(u16)q[6] | ((u32)(u16)q[7] << 16);
-    *(uint4*)(XQ + (size_t)t * n + 8 * r) = pk;
+    if (A8) {
+        uint2 pk;
+        pk.x = (u32)(u8)q[0] | ((u32)(u8)q[1] << 8) | ((u32)(u8)q[2] << 16) | ((u32)(u8)q[3] << 24);
+        pk.y = (u32)(u8)q[4] | ((u32)(u8)q[5] << 8) | ((u32)(u8)q[6] << 16) | ((u32)(u8)q[7] << 24);
+        *(uint2*)(XQ + (size_t)t * n + 8 * r) = pk;
+    } else {
+        uint4 pk;
+        pk.x = (u32)(u16)q[0] | ((u32)(u16)q[1] << 16);
+        pk.y = (u32)(u16)q[2] | ((u32)(u16)q[3] << 16);
+        pk.z = (u32)(u16)q[4] | ((u32)(u16)q[5] << 16);
+        pk.w = (u32)(u16)q[6] | ((u32)(u16)q[7] << 16);
+        *(uint4*)(XQ + (size_t)t * n + 8 * r) = pk;
+    }
     if ((r & 3) == 0) {
         XS[(size_t)t * (n / 32) + r / 4] = d;
         XSUM[(size_t)t * (n / 32) + r / 4] = qs;
     }
+}
+
+extern "C" __global__ void __launch_bounds__(NORM_THREADS)
+    residual_norm_q(const float* O, const float* Wpost, float eps_post, float* X,
+                    const float* Wnext, float eps, float* H, int n, short* XQ, float* XS,
+                    int* XSUM, const StepParams* sp) {
+    residual_norm_q_body(O, Wpost, eps_post, X, Wnext, eps, H, n, XQ, XS, XSUM, sp);
+}
+// The same with the A8 quantization (`MUSER_CUDA_ACTS=a8`).
+extern "C" __global__ void __launch_bounds__(NORM_THREADS)
+    residual_norm_q8(const float* O, const float* Wpost, float eps_post, float* X,
+                     const float* Wnext, float eps, float* H, int n, signed char* XQ, float* XS,
+                     int* XSUM, const StepParams* sp) {
+    residual_norm_q_body(O, Wpost, eps_post, X, Wnext, eps, H, n, XQ, XS, XSUM, sp);
 }

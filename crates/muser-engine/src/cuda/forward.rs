@@ -8,7 +8,7 @@ use muser_cuda::{
     CudaError, Graph, KArgs, Kernel, Math, Registry, StepParams, MAX_BATCH, MMV_PAIR_MAX_TOKENS,
 };
 
-use super::weights::{kernels_for, DevMatrix};
+use super::weights::{kernels_for, DevMatrix, TypeKernels};
 use super::{Acts, BatchMm, CudaSession};
 use crate::config::{FfnActivation, RopeMode};
 use crate::EngineError;
@@ -93,7 +93,10 @@ impl<'m> CudaSession<'m> {
         n: usize,
         packed: bool,
     ) -> Result<(), CudaError> {
-        let ks = kernels_for(m.ty).expect("checked at upload");
+        let ks = m.kernels().expect("checked at upload");
+        if self.opts.acts == Acts::A8 {
+            return self.mv_a8(s, m, ks, (y, ldy), n);
+        }
         let a16 = self.opts.acts == Acts::A16;
         let packed_mm = packed && n > 1 && a16 && self.opts.batch_mm == BatchMm::Packed;
         if let Some((km, kpair)) = ks
@@ -137,28 +140,6 @@ impl<'m> CudaSession<'m> {
         {
             // The pipelined one-token kernel, staged where its shared memory fits
             // (`Registry::t1_plan`; wider inputs take the unstaged twin — same numbers).
-            // Q6_K with `q6_pad` (the only case with a repack): the same kernel on it.
-            if let Some((ptr, row_bytes)) = m.pad {
-                let p = DevMatrix {
-                    ptr,
-                    row_bytes,
-                    ..*m
-                };
-                let plan = self
-                    .reg
-                    .t1_plan(Kernel::MvpQ6pT1, m.n_out, m.n_in, self.opts.xsmem);
-                let kern = if plan.staged {
-                    Kernel::MvsQ6pT1
-                } else {
-                    Kernel::MvpQ6pT1
-                };
-                return launch(
-                    self.f(kern),
-                    plan.dims,
-                    s,
-                    self.a16_args(&p, 0, (y, ldy), 1),
-                );
-            }
             let plan = self.reg.t1_plan(ks_pipe, m.n_out, m.n_in, self.opts.xsmem);
             let kern = if plan.staged { ks_staged } else { ks_pipe };
             return launch(self.f(kern), plan.dims, s, self.a16_args(m, 0, (y, ldy), 1));
@@ -167,8 +148,8 @@ impl<'m> CudaSession<'m> {
         let (k, nt) = match (n, a16) {
             (1, true) => (ks.a16_t1, 1),
             (_, true) => (mmq.unwrap_or(ks.a16_t8), 8),
-            (1, false) => (ks.t1, 1),
-            (_, false) => (ks.t8, 8),
+            (1, false) => (ks.t1.ok_or_else(|| f32_layout(m))?, 1),
+            (_, false) => (ks.t8.ok_or_else(|| f32_layout(m))?, 8),
         };
         let warps = if a16 { self.reg.mva_warps } else { MV_WARPS };
         let rows_per_block = if a16 && nt == 1 {
@@ -206,14 +187,55 @@ impl<'m> CudaSession<'m> {
         launch(self.f(k), dims, s, args)
     }
 
-    /// An A16 matmul's arguments: `m` times the A16 buffers' rows `r0 .. r0 + n_tok` into the
-    /// rows of `y` (row stride `ldy` f32) from the same offset.
+    /// `mv` on the A8 route (`MUSER_CUDA_ACTS=a8`; `cuda::a8` checked the weights and
+    /// options): one token on the pipelined kernel (staged where it fits) or, with `mvr`, the
+    /// register-resident one where K allows; several on the tensor cores or the eight-token
+    /// kernel.
+    fn mv_a8(
+        &self,
+        s: Stream,
+        m: &DevMatrix,
+        ks: TypeKernels,
+        (y, ldy): (u64, usize),
+        n: usize,
+    ) -> Result<(), CudaError> {
+        let k8 = ks.a8.ok_or_else(|| {
+            CudaError::Invalid(format!("a {:?} matrix reached the A8 route", m.ty))
+        })?;
+        let args = self.a16_args(m, 0, (y, ldy), n);
+        if n == 1 {
+            if let Some(dims) = self.reg.mvr_dims(m.n_out, m.n_in).filter(|_| self.opts.mvr) {
+                return launch(self.f(k8.mvr), dims, s, args);
+            }
+            let plan = self.reg.t1_plan(k8.t1, m.n_out, m.n_in, self.opts.xsmem);
+            let kern = if plan.staged { k8.t1_staged } else { k8.t1 };
+            return launch(self.f(kern), plan.dims, s, args);
+        }
+        if self.opts.mmq {
+            return launch(self.f(k8.mmq), self.reg.mmq_dims(m.n_out, n), s, args);
+        }
+        let dims = Dims {
+            grid: (
+                (m.n_out as u32).div_ceil(self.reg.mva_warps),
+                (n as u32).div_ceil(8),
+                1,
+            ),
+            block: 32 * self.reg.mva_warps,
+            smem: 0,
+        };
+        launch(self.f(k8.t8), dims, s, args)
+    }
+
+    /// A quantized-activation matmul's arguments (A16 or A8): `m` times the activation
+    /// buffers' rows `r0 .. r0 + n_tok` into the rows of `y` (row stride `ldy` f32) from the
+    /// same offset.
     fn a16_args(&self, m: &DevMatrix, r0: usize, (y, ldy): (u64, usize), n_tok: usize) -> KArgs {
         let (b, k) = (&self.b, m.n_in);
+        let quant_bytes = if self.opts.acts == Acts::A8 { 1 } else { 2 };
         A16Matmul {
             w: m.ptr,
             row_bytes: m.row_bytes,
-            xq: b.xq.ptr() + (r0 * k * 2) as u64,
+            xq: b.xq.ptr() + (r0 * k * quant_bytes) as u64,
             xs: b.xs.ptr() + (r0 * (k / 32) * 4) as u64,
             xsum: b.xsum.ptr() + (r0 * (k / 32) * 4) as u64,
             k,
@@ -225,8 +247,8 @@ impl<'m> CudaSession<'m> {
         .args()
     }
 
-    /// Quantize `n` rows of `k` activations (row stride `ldx`) into the A16 buffers (A16 route
-    /// only; the f32 route reads activations directly).
+    /// Quantize `n` rows of `k` activations (row stride `ldx`) into the activation buffers
+    /// (A16 or A8; the f32 route reads activations directly).
     fn quantize(
         &self,
         s: Stream,
@@ -234,12 +256,14 @@ impl<'m> CudaSession<'m> {
         k: usize,
         n: usize,
     ) -> Result<(), CudaError> {
-        if self.opts.acts != Acts::A16 {
-            return Ok(());
-        }
+        let kern = match self.opts.acts {
+            Acts::A16 => Kernel::QuantA16,
+            Acts::A8 => Kernel::QuantA8,
+            _ => return Ok(()),
+        };
         let b = &self.b;
         launch(
-            self.f(Kernel::QuantA16),
+            self.f(kern),
             Dims {
                 grid: ((k as u32 / 32).div_ceil(8), n as u32, 1),
                 block: 256,
@@ -322,8 +346,8 @@ impl<'m> CudaSession<'m> {
         let fuse = self.opts.fuse;
         prof.begin(s)?;
         let kemb = kernels_for(w.token_embd.ty)
-            .expect("checked at upload")
-            .embed;
+            .and_then(|k| k.embed)
+            .expect("checked at upload (the token table is in GGUF's layout)");
         launch(
             self.f(kemb),
             rows_dims(256),
@@ -473,7 +497,7 @@ impl<'m> CudaSession<'m> {
             if fused_combine {
                 let gate = lw.wgate.as_ref().map_or(0, |_| b.gate.ptr());
                 launch(
-                    self.f(Kernel::AttnCombineQ),
+                    self.f(self.fused_q(Kernel::AttnCombineQ)),
                     combine_dims,
                     s,
                     combine_args
@@ -583,8 +607,24 @@ impl<'m> CudaSession<'m> {
         Ok(())
     }
 
+    /// The fused-quantization kernel `k` (A16) for this session's activation format: its A8
+    /// twin on the A8 route (same arithmetic, A8's quantization).
+    fn fused_q(&self, k: Kernel) -> Kernel {
+        if self.opts.acts != Acts::A8 {
+            return k;
+        }
+        match k {
+            Kernel::ResidualNormQ => Kernel::ResidualNormQ8,
+            Kernel::SigmoidGateQ => Kernel::SigmoidGateQ8,
+            Kernel::SwigluQ => Kernel::SwigluQ8,
+            Kernel::GegluQ => Kernel::GegluQ8,
+            Kernel::AttnCombineQ => Kernel::AttnCombineQ8,
+            other => other,
+        }
+    }
+
     /// `x += rmsnorm(o, eps_post) * w_post; h = rmsnorm(x, eps) * w_next`, and with `quantize`
-    /// also h's A16 quants (the fused kernel; same numbers as quantizing afterwards).
+    /// also h's quants (the fused kernel; same numbers as quantizing afterwards).
     fn residual_norm(
         &self,
         s: Stream,
@@ -606,7 +646,7 @@ impl<'m> CudaSession<'m> {
             .int(c.n_embd);
         let (k, args) = if quantize {
             (
-                Kernel::ResidualNormQ,
+                self.fused_q(Kernel::ResidualNormQ),
                 args.ptr(b.xq.ptr())
                     .ptr(b.xs.ptr())
                     .ptr(b.xsum.ptr())
@@ -627,8 +667,9 @@ impl<'m> CudaSession<'m> {
         )
     }
 
-    /// A fused element-wise + A16-quantize kernel: one warp per group of 32 of `width`-wide rows;
-    /// `args` are the element-wise kernel's, the A16 buffers are appended.
+    /// A fused element-wise + quantize kernel (`k` the A16 one; `fused_q` picks the session's):
+    /// one warp per group of 32 of `width`-wide rows; `args` are the element-wise kernel's, the
+    /// activation buffers are appended.
     fn ewq(
         &self,
         k: Kernel,
@@ -639,7 +680,7 @@ impl<'m> CudaSession<'m> {
     ) -> Result<(), CudaError> {
         let b = &self.b;
         launch(
-            self.reg.get(k, self.opts.act_math),
+            self.reg.get(self.fused_q(k), self.opts.act_math),
             Dims {
                 grid: ((width as u32 / 32).div_ceil(8), n as u32, 1),
                 block: 256,
@@ -649,4 +690,12 @@ impl<'m> CudaSession<'m> {
             args.ptr(b.xq.ptr()).ptr(b.xs.ptr()).ptr(b.xsum.ptr()),
         )
     }
+}
+
+/// The f32 route reads GGUF's layouts only (the session refuses Q6_K-P with it).
+fn f32_layout(m: &DevMatrix) -> CudaError {
+    CudaError::Invalid(format!(
+        "a {:?} matrix in Q6_K-P reached the f32-activation route",
+        m.ty
+    ))
 }

@@ -3,7 +3,8 @@
 //! Owns: `CudaSession` (device weights, f16 KV cache per sequence slot, activation buffers, the
 //! decode graphs). Submodules: `options` (the session's options and route switches), `forward`
 //! (the launch sequence of one step), `sequences` (the slots' API: `eval_seq`, `decode_batch`),
-//! `weights` (upload and the kernel table per weight type).
+//! `weights` (upload and the kernel table per weight type), `a8` (what the A8 activation A/B
+//! can run).
 //! Numerics: weights stay quantized in the arena and are multiplied against **A16**
 //! activations (int16 quants with an f32 scale per 32 values, exact integer dot products; far
 //! closer to the f64 oracle than 8-bit activations), f64 norm reductions, f32 attention over
@@ -23,6 +24,7 @@
 //! sequence's cache. Every row's logits are bit-identical to that sequence decoding alone
 //! (same per-(row, token) arithmetic in every kernel; device test `cuda_route`).
 
+mod a8;
 mod forward;
 mod options;
 mod sequences;
@@ -108,6 +110,29 @@ pub struct CudaSession<'m> {
     profile: PhaseProfiler,
     /// Load report: upload seconds and GB/s, compile ms.
     pub load_report: String,
+}
+
+/// The registry's Q6_K kernel switches act on one layout each: a switch for the layout the
+/// session does not use would change nothing, so it is refused.
+fn check_q6_switches(reg: &Registry, q6_pad: bool) -> Result<(), EngineError> {
+    let unused = if q6_pad {
+        [
+            (reg.mva_wstages_q6 != 0, "MUSER_CUDA_MVA_WSTAGES_Q6"),
+            (!reg.q6_lazy, "MUSER_CUDA_Q6_LAZY=0"),
+        ]
+        .into_iter()
+        .find(|(set, _)| *set)
+        .map(|(_, name)| (name, "GGUF's Q6_K layout (with MUSER_CUDA_Q6_PAD=0)"))
+    } else {
+        (reg.mva_ahead_q6p != 1)
+            .then_some(("MUSER_CUDA_MVA_AHEAD_Q6P", "Q6_K-P (MUSER_CUDA_Q6_PAD)"))
+    };
+    match unused {
+        Some((name, layout)) => Err(EngineError::Config(format!(
+            "{name} applies to {layout} kernels only: this session would not run them"
+        ))),
+        None => Ok(()),
+    }
 }
 
 fn bytes_f32(n: usize) -> usize {
@@ -238,7 +263,7 @@ impl<'m> CudaSession<'m> {
                 opts.attn_hpb
             )));
         }
-        let fusable = opts.acts == Acts::A16
+        let fusable = matches!(opts.acts, Acts::A16 | Acts::A8)
             && c.n_embd <= 8 * 1024
             && c.n_embd.is_multiple_of(32)
             && c.n_ff.is_multiple_of(32)
@@ -248,23 +273,26 @@ impl<'m> CudaSession<'m> {
         }
         if opts.acts == Acts::Invalid {
             return Err(EngineError::Config(format!(
-                "MUSER_CUDA_ACTS={}: expected a16 or f32",
+                "MUSER_CUDA_ACTS={}: expected a16, a8 or f32",
                 std::env::var("MUSER_CUDA_ACTS").unwrap_or_default()
             )));
         }
-        if opts.q6_pad && (opts.acts != Acts::A16 || !opts.pipe) {
-            // The repacked copies feed only the pipelined A16 one-token kernels: elsewhere the
-            // switch would upload them and change nothing.
-            return Err(EngineError::Config(
-                "MUSER_CUDA_Q6_PAD=1 needs the A16 pipelined decode kernels (not with MUSER_CUDA_ACTS=f32 or MUSER_CUDA_PIPE=0)".into(),
-            ));
+        if opts.q6_pad && opts.acts == Acts::F32 {
+            // Q6_K-P has A16 and A8 kernels only: the f32 route keeps GGUF's layout.
+            if opts.q6_pad_explicit {
+                return Err(EngineError::Config(
+                    "MUSER_CUDA_Q6_PAD=1 needs A16 activations (not MUSER_CUDA_ACTS=f32)".into(),
+                ));
+            }
+            opts.q6_pad = false;
         }
         if opts.fuse && !fusable {
             return Err(EngineError::Config(format!(
-                "MUSER_CUDA_FUSE=1 needs A16 activations, n_embd <= 8192 and widths that are multiples of 32 (n_embd {}, n_ff {})",
+                "MUSER_CUDA_FUSE=1 needs A16 or A8 activations, n_embd <= 8192 and widths that are multiples of 32 (n_embd {}, n_ff {})",
                 c.n_embd, c.n_ff
             )));
         }
+        a8::check_options(model, &opts)?;
         let gpu = Gpu::open(0)?;
         gpu.set_pdl(opts.pdl);
         let plan = vram_plan(model, &opts);
@@ -289,7 +317,12 @@ impl<'m> CudaSession<'m> {
                 modules.push(Module::MmvA16);
             }
         }
+        if opts.acts == Acts::A8 {
+            modules.extend([Module::MatvecA8, Module::MmqA8]);
+        }
         let reg = Registry::build_modules(&gpu, &modules)?;
+        check_q6_switches(&reg, opts.q6_pad)?;
+        a8::check_switches(&reg, &opts)?;
         let t = Instant::now();
         let w = weights::upload(&gpu, model, progress, opts.q6_pad)?;
         let up = t.elapsed().as_secs_f64();
@@ -346,44 +379,62 @@ impl<'m> CudaSession<'m> {
         })
     }
 
+    /// The pipelined one-token decode kernels' launch in the route identity: staging, rows and
+    /// blocks per SM, warps.
+    fn pipe_label(&self) -> String {
+        format!(
+            "pipe{}-rows{}-minb{}{}",
+            match (self.opts.xsmem, self.reg.stage_async) {
+                (true, false) => "-xsmem",
+                (true, true) => "-xsmem-async",
+                (false, _) => "",
+            },
+            self.reg.mva_rows,
+            self.reg.mva_minb,
+            match self.reg.mva_warps {
+                4 => String::new(),
+                w => format!("-warps{w}"),
+            }
+        )
+    }
+
     /// What produced the numbers: route parameters and the kernel registry's SHA-256.
     pub fn route_identity(&self) -> String {
         format!(
-            "cuda:acts={},kv=f16,attn=f32/s{}h{}{},mv={},mm={}{},fuse={},act_math={},graph={}{},mode={},kernels={}",
+            "cuda:acts={},w={},kv=f16,attn=f32/s{}h{}{},mv={},mm={}{},fuse={},act_math={},graph={}{},mode={},kernels={}",
             self.opts.acts.name(),
+            if self.opts.q6_pad { "q6p" } else { "gguf" },
             self.opts.attn_super,
             self.attn_hpb(),
             if self.attn_prefill.is_some() { "-mt" } else { "" },
             match self.opts.acts {
                 Acts::A16 if self.opts.pipe => format!(
-                    "pipe{}-rows{}-minb{}{}{}{}{}{}",
-                    match (self.opts.xsmem, self.reg.stage_async) {
-                        (true, false) => "-xsmem",
-                        (true, true) => "-xsmem-async",
-                        (false, _) => "",
-                    },
-                    self.reg.mva_rows,
-                    self.reg.mva_minb,
-                    match self.reg.mva_warps {
-                        4 => String::new(),
-                        w => format!("-warps{w}"),
-                    },
+                    "{}{}{}{}",
+                    self.pipe_label(),
                     if self.reg.q6_lazy { "" } else { "-q6eager" },
                     match (self.reg.mva_wstages, self.reg.mva_wstages_q6) {
                         (0, 0) => String::new(),
                         (a, b) => format!("-ring{a}.{b}"),
                     },
-                    if self.opts.q6_pad { "-q6pad" } else { "" },
                     match (self.reg.mva_ahead, self.reg.mva_ahead_q6p) {
                         (1, 1) => String::new(),
                         (a, b) => format!("-ahead{a}.{b}"),
                     }
                 ),
                 Acts::A16 => format!("rows{}-minb{}", self.reg.mva_rows, self.reg.mva_minb),
+                Acts::A8 => format!(
+                    "{}{}",
+                    self.pipe_label(),
+                    match (self.opts.mvr, self.reg.mvr_ahead) {
+                        (false, _) => String::new(),
+                        (true, 0) => format!("-mvr{}", self.reg.mvr_rows),
+                        (true, _) => format!("-mvr{}a", self.reg.mvr_rows),
+                    }
+                ),
                 Acts::F32 | Acts::Invalid => "plain".to_string(),
             },
             match (self.opts.acts, self.opts.mmq) {
-                (Acts::A16, true) => format!(
+                (Acts::A16 | Acts::A8, true) => format!(
                     "mmq-n{}{}{}",
                     self.reg.mmq_tokens,
                     match self.reg.mmq_minb {

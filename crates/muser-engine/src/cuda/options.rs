@@ -21,7 +21,9 @@ pub struct CudaOptions {
     pub mode: GraphMode,
     /// Math variant of the element-wise activation kernels (`MUSER_CUDA_FAST_ACT=1`: fast).
     pub act_math: Math,
-    /// Activations fed to the matmuls: A16 (default) or f32 (`MUSER_CUDA_ACTS=f32`, A/B).
+    /// Activations fed to the matmuls: A16 (default), A8 (`MUSER_CUDA_ACTS=a8`, A/B: Q4_K and
+    /// Q6_K weights only, one sequence or `MUSER_CUDA_BATCH_MM=mmq`) or f32
+    /// (`MUSER_CUDA_ACTS=f32`, A/B).
     pub acts: Acts,
     /// Software-pipelined decode matvec for Q4_K/Q6_K (default; `MUSER_CUDA_PIPE=0` for A/B).
     pub pipe: bool,
@@ -32,10 +34,10 @@ pub struct CudaOptions {
     /// kernels (`mmq_a16.cu`; default; `MUSER_CUDA_MMQ=0` for A/B: the eight-token dp2a
     /// kernels). Same numbers either way: both follow the decode kernels' order.
     pub mmq: bool,
-    /// Fuse the A16 quantization into the kernels that produce matmul inputs (residual norm,
+    /// Fuse the A16 / A8 quantization into the kernels that produce matmul inputs (residual norm,
     /// gate, FFN activation, attention combine): default on, `MUSER_CUDA_FUSE=0` for A/B. Same
     /// logits by construction (the device tests assert it); measured faster (docs/cuda.md).
-    /// Needs A16 activations, n_embd <= 8192 and widths that are multiples of 32: by default it
+    /// Needs A16 or A8 activations, n_embd <= 8192 and widths that are multiples of 32: by default it
     /// is then on and otherwise off (the route identity says which); asked for explicitly
     /// (`MUSER_CUDA_FUSE=1`) on a model that does not allow it, the session is an error.
     pub fuse: bool,
@@ -77,11 +79,17 @@ pub struct CudaOptions {
     /// weight loads, and wait for it (`griddepcontrol.wait`) before touching anything it
     /// wrote (`Gpu::set_pdl`). Timing only: the same kernels and arithmetic.
     pub pdl: bool,
-    /// One-token decode of Q6_K matrices on an aligned repack (`MUSER_CUDA_Q6_PAD=1`, default
-    /// off; `muser_cuda::q6pad`): a second copy of every Q6_K matrix in the arena (+1.03× its
-    /// bytes), read by `mvs_q6p_t1` / `mvp_q6p_t1` — three aligned 16-byte loads per unit
-    /// instead of eight windowed ones, 113 instead of 168 registers. Same arithmetic.
+    /// A8 one-token decode on the register-resident kernels (`mvr_*_a8_t1`, where K <= 8192;
+    /// `MUSER_CUDA_MVR=1`, A8 only; rows per warp `MUSER_CUDA_MVR_ROWS`). Same numbers.
+    pub mvr: bool,
+    /// Q6_K matmul weights on the device in the aligned repack Q6_K-P (`muser_cuda::q6pad`;
+    /// default on with A16 activations, `MUSER_CUDA_Q6_PAD=0` keeps GGUF's layout): every A16
+    /// kernel reads it (`q6p_kernels`) — a decode unit is three aligned 16-byte loads instead
+    /// of eight windowed ones, 113 instead of 168 registers (H200: tg128 135.1 vs 124.8,
+    /// docs/cuda.md). 1.03× the Q6_K bytes, one copy. Same arithmetic, bit for bit.
     pub q6_pad: bool,
+    /// `MUSER_CUDA_Q6_PAD` was set (to 1: then the f32 route refuses it instead of leaving it off).
+    pub q6_pad_explicit: bool,
 }
 
 /// The matmul kernels of a packed decode step.
@@ -100,6 +108,10 @@ pub enum BatchMm {
 pub enum Acts {
     /// int16 quants with an f32 scale per 32 values (`muser_quant::a16`), int dot products.
     A16,
+    /// int8 quants with an f32 scale per 32 values (`muser_quant::a8`'s quantization; the
+    /// decode and prefill kernels of matvec_a8.cu / mmq_a8.cu): the A16 float chain on
+    /// dp4a / single-MMA integer sums.
+    A8,
     /// f32 activations against dequantized weights.
     F32,
     /// An unknown `MUSER_CUDA_ACTS` value (a session refuses it).
@@ -110,6 +122,7 @@ impl Acts {
     pub fn name(self) -> &'static str {
         match self {
             Acts::A16 => "a16",
+            Acts::A8 => "a8",
             Acts::F32 => "f32",
             Acts::Invalid => "invalid",
         }
@@ -138,6 +151,7 @@ impl CudaOptions {
             attn_mt: std::env::var("MUSER_CUDA_ATTN_MT").as_deref() != Ok("0"),
             acts: match std::env::var("MUSER_CUDA_ACTS").as_deref() {
                 Ok("f32") => Acts::F32,
+                Ok("a8") => Acts::A8,
                 Err(_) | Ok("a16") => Acts::A16,
                 // Rejected with the value's name by `CudaSession::new`.
                 Ok(_) => Acts::Invalid,
@@ -147,7 +161,9 @@ impl CudaOptions {
             mmv_min: env_usize("MUSER_CUDA_MMV_MIN").unwrap_or(3),
             mmv_pair: std::env::var("MUSER_CUDA_MMV_PAIR").as_deref() == Ok("1"),
             pdl: std::env::var("MUSER_CUDA_PDL").as_deref() == Ok("1"),
-            q6_pad: std::env::var("MUSER_CUDA_Q6_PAD").as_deref() == Ok("1"),
+            mvr: std::env::var("MUSER_CUDA_MVR").as_deref() == Ok("1"),
+            q6_pad: std::env::var("MUSER_CUDA_Q6_PAD").as_deref() != Ok("0"),
+            q6_pad_explicit: std::env::var("MUSER_CUDA_Q6_PAD").is_ok(),
             batch_mm: match std::env::var("MUSER_CUDA_BATCH_MM").as_deref() {
                 Ok("mmq") => BatchMm::Mmq,
                 Err(_) | Ok("packed") => BatchMm::Packed,

@@ -1,10 +1,12 @@
 //! The model's weights on the device: every matrix and norm vector planned into one arena
 //! (`muser_cuda::arena`), uploaded once from the mapped file with progress, addressed as views.
-//! A matrix shared by two roles (Gemma's tied output = token_embd) is uploaded once.
+//! A matrix shared by two roles (Gemma's tied output = token_embd) is uploaded once per layout:
+//! the token table stays in GGUF's (the embedding kernels read it), Q6_K matmul weights go up
+//! in Q6_K-P on the A16 route (`muser_cuda::q6pad`; `MUSER_CUDA_Q6_PAD=0`: GGUF's).
 
 use std::collections::HashMap;
 
-use muser_cuda::arena::{plan, Arena, ArenaSlice};
+use muser_cuda::arena::{plan, Arena, ArenaSlice, Part};
 use muser_cuda::{Gpu, Kernel};
 use muser_gguf::GgmlType;
 
@@ -18,11 +20,22 @@ pub struct DevMatrix {
     pub ty: GgmlType,
     pub n_in: usize,
     pub n_out: usize,
+    /// Bytes per row on the device (GGUF's, or Q6_K-P's when `q6p`).
     pub row_bytes: usize,
-    /// A Q6_K matrix's aligned repack for the one-token decode kernels (`MUSER_CUDA_Q6_PAD=1`;
-    /// `muser_cuda::q6pad`): its (pointer, row bytes). The GGUF-layout copy above stays for
-    /// every other kernel.
-    pub pad: Option<(u64, usize)>,
+    /// A Q6_K matrix held in the aligned repack Q6_K-P (`muser_cuda::q6pad`; the A16 route's
+    /// default, `MUSER_CUDA_Q6_PAD`) — the only device copy; `q6p_kernels` read it.
+    pub q6p: bool,
+}
+
+impl DevMatrix {
+    /// The kernels that read this matrix in its device layout.
+    pub fn kernels(&self) -> Option<TypeKernels> {
+        if self.q6p {
+            Some(q6p_kernels())
+        } else {
+            kernels_for(self.ty)
+        }
+    }
 }
 
 /// One layer's device views (norm vectors are f32 pointers).
@@ -54,9 +67,10 @@ pub struct DevWeights {
 /// The kernels of one weight type.
 #[derive(Clone, Copy, Debug)]
 pub struct TypeKernels {
-    /// f32 activations (`MUSER_CUDA_ACTS=f32`): one token, eight tokens per row pass.
-    pub t1: Kernel,
-    pub t8: Kernel,
+    /// f32 activations (`MUSER_CUDA_ACTS=f32`): one token, eight tokens per row pass (none
+    /// for Q6_K-P: that route keeps GGUF's layout).
+    pub t1: Option<Kernel>,
+    pub t8: Option<Kernel>,
     /// A16 activations (the default route): one token, eight tokens.
     pub a16_t1: Kernel,
     /// One token, software-pipelined (Q4_K, Q6_K; A/B `MUSER_CUDA_PIPE=0`).
@@ -73,8 +87,24 @@ pub struct TypeKernels {
     /// Packed decode rows on the tensor cores (Q4_K, Q6_K; from `MUSER_CUDA_MMV_MIN` rows):
     /// (8-column tiles, up to 8 rows per launch; paired tiles, up to 4).
     pub a16_mmv: Option<(Kernel, Kernel)>,
-    /// Embedding-row dequantization.
-    pub embed: Kernel,
+    /// Embedding-row dequantization (GGUF layouts: the token table is never repacked).
+    pub embed: Option<Kernel>,
+    /// A8 activations (`MUSER_CUDA_ACTS=a8`; Q4_K and Q6_K-P).
+    pub a8: Option<A8Kernels>,
+}
+
+/// The A8 kernels of one weight layout (matvec_a8.cu, mmq_a8.cu).
+#[derive(Clone, Copy, Debug)]
+pub struct A8Kernels {
+    /// One token, pipelined: activations staged in shared memory / read from global memory.
+    pub t1_staged: Kernel,
+    pub t1: Kernel,
+    /// Eight tokens per row pass (`MUSER_CUDA_MMQ=0`).
+    pub t8: Kernel,
+    /// Several tokens on the tensor cores.
+    pub mmq: Kernel,
+    /// One token, activations held in registers (K <= 8192; `MUSER_CUDA_MVR=1`).
+    pub mvr: Kernel,
 }
 
 /// The kernels for a weight type (`None`: the CUDA route cannot use this type).
@@ -119,8 +149,8 @@ pub fn kernels_for(ty: GgmlType) -> Option<TypeKernels> {
         _ => None,
     };
     Some(TypeKernels {
-        t1,
-        t8,
+        t1: Some(t1),
+        t8: Some(t8),
         a16_t1,
         a16_pipe,
         a16_smem,
@@ -132,17 +162,53 @@ pub fn kernels_for(ty: GgmlType) -> Option<TypeKernels> {
             GgmlType::Q6_K => Some((MmvQ6k, MmvPairQ6k)),
             _ => None,
         },
-        embed,
+        embed: Some(embed),
+        a8: (ty == GgmlType::Q4_K).then_some(A8Kernels {
+            t1_staged: MvsQ4kA8T1,
+            t1: MvpQ4kA8T1,
+            t8: MvaQ4kA8T8,
+            mmq: MmqQ4kA8,
+            mvr: MvrQ4kA8T1,
+        }),
     })
 }
 
-/// Bytes the arena will need (for the VRAM plan); `q6_pad`: with the Q6_K-P copies.
+/// The kernels of a Q6_K matrix in Q6_K-P (`muser_cuda::q6pad`): the A16 route's every
+/// kernel, the same arithmetic as the Q6_K ones bit for bit (device test `kernels`).
+pub fn q6p_kernels() -> TypeKernels {
+    use Kernel::*;
+    TypeKernels {
+        t1: None,
+        t8: None,
+        a16_t1: MvaQ6pT1,
+        a16_pipe: Some(MvpQ6pT1),
+        a16_smem: Some(MvsQ6pT1),
+        a16_t8: MvaQ6pT8,
+        a16_mmq: Some(MmqQ6p),
+        a16_packed: Some([
+            (MvsQ6pT2, MvpQ6pT2),
+            (MvsQ6pT4, MvpQ6pT4),
+            (MvsQ6pT8, MvpQ6pT8),
+        ]),
+        a16_mmv: Some((MmvQ6p, MmvPairQ6p)),
+        embed: None,
+        a8: Some(A8Kernels {
+            t1_staged: MvsQ6pA8T1,
+            t1: MvpQ6pA8T1,
+            t8: MvaQ6pA8T8,
+            mmq: MmqQ6pA8,
+            mvr: MvrQ6pA8T1,
+        }),
+    }
+}
+
+/// Bytes the arena will need (for the VRAM plan); `q6_pad`: Q6_K matmul weights in Q6_K-P.
 pub fn arena_bytes(model: &Model, q6_pad: bool) -> usize {
     let (_, total, _) = layout(model, q6_pad);
     total
 }
 
-/// Whether `m` gets a Q6_K-P copy: Q6_K matrices with whole blocks, when asked for.
+/// Whether matmul weight `m` goes up in Q6_K-P: Q6_K with whole blocks, when asked for.
 fn padded(m: &Matrix, q6_pad: bool) -> bool {
     q6_pad && m.ty == GgmlType::Q6_K && m.n_in.is_multiple_of(256)
 }
@@ -171,16 +237,11 @@ fn layout(model: &Model, q6_pad: bool) -> (Vec<ArenaSlice>, usize, Vec<Src<'_>>)
         }
     };
     // The token table is read by the embedding kernels only (GGUF layout); every other
-    // matrix feeds the decode matmuls (and the output may be the token table, tied).
+    // matrix feeds the matmuls, in Q6_K-P where `padded` (a tied output = the token table then
+    // goes up twice, once per layout).
     add(&w.token_embd, false, &mut srcs);
-    add(&w.output, false, &mut srcs);
-    for m in w.layers.iter().flat_map(|l| l.matrices()) {
-        add(m, false, &mut srcs);
-    }
     for m in std::iter::once(&w.output).chain(w.layers.iter().flat_map(|l| l.matrices())) {
-        if padded(m, q6_pad) {
-            add(m, true, &mut srcs);
-        }
+        add(m, padded(m, q6_pad), &mut srcs);
     }
     srcs.push(Src::Floats(&w.output_norm));
     for l in &w.layers {
@@ -216,28 +277,19 @@ pub fn upload(
 ) -> Result<DevWeights, EngineError> {
     let (slices, total, srcs) = layout(model, q6_pad);
     let bytes = model.gguf().as_bytes();
-    // The Q6_K-P copies, repacked here before the upload (host memory: their size).
-    let repacked: Vec<Vec<u8>> = srcs
-        .iter()
-        .filter_map(|src| match src {
-            Src::Q6Pad(off, len, rows, n_in) => Some(
-                muser_cuda::q6pad::repack(&bytes[*off..*off + *len], *rows, *n_in)
-                    .map_err(EngineError::from),
-            ),
-            _ => None,
-        })
-        .collect::<Result<_, _>>()?;
-    let mut rp = repacked.iter();
-    let parts: Vec<(ArenaSlice, &[u8])> = slices
+    // Q6_K-P parts are repacked one at a time as the upload reaches them.
+    let parts: Vec<(ArenaSlice, Part<'_>)> = slices
         .iter()
         .zip(&srcs)
         .map(|(s, src)| {
-            let b: &[u8] = match src {
-                Src::File(off, len) => &bytes[*off..*off + *len],
-                Src::Floats(v) => bytemuck::cast_slice(v),
-                Src::Q6Pad(..) => rp.next().expect("one repack per Q6_K-P source"),
+            let part = match src {
+                Src::File(off, len) => Part::Bytes(&bytes[*off..*off + *len]),
+                Src::Floats(v) => Part::Bytes(bytemuck::cast_slice(v)),
+                &Src::Q6Pad(off, len, rows, n_in) => Part::Make(Box::new(move || {
+                    muser_cuda::q6pad::repack(&bytes[off..off + len], rows, n_in)
+                })),
             };
-            (*s, b)
+            (*s, part)
         })
         .collect();
     let arena = Arena::upload(gpu, total, &parts, progress)?;
@@ -256,7 +308,8 @@ pub fn upload(
             Src::Floats(_) => float_ptrs.push(arena.ptr(*s)),
         }
     }
-    let dm = |m: &Matrix| -> Result<DevMatrix, EngineError> {
+    // A matrix in GGUF's layout, or in Q6_K-P (`q6p`: where the plan put it there).
+    let view = |m: &Matrix, q6p: bool| -> Result<DevMatrix, EngineError> {
         if kernels_for(m.ty).is_none() {
             return Err(EngineError::Config(format!(
                 "tensor '{}' has type {:?}, which the CUDA route has no kernel for",
@@ -264,16 +317,24 @@ pub fn upload(
             )));
         }
         Ok(DevMatrix {
-            ptr: file_ptr[&m.file_range()],
+            ptr: if q6p {
+                pad_ptr[&m.file_range()]
+            } else {
+                file_ptr[&m.file_range()]
+            },
             ty: m.ty,
             n_in: m.n_in,
             n_out: m.n_out,
-            row_bytes: m.row_bytes,
-            pad: pad_ptr
-                .get(&m.file_range())
-                .map(|&p| (p, muser_cuda::q6pad::row_bytes(m.n_in))),
+            row_bytes: if q6p {
+                muser_cuda::q6pad::row_bytes(m.n_in)
+            } else {
+                m.row_bytes
+            },
+            q6p,
         })
     };
+    // A matmul weight.
+    let dm = |m: &Matrix| view(m, padded(m, q6_pad));
     let w = &model.weights;
     let mut fl = float_ptrs.into_iter();
     let mut next = || fl.next().expect("float plan and upload agree");
@@ -300,7 +361,7 @@ pub fn upload(
         });
     }
     Ok(DevWeights {
-        token_embd: dm(&w.token_embd)?,
+        token_embd: view(&w.token_embd, false)?,
         output: dm(&w.output)?,
         output_norm,
         layers,

@@ -1,0 +1,73 @@
+//! What the A8 activation route (`MUSER_CUDA_ACTS=a8`, issue 5's A/B of the activation format)
+//! can run, checked before a session starts: its kernels (matvec_a8.cu, mmq_a8.cu) exist for
+//! Q4_K and Q6_K-P weights, one-token decode (pipelined, staged or not) and multi-token matmuls
+//! (tensor cores, or the eight-token kernels with `MUSER_CUDA_MMQ=0`); the fused quantization
+//! kernels have A8 twins (`*_q8`). Anything else is a configuration error naming what to change — never a silent
+//! switch to another route — and so is a kernel switch the A8 kernels would not read.
+
+use muser_cuda::Registry;
+use muser_gguf::GgmlType;
+
+use super::options::{Acts, BatchMm, CudaOptions};
+use crate::{EngineError, Model};
+
+fn refuse(what: impl std::fmt::Display) -> Result<(), EngineError> {
+    Err(EngineError::Config(format!("MUSER_CUDA_ACTS=a8: {what}")))
+}
+
+/// The options and the model's matmul weights against what the A8 route has kernels for.
+pub fn check_options(model: &Model, opts: &CudaOptions) -> Result<(), EngineError> {
+    if opts.acts != Acts::A8 {
+        if opts.mvr {
+            return Err(EngineError::Config(
+                "MUSER_CUDA_MVR=1 selects A8 decode kernels: it needs MUSER_CUDA_ACTS=a8".into(),
+            ));
+        }
+        return Ok(());
+    }
+    if !opts.q6_pad {
+        return refuse("Q6_K weights are read in Q6_K-P only (not with MUSER_CUDA_Q6_PAD=0)");
+    }
+    if !opts.pipe {
+        return refuse("the one-token kernels are the pipelined ones (not with MUSER_CUDA_PIPE=0)");
+    }
+    if opts.n_seq > 1 && opts.batch_mm == BatchMm::Packed {
+        return refuse(
+            "there are no packed decode kernels: several sequences need MUSER_CUDA_BATCH_MM=mmq",
+        );
+    }
+    let w = &model.weights;
+    for m in std::iter::once(&w.output).chain(w.layers.iter().flat_map(|l| l.matrices())) {
+        let ok = m.ty == GgmlType::Q4_K || (m.ty == GgmlType::Q6_K && m.n_in.is_multiple_of(256));
+        if !ok {
+            return refuse(format!(
+                "tensor '{}' is {:?} with {} inputs; the A8 kernels take Q4_K and Q6_K (whole blocks)",
+                m.name, m.ty, m.n_in
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Registry switches that act only on kernels this session does not launch: the A16 decode
+/// kernels' on the A8 route, the register-resident A8 kernels' anywhere else.
+pub fn check_switches(reg: &Registry, opts: &CudaOptions) -> Result<(), EngineError> {
+    if !(opts.acts == Acts::A8 && opts.mvr) && (reg.mvr_rows != 4 || reg.mvr_ahead != 0) {
+        return Err(EngineError::Config(
+            "MUSER_CUDA_MVR_ROWS / MUSER_CUDA_MVR_AHEAD apply to the register-resident A8 kernels only (MUSER_CUDA_ACTS=a8 with MUSER_CUDA_MVR=1)".into(),
+        ));
+    }
+    if opts.acts != Acts::A8 {
+        return Ok(());
+    }
+    for (set, name) in [
+        (reg.mva_ahead != 1, "MUSER_CUDA_MVA_AHEAD"),
+        (reg.mva_ahead_q6p != 1, "MUSER_CUDA_MVA_AHEAD_Q6P"),
+        (reg.mva_wstages != 0, "MUSER_CUDA_MVA_WSTAGES"),
+    ] {
+        if set {
+            return refuse(format!("{name} applies to the A16 decode kernels only"));
+        }
+    }
+    Ok(())
+}
