@@ -55,7 +55,12 @@ def muser_commit(muser: str) -> str:
 
 
 def run(cmd, **kw):
-    return subprocess.run([str(c) for c in cmd], check=True, capture_output=True, text=True, **kw).stdout
+    r = subprocess.run([str(c) for c in cmd], capture_output=True, text=True, **kw)
+    if r.returncode != 0:
+        # The command's own message (e.g. a configuration error naming a tensor) says why.
+        sys.stderr.write(r.stderr[-4000:])
+        raise subprocess.CalledProcessError(r.returncode, r.args, r.stdout, r.stderr)
+    return r.stdout
 
 
 def model_for(fixture: str, muser: str, work: Path, gemma=None) -> Path:

@@ -8,8 +8,9 @@
 //! `cargo run --release -p muser-cuda --example mvb_bench [-- --unstaged | --default-smem |
 //! --mmv [--pair]] [--pdl] [--q6pad]`  (`--pdl`: launches overlap as with `MUSER_CUDA_PDL=1`;
 //! `--q6pad`: Q6_K in the aligned repack Q6_K-P, as the engine's default `MUSER_CUDA_Q6_PAD`;
-//! `--a8`: the one-token pass only, on A8 activations (`matvec_a8.cu`; implies `--q6pad`);
-//! `--a8r`: as `--a8` with the register-resident kernels (`mvr_*`) where K <= 8192).
+//! `--a8`: on A8 activations (`matvec_a8.cu`, packed rows `matvec_packed_a8.cu`; implies
+//! `--q6pad`); `--a8r`: the one-token pass only, with the register-resident A8 kernels
+//! (`mvr_*`) where K <= 8192).
 //! The one-token pass also prints each matrix alone.
 //! Packed rows launch as batched decode does (`Registry::packed_plan`: `MUSER_CUDA_MVB_WARPS`
 //! warps, activations staged in up to 227 KiB of opt-in shared memory); `--default-smem`
@@ -53,6 +54,25 @@ fn kernel(ty: GgmlType, nt: usize, staged: bool, q6p: bool) -> Kernel {
         (_, 4, false) => MvpQ6kT4,
         (_, _, true) => MvsQ6kT8,
         _ => MvpQ6kT8,
+    }
+}
+
+/// The A8 packed decode kernel for `nt` > 1 tokens (Q6_K in Q6_K-P).
+fn kernel_a8(ty: GgmlType, nt: usize, staged: bool) -> Kernel {
+    use Kernel::*;
+    match (ty == GgmlType::Q4_K, nt, staged) {
+        (true, 2, true) => MvsQ4kA8T2,
+        (true, 2, false) => MvpQ4kA8T2,
+        (true, 4, true) => MvsQ4kA8T4,
+        (true, 4, false) => MvpQ4kA8T4,
+        (true, _, true) => MvsQ4kA8T8,
+        (true, _, false) => MvpQ4kA8T8,
+        (false, 2, true) => MvsQ6pA8T2,
+        (false, 2, false) => MvpQ6pA8T2,
+        (false, 4, true) => MvsQ6pA8T4,
+        (false, 4, false) => MvpQ6pA8T4,
+        (false, _, true) => MvsQ6pA8T8,
+        (false, _, false) => MvpQ6pA8T8,
     }
 }
 
@@ -173,14 +193,14 @@ fn main() {
         if q6pad { ", Q6_K in Q6_K-P" } else { "" },
         match (a8, a8r) {
             (_, true) => format!(", A8 activations (one token), register-resident rows {}", reg.mvr_rows),
-            (true, _) => ", A8 activations (one token)".to_string(),
+            (true, _) => ", A8 activations".to_string(),
             _ => String::new(),
         }
     );
     let mut t1 = 0f64;
     for nt in [1usize, 2, 4, 8] {
-        if a8 && nt > 1 {
-            break; // no packed A8 kernels
+        if (a8r || mmv) && a8 && nt > 1 {
+            break; // register-resident and tensor-core rows: one token / A16 only
         }
         let rows = if reg.mva_rows as usize * nt <= 8 {
             reg.mva_rows
@@ -190,6 +210,17 @@ fn main() {
         let plan: Vec<(Kernel, Dims)> = mats
             .iter()
             .map(|m| {
+                if a8 && nt > 1 {
+                    // The A8 packed rows (matvec_packed_a8.cu), launched as batched decode does
+                    // (`Registry::packed_plan_a8`).
+                    let mut p = reg.packed_plan_a8(m.n_out, m.k, nt);
+                    let red = (reg.mvb_warps * rows) as usize * nt * 36 * 4;
+                    if unstaged || (default_smem && p.dims.smem as usize + red > SMEM_DEFAULT_MAX) {
+                        p.staged = false;
+                        p.dims.smem = 0;
+                    }
+                    return (kernel_a8(m.ty, nt, p.staged), p.dims);
+                }
                 if a8 {
                     // The A8 one-token kernels (Q4_K, Q6_K-P), launched as their A16 twins; with
                     // `--a8r` the register-resident ones where they fit.

@@ -58,11 +58,13 @@ pub enum Module {
     /// Packed decode rows on the tensor cores (built with [`Module::MatvecPacked`], for
     /// sessions with several sequences).
     MmvA16,
-    /// The A8 activation side of the decode matvecs (benchmark and tests only: not in
-    /// [`Module::ENGINE`]).
+    /// The A8 activation side of the decode matvecs (`MUSER_CUDA_ACTS=a8`; not in
+    /// [`Module::ENGINE`]: built for A8 sessions).
     MatvecA8,
-    /// The tensor-core prefill matmul on A8 activations (benchmark and tests only).
+    /// The tensor-core prefill matmul on A8 activations (built for A8 sessions).
     MmqA8,
+    /// Packed decode rows on A8 activations (built for A8 sessions with several sequences).
+    MatvecPackedA8,
     Norm,
     Rope,
     Attention,
@@ -71,7 +73,7 @@ pub enum Module {
 
 impl Module {
     /// Every module.
-    pub const ALL: [Module; 11] = [
+    pub const ALL: [Module; 12] = [
         Module::Matvec,
         Module::MatvecA16,
         Module::MatvecPacked,
@@ -79,6 +81,7 @@ impl Module {
         Module::MmvA16,
         Module::MatvecA8,
         Module::MmqA8,
+        Module::MatvecPackedA8,
         Module::Norm,
         Module::Rope,
         Module::Attention,
@@ -103,6 +106,7 @@ impl Module {
             Module::MmvA16 => "mmv_a16.cu",
             Module::MatvecA8 => "matvec_a8.cu",
             Module::MmqA8 => "mmq_a8.cu",
+            Module::MatvecPackedA8 => "matvec_packed_a8.cu",
             Module::Norm => "norm.cu",
             Module::Rope => "rope.cu",
             Module::Attention => "attention.cu",
@@ -119,6 +123,7 @@ impl Module {
             Module::MmvA16 => include_str!("kernels/mmv_a16.cu"),
             Module::MatvecA8 => include_str!("kernels/matvec_a8.cu"),
             Module::MmqA8 => include_str!("kernels/mmq_a8.cu"),
+            Module::MatvecPackedA8 => include_str!("kernels/matvec_packed_a8.cu"),
             Module::Norm => include_str!("kernels/norm.cu"),
             Module::Rope => include_str!("kernels/rope.cu"),
             Module::Attention => include_str!("kernels/attention.cu"),
@@ -129,7 +134,7 @@ impl Module {
             Module::MatvecA16 | Module::MatvecPacked => {
                 return format!("{COMMON}\n{FORMATS_A16}\n{MATVEC_PIPE}\n{body}")
             }
-            Module::MatvecA8 => {
+            Module::MatvecA8 | Module::MatvecPackedA8 => {
                 return format!("{COMMON}\n{FORMATS_A16}\n{FORMATS_A8}\n{MATVEC_PIPE}\n{body}")
             }
             Module::MmqA16 | Module::MmqA8 => {

@@ -76,6 +76,15 @@ kernels! {
     MvaQ4kA8T8 => MatvecA8, "mva_q4_k_a8_t8"; MvaQ6pA8T8 => MatvecA8, "mva_q6p_a8_t8";
     MmqQ4kA8 => MmqA8, "mmq_q4_k_a8"; MmqQ6pA8 => MmqA8, "mmq_q6p_a8";
     MvrQ4kA8T1 => MatvecA8, "mvr_q4_k_a8_t1"; MvrQ6pA8T1 => MatvecA8, "mvr_q6p_a8_t1";
+    MvaQ5kA8T1 => MatvecA8, "mva_q5_k_a8_t1"; MvaQ5kA8T8 => MatvecA8, "mva_q5_k_a8_t8";
+    MvaQ80A8T1 => MatvecA8, "mva_q8_0_a8_t1"; MvaQ80A8T8 => MatvecA8, "mva_q8_0_a8_t8";
+    MvaQ50A8T1 => MatvecA8, "mva_q5_0_a8_t1"; MvaQ50A8T8 => MatvecA8, "mva_q5_0_a8_t8";
+    MvsQ4kA8T2 => MatvecPackedA8, "mvs_q4_k_a8_t2"; MvpQ4kA8T2 => MatvecPackedA8, "mvp_q4_k_a8_t2";
+    MvsQ4kA8T4 => MatvecPackedA8, "mvs_q4_k_a8_t4"; MvpQ4kA8T4 => MatvecPackedA8, "mvp_q4_k_a8_t4";
+    MvsQ4kA8T8 => MatvecPackedA8, "mvs_q4_k_a8_t8"; MvpQ4kA8T8 => MatvecPackedA8, "mvp_q4_k_a8_t8";
+    MvsQ6pA8T2 => MatvecPackedA8, "mvs_q6p_a8_t2"; MvpQ6pA8T2 => MatvecPackedA8, "mvp_q6p_a8_t2";
+    MvsQ6pA8T4 => MatvecPackedA8, "mvs_q6p_a8_t4"; MvpQ6pA8T4 => MatvecPackedA8, "mvp_q6p_a8_t4";
+    MvsQ6pA8T8 => MatvecPackedA8, "mvs_q6p_a8_t8"; MvpQ6pA8T8 => MatvecPackedA8, "mvp_q6p_a8_t8";
     RmsnormRows => Norm, "rmsnorm_rows";
     EmbedFinish => Norm, "embed_finish";
     ResidualNorm => Norm, "residual_norm";
@@ -297,12 +306,23 @@ impl Registry {
     /// kernels' `mva_rows`, fewer where R·NT would exceed 8 outputs per warp (the kernel
     /// macro's rule).
     pub fn packed_plan(&self, n_out: usize, k: usize, nt: usize) -> PackedPlan {
+        self.packed_plan_with(n_out, k, nt, 72 * 2)
+    }
+
+    /// [`Registry::packed_plan`] for the A8 packed decode kernels (`mvs_*_a8_t{nt}` /
+    /// `mvp_*_a8_t{nt}`, matvec_packed_a8.cu): 80 staged bytes per 64 activations instead of 144.
+    pub fn packed_plan_a8(&self, n_out: usize, k: usize, nt: usize) -> PackedPlan {
+        self.packed_plan_with(n_out, k, nt, 80)
+    }
+
+    /// The packed plan with `bytes64` staged bytes per 64 activations of a token.
+    fn packed_plan_with(&self, n_out: usize, k: usize, nt: usize, bytes64: usize) -> PackedPlan {
         let rows = if self.mva_rows as usize * nt <= 8 {
             self.mva_rows
         } else {
             (8 / nt) as u32
         };
-        let smem = nt * (k / 64) * 72 * 2;
+        let smem = nt * (k / 64) * bytes64;
         let staged =
             k.is_multiple_of(64) && smem <= SMEM_OPTIN_MAX - packed_red_max(self.mvb_warps);
         PackedPlan {
@@ -362,12 +382,15 @@ impl Registry {
             for &math in m.maths() {
                 let t = Instant::now();
                 let mut extra = match m {
-                    Module::MatvecA16 | Module::MatvecPacked | Module::MatvecA8 => vec![
+                    Module::MatvecA16
+                    | Module::MatvecPacked
+                    | Module::MatvecA8
+                    | Module::MatvecPackedA8 => vec![
                         format!("-DMVA_R1={mva_rows}"),
                         format!("-DMVA_MINB={mva_minb}"),
                         format!(
                             "-DMVA_WARPS={}",
-                            if m == Module::MatvecPacked {
+                            if matches!(m, Module::MatvecPacked | Module::MatvecPackedA8) {
                                 mvb_warps
                             } else {
                                 mva_warps
@@ -423,7 +446,9 @@ impl Registry {
                         // The one-token decode kernels' weight ring (`t1_plan`) beside the
                         // staged activations and the lane-sum scratch.
                         Some((mva_warps * mva_rows) as usize * 36 * 4)
-                    } else if m == Module::MatvecPacked && k.symbol().starts_with("mvs_") {
+                    } else if matches!(m, Module::MatvecPacked | Module::MatvecPackedA8)
+                        && k.symbol().starts_with("mvs_")
+                    {
                         // The staged packed kernels copy NT activation rows.
                         Some(packed_red_max(mvb_warps))
                     } else {

@@ -1,8 +1,9 @@
-//! The A8 activation side of the decode matvecs on the device (`matvec_a8.cu`; issue 5's A/B of
-//! the activation format, not in the engine's route): the device quantizer equals
-//! muser_quant::a8's bit for bit, the one-token Q4_K / Q6_K-P kernels (staged, unstaged and
-//! register-resident) equal the eight-token reference kernel bit for bit, and that is close to the f64 product of
-//! the dequantized weights and the dequantized A8 activations. Without a CUDA device every
+//! The A8 activation side of the matmuls on the device (`matvec_a8.cu`, `matvec_packed_a8.cu`,
+//! `mmq_a8.cu`; the route `MUSER_CUDA_ACTS=a8`): the device quantizer equals muser_quant::a8's
+//! bit for bit; the one-token Q4_K / Q6_K-P kernels (staged, unstaged and register-resident),
+//! the packed decode rows and the tensor-core matmuls equal the eight-token reference kernel bit
+//! for bit, and so do the plain Q5_K / Q8_0 / Q5_0 one-token kernels theirs; each reference is
+//! close to the f64 product of the dequantized weights and the dequantized A8 activations. Without a CUDA device every
 //! test says "skipping: no CUDA device" (CI); `scripts/device/cuda-tests.sh` runs it on the H200.
 
 use bytemuck::Zeroable;
@@ -185,8 +186,105 @@ fn a8_decode_kernels_match_their_reference() {
                     k8.symbol()
                 );
             }
+            // Packed decode rows (matvec_packed_a8.cu), in batched decode's launch shape
+            // (`Registry::packed_plan_a8`): each token's outputs are the eight-token kernel's.
+            for (nt, staged, unstaged) in packed_a8(ty) {
+                let plan = reg.packed_plan_a8(n_out, k, nt);
+                for (kern, is_staged) in [(staged, true), (unstaged, false)] {
+                    if is_staged && !plan.staged {
+                        continue;
+                    }
+                    let mut dims = plan.dims;
+                    if !is_staged {
+                        dims.smem = 0;
+                    }
+                    let yp = run(
+                        &gpu,
+                        &reg,
+                        kern,
+                        dims,
+                        (w.ptr(), row_bytes),
+                        &act,
+                        (k, n_out, nt),
+                    );
+                    assert_eq!(
+                        bits(&yp),
+                        bits(&y8[..nt * n_out]),
+                        "{ty:?} A8: {} differs from {} at K = {k}",
+                        kern.symbol(),
+                        k8.symbol()
+                    );
+                }
+            }
             assert_close(&format!("{ty:?} A8 K={k}"), &y8, &want, 1e-5, 1e-6);
             eprintln!("{ty:?} A8: ok ({n_out} rows x {k}, {n_tok} tokens)");
+        }
+    }
+}
+
+/// The packed A8 decode kernels of a format: (tokens per launch, staged, unstaged).
+fn packed_a8(ty: GgmlType) -> [(usize, Kernel, Kernel); 3] {
+    use Kernel::*;
+    if ty == GgmlType::Q4_K {
+        [
+            (2, MvsQ4kA8T2, MvpQ4kA8T2),
+            (4, MvsQ4kA8T4, MvpQ4kA8T4),
+            (8, MvsQ4kA8T8, MvpQ4kA8T8),
+        ]
+    } else {
+        [
+            (2, MvsQ6pA8T2, MvpQ6pA8T2),
+            (4, MvsQ6pA8T4, MvpQ6pA8T4),
+            (8, MvsQ6pA8T8, MvpQ6pA8T8),
+        ]
+    }
+}
+
+/// The plain A8 kernels (Q5_K, Q8_0, Q5_0; mva_body through the formats' dot<NT>): the
+/// one-token kernel (`MUSER_CUDA_MVA_ROWS` rows per warp) equals the eight-token kernel bit for
+/// bit, and that is close to the f64 product of the dequantized weights and activations.
+#[test]
+fn a8_plain_kernels_match_their_reference() {
+    let Some((gpu, reg)) = device() else { return };
+    let (n_out, n_tok) = (77usize, 11usize);
+    for k in [1024usize, 6656, 9984] {
+        let x = rand_vec(n_tok * k, 57 + k as u64);
+        let (act, xd) = quant_a8_on_device(&gpu, &reg, &x, k, n_tok);
+        for (ty, k1, k8) in [
+            (GgmlType::Q5_K, Kernel::MvaQ5kA8T1, Kernel::MvaQ5kA8T8),
+            (GgmlType::Q8_0, Kernel::MvaQ80A8T1, Kernel::MvaQ80A8T8),
+            (GgmlType::Q5_0, Kernel::MvaQ50A8T1, Kernel::MvaQ50A8T8),
+        ] {
+            let (host, row_bytes) = quantized_rows(ty, n_out, k, 13 + ty as u64);
+            let want = f64_products(ty, &host, row_bytes, &xd, k);
+            let w = upload_bytes(&gpu, &host);
+            let y8 = run(
+                &gpu,
+                &reg,
+                k8,
+                mva_dims(&reg, n_out, n_tok, 1, 8),
+                (w.ptr(), row_bytes),
+                &act,
+                (k, n_out, n_tok),
+            );
+            let y1 = run(
+                &gpu,
+                &reg,
+                k1,
+                mva_dims(&reg, n_out, 1, reg.mva_rows, 1),
+                (w.ptr(), row_bytes),
+                &act,
+                (k, n_out, 1),
+            );
+            assert_eq!(
+                bits(&y1),
+                bits(&y8[..n_out]),
+                "{ty:?} A8: {} differs from {} at K = {k}",
+                k1.symbol(),
+                k8.symbol()
+            );
+            assert_close(&format!("{ty:?} A8 K={k}"), &y8, &want, 1e-5, 1e-6);
+            eprintln!("{ty:?} A8 plain: ok ({n_out} rows x {k}, {n_tok} tokens)");
         }
     }
 }

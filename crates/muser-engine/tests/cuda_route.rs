@@ -190,8 +190,8 @@ fn cuda_route_tracks_the_oracle_and_is_deterministic() {
 }
 
 /// What the A8 route cannot run is refused before any device work (so this runs everywhere):
-/// Q6_K outside Q6_K-P, the unpipelined decode kernels, several sequences on packed decode
-/// kernels, weights other than Q4_K / Q6_K — each a configuration error naming the switch.
+/// Q6_K outside Q6_K-P, the unpipelined decode kernels, the tensor-core packed-row switches
+/// (A16 only), float matmul weights — each a configuration error naming the switch.
 #[test]
 fn a8_route_refuses_what_it_has_no_kernels_for() {
     let m = tiny_model(1);
@@ -220,19 +220,36 @@ fn a8_route_refuses_what_it_has_no_kernels_for() {
         &m,
         &|o| {
             o.n_seq = 2;
-            o.batch_mm = muser_engine::cuda::BatchMm::Packed;
+            o.mmv_min = 2;
+            o.mmv_min_explicit = true;
         },
-        "two sequences on packed decode kernels",
+        "tensor-core packed rows from two rows",
     );
+    refused(
+        &m,
+        &|o| {
+            o.n_seq = 2;
+            o.mmv_pair = true;
+        },
+        "paired tensor-core packed rows",
+    );
+    refused(
+        &forged_uniform(muser_gguf::GgmlType::F16),
+        &|_| {},
+        "F16 weights",
+    );
+}
+
+/// The forged tiny model with every 2-D weight of type `ty`.
+fn forged_uniform(ty: muser_gguf::GgmlType) -> Model {
     let mut cfg = muser_forge::ForgeConfig::preset("tiny").expect("tiny");
-    cfg.mix = muser_forge::Mix::Uniform(muser_gguf::GgmlType::Q8_0);
+    cfg.mix = muser_forge::Mix::Uniform(ty);
     let mut bytes = Vec::new();
     muser_forge::forge(&cfg, &mut bytes, &mut |_| {}).expect("forge");
-    let q8 = Model::from_gguf(std::sync::Arc::new(
+    Model::from_gguf(std::sync::Arc::new(
         muser_gguf::Gguf::from_bytes(bytes).expect("gguf"),
     ))
-    .expect("model");
-    refused(&q8, &|_| {}, "Q8_0 weights");
+    .expect("model")
 }
 
 /// The A8 activation route (`MUSER_CUDA_ACTS=a8`, an A/B of issue 5): bit-identical logits
@@ -247,13 +264,30 @@ fn cuda_a8_route_is_deterministic_and_tracks_the_cpu_a8_route() {
         eprintln!("skipping: no CUDA device");
         return;
     }
-    let m = tiny_model(1);
+    a8_route_case("tiny (Q4_K_M mix)", &tiny_model(1));
+}
+
+/// The same for the formats the A8 route runs on its plain kernels (Q5_K, Q8_0, Q5_0: every
+/// matmul weight of one type; the output projection too), decode and prefill.
+#[test]
+fn cuda_a8_route_on_the_plain_formats() {
+    if !has_device() {
+        eprintln!("skipping: no CUDA device");
+        return;
+    }
+    use muser_gguf::GgmlType;
+    for ty in [GgmlType::Q5_K, GgmlType::Q8_0, GgmlType::Q5_0] {
+        a8_route_case(&format!("tiny, all {ty:?}"), &forged_uniform(ty));
+    }
+}
+
+fn a8_route_case(what: &str, m: &Model) {
     let nv = m.config.n_vocab;
     let toks = tokens(80, nv);
-    let want = Oracle::new(&m).eval(&toks).expect("oracle");
+    let want = Oracle::new(m).eval(&toks).expect("oracle");
     let want: Vec<f32> = want.iter().flatten().map(|&v| v as f32).collect();
     let a8 = |chunk: usize, set: fn(&mut CudaOptions)| {
-        run_with(&m, &toks, chunk, |o| {
+        run_with(m, &toks, chunk, |o| {
             o.acts = Acts::A8;
             set(o);
         })
@@ -285,11 +319,11 @@ fn cuda_a8_route_is_deterministic_and_tracks_the_cpu_a8_route() {
     ] {
         assert!(
             bits(&got) == bits(&base),
-            "A8, {name}: logits differ from chunk 512"
+            "A8 ({what}), {name}: logits differ from chunk 512"
         );
     }
     let mut cpu = CpuSession::new(
-        &m,
+        m,
         CpuOptions {
             threads: 2,
             n_ctx: 256,
@@ -305,18 +339,18 @@ fn cuda_a8_route_is_deterministic_and_tracks_the_cpu_a8_route() {
         muser_engine::metrics::compare(&want, &cpu, nv),
     );
     eprintln!(
-        "A8 vs oracle: CUDA KL {:.3e} top-1 {:.4}; CPU KL {:.3e} top-1 {:.4}",
+        "A8 ({what}) vs oracle: CUDA KL {:.3e} top-1 {:.4}; CPU KL {:.3e} top-1 {:.4}",
         g.mean_kl, g.top1, c.mean_kl, c.top1
     );
     assert!(
         g.mean_kl <= 2.0 * c.mean_kl,
-        "CUDA A8 KL {} vs CPU A8 {}",
+        "{what}: CUDA A8 KL {} vs CPU A8 {}",
         g.mean_kl,
         c.mean_kl
     );
     assert!(
         g.top1 >= c.top1 - 0.02,
-        "CUDA A8 top-1 {} vs CPU A8 {}",
+        "{what}: CUDA A8 top-1 {} vs CPU A8 {}",
         g.top1,
         c.top1
     );
@@ -373,8 +407,8 @@ fn alone(m: &Model, prompt: &[u32], cont: &[u32], set: impl Fn(&mut CudaOptions)
 /// sequence gets decoding alone — for every batch composition (1 to 8 rows, odd counts, rows
 /// in any order, sequences joining and leaving), graph and eager, packed (2, 4 or 8 rows per
 /// launch), tensor-core packed rows from 2, 3 (default) or no rows, and the prefill
-/// matmuls — with prompts of different lengths (positions differ per row, sliding windows
-/// wrap), each prefilled into its own slot.
+/// matmuls, with A16 activations and with A8 — with prompts of different lengths (positions
+/// differ per row, sliding windows wrap), each prefilled into its own slot.
 #[test]
 fn batched_decode_equals_each_sequence_alone() {
     if !has_device() {
@@ -467,6 +501,32 @@ fn batched_decode_equals_each_sequence_alone() {
             o.fuse = false;
             o.fuse_explicit = true;
             o.mode = GraphMode::Serial;
+        }),
+        ("A8, packed, graphs", |o: &mut CudaOptions| {
+            o.acts = Acts::A8
+        }),
+        ("A8, packed, eager", |o: &mut CudaOptions| {
+            o.acts = Acts::A8;
+            o.graphs = false
+        }),
+        (
+            "A8, packed, eight rows per launch",
+            |o: &mut CudaOptions| {
+                o.acts = Acts::A8;
+                o.batch_nt = 8
+            },
+        ),
+        (
+            "A8, packed, two rows per launch, unstaged",
+            |o: &mut CudaOptions| {
+                o.acts = Acts::A8;
+                o.batch_nt = 2;
+                o.xsmem = false
+            },
+        ),
+        ("A8, tensor-core matmuls", |o: &mut CudaOptions| {
+            o.acts = Acts::A8;
+            o.batch_mm = muser_engine::cuda::BatchMm::Mmq
         }),
     ] {
         let want: Vec<Vec<Vec<f32>>> = (0..n_seq)

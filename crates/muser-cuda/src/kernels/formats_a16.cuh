@@ -197,9 +197,10 @@ struct AQ4K {
 // ---- Q5_K (176 B, 16-aligned): d, dmin, scales[12], qh[32], qs[128].
 struct AQ5K {
     static const int BLOCK_VALS = 256, BLOCK_BYTES = 176, UNITS = 4;
-    template <int NT>
-    static __device__ __forceinline__ void dot(const u8* b, int c, const short* xq, const float* xs,
-                                               const int* xsum, int K, float* acc) {
+    // Unit c's row factors and its weights: lo[i] / hi[i] hold values 4i .. 4i+3 of sub-blocks
+    // 2c / 2c+1 as unsigned 5-bit bytes. Shared with the A8 twin (formats_a8.cuh).
+    static __device__ __forceinline__ K4Factors words(const u8* b, int c, u32 (&lo)[8],
+                                                      u32 (&hi)[8]) {
         const u32 dm = *(const u32*)b;
         u32 sw[3] = {((const u32*)b)[1], ((const u32*)b)[2], ((const u32*)b)[3]};
         const K4Factors f = k4_factors(dm, sw, c);
@@ -207,12 +208,18 @@ struct AQ5K {
         const u32 hw[8] = {ha.x, ha.y, ha.z, ha.w, hb.x, hb.y, hb.z, hb.w};
         const uint4 qa = ((const uint4*)(b + 48 + 32 * c))[0], qb = ((const uint4*)(b + 48 + 32 * c))[1];
         const u32 qw[8] = {qa.x, qa.y, qa.z, qa.w, qb.x, qb.y, qb.z, qb.w};
-        u32 lo[8], hi[8];
 #pragma unroll
         for (int i = 0; i < 8; ++i) {
             lo[i] = (qw[i] & 0x0F0F0F0Fu) | (((hw[i] >> (2 * c)) & 0x01010101u) << 4);
             hi[i] = ((qw[i] >> 4) & 0x0F0F0F0Fu) | (((hw[i] >> (2 * c + 1)) & 0x01010101u) << 4);
         }
+        return f;
+    }
+    template <int NT>
+    static __device__ __forceinline__ void dot(const u8* b, int c, const short* xq, const float* xs,
+                                               const int* xsum, int K, float* acc) {
+        u32 lo[8], hi[8];
+        const K4Factors f = words(b, c, lo, hi);
 #pragma unroll
         for (int t = 0; t < NT; ++t) {
             const short* x = xq + (size_t)t * K + 64 * c;
@@ -497,13 +504,18 @@ __device__ __forceinline__ void dot32_i8(const u32* w, float d, const short* xq,
 // ---- Q8_0 (34 B, 2-aligned): d, qs[32] i8. One unit per block.
 struct AQ80 {
     static const int BLOCK_VALS = 32, BLOCK_BYTES = 34, UNITS = 1;
+    // The block's scale and its 32 weights (word i: values 4i .. 4i+3); shared with the A8 twin.
+    static __device__ __forceinline__ float words(const u8* b, u32 (&w)[8]) {
+        const float d = h2f(ld_u16(b));
+        ld16_a2(b + 2, w);
+        ld16_a2(b + 18, w + 4);
+        return d;
+    }
     template <int NT>
     static __device__ __forceinline__ void dot(const u8* b, int, const short* xq, const float* xs,
                                                const int* xsum, int K, float* acc) {
-        const float d = h2f(ld_u16(b));
         u32 w[8];
-        ld16_a2(b + 2, w);
-        ld16_a2(b + 18, w + 4);
+        const float d = words(b, w);
         dot32_i8<NT>(w, d, xq, xs, K, acc);
     }
 };
@@ -512,14 +524,13 @@ struct AQ80 {
 // for j>=16) with bit j of qh on top, minus 16.
 struct AQ50 {
     static const int BLOCK_VALS = 32, BLOCK_BYTES = 22, UNITS = 1;
-    template <int NT>
-    static __device__ __forceinline__ void dot(const u8* b, int, const short* xq, const float* xs,
-                                               const int* xsum, int K, float* acc) {
+    // The block's scale and its 32 weights as signed bytes (word i: values 4i .. 4i+3); shared
+    // with the A8 twin (formats_a8.cuh).
+    static __device__ __forceinline__ float words(const u8* b, u32 (&w)[8]) {
         const float d = h2f(ld_u16(b));
         const u32 qh = (u32)ld_u16(b + 2) | ((u32)ld_u16(b + 4) << 16);
         u32 qs[4];
         ld16_a2(b + 6, qs);
-        u32 w[8];
 #pragma unroll
         for (int i = 0; i < 4; ++i) {
             const u32 hl = (((qh >> (4 * i)) & 0xFu) * 0x00204081u) & 0x01010101u;
@@ -527,6 +538,13 @@ struct AQ50 {
             w[i] = __vsub4((qs[i] & 0x0F0F0F0Fu) | (hl << 4), 0x10101010u);
             w[4 + i] = __vsub4(((qs[i] >> 4) & 0x0F0F0F0Fu) | (hh << 4), 0x10101010u);
         }
+        return d;
+    }
+    template <int NT>
+    static __device__ __forceinline__ void dot(const u8* b, int, const short* xq, const float* xs,
+                                               const int* xsum, int K, float* acc) {
+        u32 w[8];
+        const float d = words(b, w);
         dot32_i8<NT>(w, d, xq, xs, K, acc);
     }
 };

@@ -1,6 +1,8 @@
 // formats_a8.cuh — weight units × A8 activations: int8 quants in -127..127 with one f32 scale
 // and one int32 quant sum per 32 values (the quantization of muser_quant::a8), for the decode
-// matvecs of Q4_K and Q6_K-P (mva_pipe, mva_body). Needs common.cuh + formats_a16.cuh.
+// matvecs: Q4_K and Q6_K-P in both bodies (mva_pipe, mva_body), Q5_K, Q8_0 and Q5_0 in the plain
+// one (mva_body's dot<NT>, as their A16 formats). Needs common.cuh + formats_a16.cuh. No F16 /
+// F32 twin: float weights keep 16-bit activations (the engine refuses them on the A8 route).
 // Owns the activation side only. The weight side (loads, registers, the block walk) is the A16
 // format's (AQ4K, AQ6KP), and so is each unit's float chain (k4_step / q6_step on the exact
 // integer sums, the same operations in the same order): A8 and A16 outputs differ only through
@@ -116,6 +118,95 @@ struct AQ6KP8 : AQ6KP {
 };
 template <>
 struct XType<AQ6KP8> {
+    typedef signed char T;
+    static const int PAD = 80;
+};
+
+// ---- The plain-body formats (dot<NT> only, as their A16 twins): the A16 format's weight
+// decoding (`words`) and float chain, dp4a on activation words of four values.
+
+// One 32-value block of signed 8-bit weights (word i: values 4i .. 4i+3) with scale d, for NT
+// tokens: exact integer sum, then d * (sx * sum) — dot32_i8's chain.
+template <int NT>
+__device__ __forceinline__ void dot32_i8_a8(const u32* w, float d, const signed char* xq,
+                                            const float* xs, int K, float* acc) {
+#pragma unroll
+    for (int t = 0; t < NT; ++t) {
+        u32 x[8];
+        ld_xq16(xq + (size_t)t * K, x);
+        ld_xq16(xq + (size_t)t * K + 16, x + 4);
+        int is = 0;
+#pragma unroll
+        for (int i = 0; i < 8; ++i) is = __dp4a((int)w[i], (int)x[i], is);
+        acc[t] += d * (xs[(size_t)t * (K / 32)] * (float)is);
+    }
+}
+
+// ---- Q8_0 × A8.
+struct AQ808 {
+    static const int BLOCK_VALS = 32, BLOCK_BYTES = 34, UNITS = 1;
+    template <int NT>
+    static __device__ __forceinline__ void dot(const u8* b, int, const signed char* xq,
+                                               const float* xs, const int*, int K, float* acc) {
+        u32 w[8];
+        const float d = AQ80::words(b, w);
+        dot32_i8_a8<NT>(w, d, xq, xs, K, acc);
+    }
+};
+template <>
+struct XType<AQ808> {
+    typedef signed char T;
+    static const int PAD = 80;
+};
+
+// ---- Q5_0 × A8.
+struct AQ508 {
+    static const int BLOCK_VALS = 32, BLOCK_BYTES = 22, UNITS = 1;
+    template <int NT>
+    static __device__ __forceinline__ void dot(const u8* b, int, const signed char* xq,
+                                               const float* xs, const int*, int K, float* acc) {
+        u32 w[8];
+        const float d = AQ50::words(b, w);
+        dot32_i8_a8<NT>(w, d, xq, xs, K, acc);
+    }
+};
+template <>
+struct XType<AQ508> {
+    typedef signed char T;
+    static const int PAD = 80;
+};
+
+// ---- Q5_K × A8. Unit c: sub-blocks 2c (lo) and 2c+1 (hi), as AQ5K.
+struct AQ5K8 {
+    static const int BLOCK_VALS = 256, BLOCK_BYTES = 176, UNITS = 4;
+    template <int NT>
+    static __device__ __forceinline__ void dot(const u8* b, int c, const signed char* xq,
+                                               const float* xs, const int* xsum, int K, float* acc) {
+        u32 lo[8], hi[8];
+        const K4Factors f = AQ5K::words(b, c, lo, hi);
+#pragma unroll
+        for (int t = 0; t < NT; ++t) {
+            const signed char* x = xq + (size_t)t * K + 64 * c;
+            u32 xa[8], xb[8];
+            ld_xq16(x, xa);
+            ld_xq16(x + 16, xa + 4);
+            ld_xq16(x + 32, xb);
+            ld_xq16(x + 48, xb + 4);
+            int s0 = 0, s1 = 0;
+#pragma unroll
+            for (int i = 0; i < 8; ++i) {
+                s0 = __dp4a((int)lo[i], (int)xa[i], s0);
+                s1 = __dp4a((int)hi[i], (int)xb[i], s1);
+            }
+            const int g = (size_t)t * (K / 32) + 2 * c;
+            const float sx0 = xs[g], sx1 = xs[g + 1];
+            const float p = k4_step(acc[t], f.a0, f.nb0, sx0, (float)s0, a16_xsm(sx0, xsum[g]));
+            acc[t] = k4_step(p, f.a1, f.nb1, sx1, (float)s1, a16_xsm(sx1, xsum[g + 1]));
+        }
+    }
+};
+template <>
+struct XType<AQ5K8> {
     typedef signed char T;
     static const int PAD = 80;
 };

@@ -1,6 +1,6 @@
-// matvec_a8.cu — the A8 activation side of the decode matvecs (issue 5's A/B of the activation
-// format; benchmark and tests only, not in the engine's route yet): the quantizer and the
-// Q4_K / Q6_K-P decode kernels. Needs common.cuh + formats_a16.cuh + formats_a8.cuh +
+// matvec_a8.cu — the A8 activation side of the decode matvecs (`MUSER_CUDA_ACTS=a8`): the
+// quantizer, the Q4_K / Q6_K-P decode kernels (pipelined and register-resident) and the plain
+// kernels of Q5_K, Q8_0 and Q5_0. Needs common.cuh + formats_a16.cuh + formats_a8.cuh +
 // matvec_pipe.cuh before it.
 //
 // quant_a8: X [n_tok][ldx] f32 -> XQ [n_tok][K] i8, XS/XSUM [n_tok][K/32]; one warp per group
@@ -9,6 +9,8 @@
 //   (`quantize_sub_ref`), bit for bit (a8_group, common.cuh).
 // mvs_/mvp_*_a8_t1: one token, mva_pipe (staged / unstaged), as the A16 kernels; mva_*_a8_t8:
 //   eight tokens, mva_body — the reference the one-token kernels must equal bit for bit.
+// mva_{q5_k,q8_0,q5_0}_a8_t1 / _t8: the plain body only (as these formats' A16 kernels), one
+//   token (MVA_R1 rows per warp) and eight.
 
 extern "C" __global__ void quant_a8(const float* X, int ldx, int K, int n_tok, signed char* XQ,
                                     float* XS, int* XSUM) {
@@ -21,6 +23,12 @@ MVA_PIPE_KERNEL(mvs_q6p_a8_t1, AQ6KP8, true, 1)
 MVA_PIPE_KERNEL(mvp_q6p_a8_t1, AQ6KP8, false, 1)
 MVA_KERNEL(mva_q4_k_a8_t8, AQ4K8, 8, 1, __launch_bounds__(32 * MVA_WARPS))
 MVA_KERNEL(mva_q6p_a8_t8, AQ6KP8, 8, 1, __launch_bounds__(32 * MVA_WARPS))
+MVA_KERNEL(mva_q5_k_a8_t1, AQ5K8, 1, MVA_R1, MVA_BOUNDS_T1)
+MVA_KERNEL(mva_q5_k_a8_t8, AQ5K8, 8, 1, __launch_bounds__(32 * MVA_WARPS))
+MVA_KERNEL(mva_q8_0_a8_t1, AQ808, 1, MVA_R1, MVA_BOUNDS_T1)
+MVA_KERNEL(mva_q8_0_a8_t8, AQ808, 8, 1, __launch_bounds__(32 * MVA_WARPS))
+MVA_KERNEL(mva_q5_0_a8_t1, AQ508, 1, MVA_R1, MVA_BOUNDS_T1)
+MVA_KERNEL(mva_q5_0_a8_t8, AQ508, 8, 1, __launch_bounds__(32 * MVA_WARPS))
 
 // ---- Register-resident activations (mvr_*_a8_t1; A/B against the staged pipeline above): A8
 // makes a unit's activations 64 bytes — 16 words — so a lane can hold all of its units' for

@@ -1,14 +1,17 @@
 //! What the A8 activation route (`MUSER_CUDA_ACTS=a8`, issue 5's A/B of the activation format)
-//! can run, checked before a session starts: its kernels (matvec_a8.cu, mmq_a8.cu) exist for
-//! Q4_K and Q6_K-P weights, one-token decode (pipelined, staged or not) and multi-token matmuls
-//! (tensor cores, or the eight-token kernels with `MUSER_CUDA_MMQ=0`); the fused quantization
-//! kernels have A8 twins (`*_q8`). Anything else is a configuration error naming what to change — never a silent
-//! switch to another route — and so is a kernel switch the A8 kernels would not read.
+//! can run, checked before a session starts: its kernels (matvec_a8.cu, mmq_a8.cu,
+//! matvec_packed_a8.cu) exist for Q4_K and Q6_K-P weights (one-token decode, pipelined and
+//! staged or not, or register-resident; packed decode rows; tensor-core or eight-token
+//! multi-token matmuls) and for Q5_K, Q8_0 and Q5_0 (the plain one- and eight-token kernels); the
+//! fused quantization kernels have A8 twins (`*_q8`). F16 / F32 matmul weights are refused: A8
+//! would round their activations to 8 bits where A16 keeps 16 (and llama.cpp, f16). Anything
+//! else is a configuration error naming what to change — never a silent switch to another route
+//! — and so is a kernel switch the A8 kernels would not read.
 
 use muser_cuda::Registry;
 use muser_gguf::GgmlType;
 
-use super::options::{Acts, BatchMm, CudaOptions};
+use super::options::{Acts, CudaOptions};
 use crate::{EngineError, Model};
 
 fn refuse(what: impl std::fmt::Display) -> Result<(), EngineError> {
@@ -31,17 +34,24 @@ pub fn check_options(model: &Model, opts: &CudaOptions) -> Result<(), EngineErro
     if !opts.pipe {
         return refuse("the one-token kernels are the pipelined ones (not with MUSER_CUDA_PIPE=0)");
     }
-    if opts.n_seq > 1 && opts.batch_mm == BatchMm::Packed {
+    if opts.mmv_min_explicit || opts.mmv_pair {
         return refuse(
-            "there are no packed decode kernels: several sequences need MUSER_CUDA_BATCH_MM=mmq",
+            "there are no tensor-core packed rows on A8 (MUSER_CUDA_MMV_MIN / MUSER_CUDA_MMV_PAIR \
+             apply to A16 only)",
         );
     }
     let w = &model.weights;
     for m in std::iter::once(&w.output).chain(w.layers.iter().flat_map(|l| l.matrices())) {
-        let ok = m.ty == GgmlType::Q4_K || (m.ty == GgmlType::Q6_K && m.n_in.is_multiple_of(256));
+        let ok = match m.ty {
+            GgmlType::Q4_K | GgmlType::Q5_K | GgmlType::Q8_0 | GgmlType::Q5_0 => true,
+            GgmlType::Q6_K => m.n_in.is_multiple_of(256),
+            _ => false,
+        };
         if !ok {
             return refuse(format!(
-                "tensor '{}' is {:?} with {} inputs; the A8 kernels take Q4_K and Q6_K (whole blocks)",
+                "tensor '{}' is {:?} with {} inputs; the A8 kernels take Q4_K, Q5_K, Q6_K (whole \
+                 blocks), Q8_0 and Q5_0 weights (float weights keep 16-bit activations: \
+                 MUSER_CUDA_ACTS=a16)",
                 m.name, m.ty, m.n_in
             ));
         }

@@ -8,7 +8,7 @@ use muser_cuda::{
     CudaError, Graph, KArgs, Kernel, Math, Registry, StepParams, MAX_BATCH, MMV_PAIR_MAX_TOKENS,
 };
 
-use super::weights::{kernels_for, DevMatrix, TypeKernels};
+use super::weights::{kernels_for, A8OneToken, DevMatrix, TypeKernels};
 use super::{Acts, BatchMm, CudaSession};
 use crate::config::{FfnActivation, RopeMode};
 use crate::EngineError;
@@ -95,7 +95,7 @@ impl<'m> CudaSession<'m> {
     ) -> Result<(), CudaError> {
         let ks = m.kernels().expect("checked at upload");
         if self.opts.acts == Acts::A8 {
-            return self.mv_a8(s, m, ks, (y, ldy), n);
+            return self.mv_a8(s, m, ks, (y, ldy), n, packed);
         }
         let a16 = self.opts.acts == Acts::A16;
         let packed_mm = packed && n > 1 && a16 && self.opts.batch_mm == BatchMm::Packed;
@@ -189,8 +189,9 @@ impl<'m> CudaSession<'m> {
 
     /// `mv` on the A8 route (`MUSER_CUDA_ACTS=a8`; `cuda::a8` checked the weights and
     /// options): one token on the pipelined kernel (staged where it fits) or, with `mvr`, the
-    /// register-resident one where K allows; several on the tensor cores or the eight-token
-    /// kernel.
+    /// register-resident one where K allows, or the plain kernel of formats without either;
+    /// packed decode rows on the packed kernels (launches of at most `batch_nt` rows, as A16's);
+    /// several tokens on the tensor cores or the eight-token kernel.
     fn mv_a8(
         &self,
         s: Stream,
@@ -198,21 +199,61 @@ impl<'m> CudaSession<'m> {
         ks: TypeKernels,
         (y, ldy): (u64, usize),
         n: usize,
+        packed: bool,
     ) -> Result<(), CudaError> {
         let k8 = ks.a8.ok_or_else(|| {
             CudaError::Invalid(format!("a {:?} matrix reached the A8 route", m.ty))
         })?;
-        let args = self.a16_args(m, 0, (y, ldy), n);
         if n == 1 {
-            if let Some(dims) = self.reg.mvr_dims(m.n_out, m.n_in).filter(|_| self.opts.mvr) {
-                return launch(self.f(k8.mvr), dims, s, args);
+            if let Some((kr, dims)) = k8
+                .mvr
+                .zip(self.reg.mvr_dims(m.n_out, m.n_in))
+                .filter(|_| self.opts.mvr)
+            {
+                return launch(self.f(kr), dims, s, self.a16_args(m, 0, (y, ldy), 1));
             }
-            let plan = self.reg.t1_plan(k8.t1, m.n_out, m.n_in, self.opts.xsmem);
-            let kern = if plan.staged { k8.t1_staged } else { k8.t1 };
-            return launch(self.f(kern), plan.dims, s, args);
+            return match k8.t1 {
+                A8OneToken::Pipe(staged, unstaged) => {
+                    let plan = self.reg.t1_plan(unstaged, m.n_out, m.n_in, self.opts.xsmem);
+                    let kern = if plan.staged { staged } else { unstaged };
+                    launch(self.f(kern), plan.dims, s, self.a16_args(m, 0, (y, ldy), 1))
+                }
+                A8OneToken::Plain(k1) => {
+                    let warps = self.reg.mva_warps;
+                    let dims = Dims {
+                        grid: ((m.n_out as u32).div_ceil(warps * self.reg.mva_rows), 1, 1),
+                        block: 32 * warps,
+                        smem: 0,
+                    };
+                    launch(self.f(k1), dims, s, self.a16_args(m, 0, (y, ldy), 1))
+                }
+            };
         }
-        if self.opts.mmq {
-            return launch(self.f(k8.mmq), self.reg.mmq_dims(m.n_out, n), s, args);
+        if let Some(kp) = k8
+            .packed
+            .filter(|_| packed && self.opts.batch_mm == BatchMm::Packed)
+        {
+            // As A16's packed rows (`mv`): launches of the next of 2, 4, 8 rows, at most
+            // `batch_nt`; rows past n compute on spare buffer rows nobody reads.
+            let mut r0 = 0;
+            while r0 < n {
+                let nt = (n - r0).min(self.opts.batch_nt).next_power_of_two().max(2);
+                let (staged, unstaged) = kp[nt.trailing_zeros() as usize - 1];
+                let plan = self.reg.packed_plan_a8(m.n_out, m.n_in, nt);
+                let kern = if plan.staged { staged } else { unstaged };
+                launch(
+                    self.f(kern),
+                    plan.dims,
+                    s,
+                    self.a16_args(m, r0, (y, ldy), nt),
+                )?;
+                r0 += nt;
+            }
+            return Ok(());
+        }
+        let args = self.a16_args(m, 0, (y, ldy), n);
+        if let Some(kmmq) = k8.mmq.filter(|_| self.opts.mmq) {
+            return launch(self.f(kmmq), self.reg.mmq_dims(m.n_out, n), s, args);
         }
         let dims = Dims {
             grid: (

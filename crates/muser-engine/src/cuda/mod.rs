@@ -319,6 +319,9 @@ impl<'m> CudaSession<'m> {
         }
         if opts.acts == Acts::A8 {
             modules.extend([Module::MatvecA8, Module::MmqA8]);
+            if opts.n_seq > 1 && opts.batch_mm == BatchMm::Packed {
+                modules.push(Module::MatvecPackedA8);
+            }
         }
         let reg = Registry::build_modules(&gpu, &modules)?;
         check_q6_switches(&reg, opts.q6_pad)?;
@@ -451,7 +454,9 @@ impl<'m> CudaSession<'m> {
                     ",seqs={n}/packed-w{}-nt{}{}",
                     self.reg.mvb_warps,
                     self.opts.batch_nt,
-                    if self.opts.mmv_min <= self.n_past.len().min(MAX_BATCH) {
+                    if self.opts.acts == Acts::A16
+                        && self.opts.mmv_min <= self.n_past.len().min(MAX_BATCH)
+                    {
                         format!(
                             "-mmv{}{}",
                             self.opts.mmv_min,
@@ -496,10 +501,10 @@ impl<'m> CudaSession<'m> {
         &self.gpu
     }
 
-    /// Packed decode steps run on the packed decode kernels (from `mmv_min` rows Q4_K on the
-    /// tensor-core ones), else on the prefill kernels.
+    /// Packed decode steps run on the packed decode kernels (A16: from `mmv_min` rows Q4_K and
+    /// Q6_K on the tensor-core ones; A8: packed kernels only), else on the prefill kernels.
     fn batch_packed(&self) -> bool {
-        self.opts.acts == Acts::A16 && self.opts.batch_mm == BatchMm::Packed
+        matches!(self.opts.acts, Acts::A16 | Acts::A8) && self.opts.batch_mm == BatchMm::Packed
     }
 
     /// Forget the phase profile accumulated so far.

@@ -89,22 +89,65 @@ pub struct TypeKernels {
     pub a16_mmv: Option<(Kernel, Kernel)>,
     /// Embedding-row dequantization (GGUF layouts: the token table is never repacked).
     pub embed: Option<Kernel>,
-    /// A8 activations (`MUSER_CUDA_ACTS=a8`; Q4_K and Q6_K-P).
+    /// A8 activations (`MUSER_CUDA_ACTS=a8`; Q4_K, Q5_K, Q6_K-P, Q8_0, Q5_0).
     pub a8: Option<A8Kernels>,
 }
 
-/// The A8 kernels of one weight layout (matvec_a8.cu, mmq_a8.cu).
+/// The A8 kernels of one weight layout (matvec_a8.cu, mmq_a8.cu, matvec_packed_a8.cu).
 #[derive(Clone, Copy, Debug)]
 pub struct A8Kernels {
-    /// One token, pipelined: activations staged in shared memory / read from global memory.
-    pub t1_staged: Kernel,
-    pub t1: Kernel,
-    /// Eight tokens per row pass (`MUSER_CUDA_MMQ=0`).
+    /// One token: the pipelined kernels (staged, unstaged) for Q4_K and Q6_K-P, the plain
+    /// one (`mva_*_a8_t1`, `MUSER_CUDA_MVA_ROWS` rows per warp) for the others.
+    pub t1: A8OneToken,
+    /// Eight tokens per row pass (`MUSER_CUDA_MMQ=0`, and every multi-token matmul of the
+    /// formats without tensor-core kernels).
     pub t8: Kernel,
-    /// Several tokens on the tensor cores.
-    pub mmq: Kernel,
-    /// One token, activations held in registers (K <= 8192; `MUSER_CUDA_MVR=1`).
-    pub mvr: Kernel,
+    /// Several tokens on the tensor cores (Q4_K, Q6_K-P).
+    pub mmq: Option<Kernel>,
+    /// One token, activations held in registers (K <= 8192; `MUSER_CUDA_MVR=1`; Q4_K, Q6_K-P).
+    pub mvr: Option<Kernel>,
+    /// Packed decode rows (batched decode; Q4_K, Q6_K-P): per tokens-per-launch 2, 4, 8 the
+    /// (staged, unstaged) kernels.
+    pub packed: Option<[(Kernel, Kernel); 3]>,
+}
+
+/// The one-token A8 kernel(s) of a weight layout.
+#[derive(Clone, Copy, Debug)]
+pub enum A8OneToken {
+    /// Software-pipelined: (activations staged in shared memory, read from global memory).
+    Pipe(Kernel, Kernel),
+    /// The plain body.
+    Plain(Kernel),
+}
+
+/// The A8 kernels of a weight type in GGUF's layout (`None`: not on the A8 route — F16 / F32
+/// weights keep 16-bit activations, Q6_K runs in Q6_K-P: `q6p_kernels`).
+fn a8_kernels_for(ty: GgmlType) -> Option<A8Kernels> {
+    use Kernel::*;
+    let plain = |t1, t8| A8Kernels {
+        t1: A8OneToken::Plain(t1),
+        t8,
+        mmq: None,
+        mvr: None,
+        packed: None,
+    };
+    match ty {
+        GgmlType::Q4_K => Some(A8Kernels {
+            t1: A8OneToken::Pipe(MvsQ4kA8T1, MvpQ4kA8T1),
+            t8: MvaQ4kA8T8,
+            mmq: Some(MmqQ4kA8),
+            mvr: Some(MvrQ4kA8T1),
+            packed: Some([
+                (MvsQ4kA8T2, MvpQ4kA8T2),
+                (MvsQ4kA8T4, MvpQ4kA8T4),
+                (MvsQ4kA8T8, MvpQ4kA8T8),
+            ]),
+        }),
+        GgmlType::Q5_K => Some(plain(MvaQ5kA8T1, MvaQ5kA8T8)),
+        GgmlType::Q8_0 => Some(plain(MvaQ80A8T1, MvaQ80A8T8)),
+        GgmlType::Q5_0 => Some(plain(MvaQ50A8T1, MvaQ50A8T8)),
+        _ => None,
+    }
 }
 
 /// The kernels for a weight type (`None`: the CUDA route cannot use this type).
@@ -163,13 +206,7 @@ pub fn kernels_for(ty: GgmlType) -> Option<TypeKernels> {
             _ => None,
         },
         embed: Some(embed),
-        a8: (ty == GgmlType::Q4_K).then_some(A8Kernels {
-            t1_staged: MvsQ4kA8T1,
-            t1: MvpQ4kA8T1,
-            t8: MvaQ4kA8T8,
-            mmq: MmqQ4kA8,
-            mvr: MvrQ4kA8T1,
-        }),
+        a8: a8_kernels_for(ty),
     })
 }
 
@@ -193,11 +230,15 @@ pub fn q6p_kernels() -> TypeKernels {
         a16_mmv: Some((MmvQ6p, MmvPairQ6p)),
         embed: None,
         a8: Some(A8Kernels {
-            t1_staged: MvsQ6pA8T1,
-            t1: MvpQ6pA8T1,
+            t1: A8OneToken::Pipe(MvsQ6pA8T1, MvpQ6pA8T1),
             t8: MvaQ6pA8T8,
-            mmq: MmqQ6pA8,
-            mvr: MvrQ6pA8T1,
+            mmq: Some(MmqQ6pA8),
+            mvr: Some(MvrQ6pA8T1),
+            packed: Some([
+                (MvsQ6pA8T2, MvpQ6pA8T2),
+                (MvsQ6pA8T4, MvpQ6pA8T4),
+                (MvsQ6pA8T8, MvpQ6pA8T8),
+            ]),
         }),
     }
 }

@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# The A8 route's coverage on the H200 (built by scripts/device/build-device.sh; the full-size
+# forge from scripts/device/cuda-setup.sh): the CUDA tests (every binary of .device/tests:
+# kernels_a8 checks the plain Q5_K / Q8_0 / Q5_0 kernels and the packed A8 rows bit for bit,
+# cuda_route the A8 batched decode and the plain formats end to end); `mvb_bench` packed rows
+# A16 (packed and tensor-core) vs A8 at 1 / 2 / 4 / 8 rows; then end to end, alternating A16 and
+# A8: batched decode at 1 / 2 / 4 / 8 rows and pp512 / tg128.
+# Usage: bash scripts/device/a8-ab.sh OUTDIR   (TESTS=0 skips the tests, KB=0 the kernel
+# benchmarks, E2E=0 the end to end; REPS end-to-end repetitions, default 2). Then gemma A8
+# parity: scripts/device/gemma-parts.sh's calls, and
+#   MUSER_CUDA_ACTS=a8 FIXTURES=gemma GEMMA=$HOME/gemma.gguf scripts/device/cuda-issue4.sh $OUT parity
+set -uo pipefail
+out=${1:?outdir}
+M=.device/muser
+if [ "${TESTS:-1}" = 1 ]; then
+  MUSER_CUDA_DEADLINE_S=60 timeout 360 bash scripts/device/cuda-tests.sh > "$out/tests.txt" 2>&1
+  echo "tests rc=$?"
+  grep -E "^== |test result|panicked|FAILED|differ|A8 \(" "$out/tests.txt" | head -40
+fi
+if [ "${KB:-1}" = 1 ]; then
+  for f in "--q6pad" "--mmv --q6pad" "--a8"; do
+    echo "== mvb_bench $f"
+    timeout 90 .device/mvb_bench $f 2>&1 | grep -E "^nt |panicked"
+  done
+fi
+[ "${E2E:-1}" = 1 ] || exit 0
+while [ ! -f $HOME/forge.done ]; do sleep 2; done
+for rep in $(seq 1 ${REPS:-2}); do
+  for v in a16 a8; do
+    echo "== MUSER_CUDA_ACTS=$v (rep $rep)"
+    MUSER_CUDA_ACTS=$v $M bench -m $HOME/full.gguf --backend cuda -p 512 -n 128 -r 2 2>&1 | grep -E "pp512|tg128|route|rror"
+    MUSER_CUDA_ACTS=$v $M bench -m $HOME/full.gguf --backend cuda -p 0 -n 64 -b 1,2,4,8 -r 2 2>&1 | grep -E "x[1248]|seqs|rror"
+  done
+done
