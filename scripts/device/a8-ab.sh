@@ -14,14 +14,14 @@ set -uo pipefail
 out=${1:?outdir}
 M=.device/muser
 if [ "${TESTS:-1}" = 1 ]; then
-  MUSER_CUDA_DEADLINE_S=60 timeout 360 bash scripts/device/cuda-tests.sh > "$out/tests.txt" 2>&1
+  MUSER_CUDA_DEADLINE_S=120 timeout 520 bash scripts/device/cuda-tests.sh > "$out/tests.txt" 2>&1
   echo "tests rc=$?"
   grep -E "^== |test result|panicked|FAILED|differ|A8 \(" "$out/tests.txt" | head -40
 fi
 if [ "${KB:-1}" = 1 ]; then
   for f in "--q6pad" "--mmv --q6pad" "--a8" "--a8 --mmv"; do
     echo "== mvb_bench $f"
-    timeout 90 .device/mvb_bench $f 2>&1 | grep -E "^nt |panicked"
+    timeout 150 .device/mvb_bench $f 2>&1 | grep -E "^nt |panicked"
   done
   # Double-buffered prefill staging (MUSER_CUDA_MMQ_DB): bit-identity (the mmq tests) and time.
   for db in 0 1; do
