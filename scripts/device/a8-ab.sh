@@ -13,7 +13,7 @@ set -uo pipefail
 out=${1:?outdir}
 M=.device/muser
 if [ "${TESTS:-1}" = 1 ]; then
-  MUSER_CUDA_DEADLINE_S=60 timeout 360 bash scripts/device/cuda-tests.sh > "$out/tests.txt" 2>&1
+  MUSER_CUDA_DEADLINE_S=120 timeout 520 bash scripts/device/cuda-tests.sh > "$out/tests.txt" 2>&1
   echo "tests rc=$?"
   grep -E "^== |test result|panicked|FAILED|differ|A8 \(" "$out/tests.txt" | head -40
 fi

@@ -21,10 +21,14 @@ pub struct CudaOptions {
     pub mode: GraphMode,
     /// Math variant of the element-wise activation kernels (`MUSER_CUDA_FAST_ACT=1`: fast).
     pub act_math: Math,
-    /// Activations fed to the matmuls: A16 (default), A8 (`MUSER_CUDA_ACTS=a8`, A/B: Q4_K and
-    /// Q6_K weights only, one sequence or `MUSER_CUDA_BATCH_MM=mmq`) or f32
-    /// (`MUSER_CUDA_ACTS=f32`, A/B).
+    /// Activations fed to the matmuls: A8 (the default where the model's matmul weights have
+    /// A8 kernels: Q4_K, Q5_K, Q6_K in whole blocks, Q8_0, Q5_0), A16 (the default otherwise,
+    /// and `MUSER_CUDA_ACTS=a16`) or f32 (`MUSER_CUDA_ACTS=f32`, A/B). `CudaSession::new`
+    /// resolves the default (`acts_explicit` false) per model; the route identity says which.
     pub acts: Acts,
+    /// `acts` was set explicitly (environment or caller), not by default: an explicit A8 on a
+    /// model it cannot run is an error, the default takes A16 there.
+    pub acts_explicit: bool,
     /// Software-pipelined decode matvec for Q4_K/Q6_K (default; `MUSER_CUDA_PIPE=0` for A/B).
     pub pipe: bool,
     /// Stage the activation quants in shared memory for the pipelined decode matvec
@@ -154,10 +158,12 @@ impl CudaOptions {
             acts: match std::env::var("MUSER_CUDA_ACTS").as_deref() {
                 Ok("f32") => Acts::F32,
                 Ok("a8") => Acts::A8,
-                Err(_) | Ok("a16") => Acts::A16,
+                Err(_) => Acts::A8,
+                Ok("a16") => Acts::A16,
                 // Rejected with the value's name by `CudaSession::new`.
                 Ok(_) => Acts::Invalid,
             },
+            acts_explicit: std::env::var("MUSER_CUDA_ACTS").is_ok(),
             n_seq: 1,
             batch_nt: env_usize("MUSER_CUDA_BATCH_NT").unwrap_or(4),
             mmv_min: env_usize("MUSER_CUDA_MMV_MIN").unwrap_or(3),
