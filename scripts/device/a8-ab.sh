@@ -18,7 +18,7 @@ if [ "${TESTS:-1}" = 1 ]; then
   grep -E "^== |test result|panicked|FAILED|differ|A8 \(" "$out/tests.txt" | head -40
 fi
 if [ "${KB:-1}" = 1 ]; then
-  for f in "--q6pad" "--mmv --q6pad" "--a8"; do
+  for f in "--q6pad" "--mmv --q6pad" "--a8" "--a8 --mmv"; do
     echo "== mvb_bench $f"
     timeout 90 .device/mvb_bench $f 2>&1 | grep -E "^nt |panicked"
   done

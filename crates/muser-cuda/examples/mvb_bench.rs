@@ -8,8 +8,8 @@
 //! `cargo run --release -p muser-cuda --example mvb_bench [-- --unstaged | --default-smem |
 //! --mmv [--pair]] [--pdl] [--q6pad]`  (`--pdl`: launches overlap as with `MUSER_CUDA_PDL=1`;
 //! `--q6pad`: Q6_K in the aligned repack Q6_K-P, as the engine's default `MUSER_CUDA_Q6_PAD`;
-//! `--a8`: on A8 activations (`matvec_a8.cu`, packed rows `matvec_packed_a8.cu`; implies
-//! `--q6pad`); `--a8r`: the one-token pass only, with the register-resident A8 kernels
+//! `--a8`: on A8 activations (`matvec_a8.cu`, packed rows `matvec_packed_a8.cu`, with `--mmv`
+//! `mmv_a8.cu`; implies `--q6pad`); `--a8r`: the one-token pass only, with the register-resident A8 kernels
 //! (`mvr_*`) where K <= 8192).
 //! The one-token pass also prints each matrix alone.
 //! Packed rows launch as batched decode does (`Registry::packed_plan`: `MUSER_CUDA_MVB_WARPS`
@@ -199,8 +199,8 @@ fn main() {
     );
     let mut t1 = 0f64;
     for nt in [1usize, 2, 4, 8] {
-        if (a8r || mmv) && a8 && nt > 1 {
-            break; // register-resident and tensor-core rows: one token / A16 only
+        if a8r && nt > 1 {
+            break; // register-resident rows: one token only
         }
         let rows = if reg.mva_rows as usize * nt <= 8 {
             reg.mva_rows
@@ -210,6 +210,15 @@ fn main() {
         let plan: Vec<(Kernel, Dims)> = mats
             .iter()
             .map(|m| {
+                if a8 && nt > 1 && mmv {
+                    // A8 packed rows on the tensor cores (mmv_a8.cu).
+                    let km = if m.ty == GgmlType::Q4_K {
+                        Kernel::MmvQ4kA8
+                    } else {
+                        Kernel::MmvQ6pA8
+                    };
+                    return (km, reg.mmv_dims(m.n_out, m.k));
+                }
                 if a8 && nt > 1 {
                     // The A8 packed rows (matvec_packed_a8.cu), launched as batched decode does
                     // (`Registry::packed_plan_a8`).

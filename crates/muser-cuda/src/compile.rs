@@ -16,6 +16,7 @@ const FORMATS_A8: &str = include_str!("kernels/formats_a8.cuh");
 const MATVEC_PIPE: &str = include_str!("kernels/matvec_pipe.cuh");
 const MMA_INT8: &str = include_str!("kernels/mma_int8.cuh");
 const MMQ: &str = include_str!("kernels/mmq.cuh");
+const MMV: &str = include_str!("kernels/mmv.cuh");
 
 /// Numerics of a compiled module variant.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -65,6 +66,9 @@ pub enum Module {
     MmqA8,
     /// Packed decode rows on A8 activations (built for A8 sessions with several sequences).
     MatvecPackedA8,
+    /// Packed decode rows on the tensor cores, A8 activations (built with
+    /// [`Module::MatvecPackedA8`]).
+    MmvA8,
     Norm,
     Rope,
     Attention,
@@ -73,7 +77,7 @@ pub enum Module {
 
 impl Module {
     /// Every module.
-    pub const ALL: [Module; 12] = [
+    pub const ALL: [Module; 13] = [
         Module::Matvec,
         Module::MatvecA16,
         Module::MatvecPacked,
@@ -82,6 +86,7 @@ impl Module {
         Module::MatvecA8,
         Module::MmqA8,
         Module::MatvecPackedA8,
+        Module::MmvA8,
         Module::Norm,
         Module::Rope,
         Module::Attention,
@@ -107,6 +112,7 @@ impl Module {
             Module::MatvecA8 => "matvec_a8.cu",
             Module::MmqA8 => "mmq_a8.cu",
             Module::MatvecPackedA8 => "matvec_packed_a8.cu",
+            Module::MmvA8 => "mmv_a8.cu",
             Module::Norm => "norm.cu",
             Module::Rope => "rope.cu",
             Module::Attention => "attention.cu",
@@ -124,6 +130,7 @@ impl Module {
             Module::MatvecA8 => include_str!("kernels/matvec_a8.cu"),
             Module::MmqA8 => include_str!("kernels/mmq_a8.cu"),
             Module::MatvecPackedA8 => include_str!("kernels/matvec_packed_a8.cu"),
+            Module::MmvA8 => include_str!("kernels/mmv_a8.cu"),
             Module::Norm => include_str!("kernels/norm.cu"),
             Module::Rope => include_str!("kernels/rope.cu"),
             Module::Attention => include_str!("kernels/attention.cu"),
@@ -140,7 +147,9 @@ impl Module {
             Module::MmqA16 | Module::MmqA8 => {
                 return format!("{COMMON}\n{FORMATS_A16}\n{MMA_INT8}\n{MMQ}\n{body}")
             }
-            Module::MmvA16 => return format!("{COMMON}\n{FORMATS_A16}\n{MMA_INT8}\n{body}"),
+            Module::MmvA16 | Module::MmvA8 => {
+                return format!("{COMMON}\n{FORMATS_A16}\n{MMA_INT8}\n{MMV}\n{body}")
+            }
             _ => "",
         };
         format!("{COMMON}\n{formats}\n{body}")

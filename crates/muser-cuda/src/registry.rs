@@ -85,6 +85,7 @@ kernels! {
     MvsQ6pA8T2 => MatvecPackedA8, "mvs_q6p_a8_t2"; MvpQ6pA8T2 => MatvecPackedA8, "mvp_q6p_a8_t2";
     MvsQ6pA8T4 => MatvecPackedA8, "mvs_q6p_a8_t4"; MvpQ6pA8T4 => MatvecPackedA8, "mvp_q6p_a8_t4";
     MvsQ6pA8T8 => MatvecPackedA8, "mvs_q6p_a8_t8"; MvpQ6pA8T8 => MatvecPackedA8, "mvp_q6p_a8_t8";
+    MmvQ4kA8 => MmvA8, "mmv_q4_k_a8"; MmvQ6pA8 => MmvA8, "mmv_q6p_a8";
     RmsnormRows => Norm, "rmsnorm_rows";
     EmbedFinish => Norm, "embed_finish";
     ResidualNorm => Norm, "residual_norm";
@@ -439,7 +440,7 @@ impl Registry {
                         })?;
                     // Kernels whose dynamic shared memory may pass the 48 KiB default opt in
                     // to the SM's large shared memory, beside their static scratch.
-                    let static_smem = if m == Module::MmvA16 {
+                    let static_smem = if matches!(m, Module::MmvA16 | Module::MmvA8) {
                         // Up to 93 184 inputs' staged factors beside the static partials.
                         Some(MMV_STATIC_SMEM)
                     } else if Self::t1_ring(k, mva_wstages, mva_wstages_q6).0 > 0 {

@@ -1,7 +1,7 @@
 //! The A8 activation side of the matmuls on the device (`matvec_a8.cu`, `matvec_packed_a8.cu`,
 //! `mmq_a8.cu`; the route `MUSER_CUDA_ACTS=a8`): the device quantizer equals muser_quant::a8's
 //! bit for bit; the one-token Q4_K / Q6_K-P kernels (staged, unstaged and register-resident),
-//! the packed decode rows and the tensor-core matmuls equal the eight-token reference kernel bit
+//! the packed decode rows (dp4a and tensor cores) and the tensor-core matmuls equal the eight-token reference kernel bit
 //! for bit, and so do the plain Q5_K / Q8_0 / Q5_0 one-token kernels theirs; each reference is
 //! close to the f64 product of the dequantized weights and the dequantized A8 activations. Without a CUDA device every
 //! test says "skipping: no CUDA device" (CI); `scripts/device/cuda-tests.sh` runs it on the H200.
@@ -212,6 +212,33 @@ fn a8_decode_kernels_match_their_reference() {
                         bits(&y8[..nt * n_out]),
                         "{ty:?} A8: {} differs from {} at K = {k}",
                         kern.symbol(),
+                        k8.symbol()
+                    );
+                }
+            }
+            // Packed rows on the tensor cores (mmv_a8.cu): every token count 1..=8 of one
+            // launch.
+            if Registry::mmv_fits(k) {
+                let km = if ty == GgmlType::Q4_K {
+                    Kernel::MmvQ4kA8
+                } else {
+                    Kernel::MmvQ6pA8
+                };
+                for nt in 1..=8usize.min(n_tok) {
+                    let ym = run(
+                        &gpu,
+                        &reg,
+                        km,
+                        reg.mmv_dims(n_out, k),
+                        (w.ptr(), row_bytes),
+                        &act,
+                        (k, n_out, nt),
+                    );
+                    assert_eq!(
+                        bits(&ym),
+                        bits(&y8[..nt * n_out]),
+                        "{ty:?} A8: {} with {nt} tokens differs from {} at K = {k}",
+                        km.symbol(),
                         k8.symbol()
                     );
                 }

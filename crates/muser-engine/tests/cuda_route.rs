@@ -199,8 +199,8 @@ fn cuda_route_tracks_the_oracle_and_is_deterministic() {
 }
 
 /// What the A8 route cannot run is refused before any device work (so this runs everywhere):
-/// Q6_K outside Q6_K-P, the unpipelined decode kernels, the tensor-core packed-row switches
-/// (A16 only), float matmul weights — each a configuration error naming the switch.
+/// Q6_K outside Q6_K-P, the unpipelined decode kernels, the paired tensor-core packed rows (A16
+/// only), float matmul weights — each a configuration error naming the switch.
 #[test]
 fn a8_route_refuses_what_it_has_no_kernels_for() {
     let m = tiny_model(1);
@@ -227,15 +227,6 @@ fn a8_route_refuses_what_it_has_no_kernels_for() {
         Err(e) => panic!("MUSER_CUDA_MVR=1 on A16: unexpected error {e}"),
         Ok(_) => panic!("MUSER_CUDA_MVR=1 on A16 must be refused"),
     }
-    refused(
-        &m,
-        &|o| {
-            o.n_seq = 2;
-            o.mmv_min = 2;
-            o.mmv_min_explicit = true;
-        },
-        "tensor-core packed rows from two rows",
-    );
     refused(
         &m,
         &|o| {
@@ -570,6 +561,17 @@ fn batched_decode_equals_each_sequence_alone() {
                 o.xsmem = false
             },
         ),
+        (
+            "A8, tensor-core packed rows (mmv) from two rows",
+            |o: &mut CudaOptions| {
+                o.acts = Acts::A8;
+                o.mmv_min = 2
+            },
+        ),
+        ("A8, no tensor-core packed rows", |o: &mut CudaOptions| {
+            o.acts = Acts::A8;
+            o.mmv_min = 9
+        }),
         ("A8, tensor-core matmuls", |o: &mut CudaOptions| {
             o.acts = Acts::A8;
             o.batch_mm = muser_engine::cuda::BatchMm::Mmq

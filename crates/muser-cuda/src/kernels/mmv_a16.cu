@@ -1,49 +1,7 @@
-// mmv_a16.cu — packed decode rows on the int8 tensor cores: up to 8 tokens (one per sequence)
-// × Q4_K / Q6_K weights, 16 rows × 8 token columns per MMA tile (Q4_K: m16n8k32 per 32-value
-// sub-block, Q6_K: m16n8k16 per 16-value group). Needs common.cuh + formats_a16.cuh +
-// mma_int8.cuh.
-//
-// Same floats as decode: every (row, token) output is mva_pipe's operation sequence — virtual
-// lane v chains units v, v+32, v+64, … into its partial (Q4_K: k4_step for sub-blocks 2c, 2c+1;
-// Q6_K: q6_step for its four groups in order), and the 32 partials are summed left to right —
-// so a row decoded in a packed step equals the same row decoded alone, bit for bit (device test
-// `kernels.rs`). The integer sums come from the tensor cores (exact: mma_int8.cuh); which
-// values of a sub-block or group a thread feeds is a permutation of k applied to both operands,
-// so the sums do not change.
-//
-// Block: MMV_WARPS warps on the same 16 rows; warp w chains the virtual lanes v ≡ w (mod
-// MMV_WARPS), each unit's weights and activations fetched one unit ahead; the partials meet in
-// shared memory and four warps sum them in lane order (one accumulator element each).
-// Fragment of thread (g = lane / 4, q = lane % 4): rows g and g + 8; B column (token) g;
-// accumulator columns 2q, 2q + 1. The tokens' group factors (scale, scale × quant sum, the floats
-// decode forms) are staged once per block in dynamic shared memory, [group][token] pairs
-// (64 · K/32 bytes). A warp's units all have the same position in their block (u ≡ warp mod 4),
-// so it is folded into the thread's bases; a quad's lanes each decode one row's block header
-// (q even: row g, odd: row g + 8) and share the factors by shuffles.
-//
-//   W: [n_out][row_bytes]   XQ: [n_tok][K] i16   XS, XSUM: [n_tok][K/32]   Y: [n_tok][ldy] f32
-//   K % 256 == 0, 1 <= n_tok <= 8 (token columns past n_tok read the last token, not written).
-
-#define MMV_WARPS 8
-
-// The compiler may not recompute a value passed through here (keeps per-thread bases in
-// registers instead of rebuilding them from the kernel parameters inside the loop).
-template <class T>
-__device__ __forceinline__ T* opaque(T* p) {
-    asm volatile("" : "+l"(p));
-    return p;
-}
-
-// The other row's four factors (lane ^ 1 holds them); returns (row g, row g + 8) in fa, fb.
-__device__ __forceinline__ void quad_rows(const float (&mine)[4], int q, float (&fa)[4],
-                                          float (&fb)[4]) {
-#pragma unroll
-    for (int i = 0; i < 4; ++i) {
-        const float other = __shfl_xor_sync(0xffffffffu, mine[i], 1);
-        fa[i] = (q & 1) ? other : mine[i];
-        fb[i] = (q & 1) ? mine[i] : other;
-    }
-}
+// mmv_a16.cu — packed decode rows on the int8 tensor cores with A16 activations (each int16
+// quant as two bytes: mma_int8.cuh's hi/lo MMA pair): the Q4_K / Q6_K / Q6_K-P formats of
+// mmv.cuh's body and the paired tiles for at most 4 tokens. Needs common.cuh + formats_a16.cuh
+// + mma_int8.cuh + mmv.cuh.
 
 // Sub-block s (low / high nibbles) of a Q4_K unit as one hi/lo MMA pair's operands: A from the
 // quant bytes qa (tile rows 0..7) and qb (rows 8..15), B from x, a column's 8 quants; called as
@@ -66,6 +24,7 @@ struct MmvQ4Tile {
 // ---- Q4_K: unit c of a 144-byte block = sub-blocks 2c, 2c+1 (low, high nibbles of 32 bytes).
 // Thread q feeds values 8q .. 8q+7 of each sub-block (k slots 4q.. and 16+4q..).
 struct MmvQ4K {
+    typedef short XE;
     struct Bases {
         const u8 *wh, *wa, *wb;  // header of this lane's row; quants of rows g, g + 8
         const short* x;          // token g: value 8q of unit 0
@@ -121,33 +80,8 @@ struct MmvQ4K {
 // 128h + 32g + 16pt + l (l < 16), weights ql run A (low nibbles: g = 0, high: g = 2), run B
 // (g = 1, 3), qh run (bits 2g, 2g+1), scales s[8h + pt + 2g], d. Thread q feeds l = 4q .. 4q+3
 // of each group (k slots 4q..): each word is read as two aligned 16-bit halves.
-__device__ __forceinline__ u32 ld_u32_a2(const u8* p) {
-    const unsigned short* h = (const unsigned short*)p;
-    return (u32)__ldg(h) | ((u32)__ldg(h + 1) << 16);
-}
-// The A fragment (rows g, g + 8 or the paired tiles' two units) of Q6_K group j from the runs'
-// bytes 4q .. 4q+3: 6-bit quants minus 32 as signed bytes.
-__device__ __forceinline__ void mmv_q6_frag(const u32 (&A)[2], const u32 (&B)[2], const u32 (&H)[2],
-                                            int j, u32 (&a)[2]) {
-#pragma unroll
-    for (int i = 0; i < 2; ++i) {
-        const u32 lq = j & 1 ? B[i] : A[i];
-        const u32 nib = (lq >> (j & 2 ? 4 : 0)) & 0x0F0F0F0Fu;
-        const u32 hb = ((H[i] >> (2 * j)) & 0x03030303u) << 4;
-        a[i] = __vsub4(nib | hb, 0x20202020u);
-    }
-}
-// The four group scales d · s of a Q6_K unit at part pt (the 16-bit pairs s01, s23, d's bits).
-__device__ __forceinline__ void mmv_q6_scales(u32 s01, u32 s23, u32 dbits, int pt,
-                                              float (&sc)[4]) {
-    const float d = h2f((u16)dbits);
-    const u32 sh = 8 * pt;
-    sc[0] = q6_scale(d, (i8)((s01 >> sh) & 0xFF));
-    sc[1] = q6_scale(d, (i8)((s01 >> (16 + sh)) & 0xFF));
-    sc[2] = q6_scale(d, (i8)((s23 >> sh) & 0xFF));
-    sc[3] = q6_scale(d, (i8)((s23 >> (16 + sh)) & 0xFF));
-}
 struct MmvQ6K {
+    typedef short XE;
     struct Bases {
         const u8 *wh, *wa, *wb;  // block base of this lane's row; rows g, g + 8 (run offset in)
         const short* x;          // token g: value 16pt + 4q of unit 0's half
@@ -220,15 +154,6 @@ struct MmvQ6K {
     }
 };
 
-// ---- Q6_K-P (muser_cuda::q6pad): unit c of block blk at pair (blk / 2) · 432 + 192 (blk % 2)
-// + 48c — runs A, B, H at +0, +16, +32 (aligned words) — its scale word (group order) at
-// 384 + 16 (blk % 2) + 4c of the pair, d at 416 + 2 (blk % 2). Same In and arithmetic as MmvQ6K.
-__device__ __forceinline__ u32 q6p_pair_off(int blk) { return (u32)(blk >> 1) * 432u; }
-// The unit's scale word as MmvQ6K's s01 / s23 read at part 0.
-__device__ __forceinline__ void q6p_scale_pairs(u32 w, u32& s01, u32& s23) {
-    s01 = __byte_perm(w, 0u, 0x4140);
-    s23 = __byte_perm(w, 0u, 0x4342);
-}
 struct MmvQ6KP : MmvQ6K {
     static __device__ __forceinline__ Bases bases(const u8* W, u64 row_bytes, int row0, int n_out,
                                                   const short* XQ, int K, int n_tok, int c) {
@@ -264,94 +189,6 @@ struct MmvQ6KP : MmvQ6K {
     }
 };
 
-// The tokens' group factors (xs, xs · xsum) of NT token columns into fac[K/32][NT] (columns
-// past n_tok repeat the last token); the whole block takes part.
-template <int NT>
-__device__ __forceinline__ void mmv_stage_factors(const float* __restrict__ XS,
-                                                  const int* __restrict__ XSUM, int kg,
-                                                  int n_tok, float2* fac) {
-    static_assert(NT == 4 || NT == 8, "mmv_stage_factors: 4 or 8 token columns");
-    for (int i = threadIdx.x; i < kg * NT; i += 32 * MMV_WARPS) {
-        const int grp = i >> (NT == 8 ? 3 : 2), t = min(i & (NT - 1), n_tok - 1);
-        const float xs = XS[(size_t)t * kg + grp];
-        fac[i] = make_float2(xs, a16_xsm(xs, XSUM[(size_t)t * kg + grp]));
-    }
-}
-
-// A warp's units from u in `next` order (-1 ends), two buffers in turn: the next unit's loads
-// in flight during this unit's MMAs (after the last unit, its own again: a cache hit, so the
-// loads stay unconditional). fetch(u, in), consume(in, u).
-template <class In, class Next, class Fetch, class Consume>
-__device__ __forceinline__ void mmv_walk(int u, Next next, Fetch fetch, Consume consume) {
-    In x0, x1;
-    fetch(u, x0);
-    for (;;) {
-        int un = next(u);
-        fetch(un >= 0 ? un : u, x1);
-        consume(x0, u);
-        if (un < 0) break;
-        u = un;
-        un = next(u);
-        fetch(un >= 0 ? un : u, x0);
-        consume(x1, u);
-        if (un < 0) break;
-        u = un;
-    }
-}
-
-template <class F>
-__device__ __forceinline__ void mmv_body(const u8* __restrict__ W, u64 row_bytes,
-                                         const short* __restrict__ XQ, const float* __restrict__ XS,
-                                         const int* __restrict__ XSUM, int K, float* __restrict__ Y,
-                                         int ldy, int n_out, int n_tok) {
-    __shared__ __align__(16) float red[32][32][4];  // [virtual lane][thread][element]
-    extern __shared__ __align__(16) float2 fac[];   // [K/32][8 tokens]: (xs, xs * xsum)
-    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, q = lane & 3;
-    const int row0 = blockIdx.x * 16, kg = K / 32, c = warp & 3;
-    mmv_stage_factors<8>(XS, XSUM, kg, n_tok, fac);
-    const typename F::Bases b = F::bases(W, row_bytes, row0, n_out, XQ, K, n_tok, c);
-    const float4* fq = (const float4*)(fac + 2 * q);  // tokens 2q, 2q + 1 of group 0
-    const int n_units = K / 64;
-    for (int v = warp; v < 32; v += MMV_WARPS)
-        if (v >= n_units) *(float4*)red[v][lane] = make_float4(0.f, 0.f, 0.f, 0.f);
-    __syncthreads();  // the factors are staged
-    if (warp < n_units) {
-        auto next = [&](int u) {
-            const int v = u & 31;
-            return u + 32 < n_units ? u + 32 : (v + MMV_WARPS < min(32, n_units) ? v + MMV_WARPS : -1);
-        };
-        float p[4] = {0.f, 0.f, 0.f, 0.f};
-        // Chain unit u; after a virtual lane's last unit its partial goes to shared memory.
-        auto consume = [&](const typename F::In& in, int u) {
-            F::consume(in, u, c, fq, p);
-            if (u + 32 >= n_units) {
-                *(float4*)red[u & 31][lane] = make_float4(p[0], p[1], p[2], p[3]);
-#pragma unroll
-                for (int e = 0; e < 4; ++e) p[e] = 0.f;
-            }
-        };
-        mmv_walk<typename F::In>(
-            warp, next, [&](int u, typename F::In& in) { F::fetch(b, u, in); }, consume);
-    }
-    __syncthreads();
-    if (warp < 4) {
-        const int e = warp;
-        float total = red[0][lane][e];
-        for (int j = 1; j < 32; ++j) total = __fadd_rn(total, red[j][lane][e]);
-        const int row = row0 + g + 8 * (e >> 1), t = 2 * q + (e & 1);
-        if (row < n_out && t < n_tok) Y[(size_t)t * ldy + row] = total;
-    }
-}
-
-// A tensor-core packed-rows kernel: BODY (mmv_body / mmv_pair_body) for format F.
-#define MMV_KERNEL(NAME, BODY, F)                                                               \
-    extern "C" __global__ void __launch_bounds__(32 * MMV_WARPS, 2)                             \
-        NAME(const u8* W, u64 row_bytes, const short* XQ, const float* XS, const int* XSUM,     \
-             int K, float* Y, int ldy, int n_out, int n_tok) {                                  \
-        PDL_ENTRY()                                                                             \
-        BODY<F>(W, row_bytes, XQ, XS, XSUM, K, Y, ldy, n_out, n_tok);                           \
-    }
-
 MMV_KERNEL(mmv_q4_k, mmv_body, MmvQ4K)
 MMV_KERNEL(mmv_q6_k, mmv_body, MmvQ6K)
 MMV_KERNEL(mmv_q6p, mmv_body, MmvQ6KP)
@@ -371,6 +208,7 @@ MMV_KERNEL(mmv_q6p, mmv_body, MmvQ6KP)
 
 // Q4_K, paired: thread (g, q) feeds values 8q .. 8q+7 of each sub-block (as MmvQ4K).
 struct MmvPairQ4K {
+    typedef short XE;
     static const int BLOCK_BYTES = 144;
     struct Bases {
         const u8 *wh, *wq;  // row g's block 0: header; quants 8q of unit position c
@@ -426,6 +264,7 @@ struct MmvPairQ4K {
 
 // Q6_K, paired: thread (g, q) feeds l = 4q .. 4q+3 of each group (as MmvQ6K).
 struct MmvPairQ6K {
+    typedef short XE;
     static const int BLOCK_BYTES = 210;
     struct Bases {
         const u8 *wh, *wq;  // row g's block 0; its run offset for unit position c

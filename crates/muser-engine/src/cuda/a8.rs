@@ -1,8 +1,8 @@
 //! What the A8 activation route (`MUSER_CUDA_ACTS=a8`, issue 5's A/B of the activation format)
 //! can run, checked before a session starts: its kernels (matvec_a8.cu, mmq_a8.cu,
 //! matvec_packed_a8.cu) exist for Q4_K and Q6_K-P weights (one-token decode, pipelined and
-//! staged or not, or register-resident; packed decode rows; tensor-core or eight-token
-//! multi-token matmuls) and for Q5_K, Q8_0 and Q5_0 (the plain one- and eight-token kernels); the
+//! staged or not, or register-resident; packed decode rows, on the tensor cores or not;
+//! tensor-core or eight-token multi-token matmuls) and for Q5_K, Q8_0 and Q5_0 (the plain one- and eight-token kernels); the
 //! fused quantization kernels have A8 twins (`*_q8`). F16 / F32 matmul weights are refused: A8
 //! would round their activations to 8 bits where A16 keeps 16 (and llama.cpp, f16). Anything
 //! else is a configuration error naming what to change — never a silent switch to another route
@@ -79,11 +79,11 @@ pub fn check_options(model: &Model, opts: &CudaOptions) -> Result<(), EngineErro
             "the one-token kernels are the pipelined ones (not with MUSER_CUDA_PIPE=0)",
         );
     }
-    if opts.mmv_min_explicit || opts.mmv_pair {
+    if opts.mmv_pair {
         return refuse(
             opts,
-            "there are no tensor-core packed rows on A8 (MUSER_CUDA_MMV_MIN / MUSER_CUDA_MMV_PAIR \
-             apply to A16 only)",
+            "there are no paired tensor-core packed rows on A8 (MUSER_CUDA_MMV_PAIR applies to A16 \
+             only)",
         );
     }
     weights_fit(model).or_else(|e| refuse(opts, e))

@@ -190,7 +190,8 @@ impl<'m> CudaSession<'m> {
     /// `mv` on the A8 route (`MUSER_CUDA_ACTS=a8`; `cuda::a8` checked the weights and
     /// options): one token on the pipelined kernel (staged where it fits) or, with `mvr`, the
     /// register-resident one where K allows, or the plain kernel of formats without either;
-    /// packed decode rows on the packed kernels (launches of at most `batch_nt` rows, as A16's);
+    /// packed decode rows on the tensor cores from `mmv_min` rows, else on the packed kernels
+    /// (launches of at most `batch_nt` rows), as A16's;
     /// several tokens on the tensor cores or the eight-token kernel.
     fn mv_a8(
         &self,
@@ -229,10 +230,20 @@ impl<'m> CudaSession<'m> {
                 }
             };
         }
-        if let Some(kp) = k8
-            .packed
-            .filter(|_| packed && self.opts.batch_mm == BatchMm::Packed)
+        let packed_mm = packed && self.opts.batch_mm == BatchMm::Packed;
+        if let Some(km) = k8
+            .mmv
+            .filter(|_| packed_mm && n >= self.opts.mmv_min && Registry::mmv_fits(m.n_in))
         {
+            // All rows (<= MAX_BATCH = 8 token columns) in one tensor-core launch, as A16's.
+            return launch(
+                self.f(km),
+                self.reg.mmv_dims(m.n_out, m.n_in),
+                s,
+                self.a16_args(m, 0, (y, ldy), n),
+            );
+        }
+        if let Some(kp) = k8.packed.filter(|_| packed_mm) {
             // As A16's packed rows (`mv`): launches of the next of 2, 4, 8 rows, at most
             // `batch_nt`; rows past n compute on spare buffer rows nobody reads.
             let mut r0 = 0;

@@ -322,6 +322,9 @@ impl<'m> CudaSession<'m> {
             modules.extend([Module::MatvecA8, Module::MmqA8]);
             if opts.n_seq > 1 && opts.batch_mm == BatchMm::Packed {
                 modules.push(Module::MatvecPackedA8);
+                if opts.mmv_min <= opts.n_seq.min(MAX_BATCH) {
+                    modules.push(Module::MmvA8);
+                }
             }
         }
         let reg = Registry::build_modules(&gpu, &modules)?;
@@ -455,9 +458,7 @@ impl<'m> CudaSession<'m> {
                     ",seqs={n}/packed-w{}-nt{}{}",
                     self.reg.mvb_warps,
                     self.opts.batch_nt,
-                    if self.opts.acts == Acts::A16
-                        && self.opts.mmv_min <= self.n_past.len().min(MAX_BATCH)
-                    {
+                    if self.opts.mmv_min <= self.n_past.len().min(MAX_BATCH) {
                         format!(
                             "-mmv{}{}",
                             self.opts.mmv_min,
@@ -502,8 +503,8 @@ impl<'m> CudaSession<'m> {
         &self.gpu
     }
 
-    /// Packed decode steps run on the packed decode kernels (A16: from `mmv_min` rows Q4_K and
-    /// Q6_K on the tensor-core ones; A8: packed kernels only), else on the prefill kernels.
+    /// Packed decode steps run on the packed decode kernels (from `mmv_min` rows Q4_K and Q6_K
+    /// on the tensor-core ones), else on the prefill kernels.
     fn batch_packed(&self) -> bool {
         matches!(self.opts.acts, Acts::A16 | Acts::A8) && self.opts.batch_mm == BatchMm::Packed
     }

@@ -73,8 +73,6 @@ pub struct CudaOptions {
     /// sequence with the first (Q4_K-only) kernel (docs/cuda.md): 2 rows 1.06x with it vs
     /// 1.27x without, 4 rows 1.90x vs 1.75x, 8 rows 2.74x vs 1.89x. Same numbers.
     pub mmv_min: usize,
-    /// `mmv_min` was set explicitly (environment or caller), not by default.
-    pub mmv_min_explicit: bool,
     /// Tensor-core packed steps of at most 4 rows use the paired tiles (`mmv_pair_*`: two
     /// units per 16 × 8 tile, half the epilogue; `MUSER_CUDA_MMV_PAIR=1`, default off). Same
     /// numbers, slower (H200, 75dee43): 4 rows 2.13× one sequence vs 2.28× with the 8-column
@@ -167,7 +165,6 @@ impl CudaOptions {
             n_seq: 1,
             batch_nt: env_usize("MUSER_CUDA_BATCH_NT").unwrap_or(4),
             mmv_min: env_usize("MUSER_CUDA_MMV_MIN").unwrap_or(3),
-            mmv_min_explicit: std::env::var("MUSER_CUDA_MMV_MIN").is_ok(),
             mmv_pair: std::env::var("MUSER_CUDA_MMV_PAIR").as_deref() == Ok("1"),
             pdl: std::env::var("MUSER_CUDA_PDL").as_deref() == Ok("1"),
             mvr: std::env::var("MUSER_CUDA_MVR").as_deref() == Ok("1"),

@@ -109,6 +109,8 @@ pub struct A8Kernels {
     /// Packed decode rows (batched decode; Q4_K, Q6_K-P): per tokens-per-launch 2, 4, 8 the
     /// (staged, unstaged) kernels.
     pub packed: Option<[(Kernel, Kernel); 3]>,
+    /// Packed decode rows on the tensor cores (Q4_K, Q6_K-P; from `MUSER_CUDA_MMV_MIN` rows).
+    pub mmv: Option<Kernel>,
 }
 
 /// The one-token A8 kernel(s) of a weight layout.
@@ -130,6 +132,7 @@ fn a8_kernels_for(ty: GgmlType) -> Option<A8Kernels> {
         mmq: None,
         mvr: None,
         packed: None,
+        mmv: None,
     };
     match ty {
         GgmlType::Q4_K => Some(A8Kernels {
@@ -142,6 +145,7 @@ fn a8_kernels_for(ty: GgmlType) -> Option<A8Kernels> {
                 (MvsQ4kA8T4, MvpQ4kA8T4),
                 (MvsQ4kA8T8, MvpQ4kA8T8),
             ]),
+            mmv: Some(MmvQ4kA8),
         }),
         GgmlType::Q5_K => Some(plain(MvaQ5kA8T1, MvaQ5kA8T8)),
         GgmlType::Q8_0 => Some(plain(MvaQ80A8T1, MvaQ80A8T8)),
@@ -239,6 +243,7 @@ pub fn q6p_kernels() -> TypeKernels {
                 (MvsQ6pA8T4, MvpQ6pA8T4),
                 (MvsQ6pA8T8, MvpQ6pA8T8),
             ]),
+            mmv: Some(MmvQ6pA8),
         }),
     }
 }
