@@ -4,7 +4,8 @@
 # kernels_a8 checks the plain Q5_K / Q8_0 / Q5_0 kernels and the packed A8 rows bit for bit,
 # cuda_route the A8 batched decode and the plain formats end to end); `mvb_bench` packed rows
 # A16 (packed and tensor-core) vs A8 at 1 / 2 / 4 / 8 rows; then end to end, alternating A16 and
-# A8: batched decode at 1 / 2 / 4 / 8 rows and pp512 / tg128.
+# A8: batched decode at 1 / 2 / 4 / 8 rows and pp512 / tg128; the double-buffered prefill staging
+# (MUSER_CUDA_MMQ_DB=1): mmq_bench, the mmq bit-identity tests and pp512.
 # Usage: bash scripts/device/a8-ab.sh OUTDIR   (TESTS=0 skips the tests, KB=0 the kernel
 # benchmarks, E2E=0 the end to end; REPS end-to-end repetitions, default 2). Then gemma A8
 # parity: scripts/device/gemma-parts.sh's calls, and
@@ -22,6 +23,13 @@ if [ "${KB:-1}" = 1 ]; then
     echo "== mvb_bench $f"
     timeout 90 .device/mvb_bench $f 2>&1 | grep -E "^nt |panicked"
   done
+  # Double-buffered prefill staging (MUSER_CUDA_MMQ_DB): bit-identity (the mmq tests) and time.
+  for db in 0 1; do
+    echo "== MUSER_CUDA_MMQ_DB=$db"
+    MUSER_CUDA_MMQ_DB=$db timeout 120 .device/mmq_bench --a8 2>&1 | grep -E "mmq|panicked"
+  done
+  MUSER_CUDA_MMQ_DB=1 MUSER_CUDA_DEADLINE_S=120 timeout 200 .device/tests/kernels --test-threads 1 mmq 2>&1 | grep -E "test |result|differ"
+  MUSER_CUDA_MMQ_DB=1 MUSER_CUDA_DEADLINE_S=120 timeout 200 .device/tests/kernels_a8 --test-threads 1 mmq 2>&1 | grep -E "test |result|differ"
 fi
 [ "${E2E:-1}" = 1 ] || exit 0
 while [ ! -f $HOME/forge.done ]; do sleep 2; done
@@ -30,5 +38,7 @@ for rep in $(seq 1 ${REPS:-2}); do
     echo "== MUSER_CUDA_ACTS=$v (rep $rep)"
     MUSER_CUDA_ACTS=$v $M bench -m $HOME/full.gguf --backend cuda -p 512 -n 128 -r 2 2>&1 | grep -E "pp512|tg128|route|rror"
     MUSER_CUDA_ACTS=$v $M bench -m $HOME/full.gguf --backend cuda -p 0 -n 64 -b 1,2,4,8 -r 2 2>&1 | grep -E "x[1248]|seqs|rror"
+    echo "== MUSER_CUDA_ACTS=$v MUSER_CUDA_MMQ_DB=1 (rep $rep)"
+    MUSER_CUDA_ACTS=$v MUSER_CUDA_MMQ_DB=1 $M bench -m $HOME/full.gguf --backend cuda -p 512 -n 0 -r 2 2>&1 | grep -E "pp512|route|rror"
   done
 done

@@ -40,8 +40,8 @@ fn main() {
         ("attn_v  ", GgmlType::Q6_K, 6656, 256),
     ];
     println!(
-        "mmq_bench: tokens {n_tok}, tile {}x{}, minb {}, cvt {}",
-        MMQ_ROWS, reg.mmq_tokens, reg.mmq_minb, reg.mmq_cvt
+        "mmq_bench: tokens {n_tok}, tile {}x{}, minb {}, cvt {}, double-buffered staging {}",
+        MMQ_ROWS, reg.mmq_tokens, reg.mmq_minb, reg.mmq_cvt, reg.mmq_db
     );
     for (label, ty, k, n_out) in shapes {
         // A few distinct quantized rows repeated: the timing does not depend on the values.

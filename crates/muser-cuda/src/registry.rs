@@ -153,6 +153,9 @@ pub struct Registry {
     /// How the tensor-core matmuls convert their sums (`-DMMQ_CVT`, `MUSER_CUDA_MMQ_CVT`: 1
     /// (default) integer chain + I2FP, 0 magic-bias FP32 arithmetic; the same floats).
     pub mmq_cvt: u32,
+    /// Double-buffered staging of the tensor-core matmuls (`-DMMQ_DB`, `MUSER_CUDA_MMQ_DB=1`: one
+    /// barrier per unit instead of two; the same floats). Off until measured.
+    pub mmq_db: u32,
     /// The Q6_K decode matvec keeps the next unit's weights as raw windows until they are
     /// needed (`-DMVA_Q6_LAZY`; default on, `MUSER_CUDA_Q6_LAZY=0` for A/B: tg128 109.5 vs
     /// 102.2 tok/s on the H200; the same words, so the same numbers).
@@ -360,6 +363,7 @@ impl Registry {
         let mmq_wn = env_choice("MUSER_CUDA_MMQ_WN", 4, &[2, 4])?;
         let mmq_minb = env_choice("MUSER_CUDA_MMQ_MINB", 1, &[1, 2])?;
         let mmq_cvt = env_choice("MUSER_CUDA_MMQ_CVT", 1, &[0, 1])?;
+        let mmq_db = env_choice("MUSER_CUDA_MMQ_DB", 0, &[0, 1])?;
         let q6_lazy = env_choice("MUSER_CUDA_Q6_LAZY", 1, &[0, 1])?;
         let stage_async = env_choice("MUSER_CUDA_STAGE_ASYNC", 0, &[0, 1])?;
         let mva_wstages = env_choice("MUSER_CUDA_MVA_WSTAGES", 0, &[0, 2, 3, 4, 6])?;
@@ -410,6 +414,7 @@ impl Registry {
                         format!("-DMMQ_WN={mmq_wn}"),
                         format!("-DMMQ_MINB={mmq_minb}"),
                         format!("-DMMQ_CVT={mmq_cvt}"),
+                        format!("-DMMQ_DB={mmq_db}"),
                     ],
                     _ => Vec::new(),
                 };
@@ -486,6 +491,7 @@ impl Registry {
             mmq_tokens: 16 * mmq_wn,
             mmq_minb,
             mmq_cvt,
+            mmq_db,
             q6_lazy: q6_lazy == 1,
             stage_async: stage_async == 1,
             mva_wstages,

@@ -28,6 +28,14 @@
 #ifndef MMQ_MINB
 #define MMQ_MINB 1
 #endif
+// Staging buffers (-DMMQ_DB from `MUSER_CUDA_MMQ_DB`): 0 = one unit's weights and activations
+// in shared memory, two barriers per unit (the next unit is committed only after every warp
+// has read the current one); 1 = two buffers in turn, one barrier per unit (the next unit is
+// committed into the other buffer while this one is read). The same units in the same order
+// through the same arithmetic: the same floats.
+#ifndef MMQ_DB
+#define MMQ_DB 0
+#endif
 #define MMQ_BM 128
 #define MMQ_BN (16 * MMQ_WN)
 #define MMQ_THREADS 256
@@ -198,8 +206,8 @@ __device__ __forceinline__ void mmq_body(const u8* __restrict__ W, u64 row_bytes
                                          const float* __restrict__ XS,
                                          const int* __restrict__ XSUM, int K, float* __restrict__ Y,
                                          int ldy, int n_out, int n_tok) {
-    __shared__ __align__(16) u32 wsh[MMQ_BM * M::WW];
-    __shared__ __align__(16) u32 xsh[MMQ_BN * M::XW];
+    __shared__ __align__(16) u32 wsh[(1 + MMQ_DB) * MMQ_BM * M::WW];
+    __shared__ __align__(16) u32 xsh[(1 + MMQ_DB) * MMQ_BN * M::XW];
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     const int row0 = blockIdx.x * MMQ_BM, tok0 = blockIdx.y * MMQ_BN;
     const int wr = 32 * (warp & 3), wt = 8 * MMQ_WN * (warp >> 2);  // warp's first row / token
@@ -207,6 +215,51 @@ __device__ __forceinline__ void mmq_body(const u8* __restrict__ W, u64 row_bytes
     float p[2][MMQ_WN][4], total[2][MMQ_WN][4];
     typename M::Regs r;
     M::fetch(W, row_bytes, n_out, 0, XQ, XS, XSUM, K, n_tok, row0, tok0, r);
+#if MMQ_DB
+    // Units in the same order as below (virtual lane v = u % 32 outer, u inner), the staging
+    // buffer alternating: unit `cur` is read from buffer b while unit `nxt` is committed into
+    // buffer 1 - b; one barrier then publishes nxt and retires b.
+#pragma unroll
+    for (int mt = 0; mt < 2; ++mt)
+#pragma unroll
+        for (int nt = 0; nt < MMQ_WN; ++nt)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) p[mt][nt][e] = 0.f;
+    M::commit(0, r, wsh, xsh);
+    __syncthreads();
+    for (int cur = 0, b = 0;;) {
+        const int v = cur & 31;
+        const int nxt = cur + 32 < n_units ? cur + 32 : (v + 1 < min(32, n_units) ? v + 1 : -1);
+        if (nxt >= 0) M::fetch(W, row_bytes, n_out, nxt, XQ, XS, XSUM, K, n_tok, row0, tok0, r);
+        M::compute(wsh + b * (MMQ_BM * M::WW), xsh + b * (MMQ_BN * M::XW), wr, wt, p);
+        if (cur + 32 >= n_units) {
+            // Virtual lane v's last unit: its partial joins the running total (lane order).
+#pragma unroll
+            for (int mt = 0; mt < 2; ++mt)
+#pragma unroll
+                for (int nt = 0; nt < MMQ_WN; ++nt)
+#pragma unroll
+                    for (int e = 0; e < 4; ++e) {
+                        total[mt][nt][e] =
+                            v == 0 ? p[mt][nt][e] : __fadd_rn(total[mt][nt][e], p[mt][nt][e]);
+                        p[mt][nt][e] = 0.f;
+                    }
+        }
+        if (nxt < 0) break;
+        M::commit(nxt, r, wsh + (1 - b) * (MMQ_BM * M::WW), xsh + (1 - b) * (MMQ_BN * M::XW));
+        __syncthreads();
+        b = 1 - b;
+        cur = nxt;
+    }
+    // Virtual lanes without units (K < 2048) add their zero partials, as decode's lane sum.
+    for (int v = min(32, n_units); v < 32; ++v)
+#pragma unroll
+        for (int mt = 0; mt < 2; ++mt)
+#pragma unroll
+            for (int nt = 0; nt < MMQ_WN; ++nt)
+#pragma unroll
+                for (int e = 0; e < 4; ++e) total[mt][nt][e] = __fadd_rn(total[mt][nt][e], 0.f);
+#else
     for (int v = 0; v < 32; ++v) {
 #pragma unroll
         for (int mt = 0; mt < 2; ++mt)
@@ -231,6 +284,7 @@ __device__ __forceinline__ void mmq_body(const u8* __restrict__ W, u64 row_bytes
                 for (int e = 0; e < 4; ++e)
                     total[mt][nt][e] = v == 0 ? p[mt][nt][e] : __fadd_rn(total[mt][nt][e], p[mt][nt][e]);
     }
+#endif
     const int g = lane >> 2, q = lane & 3;
 #pragma unroll
     for (int mt = 0; mt < 2; ++mt)

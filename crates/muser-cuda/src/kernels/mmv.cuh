@@ -74,16 +74,111 @@ __device__ __forceinline__ void mmv_q6_scales(u32 s01, u32 s23, u32 dbits, int p
     sc[3] = q6_scale(d, (i8)((s23 >> (16 + sh)) & 0xFF));
 }
 
-// ---- Q6_K-P (muser_cuda::q6pad): unit c of block blk at pair (blk / 2) · 432 + 192 (blk % 2)
-// + 48c — runs A, B, H at +0, +16, +32 (aligned words) — its scale word (group order) at
-// 384 + 16 (blk % 2) + 4c of the pair, d at 416 + 2 (blk % 2). Same In and arithmetic as MmvQ6K.
+// Q6_K-P helpers (the layout: MmvQ6KPLoad below): a block pair's offset, and a unit's scale
+// word as Q6_K's 16-bit scale pairs at part 0.
 __device__ __forceinline__ u32 q6p_pair_off(int blk) { return (u32)(blk >> 1) * 432u; }
-// The unit's scale word as MmvQ6K's s01 / s23 read at part 0.
 __device__ __forceinline__ void q6p_scale_pairs(u32 w, u32& s01, u32& s23) {
     s01 = __byte_perm(w, 0u, 0x4140);
     s23 = __byte_perm(w, 0u, 0x4342);
 }
 
+// Activation loads of a format XE: 8 / 4 consecutive quants as one vector.
+template <class XE>
+struct MmvX;
+template <>
+struct MmvX<short> {
+    typedef uint4 V8;
+    typedef uint2 V4;
+};
+template <>
+struct MmvX<signed char> {
+    typedef uint2 V8;
+    typedef u32 V4;
+};
+
+// ---- Q4_K loads (both activation formats): unit c of a 144-byte block = sub-blocks 2c, 2c+1
+// (low, high nibbles of 32 bytes). Thread q feeds values 8q .. 8q+7 of each sub-block (k slots
+// 4q.. and 16+4q..). The formats add `consume` (mmv_a16.cu, mmv_a8.cu).
+template <class XE_>
+struct MmvQ4KLoad {
+    typedef XE_ XE;
+    typedef typename MmvX<XE>::V8 V8;
+    struct Bases {
+        const u8 *wh, *wa, *wb;  // header of this lane's row; quants of rows g, g + 8
+        const XE* x;             // token g: value 8q of unit 0
+    };
+    struct In {
+        uint4 h;       // this lane's row's block header: d, dmin, 12 scale bytes
+        uint2 qa, qb;  // quant bytes 8q .. 8q+7 of the unit's 32, rows g, g + 8
+        V8 x0, x1;     // token g: quants 8q .. 8q+7 of sub-blocks 0, 1
+    };
+    static __device__ __forceinline__ Bases bases(const u8* W, u64 row_bytes, int row0, int n_out,
+                                                  const XE* XQ, int K, int n_tok, int c) {
+        const int lane = threadIdx.x & 31, g = lane >> 2, q = lane & 3;
+        Bases b;
+        b.wh = opaque(W + (u64)min(row0 + g + 8 * (q & 1), n_out - 1) * row_bytes);
+        b.wa = opaque(W + (u64)min(row0 + g, n_out - 1) * row_bytes + 16 + 32 * c + 8 * q);
+        b.wb = opaque(W + (u64)min(row0 + g + 8, n_out - 1) * row_bytes + 16 + 32 * c + 8 * q);
+        b.x = opaque(XQ + (size_t)min(g, n_tok - 1) * K + 8 * q);
+        return b;
+    }
+    static __device__ __forceinline__ void fetch(const Bases& b, int u, In& in) {
+        const int bo = (u >> 2) * 144;
+        in.h = __ldg((const uint4*)(b.wh + bo));
+        in.qa = __ldg((const uint2*)(b.wa + bo));
+        in.qb = __ldg((const uint2*)(b.wb + bo));
+        in.x0 = *(const V8*)(b.x + 64 * u);
+        in.x1 = *(const V8*)(b.x + 64 * u + 32);
+    }
+};
+
+// ---- Q6_K-P loads (muser_cuda::q6pad; both activation formats): unit c of block blk at pair
+// (blk / 2) · 432 + 192 (blk % 2) + 48c — runs A, B, H at +0, +16, +32 (aligned words) — its
+// scale word (group order) at 384 + 16 (blk % 2) + 4c of the pair, d at 416 + 2 (blk % 2).
+// Thread q feeds l = 4q .. 4q+3 of each group of 16 (as Q6_K's).
+template <class XE_>
+struct MmvQ6KPLoad {
+    typedef XE_ XE;
+    typedef typename MmvX<XE>::V4 V4;
+    struct Bases {
+        const u8 *wh, *wa, *wb;  // row base of this lane's row; rows g, g + 8 (unit offset in)
+        const XE* x;             // token g: value 16pt + 4q of unit 0's half
+    };
+    struct In {
+        u32 A[2], B[2], H[2];  // rows g, g + 8: bytes 4q .. 4q+3 of runs A, B and qh
+        u32 s01, s23;          // this lane's row: the unit's scales as Q6_K's pairs at part 0
+        u32 d;                 // this lane's row: d's f16 bits
+        V4 x[4];               // token g: quants 4q .. 4q+3 of groups 0..3
+    };
+    static __device__ __forceinline__ Bases bases(const u8* W, u64 row_bytes, int row0, int n_out,
+                                                  const XE* XQ, int K, int n_tok, int c) {
+        const int lane = threadIdx.x & 31, g = lane >> 2, q = lane & 3;
+        const int h = c >> 1, pt = c & 1;
+        Bases b;
+        b.wh = opaque(W + (u64)min(row0 + g + 8 * (q & 1), n_out - 1) * row_bytes);
+        b.wa = opaque(W + (u64)min(row0 + g, n_out - 1) * row_bytes + 48 * c + 4 * q);
+        b.wb = opaque(W + (u64)min(row0 + g + 8, n_out - 1) * row_bytes + 48 * c + 4 * q);
+        b.x = opaque(XQ + (size_t)min(g, n_tok - 1) * K + 128 * h + 16 * pt + 4 * q);
+        return b;
+    }
+    static __device__ __forceinline__ void fetch(const Bases& b, int u, In& in) {
+        const int blk = u >> 2, e = blk & 1;
+        const u32 po = q6p_pair_off(blk), bo = po + 192 * e;
+        const u8* r[2] = {b.wa + bo, b.wb + bo};
+#pragma unroll
+        for (int i = 0; i < 2; ++i) {
+            in.A[i] = __ldg((const u32*)r[i]);
+            in.B[i] = __ldg((const u32*)(r[i] + 16));
+            in.H[i] = __ldg((const u32*)(r[i] + 32));
+        }
+        q6p_scale_pairs(__ldg((const u32*)(b.wh + po + 384 + 16 * e + 4 * (u & 3))), in.s01,
+                        in.s23);
+        in.d = __ldg((const unsigned short*)(b.wh + po + 416 + 2 * e));
+        const XE* x = b.x + 256 * blk;
+#pragma unroll
+        for (int g = 0; g < 4; ++g) in.x[g] = *(const V4*)(x + 32 * g);
+    }
+};
 
 // The tokens' group factors (xs, xs · xsum) of NT token columns into fac[K/32][NT] (columns
 // past n_tok repeat the last token); the whole block takes part.

@@ -21,37 +21,8 @@ struct MmvQ4Tile {
     }
 };
 
-// ---- Q4_K: unit c of a 144-byte block = sub-blocks 2c, 2c+1 (low, high nibbles of 32 bytes).
-// Thread q feeds values 8q .. 8q+7 of each sub-block (k slots 4q.. and 16+4q..).
-struct MmvQ4K {
-    typedef short XE;
-    struct Bases {
-        const u8 *wh, *wa, *wb;  // header of this lane's row; quants of rows g, g + 8
-        const short* x;          // token g: value 8q of unit 0
-    };
-    struct In {
-        uint4 h;       // this lane's row's block header: d, dmin, 12 scale bytes
-        uint2 qa, qb;  // quant bytes 8q .. 8q+7 of the unit's 32, rows g, g + 8
-        uint4 x0, x1;  // token g: quants 8q .. 8q+7 of sub-blocks 0, 1
-    };
-    static __device__ __forceinline__ Bases bases(const u8* W, u64 row_bytes, int row0, int n_out,
-                                                  const short* XQ, int K, int n_tok, int c) {
-        const int lane = threadIdx.x & 31, g = lane >> 2, q = lane & 3;
-        Bases b;
-        b.wh = opaque(W + (u64)min(row0 + g + 8 * (q & 1), n_out - 1) * row_bytes);
-        b.wa = opaque(W + (u64)min(row0 + g, n_out - 1) * row_bytes + 16 + 32 * c + 8 * q);
-        b.wb = opaque(W + (u64)min(row0 + g + 8, n_out - 1) * row_bytes + 16 + 32 * c + 8 * q);
-        b.x = opaque(XQ + (size_t)min(g, n_tok - 1) * K + 8 * q);
-        return b;
-    }
-    static __device__ __forceinline__ void fetch(const Bases& b, int u, In& in) {
-        const int bo = (u >> 2) * 144;
-        in.h = __ldg((const uint4*)(b.wh + bo));
-        in.qa = __ldg((const uint2*)(b.wa + bo));
-        in.qb = __ldg((const uint2*)(b.wb + bo));
-        in.x0 = *(const uint4*)(b.x + 64 * u);
-        in.x1 = *(const uint4*)(b.x + 64 * u + 32);
-    }
+// ---- Q4_K × A16 (MmvQ4KLoad's fragments, mmv.cuh).
+struct MmvQ4K : MmvQ4KLoad<short> {
     // fq: (xs, xsm) of tokens 2q, 2q+1 for group G at fq[4 G].
     static __device__ __forceinline__ void consume(const In& in, int u, int c, const float4* fq,
                                                    float* p) {
@@ -128,8 +99,9 @@ struct MmvQ6K {
     }
     // PAIRS: s01 / s23 hold GGUF's 16-bit scale pairs (the unit's part picks the byte); else
     // the unit's four scales at bytes 0 and 2 of each (Q6_K-P).
-    template <bool PAIRS>
-    static __device__ __forceinline__ void consume_sc(const In& in, int u, int c, const float4* fq,
+    // InT: MmvQ6K::In or MmvQ6KPLoad<short>::In (the same fields).
+    template <bool PAIRS, class InT>
+    static __device__ __forceinline__ void consume_sc(const InT& in, int u, int c, const float4* fq,
                                                       float* p) {
         const int q = threadIdx.x & 3, pt = c & 1, h = c >> 1;
         float mine[4];
@@ -154,38 +126,11 @@ struct MmvQ6K {
     }
 };
 
-struct MmvQ6KP : MmvQ6K {
-    static __device__ __forceinline__ Bases bases(const u8* W, u64 row_bytes, int row0, int n_out,
-                                                  const short* XQ, int K, int n_tok, int c) {
-        const int lane = threadIdx.x & 31, g = lane >> 2, q = lane & 3;
-        const int h = c >> 1, pt = c & 1;
-        Bases b;
-        b.wh = opaque(W + (u64)min(row0 + g + 8 * (q & 1), n_out - 1) * row_bytes);
-        b.wa = opaque(W + (u64)min(row0 + g, n_out - 1) * row_bytes + 48 * c + 4 * q);
-        b.wb = opaque(W + (u64)min(row0 + g + 8, n_out - 1) * row_bytes + 48 * c + 4 * q);
-        b.x = opaque(XQ + (size_t)min(g, n_tok - 1) * K + 128 * h + 16 * pt + 4 * q);
-        return b;
-    }
-    static __device__ __forceinline__ void fetch(const Bases& b, int u, In& in) {
-        const int blk = u >> 2, e = blk & 1;
-        const u32 po = q6p_pair_off(blk), bo = po + 192 * e;
-        const u8* r[2] = {b.wa + bo, b.wb + bo};
-#pragma unroll
-        for (int i = 0; i < 2; ++i) {
-            in.A[i] = __ldg((const u32*)r[i]);
-            in.B[i] = __ldg((const u32*)(r[i] + 16));
-            in.H[i] = __ldg((const u32*)(r[i] + 32));
-        }
-        q6p_scale_pairs(__ldg((const u32*)(b.wh + po + 384 + 16 * e + 4 * (u & 3))), in.s01,
-                        in.s23);
-        in.d = __ldg((const unsigned short*)(b.wh + po + 416 + 2 * e));
-        const short* x = b.x + 256 * blk;
-#pragma unroll
-        for (int g = 0; g < 4; ++g) in.x[g] = *(const uint2*)(x + 32 * g);
-    }
+// ---- Q6_K-P × A16 (MmvQ6KPLoad's fragments, mmv.cuh): MmvQ6K's arithmetic.
+struct MmvQ6KP : MmvQ6KPLoad<short> {
     static __device__ __forceinline__ void consume(const In& in, int u, int c, const float4* fq,
                                                    float* p) {
-        consume_sc<false>(in, u, c, fq, p);
+        MmvQ6K::consume_sc<false>(in, u, c, fq, p);
     }
 };
 

@@ -442,13 +442,14 @@ impl<'m> CudaSession<'m> {
             },
             match (self.opts.acts, self.opts.mmq) {
                 (Acts::A16 | Acts::A8, true) => format!(
-                    "mmq-n{}{}{}",
+                    "mmq-n{}{}{}{}",
                     self.reg.mmq_tokens,
                     match self.reg.mmq_minb {
                         1 => String::new(),
                         b => format!("-minb{b}"),
                     },
-                    if self.reg.mmq_cvt == 0 { "-magic" } else { "" }
+                    if self.reg.mmq_cvt == 0 { "-magic" } else { "" },
+                    if self.reg.mmq_db == 1 { "-db" } else { "" }
                 ),
                 _ => "t8".to_string(),
             },
