@@ -21,7 +21,7 @@ fi
 if [ "${KB:-1}" = 1 ]; then
   for f in "--q6pad" "--mmv --q6pad" "--a8" "--a8 --mmv"; do
     echo "== mvb_bench $f"
-    timeout 90 .device/mvb_bench $f 2>&1 | grep -E "^nt |panicked"
+    timeout 150 .device/mvb_bench $f 2>&1 | grep -E "^nt |panicked"
   done
   # Double-buffered prefill staging (MUSER_CUDA_MMQ_DB): bit-identity (the mmq tests) and time.
   for db in 0 1; do
