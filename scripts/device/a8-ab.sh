@@ -32,6 +32,10 @@ if [ "${KB:-1}" = 1 ]; then
   MUSER_CUDA_MMQ_DB=1 MUSER_CUDA_DEADLINE_S=120 timeout 200 .device/tests/kernels_a8 --test-threads 1 mmq 2>&1 | grep -E "test |result|differ"
 fi
 [ "${E2E:-1}" = 1 ] || exit 0
+# A fresh machine (the last one went back) has no forge: start it (and unpack llama.cpp).
+if [ ! -f $HOME/forge.done ] && ! pgrep -f "forge --preset full" > /dev/null; then
+  bash scripts/device/cuda-setup.sh > /dev/null 2>&1
+fi
 while [ ! -f $HOME/forge.done ]; do sleep 2; done
 for rep in $(seq 1 ${REPS:-2}); do
   for v in a16 a8; do
