@@ -127,7 +127,6 @@ fn a8_decode_kernels_match_their_reference() {
             let want = f64_products(ty, &host, row_bytes, &xd, k);
             let (bytes, row_bytes) = device_layout(ty, host, row_bytes, (n_out, k));
             let w = upload_bytes(&gpu, &bytes);
-            let shape = (k, n_out, n_tok);
             let y8 = run(
                 &gpu,
                 &reg,
@@ -135,8 +134,27 @@ fn a8_decode_kernels_match_their_reference() {
                 mva_dims(&reg, n_out, n_tok, 1, 8),
                 (w.ptr(), row_bytes),
                 &act,
-                shape,
+                (k, n_out, n_tok),
             );
+            // `kern` over the first `nt` tokens must give the eight-token kernel's bits.
+            let same_as_y8 = |kern: Kernel, dims: Dims, nt: usize| {
+                let y = run(
+                    &gpu,
+                    &reg,
+                    kern,
+                    dims,
+                    (w.ptr(), row_bytes),
+                    &act,
+                    (k, n_out, nt),
+                );
+                assert_eq!(
+                    bits(&y),
+                    bits(&y8[..nt * n_out]),
+                    "{ty:?} A8: {} with {nt} tokens differs from {} at K = {k}",
+                    kern.symbol(),
+                    k8.symbol()
+                );
+            };
             for (kern, staged) in t1 {
                 let plan = reg.t1_plan(kern, n_out, k, staged);
                 assert_eq!(
@@ -145,22 +163,7 @@ fn a8_decode_kernels_match_their_reference() {
                     "{}: staged plan at K = {k}",
                     kern.symbol()
                 );
-                let y1 = run(
-                    &gpu,
-                    &reg,
-                    kern,
-                    plan.dims,
-                    (w.ptr(), row_bytes),
-                    &act,
-                    (k, n_out, 1),
-                );
-                assert_eq!(
-                    bits(&y1),
-                    bits(&y8[..n_out]),
-                    "{ty:?} A8: {} differs from {} at K = {k}",
-                    kern.symbol(),
-                    k8.symbol()
-                );
+                same_as_y8(kern, plan.dims, 1);
             }
             // The register-resident kernels, where a lane's activations fit (K <= 8192).
             let mvr = if ty == GgmlType::Q4_K {
@@ -169,52 +172,23 @@ fn a8_decode_kernels_match_their_reference() {
                 Kernel::MvrQ6pA8T1
             };
             if let Some(dims) = reg.mvr_dims(n_out, k) {
-                let yr = run(
-                    &gpu,
-                    &reg,
-                    mvr,
-                    dims,
-                    (w.ptr(), row_bytes),
-                    &act,
-                    (k, n_out, 1),
-                );
-                assert_eq!(
-                    bits(&yr),
-                    bits(&y8[..n_out]),
-                    "{ty:?} A8: {} differs from {} at K = {k}",
-                    mvr.symbol(),
-                    k8.symbol()
-                );
+                same_as_y8(mvr, dims, 1);
             }
             // Packed decode rows (matvec_packed_a8.cu), in batched decode's launch shape
             // (`Registry::packed_plan_a8`): each token's outputs are the eight-token kernel's.
             for (nt, staged, unstaged) in packed_a8(ty) {
                 let plan = reg.packed_plan_a8(n_out, k, nt);
-                for (kern, is_staged) in [(staged, true), (unstaged, false)] {
-                    if is_staged && !plan.staged {
-                        continue;
-                    }
-                    let mut dims = plan.dims;
-                    if !is_staged {
-                        dims.smem = 0;
-                    }
-                    let yp = run(
-                        &gpu,
-                        &reg,
-                        kern,
-                        dims,
-                        (w.ptr(), row_bytes),
-                        &act,
-                        (k, n_out, nt),
-                    );
-                    assert_eq!(
-                        bits(&yp),
-                        bits(&y8[..nt * n_out]),
-                        "{ty:?} A8: {} differs from {} at K = {k}",
-                        kern.symbol(),
-                        k8.symbol()
-                    );
+                if plan.staged {
+                    same_as_y8(staged, plan.dims, nt);
                 }
+                same_as_y8(
+                    unstaged,
+                    Dims {
+                        smem: 0,
+                        ..plan.dims
+                    },
+                    nt,
+                );
             }
             // Packed rows on the tensor cores (mmv_a8.cu): every token count 1..=8 of one
             // launch.
@@ -225,22 +199,7 @@ fn a8_decode_kernels_match_their_reference() {
                     Kernel::MmvQ6pA8
                 };
                 for nt in 1..=8usize.min(n_tok) {
-                    let ym = run(
-                        &gpu,
-                        &reg,
-                        km,
-                        reg.mmv_dims(n_out, k),
-                        (w.ptr(), row_bytes),
-                        &act,
-                        (k, n_out, nt),
-                    );
-                    assert_eq!(
-                        bits(&ym),
-                        bits(&y8[..nt * n_out]),
-                        "{ty:?} A8: {} with {nt} tokens differs from {} at K = {k}",
-                        km.symbol(),
-                        k8.symbol()
-                    );
+                    same_as_y8(km, reg.mmv_dims(n_out, k), nt);
                 }
             }
             assert_close(&format!("{ty:?} A8 K={k}"), &y8, &want, 1e-5, 1e-6);

@@ -142,39 +142,25 @@ __device__ __forceinline__ void dot32_i8_a8(const u32* w, float d, const signed 
     }
 }
 
-// ---- Q8_0 × A8.
-struct AQ808 {
-    static const int BLOCK_VALS = 32, BLOCK_BYTES = 34, UNITS = 1;
+// ---- Q8_0 / Q5_0 × A8: the 32-value block format A (AQ80, AQ50) decodes its weights (`words`).
+template <class A>
+struct ABlk32A8 {
+    static const int BLOCK_VALS = 32, BLOCK_BYTES = A::BLOCK_BYTES, UNITS = 1;
     template <int NT>
     static __device__ __forceinline__ void dot(const u8* b, int, const signed char* xq,
                                                const float* xs, const int*, int K, float* acc) {
         u32 w[8];
-        const float d = AQ80::words(b, w);
+        const float d = A::words(b, w);
         dot32_i8_a8<NT>(w, d, xq, xs, K, acc);
     }
 };
-template <>
-struct XType<AQ808> {
+template <class A>
+struct XType<ABlk32A8<A> > {
     typedef signed char T;
     static const int PAD = 80;
 };
-
-// ---- Q5_0 × A8.
-struct AQ508 {
-    static const int BLOCK_VALS = 32, BLOCK_BYTES = 22, UNITS = 1;
-    template <int NT>
-    static __device__ __forceinline__ void dot(const u8* b, int, const signed char* xq,
-                                               const float* xs, const int*, int K, float* acc) {
-        u32 w[8];
-        const float d = AQ50::words(b, w);
-        dot32_i8_a8<NT>(w, d, xq, xs, K, acc);
-    }
-};
-template <>
-struct XType<AQ508> {
-    typedef signed char T;
-    static const int PAD = 80;
-};
+typedef ABlk32A8<AQ80> AQ808;
+typedef ABlk32A8<AQ50> AQ508;
 
 // ---- Q5_K × A8. Unit c: sub-blocks 2c (lo) and 2c+1 (hi), as AQ5K.
 struct AQ5K8 {

@@ -200,6 +200,17 @@ struct Frags6K {
     }
 };
 
+// Every accumulator element of a warp's 2 × MMQ_WN tiles: f(mt, nt, e), unrolled.
+template <class F>
+__device__ __forceinline__ void mmq_each(F f) {
+#pragma unroll
+    for (int mt = 0; mt < 2; ++mt)
+#pragma unroll
+        for (int nt = 0; nt < MMQ_WN; ++nt)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) f(mt, nt, e);
+}
+
 template <class M>
 __device__ __forceinline__ void mmq_body(const u8* __restrict__ W, u64 row_bytes,
                                          const typename M::XE* __restrict__ XQ,
@@ -213,18 +224,20 @@ __device__ __forceinline__ void mmq_body(const u8* __restrict__ W, u64 row_bytes
     const int wr = 32 * (warp & 3), wt = 8 * MMQ_WN * (warp >> 2);  // warp's first row / token
     const int n_units = K / 64;                              // 4 units per 256-value block
     float p[2][MMQ_WN][4], total[2][MMQ_WN][4];
+    // Virtual lane v's partials join the running total (lane order; the first one starts it).
+    auto fold = [&](int v) {
+        mmq_each([&](int mt, int nt, int e) {
+            total[mt][nt][e] = v == 0 ? p[mt][nt][e] : __fadd_rn(total[mt][nt][e], p[mt][nt][e]);
+        });
+    };
+    auto clear = [&]() { mmq_each([&](int mt, int nt, int e) { p[mt][nt][e] = 0.f; }); };
     typename M::Regs r;
     M::fetch(W, row_bytes, n_out, 0, XQ, XS, XSUM, K, n_tok, row0, tok0, r);
 #if MMQ_DB
     // Units in the same order as below (virtual lane v = u % 32 outer, u inner), the staging
     // buffer alternating: unit `cur` is read from buffer b while unit `nxt` is committed into
     // buffer 1 - b; one barrier then publishes nxt and retires b.
-#pragma unroll
-    for (int mt = 0; mt < 2; ++mt)
-#pragma unroll
-        for (int nt = 0; nt < MMQ_WN; ++nt)
-#pragma unroll
-            for (int e = 0; e < 4; ++e) p[mt][nt][e] = 0.f;
+    clear();
     M::commit(0, r, wsh, xsh);
     __syncthreads();
     for (int cur = 0, b = 0;;) {
@@ -232,18 +245,9 @@ __device__ __forceinline__ void mmq_body(const u8* __restrict__ W, u64 row_bytes
         const int nxt = cur + 32 < n_units ? cur + 32 : (v + 1 < min(32, n_units) ? v + 1 : -1);
         if (nxt >= 0) M::fetch(W, row_bytes, n_out, nxt, XQ, XS, XSUM, K, n_tok, row0, tok0, r);
         M::compute(wsh + b * (MMQ_BM * M::WW), xsh + b * (MMQ_BN * M::XW), wr, wt, p);
-        if (cur + 32 >= n_units) {
-            // Virtual lane v's last unit: its partial joins the running total (lane order).
-#pragma unroll
-            for (int mt = 0; mt < 2; ++mt)
-#pragma unroll
-                for (int nt = 0; nt < MMQ_WN; ++nt)
-#pragma unroll
-                    for (int e = 0; e < 4; ++e) {
-                        total[mt][nt][e] =
-                            v == 0 ? p[mt][nt][e] : __fadd_rn(total[mt][nt][e], p[mt][nt][e]);
-                        p[mt][nt][e] = 0.f;
-                    }
+        if (cur + 32 >= n_units) {  // virtual lane v's last unit
+            fold(v);
+            clear();
         }
         if (nxt < 0) break;
         M::commit(nxt, r, wsh + (1 - b) * (MMQ_BM * M::WW), xsh + (1 - b) * (MMQ_BN * M::XW));
@@ -252,21 +256,10 @@ __device__ __forceinline__ void mmq_body(const u8* __restrict__ W, u64 row_bytes
         cur = nxt;
     }
     // Virtual lanes without units (K < 2048) add their zero partials, as decode's lane sum.
-    for (int v = min(32, n_units); v < 32; ++v)
-#pragma unroll
-        for (int mt = 0; mt < 2; ++mt)
-#pragma unroll
-            for (int nt = 0; nt < MMQ_WN; ++nt)
-#pragma unroll
-                for (int e = 0; e < 4; ++e) total[mt][nt][e] = __fadd_rn(total[mt][nt][e], 0.f);
+    for (int v = min(32, n_units); v < 32; ++v) fold(v);
 #else
     for (int v = 0; v < 32; ++v) {
-#pragma unroll
-        for (int mt = 0; mt < 2; ++mt)
-#pragma unroll
-            for (int nt = 0; nt < MMQ_WN; ++nt)
-#pragma unroll
-                for (int e = 0; e < 4; ++e) p[mt][nt][e] = 0.f;
+        clear();
         for (int u = v; u < n_units; u += 32) {
             __syncthreads();  // the previous unit's reads of shared memory are done
             M::commit(u, r, wsh, xsh);
@@ -276,26 +269,15 @@ __device__ __forceinline__ void mmq_body(const u8* __restrict__ W, u64 row_bytes
             if (un >= 0) M::fetch(W, row_bytes, n_out, un, XQ, XS, XSUM, K, n_tok, row0, tok0, r);
             M::compute(wsh, xsh, wr, wt, p);
         }
-#pragma unroll
-        for (int mt = 0; mt < 2; ++mt)
-#pragma unroll
-            for (int nt = 0; nt < MMQ_WN; ++nt)
-#pragma unroll
-                for (int e = 0; e < 4; ++e)
-                    total[mt][nt][e] = v == 0 ? p[mt][nt][e] : __fadd_rn(total[mt][nt][e], p[mt][nt][e]);
+        fold(v);
     }
 #endif
     const int g = lane >> 2, q = lane & 3;
-#pragma unroll
-    for (int mt = 0; mt < 2; ++mt)
-#pragma unroll
-        for (int nt = 0; nt < MMQ_WN; ++nt)
-#pragma unroll
-            for (int e = 0; e < 4; ++e) {
-                const int row = row0 + wr + 16 * mt + 8 * (e >> 1) + g;
-                const int t = tok0 + wt + 8 * nt + 2 * q + (e & 1);
-                if (row < n_out && t < n_tok) Y[(size_t)t * ldy + row] = total[mt][nt][e];
-            }
+    mmq_each([&](int mt, int nt, int e) {
+        const int row = row0 + wr + 16 * mt + 8 * (e >> 1) + g;
+        const int t = tok0 + wt + 8 * nt + 2 * q + (e & 1);
+        if (row < n_out && t < n_tok) Y[(size_t)t * ldy + row] = total[mt][nt][e];
+    });
 }
 
 #define MMQ_KERNEL(NAME, M)                                                                     \

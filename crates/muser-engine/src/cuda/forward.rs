@@ -5,7 +5,8 @@
 use muser_cuda::launch::{launch, A16Matmul, AttnShape, Dims, SMEM_DEFAULT_MAX};
 use muser_cuda::profile::PhaseProfiler;
 use muser_cuda::{
-    CudaError, Graph, KArgs, Kernel, Math, Registry, StepParams, MAX_BATCH, MMV_PAIR_MAX_TOKENS,
+    CudaError, Graph, KArgs, Kernel, Math, PackedPlan, Registry, StepParams, MAX_BATCH,
+    MMV_PAIR_MAX_TOKENS,
 };
 
 use super::weights::{kernels_for, A8OneToken, DevMatrix, TypeKernels};
@@ -117,21 +118,8 @@ impl<'m> CudaSession<'m> {
             return launch(self.f(km), self.reg.mmv_dims(m.n_out, m.n_in), s, args);
         }
         if let Some(kp) = ks.a16_packed.filter(|_| packed_mm) {
-            // Packed decode rows in launches of at most `batch_nt` rows (default 4: two
-            // four-row passes beat one eight-row pass, docs/cuda.md), each NT = the next of
-            // 2, 4, 8 — a last single row too takes the two-row kernel (rows past n compute on
-            // spare buffer rows nobody reads: the buffers hold MAX_BATCH rows).
-            let mut r0 = 0;
-            while r0 < n {
-                let nt = (n - r0).min(self.opts.batch_nt).next_power_of_two().max(2);
-                let (staged, unstaged) = kp[nt.trailing_zeros() as usize - 1];
-                let plan = self.reg.packed_plan(m.n_out, m.n_in, nt);
-                let args = self.a16_args(m, r0, (y, ldy), nt);
-                let kern = if plan.staged { staged } else { unstaged };
-                launch(self.f(kern), plan.dims, s, args)?;
-                r0 += nt;
-            }
-            return Ok(());
+            let plan = |nt| self.reg.packed_plan(m.n_out, m.n_in, nt);
+            return self.packed_rows(s, m, kp, plan, (y, ldy), n);
         }
         if let Some((ks_staged, ks_pipe)) = ks
             .a16_smem
@@ -244,23 +232,8 @@ impl<'m> CudaSession<'m> {
             );
         }
         if let Some(kp) = k8.packed.filter(|_| packed_mm) {
-            // As A16's packed rows (`mv`): launches of the next of 2, 4, 8 rows, at most
-            // `batch_nt`; rows past n compute on spare buffer rows nobody reads.
-            let mut r0 = 0;
-            while r0 < n {
-                let nt = (n - r0).min(self.opts.batch_nt).next_power_of_two().max(2);
-                let (staged, unstaged) = kp[nt.trailing_zeros() as usize - 1];
-                let plan = self.reg.packed_plan_a8(m.n_out, m.n_in, nt);
-                let kern = if plan.staged { staged } else { unstaged };
-                launch(
-                    self.f(kern),
-                    plan.dims,
-                    s,
-                    self.a16_args(m, r0, (y, ldy), nt),
-                )?;
-                r0 += nt;
-            }
-            return Ok(());
+            let plan = |nt| self.reg.packed_plan_a8(m.n_out, m.n_in, nt);
+            return self.packed_rows(s, m, kp, plan, (y, ldy), n);
         }
         let args = self.a16_args(m, 0, (y, ldy), n);
         if let Some(kmmq) = k8.mmq.filter(|_| self.opts.mmq) {
@@ -276,6 +249,37 @@ impl<'m> CudaSession<'m> {
             smem: 0,
         };
         launch(self.f(k8.t8), dims, s, args)
+    }
+
+    /// `n` packed decode rows on the packed kernels `kp` ((staged, unstaged) per 2, 4, 8 rows),
+    /// each launch planned by `plan(nt)`: launches of at most `batch_nt` rows (default 4: two
+    /// four-row passes beat one eight-row pass, docs/cuda.md), each NT = the next of 2, 4, 8 —
+    /// a last single row too takes the two-row kernel (rows past n compute on spare buffer rows
+    /// nobody reads: the buffers hold MAX_BATCH rows).
+    fn packed_rows(
+        &self,
+        s: Stream,
+        m: &DevMatrix,
+        kp: [(Kernel, Kernel); 3],
+        plan: impl Fn(usize) -> PackedPlan,
+        (y, ldy): (u64, usize),
+        n: usize,
+    ) -> Result<(), CudaError> {
+        let mut r0 = 0;
+        while r0 < n {
+            let nt = (n - r0).min(self.opts.batch_nt).next_power_of_two().max(2);
+            let (staged, unstaged) = kp[nt.trailing_zeros() as usize - 1];
+            let plan = plan(nt);
+            let kern = if plan.staged { staged } else { unstaged };
+            launch(
+                self.f(kern),
+                plan.dims,
+                s,
+                self.a16_args(m, r0, (y, ldy), nt),
+            )?;
+            r0 += nt;
+        }
+        Ok(())
     }
 
     /// A quantized-activation matmul's arguments (A16 or A8): `m` times the activation
