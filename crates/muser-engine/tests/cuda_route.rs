@@ -322,12 +322,41 @@ fn a8_route_case(what: &str, m: &Model) {
     let toks = tokens(80, nv);
     let want = Oracle::new(m).eval(&toks).expect("oracle");
     let want: Vec<f32> = want.iter().flatten().map(|&v| v as f32).collect();
+    // The A8 route as it runs by default: the attention projections' input in A16.
     let a8 = |chunk: usize, set: fn(&mut CudaOptions)| {
         run_with(m, &toks, chunk, |o| {
             o.acts = Acts::A8;
             set(o);
         })
     };
+    // Every matmul input in A8 (`MUSER_CUDA_QKV_ACTS=a8`): the CPU A8 route's formats.
+    let all8 = |chunk: usize, set: fn(&mut CudaOptions)| {
+        run_with(m, &toks, chunk, |o| {
+            o.acts = Acts::A8;
+            o.qkv_acts = Acts::A8;
+            set(o);
+        })
+    };
+    let base8 = all8(512, |_| {});
+    for (name, got) in [
+        ("chunk 1, decode graph", all8(1, |_| {})),
+        (
+            "chunk 7, fused, eager",
+            all8(7, |o| {
+                o.fuse = true;
+                o.graphs = false;
+            }),
+        ),
+        (
+            "eight-token prefill kernels, chunk 512",
+            all8(512, |o| o.mmq = false),
+        ),
+    ] {
+        assert!(
+            bits(&got) == bits(&base8),
+            "A8 with A8 attention projections ({what}), {name}: logits differ from chunk 512"
+        );
+    }
     let base = a8(512, |_| {});
     for (name, got) in [
         ("chunk 1, decode graph", a8(1, |_| {})),
@@ -370,26 +399,32 @@ fn a8_route_case(what: &str, m: &Model) {
     )
     .expect("CPU session");
     let cpu = cpu.eval(&toks, Logits::All).expect("cpu");
-    let (g, c) = (
+    let (g, g8, c) = (
         muser_engine::metrics::compare(&want, &base, nv),
+        muser_engine::metrics::compare(&want, &base8, nv),
         muser_engine::metrics::compare(&want, &cpu, nv),
     );
     eprintln!(
-        "A8 ({what}) vs oracle: CUDA KL {:.3e} top-1 {:.4}; CPU KL {:.3e} top-1 {:.4}",
-        g.mean_kl, g.top1, c.mean_kl, c.top1
+        "A8 ({what}) vs oracle: CUDA KL {:.3e} top-1 {:.4} (A8 attention projections: {:.3e} \
+         {:.4}); CPU KL {:.3e} top-1 {:.4}",
+        g.mean_kl, g.top1, g8.mean_kl, g8.top1, c.mean_kl, c.top1
     );
-    assert!(
-        g.mean_kl <= 2.0 * c.mean_kl,
-        "{what}: CUDA A8 KL {} vs CPU A8 {}",
-        g.mean_kl,
-        c.mean_kl
-    );
-    assert!(
-        g.top1 >= c.top1 - 0.02,
-        "{what}: CUDA A8 top-1 {} vs CPU A8 {}",
-        g.top1,
-        c.top1
-    );
+    // The all-A8 CUDA route rounds as the CPU's A8 route does (in another summation order);
+    // A16 attention inputs only take rounding away.
+    for (name, r) in [("A8", &g8), ("A8 with A16 attention projections", &g)] {
+        assert!(
+            r.mean_kl <= 2.0 * c.mean_kl,
+            "{what}: CUDA {name} KL {} vs CPU A8 {}",
+            r.mean_kl,
+            c.mean_kl
+        );
+        assert!(
+            r.top1 >= c.top1 - 0.02,
+            "{what}: CUDA {name} top-1 {} vs CPU A8 {}",
+            r.top1,
+            c.top1
+        );
+    }
 }
 
 /// An unknown `MUSER_CUDA_ACTS` value is a configuration error before any device work (fail
@@ -404,6 +439,49 @@ fn an_unknown_activation_format_is_refused() {
         Err(e) => panic!("unexpected error {e}"),
         Ok(_) => panic!("an unknown activation format must be refused"),
     }
+}
+
+/// `MUSER_CUDA_QKV_ACTS` acts on the A8 route only: on A16 it would change nothing, so it is a
+/// configuration error, and so is a value other than a16 / a8 — before any device work, so this
+/// runs everywhere.
+#[test]
+fn the_attention_input_switch_is_refused_where_it_would_change_nothing() {
+    let m = tiny_model(1);
+    let refused = |set: &dyn Fn(&mut CudaOptions), what: &str| {
+        let mut o = CudaOptions::new(64, 16);
+        set(&mut o);
+        match CudaSession::new(&m, o, &mut |_, _| {}) {
+            Err(EngineError::Config(msg)) => {
+                assert!(msg.contains("MUSER_CUDA_QKV_ACTS"), "{what}: {msg}")
+            }
+            Err(e) => panic!("{what}: unexpected error {e}"),
+            Ok(_) => panic!("{what} must be refused"),
+        }
+    };
+    refused(
+        &|o| {
+            a16(o);
+            o.qkv_acts = Acts::A8;
+            o.qkv_acts_explicit = true;
+        },
+        "MUSER_CUDA_QKV_ACTS=a8 on the A16 route",
+    );
+    refused(
+        &|o| {
+            a16(o);
+            o.qkv_acts_explicit = true;
+        },
+        "MUSER_CUDA_QKV_ACTS=a16 on the A16 route",
+    );
+    refused(
+        &|o| {
+            o.acts = Acts::A8;
+            o.acts_explicit = true;
+            o.qkv_acts = Acts::Invalid;
+            o.qkv_acts_explicit = true;
+        },
+        "an unknown MUSER_CUDA_QKV_ACTS",
+    );
 }
 
 /// Bad input on the CUDA route: token ids out of range and a full context are typed errors.
@@ -576,6 +654,21 @@ fn batched_decode_equals_each_sequence_alone() {
             o.acts = Acts::A8;
             o.batch_mm = muser_engine::cuda::BatchMm::Mmq
         }),
+        (
+            "A8 with A8 attention projections, packed, graphs",
+            |o: &mut CudaOptions| {
+                o.acts = Acts::A8;
+                o.qkv_acts = Acts::A8
+            },
+        ),
+        (
+            "A8 with A8 attention projections, tensor-core packed rows from two rows",
+            |o: &mut CudaOptions| {
+                o.acts = Acts::A8;
+                o.qkv_acts = Acts::A8;
+                o.mmv_min = 2
+            },
+        ),
     ] {
         let want: Vec<Vec<Vec<f32>>> = (0..n_seq)
             .map(|i| alone(&m, &prompts[i], &conts[i], set))

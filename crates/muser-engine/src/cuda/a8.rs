@@ -97,7 +97,9 @@ pub fn check_switches(reg: &Registry, opts: &CudaOptions) -> Result<(), EngineEr
             "MUSER_CUDA_MVR_ROWS / MUSER_CUDA_MVR_AHEAD apply to the register-resident A8 kernels only (MUSER_CUDA_ACTS=a8 with MUSER_CUDA_MVR=1)".into(),
         ));
     }
-    if opts.acts != Acts::A8 {
+    // The A16 decode kernels run on the A8 route too where the attention projections keep
+    // 16-bit input (`qkv_acts`): their switches then act.
+    if opts.acts != Acts::A8 || opts.qkv() == Acts::A16 {
         return Ok(());
     }
     for (set, name) in [

@@ -83,8 +83,10 @@ impl<'m> CudaSession<'m> {
     }
 
     /// `y[t] = m · x[t]` for `n` tokens; `x`, `y` are (device pointer, row stride in f32).
-    /// On the A16 route `x` must already be quantized into the A16 buffers (`quantize`).
-    /// `packed`: the tokens are packed decode rows of several sequences.
+    /// With A16 / A8 activations (`acts`: the route's, or the attention projections' —
+    /// `CudaOptions::qkv`) `x` must already be quantized into the activation buffers in that
+    /// format (`quantize`). `packed`: the tokens are packed decode rows of several sequences.
+    #[allow(clippy::too_many_arguments)]
     fn mv(
         &self,
         s: Stream,
@@ -93,12 +95,13 @@ impl<'m> CudaSession<'m> {
         (y, ldy): (u64, usize),
         n: usize,
         packed: bool,
+        acts: Acts,
     ) -> Result<(), CudaError> {
         let ks = m.kernels().expect("checked at upload");
-        if self.opts.acts == Acts::A8 {
+        if acts == Acts::A8 {
             return self.mv_a8(s, m, ks, (y, ldy), n, packed);
         }
-        let a16 = self.opts.acts == Acts::A16;
+        let a16 = acts == Acts::A16;
         let packed_mm = packed && n > 1 && a16 && self.opts.batch_mm == BatchMm::Packed;
         if let Some((km, kpair)) = ks
             .a16_mmv
@@ -106,7 +109,7 @@ impl<'m> CudaSession<'m> {
         {
             // All rows (<= MAX_BATCH = 8 token columns) in one tensor-core launch; at most 4
             // on the paired tiles.
-            let args = self.a16_args(m, 0, (y, ldy), n);
+            let args = self.a16_args(m, 0, (y, ldy), n, Acts::A16);
             if self.opts.mmv_pair && n <= MMV_PAIR_MAX_TOKENS {
                 return launch(
                     self.f(kpair),
@@ -119,7 +122,7 @@ impl<'m> CudaSession<'m> {
         }
         if let Some(kp) = ks.a16_packed.filter(|_| packed_mm) {
             let plan = |nt| self.reg.packed_plan(m.n_out, m.n_in, nt);
-            return self.packed_rows(s, m, kp, plan, (y, ldy), n);
+            return self.packed_rows(s, m, kp, plan, (y, ldy), n, Acts::A16);
         }
         if let Some((ks_staged, ks_pipe)) = ks
             .a16_smem
@@ -130,7 +133,12 @@ impl<'m> CudaSession<'m> {
             // (`Registry::t1_plan`; wider inputs take the unstaged twin — same numbers).
             let plan = self.reg.t1_plan(ks_pipe, m.n_out, m.n_in, self.opts.xsmem);
             let kern = if plan.staged { ks_staged } else { ks_pipe };
-            return launch(self.f(kern), plan.dims, s, self.a16_args(m, 0, (y, ldy), 1));
+            return launch(
+                self.f(kern),
+                plan.dims,
+                s,
+                self.a16_args(m, 0, (y, ldy), 1, Acts::A16),
+            );
         }
         let mmq = ks.a16_mmq.filter(|_| a16 && n > 1 && self.opts.mmq);
         let (k, nt) = match (n, a16) {
@@ -159,7 +167,7 @@ impl<'m> CudaSession<'m> {
             }
         };
         let args = if a16 {
-            self.a16_args(m, 0, (y, ldy), n)
+            self.a16_args(m, 0, (y, ldy), n, Acts::A16)
         } else {
             KArgs::new()
                 .ptr(m.ptr)
@@ -199,13 +207,23 @@ impl<'m> CudaSession<'m> {
                 .zip(self.reg.mvr_dims(m.n_out, m.n_in))
                 .filter(|_| self.opts.mvr)
             {
-                return launch(self.f(kr), dims, s, self.a16_args(m, 0, (y, ldy), 1));
+                return launch(
+                    self.f(kr),
+                    dims,
+                    s,
+                    self.a16_args(m, 0, (y, ldy), 1, Acts::A8),
+                );
             }
             return match k8.t1 {
                 A8OneToken::Pipe(staged, unstaged) => {
                     let plan = self.reg.t1_plan(unstaged, m.n_out, m.n_in, self.opts.xsmem);
                     let kern = if plan.staged { staged } else { unstaged };
-                    launch(self.f(kern), plan.dims, s, self.a16_args(m, 0, (y, ldy), 1))
+                    launch(
+                        self.f(kern),
+                        plan.dims,
+                        s,
+                        self.a16_args(m, 0, (y, ldy), 1, Acts::A8),
+                    )
                 }
                 A8OneToken::Plain(k1) => {
                     let warps = self.reg.mva_warps;
@@ -214,7 +232,12 @@ impl<'m> CudaSession<'m> {
                         block: 32 * warps,
                         smem: 0,
                     };
-                    launch(self.f(k1), dims, s, self.a16_args(m, 0, (y, ldy), 1))
+                    launch(
+                        self.f(k1),
+                        dims,
+                        s,
+                        self.a16_args(m, 0, (y, ldy), 1, Acts::A8),
+                    )
                 }
             };
         }
@@ -228,14 +251,14 @@ impl<'m> CudaSession<'m> {
                 self.f(km),
                 self.reg.mmv_dims(m.n_out, m.n_in),
                 s,
-                self.a16_args(m, 0, (y, ldy), n),
+                self.a16_args(m, 0, (y, ldy), n, Acts::A8),
             );
         }
         if let Some(kp) = k8.packed.filter(|_| packed_mm) {
             let plan = |nt| self.reg.packed_plan_a8(m.n_out, m.n_in, nt);
-            return self.packed_rows(s, m, kp, plan, (y, ldy), n);
+            return self.packed_rows(s, m, kp, plan, (y, ldy), n, Acts::A8);
         }
-        let args = self.a16_args(m, 0, (y, ldy), n);
+        let args = self.a16_args(m, 0, (y, ldy), n, Acts::A8);
         if let Some(kmmq) = k8.mmq.filter(|_| self.opts.mmq) {
             return launch(self.f(kmmq), self.reg.mmq_dims(m.n_out, n), s, args);
         }
@@ -255,7 +278,8 @@ impl<'m> CudaSession<'m> {
     /// each launch planned by `plan(nt)`: launches of at most `batch_nt` rows (default 4: two
     /// four-row passes beat one eight-row pass, docs/cuda.md), each NT = the next of 2, 4, 8 —
     /// a last single row too takes the two-row kernel (rows past n compute on spare buffer rows
-    /// nobody reads: the buffers hold MAX_BATCH rows).
+    /// nobody reads: the buffers hold MAX_BATCH rows). `acts`: the kernels' activation format.
+    #[allow(clippy::too_many_arguments)]
     fn packed_rows(
         &self,
         s: Stream,
@@ -264,6 +288,7 @@ impl<'m> CudaSession<'m> {
         plan: impl Fn(usize) -> PackedPlan,
         (y, ldy): (u64, usize),
         n: usize,
+        acts: Acts,
     ) -> Result<(), CudaError> {
         let mut r0 = 0;
         while r0 < n {
@@ -275,7 +300,7 @@ impl<'m> CudaSession<'m> {
                 self.f(kern),
                 plan.dims,
                 s,
-                self.a16_args(m, r0, (y, ldy), nt),
+                self.a16_args(m, r0, (y, ldy), nt, acts),
             )?;
             r0 += nt;
         }
@@ -284,10 +309,17 @@ impl<'m> CudaSession<'m> {
 
     /// A quantized-activation matmul's arguments (A16 or A8): `m` times the activation
     /// buffers' rows `r0 .. r0 + n_tok` into the rows of `y` (row stride `ldy` f32) from the
-    /// same offset.
-    fn a16_args(&self, m: &DevMatrix, r0: usize, (y, ldy): (u64, usize), n_tok: usize) -> KArgs {
+    /// same offset; `acts` says the quants' width.
+    fn a16_args(
+        &self,
+        m: &DevMatrix,
+        r0: usize,
+        (y, ldy): (u64, usize),
+        n_tok: usize,
+        acts: Acts,
+    ) -> KArgs {
         let (b, k) = (&self.b, m.n_in);
-        let quant_bytes = if self.opts.acts == Acts::A8 { 1 } else { 2 };
+        let quant_bytes = if acts == Acts::A8 { 1 } else { 2 };
         A16Matmul {
             w: m.ptr,
             row_bytes: m.row_bytes,
@@ -304,15 +336,16 @@ impl<'m> CudaSession<'m> {
     }
 
     /// Quantize `n` rows of `k` activations (row stride `ldx`) into the activation buffers
-    /// (A16 or A8; the f32 route reads activations directly).
+    /// in the format `acts` (A16 or A8; the f32 route reads activations directly).
     fn quantize(
         &self,
         s: Stream,
         (x, ldx): (u64, usize),
         k: usize,
         n: usize,
+        acts: Acts,
     ) -> Result<(), CudaError> {
-        let kern = match self.opts.acts {
+        let kern = match acts {
             Acts::A16 => Kernel::QuantA16,
             Acts::A8 => Kernel::QuantA8,
             _ => return Ok(()),
@@ -339,7 +372,9 @@ impl<'m> CudaSession<'m> {
 
     /// Quantize `x` once, then run every `(matrix, y, ldy)` projection of it — as parallel
     /// graph branches (or serially, `MUSER_CUDA_SERIAL=1`).
-    /// `prequantized`: the A16 buffers already hold `x` (a fused kernel wrote them).
+    /// `prequantized`: the activation buffers already hold `x` in the format `acts` (a fused
+    /// kernel wrote them).
+    #[allow(clippy::too_many_arguments)]
     fn project(
         &self,
         x: (u64, usize),
@@ -348,15 +383,17 @@ impl<'m> CudaSession<'m> {
         outs: &[(&DevMatrix, u64, usize)],
         prequantized: bool,
         packed: bool,
+        acts: Acts,
     ) -> Result<(), CudaError> {
         if !prequantized {
-            self.quantize(self.gpu.stream(), x, k, n)?;
+            self.quantize(self.gpu.stream(), x, k, n, acts)?;
         }
         type Branch<'a> = Box<dyn FnMut(Stream) -> Result<(), CudaError> + 'a>;
         let mut branches: Vec<Branch<'_>> = outs
             .iter()
             .map(|&(m, y, ldy)| {
-                Box::new(move |st: Stream| self.mv(st, m, x, (y, ldy), n, packed)) as Branch<'_>
+                Box::new(move |st: Stream| self.mv(st, m, x, (y, ldy), n, packed, acts))
+                    as Branch<'_>
             })
             .collect();
         let mut refs: Vec<&mut dyn FnMut(Stream) -> Result<(), CudaError>> = branches
@@ -400,6 +437,8 @@ impl<'m> CudaSession<'m> {
             smem: 0,
         };
         let fuse = self.opts.fuse;
+        // Activation formats: the attention projections' input, and every other matmul's.
+        let (qkv_acts, acts) = (self.opts.qkv(), self.opts.acts);
         prof.begin(s)?;
         let kemb = kernels_for(w.token_embd.ty)
             .and_then(|k| k.embed)
@@ -466,7 +505,7 @@ impl<'m> CudaSession<'m> {
             if let Some(wg) = &lw.wgate {
                 outs.push((wg, b.gate.ptr(), aw));
             }
-            self.project((h, e), e, n, &outs, fuse && il > 0, packed)?;
+            self.project((h, e), e, n, &outs, fuse && il > 0, packed, qkv_acts)?;
             prof.mark("qkv+gate", s)?;
             let kv = &self.kv[il];
             let (inv, mode) = match (&b.rope[il], c.rope_mode) {
@@ -553,7 +592,7 @@ impl<'m> CudaSession<'m> {
             if fused_combine {
                 let gate = lw.wgate.as_ref().map_or(0, |_| b.gate.ptr());
                 launch(
-                    self.f(self.fused_q(Kernel::AttnCombineQ)),
+                    self.f(self.fused_q(Kernel::AttnCombineQ, acts)),
                     combine_dims,
                     s,
                     combine_args
@@ -578,7 +617,7 @@ impl<'m> CudaSession<'m> {
                     .int(aw)
                     .ptr(step);
                 if fuse {
-                    self.ewq(Kernel::SigmoidGateQ, s, gate_args, aw, n)?;
+                    self.ewq(Kernel::SigmoidGateQ, s, gate_args, aw, n, acts)?;
                 } else {
                     self.ew(Kernel::SigmoidGate, s, gate_args, n * aw)?;
                 }
@@ -592,8 +631,9 @@ impl<'m> CudaSession<'m> {
                 &[(&lw.wo, b.o.ptr(), e)],
                 a_quantized,
                 packed,
+                acts,
             )?;
-            self.residual_norm(s, n, lw.post_attn_norm, lw.ffn_norm, fuse)?;
+            self.residual_norm(s, n, lw.post_attn_norm, lw.ffn_norm, fuse, acts)?;
             prof.mark("attn out+norm", s)?;
             self.project(
                 (h, e),
@@ -605,6 +645,7 @@ impl<'m> CudaSession<'m> {
                 ],
                 fuse,
                 packed,
+                acts,
             )?;
             let act = match (c.ffn_activation, fuse) {
                 (FfnActivation::Silu, false) => Kernel::Swiglu,
@@ -618,7 +659,7 @@ impl<'m> CudaSession<'m> {
                 .int(c.n_ff)
                 .ptr(step);
             if fuse {
-                self.ewq(act, s, act_args, c.n_ff, n)?;
+                self.ewq(act, s, act_args, c.n_ff, n, acts)?;
             } else {
                 self.ew(act, s, act_args, n * c.n_ff)?;
             }
@@ -630,11 +671,12 @@ impl<'m> CudaSession<'m> {
                 &[(&lw.ffn_down, b.o.ptr(), e)],
                 fuse,
                 packed,
+                acts,
             )?;
             let next = w.layers.get(il + 1).map_or(w.output_norm, |l| l.attn_norm);
             // The last layer's h feeds only the output rows, quantized there.
             let quantize_next = fuse && il + 1 < w.layers.len();
-            self.residual_norm(s, n, lw.post_ffw_norm, next, quantize_next)?;
+            self.residual_norm(s, n, lw.post_ffw_norm, next, quantize_next, qkv_acts)?;
             prof.mark("ffn down+norm", s)?;
         }
         if rows > 0 {
@@ -646,6 +688,7 @@ impl<'m> CudaSession<'m> {
                 &[(&w.output, b.logits.ptr(), c.n_vocab)],
                 false,
                 packed && rows == n,
+                acts,
             )?;
             self.ew(
                 Kernel::ScaleSoftcap,
@@ -663,10 +706,10 @@ impl<'m> CudaSession<'m> {
         Ok(())
     }
 
-    /// The fused-quantization kernel `k` (A16) for this session's activation format: its A8
-    /// twin on the A8 route (same arithmetic, A8's quantization).
-    fn fused_q(&self, k: Kernel) -> Kernel {
-        if self.opts.acts != Acts::A8 {
+    /// The fused-quantization kernel `k` (A16) for the activation format `acts`: its A8 twin
+    /// for A8 (same arithmetic, A8's quantization).
+    fn fused_q(&self, k: Kernel, acts: Acts) -> Kernel {
+        if acts != Acts::A8 {
             return k;
         }
         match k {
@@ -680,7 +723,8 @@ impl<'m> CudaSession<'m> {
     }
 
     /// `x += rmsnorm(o, eps_post) * w_post; h = rmsnorm(x, eps) * w_next`, and with `quantize`
-    /// also h's quants (the fused kernel; same numbers as quantizing afterwards).
+    /// also h's quants in the format `acts` (the fused kernel; same numbers as quantizing
+    /// afterwards).
     fn residual_norm(
         &self,
         s: Stream,
@@ -688,6 +732,7 @@ impl<'m> CudaSession<'m> {
         w_post: u64,
         w_next: u64,
         quantize: bool,
+        acts: Acts,
     ) -> Result<(), CudaError> {
         let c = &self.model.config;
         let b = &self.b;
@@ -702,7 +747,7 @@ impl<'m> CudaSession<'m> {
             .int(c.n_embd);
         let (k, args) = if quantize {
             (
-                self.fused_q(Kernel::ResidualNormQ),
+                self.fused_q(Kernel::ResidualNormQ, acts),
                 args.ptr(b.xq.ptr())
                     .ptr(b.xs.ptr())
                     .ptr(b.xsum.ptr())
@@ -723,8 +768,8 @@ impl<'m> CudaSession<'m> {
         )
     }
 
-    /// A fused element-wise + quantize kernel (`k` the A16 one; `fused_q` picks the session's):
-    /// one warp per group of 32 of `width`-wide rows; `args` are the element-wise kernel's, the
+    /// A fused element-wise + quantize kernel (`k` the A16 one; `fused_q` picks `acts`'s): one
+    /// warp per group of 32 of `width`-wide rows; `args` are the element-wise kernel's, the
     /// activation buffers are appended.
     fn ewq(
         &self,
@@ -733,10 +778,11 @@ impl<'m> CudaSession<'m> {
         args: KArgs,
         width: usize,
         n: usize,
+        acts: Acts,
     ) -> Result<(), CudaError> {
         let b = &self.b;
         launch(
-            self.reg.get(self.fused_q(k), self.opts.act_math),
+            self.reg.get(self.fused_q(k, acts), self.opts.act_math),
             Dims {
                 grid: ((width as u32 / 32).div_ceil(8), n as u32, 1),
                 block: 256,

@@ -278,6 +278,19 @@ impl<'m> CudaSession<'m> {
                 std::env::var("MUSER_CUDA_ACTS").unwrap_or_default()
             )));
         }
+        if !matches!(opts.qkv_acts, Acts::A16 | Acts::A8) {
+            return Err(EngineError::Config(format!(
+                "MUSER_CUDA_QKV_ACTS={}: expected a16 or a8",
+                std::env::var("MUSER_CUDA_QKV_ACTS").unwrap_or_default()
+            )));
+        }
+        if opts.qkv_acts_explicit && opts.acts != Acts::A8 {
+            return Err(EngineError::Config(format!(
+                "MUSER_CUDA_QKV_ACTS sets the attention projections' input on the A8 route only \
+                 (this session's activations are {})",
+                opts.acts.name()
+            )));
+        }
         if opts.q6_pad && opts.acts == Acts::F32 {
             // Q6_K-P has A16 and A8 kernels only: the f32 route keeps GGUF's layout.
             if opts.q6_pad_explicit {
@@ -312,7 +325,7 @@ impl<'m> CudaSession<'m> {
         }
         // The packed decode kernels only where several sequences can decode together.
         let mut modules = Module::ENGINE.to_vec();
-        if opts.n_seq > 1 && opts.acts == Acts::A16 && opts.batch_mm == BatchMm::Packed {
+        if opts.n_seq > 1 && opts.qkv() == Acts::A16 && opts.batch_mm == BatchMm::Packed {
             modules.push(Module::MatvecPacked);
             if opts.mmv_min <= opts.n_seq.min(MAX_BATCH) {
                 modules.push(Module::MmvA16);
@@ -408,8 +421,13 @@ impl<'m> CudaSession<'m> {
     /// What produced the numbers: route parameters and the kernel registry's SHA-256.
     pub fn route_identity(&self) -> String {
         format!(
-            "cuda:acts={},w={},kv=f16,attn=f32/s{}h{}{},mv={},mm={}{},fuse={},act_math={},graph={}{},mode={},kernels={}",
+            "cuda:acts={}{},w={},kv=f16,attn=f32/s{}h{}{},mv={},mm={}{},fuse={},act_math={},graph={}{},mode={},kernels={}",
             self.opts.acts.name(),
+            if self.opts.acts == Acts::A8 && self.opts.qkv() == Acts::A16 {
+                "-qkv16"
+            } else {
+                ""
+            },
             if self.opts.q6_pad { "q6p" } else { "gguf" },
             self.opts.attn_super,
             self.attn_hpb(),

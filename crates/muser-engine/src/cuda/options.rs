@@ -29,6 +29,14 @@ pub struct CudaOptions {
     /// `acts` was set explicitly (environment or caller), not by default: an explicit A8 on a
     /// model it cannot run is an error, the default takes A16 there.
     pub acts_explicit: bool,
+    /// On the A8 route, the attention projections' input (Q / K / V / gate, one quantization
+    /// shared by the four): A16 (default) or A8 (`MUSER_CUDA_QKV_ACTS=a16|a8`). The keys and
+    /// values those projections make stay in the cache for every later position, and on
+    /// gemma-3-270m their 8-bit input is the largest share of A8's error (docs/cuda.md). Any
+    /// other route refuses the switch (it would change nothing there).
+    pub qkv_acts: Acts,
+    /// `MUSER_CUDA_QKV_ACTS` was set (environment or caller).
+    pub qkv_acts_explicit: bool,
     /// Software-pipelined decode matvec for Q4_K/Q6_K (default; `MUSER_CUDA_PIPE=0` for A/B).
     pub pipe: bool,
     /// Stage the activation quants in shared memory for the pipelined decode matvec
@@ -134,6 +142,16 @@ impl Acts {
 }
 
 impl CudaOptions {
+    /// The activation format of the attention projections' input: `qkv_acts` on the A8 route,
+    /// the route's own format elsewhere.
+    pub fn qkv(&self) -> Acts {
+        if self.acts == Acts::A8 {
+            self.qkv_acts
+        } else {
+            self.acts
+        }
+    }
+
     pub fn new(n_ctx: usize, chunk: usize) -> CudaOptions {
         CudaOptions {
             n_ctx,
@@ -162,6 +180,13 @@ impl CudaOptions {
                 Ok(_) => Acts::Invalid,
             },
             acts_explicit: std::env::var("MUSER_CUDA_ACTS").is_ok(),
+            qkv_acts: match std::env::var("MUSER_CUDA_QKV_ACTS").as_deref() {
+                Err(_) | Ok("a16") => Acts::A16,
+                Ok("a8") => Acts::A8,
+                // Rejected with the value's name by `CudaSession::new`.
+                Ok(_) => Acts::Invalid,
+            },
+            qkv_acts_explicit: std::env::var("MUSER_CUDA_QKV_ACTS").is_ok(),
             n_seq: 1,
             batch_nt: env_usize("MUSER_CUDA_BATCH_NT").unwrap_or(4),
             mmv_min: env_usize("MUSER_CUDA_MMV_MIN").unwrap_or(3),
