@@ -171,7 +171,8 @@ impl Gpu {
         Ok((f as u64, t as u64))
     }
 
-    /// Allocate `bytes` (zeroed) of device memory.
+    /// Allocate `bytes` of device memory, zeroed in stream order on the main stream (zero for
+    /// everything queued on this Gpu afterwards).
     pub fn alloc(&self, bytes: usize, what: &str) -> Result<DeviceBuffer, CudaError> {
         self.bind()?;
         let (free, total) = self.mem_info()?;
@@ -190,16 +191,23 @@ impl Gpu {
             bytes,
             ctx: Arc::clone(&self.ctx),
         };
-        // SAFETY: ptr..ptr+bytes was just allocated.
-        unsafe { result::memset_d8_sync(ptr, 0, bytes.max(1)) }.map_err(drv("cuMemsetD8"))?;
+        // Zeroed on the main stream, so in order with everything this Gpu queues afterwards (its
+        // side streams start from events recorded on main). `cuMemsetD8` would run on the
+        // legacy default stream, which our non-blocking streams do not wait for: an upload or
+        // kernel queued right after could run first and be zeroed — a race that showed only
+        // with another process on the GPU (docs/cuda.md, "Bit-identity under GPU contention").
+        // SAFETY: ptr..ptr+bytes was just allocated; the stream belongs to this context.
+        unsafe { result::memset_d8_async(ptr, 0, bytes.max(1), self.stream().raw()) }
+            .map_err(drv("cuMemsetD8Async"))?;
         Ok(buf)
     }
 
     /// Copy host data to `dst` on the main stream (stream-ordered). `src` must outlive the copy:
     /// callers wait (bounded) before dropping it, or pass long-lived data.
     pub fn upload<T: Copy>(&self, dst: u64, src: &[T]) -> Result<(), CudaError> {
-        // SAFETY: the caller passes a device range at least `size_of_val(src)` long; pageable
-        // host memory makes the copy complete before the call returns.
+        // SAFETY: the caller passes a device range at least `size_of_val(src)` long; from
+        // pageable host memory the driver has staged `src` when the call returns (the device
+        // copy itself stays ordered on the main stream), so `src` may be dropped then.
         unsafe { result::memcpy_htod_async(dst, src, self.stream().raw()) }
             .map_err(drv("cuMemcpyHtoD"))
     }
@@ -374,3 +382,58 @@ impl Drop for Event {
 
 /// Raw pointer type used in kernel argument lists.
 pub type RawArg = *mut c_void;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::launch::{launch, Dims, KArgs};
+    use crate::{Kernel, Math, Module, Registry};
+
+    /// A new buffer's zeroing is ordered before what its Gpu queues next even while the legacy
+    /// default stream is busy: with the zeroing on that stream (`cuMemsetD8`) the upload below
+    /// ran first and came back as zeros.
+    #[test]
+    fn a_new_buffer_is_zeroed_before_the_next_upload() {
+        if !matches!(Gpu::probe(), Ok(Some(_))) {
+            eprintln!("skipping: no CUDA device");
+            return;
+        }
+        let gpu = Gpu::open(0).expect("open GPU");
+        let reg = Registry::build_modules(&gpu, &[Module::Elementwise]).expect("registry");
+        let f = reg.get(Kernel::ScaleSoftcap, Math::Strict);
+        let n = 1usize << 26;
+        let big = gpu.alloc(n * 4, "busy work").expect("alloc");
+        gpu.wait("busy work zeroed").expect("wait");
+        // Milliseconds of passes over 256 MiB on the legacy default stream (handle 0).
+        let legacy = Stream {
+            raw: std::ptr::null_mut(),
+            pdl: false,
+        };
+        for _ in 0..64 {
+            let args = KArgs::new()
+                .ptr(big.ptr())
+                .f32(1.0)
+                .f32(0.0)
+                .int(n)
+                .int(1);
+            let dims = Dims {
+                grid: ((n as u32).div_ceil(256), 1, 1),
+                block: 256,
+                smem: 0,
+            };
+            launch(f, dims, legacy, args).expect("busy launch");
+        }
+        let pattern: Vec<u32> = (0..4096u32).map(|i| i.wrapping_mul(2654435761) | 1).collect();
+        let buf = gpu.alloc(pattern.len() * 4, "probe").expect("alloc");
+        gpu.upload(buf.ptr(), &pattern).expect("upload");
+        gpu.wait("upload").expect("wait");
+        // Let the legacy stream's work (and anything queued behind it) finish before reading.
+        // SAFETY: plain synchronisation of the context bound by `Gpu::open`.
+        unsafe { sys::cuCtxSynchronize() }
+            .result()
+            .expect("cuCtxSynchronize");
+        let mut got = vec![0u32; pattern.len()];
+        gpu.download(&mut got, buf.ptr(), "probe").expect("download");
+        assert!(got == pattern, "the upload was overwritten by the zeroing");
+    }
+}

@@ -5,17 +5,28 @@
 //! format and writes a JSON receipt. Not a route: the routes' own figures come from parity.py.
 //!
 //! `cargo run --release -p muser-engine --example act_probe -- MODEL RECEIPT.json OUT.json
-//!  [a8/32,a8/64,a8/128,a8/256,a16/32]`   (FORMAT = a8 | a16, then the group size)
+//!  [a8/32,a8/64,a8/128,a8/256,a16/32]`   (FORMAT = a8 | a16, then the group size, then
+//!  optionally `-SITE.SITE…`: sites whose inputs stay unrounded — qkv, o, gateup, down, output;
+//!  e.g. `a8/32-qkv` is A8 everywhere but the attention projections' input)
 
 use std::path::Path;
 use std::time::Instant;
 
 use anyhow::{bail, Context, Result};
 use muser_engine::metrics::{compare, Comparison};
-use muser_engine::oracle::ActProbe;
+use muser_engine::oracle::{ActProbe, Site};
 use muser_engine::{Model, Oracle};
 
 fn parse_probe(s: &str) -> Result<ActProbe> {
+    let (s, sites) = s.split_once('-').unwrap_or((s, ""));
+    let mut skip = 0u8;
+    for name in sites.split('.').filter(|n| !n.is_empty()) {
+        let site = Site::ALL
+            .into_iter()
+            .find(|x| x.name() == name)
+            .with_context(|| format!("unknown site {name} (qkv, o, gateup, down, output)"))?;
+        skip |= site.bit();
+    }
     let (f, g) = s
         .split_once('/')
         .context("a format is NAME/GROUP, e.g. a8/64")?;
@@ -28,7 +39,7 @@ fn parse_probe(s: &str) -> Result<ActProbe> {
     if group == 0 || !group.is_multiple_of(32) {
         bail!("group size {group}: a positive multiple of 32");
     }
-    Ok(ActProbe { qmax, group })
+    Ok(ActProbe { qmax, group, skip })
 }
 
 /// Logits of every prompt, concatenated (`[positions][n_vocab]`).
@@ -84,7 +95,18 @@ fn main() -> Result<()> {
     println!("| format | mean KL | top-1 | max Δlogp (plausible) |");
     println!("|---|---:|---:|---:|");
     for p in probes {
-        let name = format!("{}/{}", if p.qmax > 127.0 { "a16" } else { "a8" }, p.group);
+        let unrounded: Vec<&str> = Site::ALL
+            .into_iter()
+            .filter(|s| !p.rounds(*s))
+            .map(Site::name)
+            .collect();
+        let name = format!(
+            "{}/{}{}{}",
+            if p.qmax > 127.0 { "a16" } else { "a8" },
+            p.group,
+            if unrounded.is_empty() { "" } else { "-" },
+            unrounded.join(".")
+        );
         let t = Instant::now();
         let got = logits(&model, &prompts, Some(p))?;
         let c = compare(&want, &got, nv);

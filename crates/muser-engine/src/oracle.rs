@@ -43,9 +43,55 @@ pub struct Oracle<'m> {
 pub struct ActProbe {
     pub qmax: f32,
     pub group: usize,
+    /// Matmul sites whose inputs the probe leaves unrounded (a bit per `Site::bit`; 0: none).
+    pub skip: u8,
+}
+
+/// Where a matmul sits in the model, for probes that quantize the inputs of some sites only.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Site {
+    /// Q / K / V (and attention gate) projections: one input, the attention norm's output.
+    Qkv,
+    /// The attention output projection.
+    AttnOut,
+    /// FFN gate and up projections.
+    GateUp,
+    /// FFN down projection.
+    Down,
+    /// The output (vocabulary) projection.
+    Output,
+}
+
+impl Site {
+    pub const ALL: [Site; 5] = [
+        Site::Qkv,
+        Site::AttnOut,
+        Site::GateUp,
+        Site::Down,
+        Site::Output,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Site::Qkv => "qkv",
+            Site::AttnOut => "o",
+            Site::GateUp => "gateup",
+            Site::Down => "down",
+            Site::Output => "output",
+        }
+    }
+
+    pub fn bit(self) -> u8 {
+        1 << self as u8
+    }
 }
 
 impl ActProbe {
+    /// Whether `site`'s inputs are rounded by this probe.
+    pub fn rounds(&self, site: Site) -> bool {
+        self.skip & site.bit() == 0
+    }
+
     /// `row` as the format quantizes it (a trailing partial group is its own group).
     pub fn apply(&self, row: &[f64]) -> Vec<f64> {
         let mut out = Vec::with_capacity(row.len());
@@ -181,7 +227,9 @@ impl<'m> Oracle<'m> {
         let eps = f64::from(c.rms_eps);
         let eps_post = f64::from(c.post_norm_eps);
         let probe = self.probe;
-        let matmul = |w: &Matrix, x: &[Vec<f64>]| matmul_rows(m, w, x, probe);
+        let matmul = |site: Site, w: &Matrix, x: &[Vec<f64>]| {
+            matmul_rows(m, w, x, probe.filter(|p| p.rounds(site)))
+        };
 
         // Embedding.
         let mut x: Vec<Vec<f64>> = Vec::with_capacity(tokens.len());
@@ -214,11 +262,11 @@ impl<'m> Oracle<'m> {
                 .iter()
                 .map(|xt| rmsnorm_w(xt, &lw.attn_norm, eps))
                 .collect();
-            let mut q = matmul(&lw.wq, &h)?;
-            let mut k = matmul(&lw.wk, &h)?;
-            let v = matmul(&lw.wv, &h)?;
+            let mut q = matmul(Site::Qkv, &lw.wq, &h)?;
+            let mut k = matmul(Site::Qkv, &lw.wk, &h)?;
+            let v = matmul(Site::Qkv, &lw.wv, &h)?;
             let gate = match &lw.wgate {
-                Some(wg) => Some(matmul(wg, &h)?),
+                Some(wg) => Some(matmul(Site::Qkv, wg, &h)?),
                 None => None,
             };
             let rope_base = c.rope_for_layer(il).map(f64::from);
@@ -253,7 +301,7 @@ impl<'m> Oracle<'m> {
                     .collect(),
                 None => attn,
             };
-            let o = matmul(&lw.wo, &attn)?;
+            let o = matmul(Site::AttnOut, &lw.wo, &attn)?;
             for (xt, ot) in x.iter_mut().zip(&o) {
                 let n = rmsnorm_w(ot, &lw.post_attn_norm, eps_post);
                 xt.iter_mut().zip(&n).for_each(|(a, b)| *a += b);
@@ -262,8 +310,8 @@ impl<'m> Oracle<'m> {
                 .iter()
                 .map(|xt| rmsnorm_w(xt, &lw.ffn_norm, eps))
                 .collect();
-            let fg = matmul(&lw.ffn_gate, &f)?;
-            let fu = matmul(&lw.ffn_up, &f)?;
+            let fg = matmul(Site::GateUp, &lw.ffn_gate, &f)?;
+            let fu = matmul(Site::GateUp, &lw.ffn_up, &f)?;
             let act: Vec<Vec<f64>> = fg
                 .iter()
                 .zip(&fu)
@@ -277,7 +325,7 @@ impl<'m> Oracle<'m> {
                         .collect()
                 })
                 .collect();
-            let d = matmul(&lw.ffn_down, &act)?;
+            let d = matmul(Site::Down, &lw.ffn_down, &act)?;
             for (xt, dt) in x.iter_mut().zip(&d) {
                 let n = rmsnorm_w(dt, &lw.post_ffw_norm, eps_post);
                 xt.iter_mut().zip(&n).for_each(|(a, b)| *a += b);
@@ -288,7 +336,7 @@ impl<'m> Oracle<'m> {
             .iter()
             .map(|xt| rmsnorm_w(xt, &w.output_norm, eps))
             .collect();
-        let mut logits = matmul(&w.output, &xn)?;
+        let mut logits = matmul(Site::Output, &w.output, &xn)?;
         let scale = f64::from(c.logit_scale);
         for row in &mut logits {
             for v in row.iter_mut() {
@@ -377,11 +425,13 @@ mod tests {
         let p8 = ActProbe {
             qmax: 127.0,
             group: 32,
+            skip: 0,
         }
         .apply(&xd);
         let p16 = ActProbe {
             qmax: 32767.0,
             group: 32,
+            skip: 0,
         }
         .apply(&xd);
         for i in 0..x.len() {
@@ -395,7 +445,8 @@ mod tests {
         assert_ne!(
             ActProbe {
                 qmax: 127.0,
-                group: 256
+                group: 256,
+                skip: 0,
             }
             .apply(&xd),
             p8
