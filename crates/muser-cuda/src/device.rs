@@ -410,12 +410,7 @@ mod tests {
             pdl: false,
         };
         for _ in 0..64 {
-            let args = KArgs::new()
-                .ptr(big.ptr())
-                .f32(1.0)
-                .f32(0.0)
-                .int(n)
-                .int(1);
+            let args = KArgs::new().ptr(big.ptr()).f32(1.0).f32(0.0).int(n).int(1);
             let dims = Dims {
                 grid: ((n as u32).div_ceil(256), 1, 1),
                 block: 256,
@@ -423,7 +418,9 @@ mod tests {
             };
             launch(f, dims, legacy, args).expect("busy launch");
         }
-        let pattern: Vec<u32> = (0..4096u32).map(|i| i.wrapping_mul(2654435761) | 1).collect();
+        let pattern: Vec<u32> = (0..4096u32)
+            .map(|i| i.wrapping_mul(2654435761) | 1)
+            .collect();
         let buf = gpu.alloc(pattern.len() * 4, "probe").expect("alloc");
         gpu.upload(buf.ptr(), &pattern).expect("upload");
         gpu.wait("upload").expect("wait");
@@ -433,7 +430,8 @@ mod tests {
             .result()
             .expect("cuCtxSynchronize");
         let mut got = vec![0u32; pattern.len()];
-        gpu.download(&mut got, buf.ptr(), "probe").expect("download");
+        gpu.download(&mut got, buf.ptr(), "probe")
+            .expect("download");
         assert!(got == pattern, "the upload was overwritten by the zeroing");
     }
 }

@@ -26,6 +26,7 @@
 
 mod a8;
 mod forward;
+mod matmul;
 mod options;
 mod sequences;
 pub mod weights;

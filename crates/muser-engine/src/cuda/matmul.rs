@@ -1,0 +1,349 @@
+//! The matmul dispatch of a step: which kernel multiplies one weight matrix by a step's
+//! activations (`mv`: per activation format, token count and packed rows, each choice's
+//! kernel from the typed registry), the activation quantization that feeds it (`quantize`,
+//! A16 or A8 into the shared buffers `xq` / `xs` / `xsum`), and `project` — one quantization,
+//! then every projection of it as parallel graph branches. The launch sequence that calls them
+//! is `forward.rs`.
+
+use muser_cuda::launch::{launch, A16Matmul, Dims};
+use muser_cuda::{CudaError, KArgs, Kernel, PackedPlan, Registry, MMV_PAIR_MAX_TOKENS};
+
+use super::weights::{A8OneToken, DevMatrix, TypeKernels};
+use super::{Acts, BatchMm, CudaSession};
+
+use muser_cuda::Stream;
+
+/// Warps per block of the f32-route matvec kernels (`MV_WARPS` in matvec.cu); the A16 kernels'
+/// count is the registry's `mva_warps`.
+const MV_WARPS: u32 = 4;
+
+impl<'m> CudaSession<'m> {
+    /// `y[t] = m · x[t]` for `n` tokens; `x`, `y` are (device pointer, row stride in f32).
+    /// With A16 / A8 activations (`acts`: the route's, or the attention projections' —
+    /// `CudaOptions::qkv`) `x` must already be quantized into the activation buffers in that
+    /// format (`quantize`). `packed`: the tokens are packed decode rows of several sequences.
+    #[allow(clippy::too_many_arguments)]
+    fn mv(
+        &self,
+        s: Stream,
+        m: &DevMatrix,
+        (x, ldx): (u64, usize),
+        (y, ldy): (u64, usize),
+        n: usize,
+        packed: bool,
+        acts: Acts,
+    ) -> Result<(), CudaError> {
+        let ks = m.kernels().expect("checked at upload");
+        if acts == Acts::A8 {
+            return self.mv_a8(s, m, ks, (y, ldy), n, packed);
+        }
+        let a16 = acts == Acts::A16;
+        let packed_mm = packed && n > 1 && a16 && self.opts.batch_mm == BatchMm::Packed;
+        if let Some((km, kpair)) = ks
+            .a16_mmv
+            .filter(|_| packed_mm && n >= self.opts.mmv_min && Registry::mmv_fits(m.n_in))
+        {
+            // All rows (<= MAX_BATCH = 8 token columns) in one tensor-core launch; at most 4
+            // on the paired tiles.
+            let args = self.a16_args(m, 0, (y, ldy), n, Acts::A16);
+            if self.opts.mmv_pair && n <= MMV_PAIR_MAX_TOKENS {
+                return launch(
+                    self.f(kpair),
+                    self.reg.mmv_pair_dims(m.n_out, m.n_in),
+                    s,
+                    args,
+                );
+            }
+            return launch(self.f(km), self.reg.mmv_dims(m.n_out, m.n_in), s, args);
+        }
+        if let Some(kp) = ks.a16_packed.filter(|_| packed_mm) {
+            let plan = |nt| self.reg.packed_plan(m.n_out, m.n_in, nt);
+            return self.packed_rows(s, m, kp, plan, (y, ldy), n, Acts::A16);
+        }
+        if let Some((ks_staged, ks_pipe)) = ks
+            .a16_smem
+            .zip(ks.a16_pipe)
+            .filter(|_| a16 && n == 1 && self.opts.pipe)
+        {
+            // The pipelined one-token kernel, staged where its shared memory fits
+            // (`Registry::t1_plan`; wider inputs take the unstaged twin — same numbers).
+            let plan = self.reg.t1_plan(ks_pipe, m.n_out, m.n_in, self.opts.xsmem);
+            let kern = if plan.staged { ks_staged } else { ks_pipe };
+            return launch(
+                self.f(kern),
+                plan.dims,
+                s,
+                self.a16_args(m, 0, (y, ldy), 1, Acts::A16),
+            );
+        }
+        let mmq = ks.a16_mmq.filter(|_| a16 && n > 1 && self.opts.mmq);
+        let (k, nt) = match (n, a16) {
+            (1, true) => (ks.a16_t1, 1),
+            (_, true) => (mmq.unwrap_or(ks.a16_t8), 8),
+            (1, false) => (ks.t1.ok_or_else(|| f32_layout(m))?, 1),
+            (_, false) => (ks.t8.ok_or_else(|| f32_layout(m))?, 8),
+        };
+        let warps = if a16 { self.reg.mva_warps } else { MV_WARPS };
+        let rows_per_block = if a16 && nt == 1 {
+            warps * self.reg.mva_rows
+        } else {
+            warps
+        };
+        let dims = if mmq.is_some() {
+            self.reg.mmq_dims(m.n_out, n)
+        } else {
+            Dims {
+                grid: (
+                    (m.n_out as u32).div_ceil(rows_per_block),
+                    (n as u32).div_ceil(nt),
+                    1,
+                ),
+                block: 32 * warps,
+                smem: 0,
+            }
+        };
+        let args = if a16 {
+            self.a16_args(m, 0, (y, ldy), n, Acts::A16)
+        } else {
+            KArgs::new()
+                .ptr(m.ptr)
+                .u64(m.row_bytes as u64)
+                .ptr(x)
+                .int(ldx)
+                .ptr(y)
+                .int(ldy)
+                .int(m.n_in)
+                .int(m.n_out)
+                .int(n)
+        };
+        launch(self.f(k), dims, s, args)
+    }
+
+    /// `mv` on the A8 route (`MUSER_CUDA_ACTS=a8`; `cuda::a8` checked the weights and
+    /// options): one token on the pipelined kernel (staged where it fits) or, with `mvr`, the
+    /// register-resident one where K allows, or the plain kernel of formats without either;
+    /// packed decode rows on the tensor cores from `mmv_min` rows, else on the packed kernels
+    /// (launches of at most `batch_nt` rows), as A16's;
+    /// several tokens on the tensor cores or the eight-token kernel.
+    fn mv_a8(
+        &self,
+        s: Stream,
+        m: &DevMatrix,
+        ks: TypeKernels,
+        (y, ldy): (u64, usize),
+        n: usize,
+        packed: bool,
+    ) -> Result<(), CudaError> {
+        let k8 = ks.a8.ok_or_else(|| {
+            CudaError::Invalid(format!("a {:?} matrix reached the A8 route", m.ty))
+        })?;
+        if n == 1 {
+            if let Some((kr, dims)) = k8
+                .mvr
+                .zip(self.reg.mvr_dims(m.n_out, m.n_in))
+                .filter(|_| self.opts.mvr)
+            {
+                return launch(
+                    self.f(kr),
+                    dims,
+                    s,
+                    self.a16_args(m, 0, (y, ldy), 1, Acts::A8),
+                );
+            }
+            return match k8.t1 {
+                A8OneToken::Pipe(staged, unstaged) => {
+                    let plan = self.reg.t1_plan(unstaged, m.n_out, m.n_in, self.opts.xsmem);
+                    let kern = if plan.staged { staged } else { unstaged };
+                    launch(
+                        self.f(kern),
+                        plan.dims,
+                        s,
+                        self.a16_args(m, 0, (y, ldy), 1, Acts::A8),
+                    )
+                }
+                A8OneToken::Plain(k1) => {
+                    let warps = self.reg.mva_warps;
+                    let dims = Dims {
+                        grid: ((m.n_out as u32).div_ceil(warps * self.reg.mva_rows), 1, 1),
+                        block: 32 * warps,
+                        smem: 0,
+                    };
+                    launch(
+                        self.f(k1),
+                        dims,
+                        s,
+                        self.a16_args(m, 0, (y, ldy), 1, Acts::A8),
+                    )
+                }
+            };
+        }
+        let packed_mm = packed && self.opts.batch_mm == BatchMm::Packed;
+        if let Some(km) = k8
+            .mmv
+            .filter(|_| packed_mm && n >= self.opts.mmv_min && Registry::mmv_fits(m.n_in))
+        {
+            // All rows (<= MAX_BATCH = 8 token columns) in one tensor-core launch, as A16's.
+            return launch(
+                self.f(km),
+                self.reg.mmv_dims(m.n_out, m.n_in),
+                s,
+                self.a16_args(m, 0, (y, ldy), n, Acts::A8),
+            );
+        }
+        if let Some(kp) = k8.packed.filter(|_| packed_mm) {
+            let plan = |nt| self.reg.packed_plan_a8(m.n_out, m.n_in, nt);
+            return self.packed_rows(s, m, kp, plan, (y, ldy), n, Acts::A8);
+        }
+        let args = self.a16_args(m, 0, (y, ldy), n, Acts::A8);
+        if let Some(kmmq) = k8.mmq.filter(|_| self.opts.mmq) {
+            return launch(self.f(kmmq), self.reg.mmq_dims(m.n_out, n), s, args);
+        }
+        let dims = Dims {
+            grid: (
+                (m.n_out as u32).div_ceil(self.reg.mva_warps),
+                (n as u32).div_ceil(8),
+                1,
+            ),
+            block: 32 * self.reg.mva_warps,
+            smem: 0,
+        };
+        launch(self.f(k8.t8), dims, s, args)
+    }
+
+    /// `n` packed decode rows on the packed kernels `kp` ((staged, unstaged) per 2, 4, 8 rows),
+    /// each launch planned by `plan(nt)`: launches of at most `batch_nt` rows (default 4: two
+    /// four-row passes beat one eight-row pass, docs/cuda.md), each NT = the next of 2, 4, 8 —
+    /// a last single row too takes the two-row kernel (rows past n compute on spare buffer rows
+    /// nobody reads: the buffers hold MAX_BATCH rows). `acts`: the kernels' activation format.
+    #[allow(clippy::too_many_arguments)]
+    fn packed_rows(
+        &self,
+        s: Stream,
+        m: &DevMatrix,
+        kp: [(Kernel, Kernel); 3],
+        plan: impl Fn(usize) -> PackedPlan,
+        (y, ldy): (u64, usize),
+        n: usize,
+        acts: Acts,
+    ) -> Result<(), CudaError> {
+        let mut r0 = 0;
+        while r0 < n {
+            let nt = (n - r0).min(self.opts.batch_nt).next_power_of_two().max(2);
+            let (staged, unstaged) = kp[nt.trailing_zeros() as usize - 1];
+            let plan = plan(nt);
+            let kern = if plan.staged { staged } else { unstaged };
+            launch(
+                self.f(kern),
+                plan.dims,
+                s,
+                self.a16_args(m, r0, (y, ldy), nt, acts),
+            )?;
+            r0 += nt;
+        }
+        Ok(())
+    }
+
+    /// A quantized-activation matmul's arguments (A16 or A8): `m` times the activation
+    /// buffers' rows `r0 .. r0 + n_tok` into the rows of `y` (row stride `ldy` f32) from the
+    /// same offset; `acts` says the quants' width.
+    fn a16_args(
+        &self,
+        m: &DevMatrix,
+        r0: usize,
+        (y, ldy): (u64, usize),
+        n_tok: usize,
+        acts: Acts,
+    ) -> KArgs {
+        let (b, k) = (&self.b, m.n_in);
+        let quant_bytes = if acts == Acts::A8 { 1 } else { 2 };
+        A16Matmul {
+            w: m.ptr,
+            row_bytes: m.row_bytes,
+            xq: b.xq.ptr() + (r0 * k * quant_bytes) as u64,
+            xs: b.xs.ptr() + (r0 * (k / 32) * 4) as u64,
+            xsum: b.xsum.ptr() + (r0 * (k / 32) * 4) as u64,
+            k,
+            y: y + (r0 * ldy * 4) as u64,
+            ldy,
+            n_out: m.n_out,
+            n_tok,
+        }
+        .args()
+    }
+
+    /// Quantize `n` rows of `k` activations (row stride `ldx`) into the activation buffers
+    /// in the format `acts` (A16 or A8; the f32 route reads activations directly).
+    fn quantize(
+        &self,
+        s: Stream,
+        (x, ldx): (u64, usize),
+        k: usize,
+        n: usize,
+        acts: Acts,
+    ) -> Result<(), CudaError> {
+        let kern = match acts {
+            Acts::A16 => Kernel::QuantA16,
+            Acts::A8 => Kernel::QuantA8,
+            _ => return Ok(()),
+        };
+        let b = &self.b;
+        launch(
+            self.f(kern),
+            Dims {
+                grid: ((k as u32 / 32).div_ceil(8), n as u32, 1),
+                block: 256,
+                smem: 0,
+            },
+            s,
+            KArgs::new()
+                .ptr(x)
+                .int(ldx)
+                .int(k)
+                .int(n)
+                .ptr(b.xq.ptr())
+                .ptr(b.xs.ptr())
+                .ptr(b.xsum.ptr()),
+        )
+    }
+
+    /// Quantize `x` once, then run every `(matrix, y, ldy)` projection of it — as parallel
+    /// graph branches (or serially, `MUSER_CUDA_SERIAL=1`).
+    /// `prequantized`: the activation buffers already hold `x` in the format `acts` (a fused
+    /// kernel wrote them).
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn project(
+        &self,
+        x: (u64, usize),
+        k: usize,
+        n: usize,
+        outs: &[(&DevMatrix, u64, usize)],
+        prequantized: bool,
+        packed: bool,
+        acts: Acts,
+    ) -> Result<(), CudaError> {
+        if !prequantized {
+            self.quantize(self.gpu.stream(), x, k, n, acts)?;
+        }
+        type Branch<'a> = Box<dyn FnMut(Stream) -> Result<(), CudaError> + 'a>;
+        let mut branches: Vec<Branch<'_>> = outs
+            .iter()
+            .map(|&(m, y, ldy)| {
+                Box::new(move |st: Stream| self.mv(st, m, x, (y, ldy), n, packed, acts))
+                    as Branch<'_>
+            })
+            .collect();
+        let mut refs: Vec<&mut dyn FnMut(Stream) -> Result<(), CudaError>> = branches
+            .iter_mut()
+            .map(|b| b.as_mut() as &mut dyn FnMut(Stream) -> Result<(), CudaError>)
+            .collect();
+        self.fork.run(&self.gpu, self.opts.mode, &mut refs)
+    }
+}
+
+/// The f32 route reads GGUF's layouts only (the session refuses Q6_K-P with it).
+fn f32_layout(m: &DevMatrix) -> CudaError {
+    CudaError::Invalid(format!(
+        "a {:?} matrix in Q6_K-P reached the f32-activation route",
+        m.ty
+    ))
+}
