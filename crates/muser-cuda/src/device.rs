@@ -386,21 +386,16 @@ pub type RawArg = *mut c_void;
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::launch::{launch, Dims, KArgs};
-    use crate::{Kernel, Math, Module, Registry};
+    use crate::testing::{elementwise_gpu, scale};
 
     /// A new buffer's zeroing is ordered before what its Gpu queues next even while the legacy
     /// default stream is busy: with the zeroing on that stream (`cuMemsetD8`) the upload below
     /// ran first and came back as zeros.
     #[test]
     fn a_new_buffer_is_zeroed_before_the_next_upload() {
-        if !matches!(Gpu::probe(), Ok(Some(_))) {
-            eprintln!("skipping: no CUDA device");
+        let Some((gpu, reg)) = elementwise_gpu() else {
             return;
-        }
-        let gpu = Gpu::open(0).expect("open GPU");
-        let reg = Registry::build_modules(&gpu, &[Module::Elementwise]).expect("registry");
-        let f = reg.get(Kernel::ScaleSoftcap, Math::Strict);
+        };
         let n = 1usize << 26;
         let big = gpu.alloc(n * 4, "busy work").expect("alloc");
         gpu.wait("busy work zeroed").expect("wait");
@@ -410,13 +405,7 @@ mod tests {
             pdl: false,
         };
         for _ in 0..64 {
-            let args = KArgs::new().ptr(big.ptr()).f32(1.0).f32(0.0).int(n).int(1);
-            let dims = Dims {
-                grid: ((n as u32).div_ceil(256), 1, 1),
-                block: 256,
-                smem: 0,
-            };
-            launch(f, dims, legacy, args).expect("busy launch");
+            scale(&reg, legacy, big.ptr(), 1.0, n).expect("busy launch");
         }
         let pattern: Vec<u32> = (0..4096u32)
             .map(|i| i.wrapping_mul(2654435761) | 1)

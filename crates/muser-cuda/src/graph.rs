@@ -173,8 +173,7 @@ impl Fork {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::launch::{launch, Dims, KArgs};
-    use crate::{Kernel, Math, Module, Registry};
+    use crate::testing::{elementwise_gpu, scale};
 
     /// A forked graph (A; B ∥ C on a side stream; D) replays to the same values with
     /// programmatic dependent launch on and off; with it on, all four kernel→kernel edges are
@@ -182,30 +181,15 @@ mod tests {
     /// H200, CUDA 13 driver 580).
     #[test]
     fn forked_graph_gets_programmatic_edges_and_the_same_results() {
-        if !matches!(Gpu::probe(), Ok(Some(_))) {
-            eprintln!("skipping: no CUDA device");
+        let Some((gpu, reg)) = elementwise_gpu() else {
             return;
-        }
-        let gpu = Gpu::open(0).expect("open GPU");
-        let reg = Registry::build_modules(&gpu, &[Module::Elementwise]).expect("registry");
-        let f = reg.get(Kernel::ScaleSoftcap, Math::Strict);
+        };
         let n = 1 << 20;
         let x0: Vec<f32> = (0..n).map(|i| (i % 977) as f32 - 488.0).collect();
         let buf = gpu.alloc(n * 4, "x").expect("alloc");
-        // X[i] *= 2 over `len` values from `off` (scale_softcap with cap 0).
+        // X[i] *= 2 over `len` values from `off`.
         let double = |s: Stream, off: usize, len: usize| {
-            let dims = Dims {
-                grid: ((len as u32).div_ceil(256), 1, 1),
-                block: 256,
-                smem: 0,
-            };
-            let args = KArgs::new()
-                .ptr(buf.ptr() + 4 * off as u64)
-                .f32(2.0)
-                .f32(0.0)
-                .int(len)
-                .int(1);
-            launch(f, dims, s, args)
+            scale(&reg, s, buf.ptr() + 4 * off as u64, 2.0, len)
         };
         for pdl in [false, true] {
             gpu.set_pdl(pdl);

@@ -28,6 +28,8 @@ pub mod q6pad;
 pub mod registry;
 pub mod sched;
 pub mod step;
+#[cfg(test)]
+mod testing;
 
 pub use arena::{Arena, ArenaSlice};
 pub use device::{DeviceBuffer, Gpu, GpuInfo, Stream};

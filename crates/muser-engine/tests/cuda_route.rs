@@ -64,6 +64,18 @@ fn a16(o: &mut CudaOptions) {
     o.acts_explicit = true;
 }
 
+/// Every `(name, logits)` variant bit-identical to `base` (chunk 512); `what` prefixes the
+/// failure message.
+fn same_bits<const N: usize>(base: &[f32], variants: [(&str, Vec<f32>); N], what: &str) {
+    for (name, got) in variants {
+        assert!(
+            bits(&got) == bits(base),
+            "{what}{}{name}: logits differ from chunk 512",
+            if what.is_empty() { "" } else { ", " }
+        );
+    }
+}
+
 fn bits(v: &[f32]) -> Vec<u32> {
     v.iter().map(|x| x.to_bits()).collect()
 }
@@ -86,103 +98,102 @@ fn cuda_route_tracks_the_oracle_and_is_deterministic() {
     let cmp = muser_engine::metrics::compare(&want, &base, m.config.n_vocab);
     assert!(cmp.mean_kl < 1e-4, "mean KL {}", cmp.mean_kl);
     assert!(cmp.top1 >= 0.98, "top-1 {}", cmp.top1);
-    for (name, got) in [
-        ("second run", run(&m, &toks, 512, true, GraphMode::Parallel)),
-        (
-            "chunk 1, decode graph",
-            run(&m, &toks, 1, true, GraphMode::Parallel),
-        ),
-        (
-            "chunk 1, eager",
-            run(&m, &toks, 1, false, GraphMode::Parallel),
-        ),
-        (
-            "chunk 7, serial capture",
-            run(&m, &toks, 7, true, GraphMode::Serial),
-        ),
-        (
-            "chunk 1, serial graph",
-            run(&m, &toks, 1, true, GraphMode::Serial),
-        ),
-        (
-            "fused quantization, chunk 512",
-            run_with(&m, &toks, 512, |o| o.fuse = true),
-        ),
-        (
-            "fused quantization, chunk 1",
-            run_with(&m, &toks, 1, |o| o.fuse = true),
-        ),
-        (
-            "plain decode matvec, chunk 1",
-            run_with(&m, &toks, 1, |o| o.pipe = false),
-        ),
-        (
-            "unstaged pipelined decode matvec, chunk 1",
-            run_with(&m, &toks, 1, |o| o.xsmem = false),
-        ),
-        (
-            "eight-token dp2a prefill matmuls (no tensor cores), chunk 512",
-            run_with(&m, &toks, 512, |o| o.mmq = false),
-        ),
-        (
-            "one head per attention block, chunk 3",
-            run_with(&m, &toks, 3, |o| o.attn_hpb = 1),
-        ),
-        (
-            "programmatic dependent launch, chunk 512",
-            run_with(&m, &toks, 512, |o| o.pdl = true),
-        ),
-        (
-            "programmatic dependent launch, fused, chunk 1, decode graph",
-            run_with(&m, &toks, 1, |o| {
-                o.pdl = true;
-                o.fuse = true;
-            }),
-        ),
-        (
-            "programmatic dependent launch, chunk 1, eager",
-            run_with(&m, &toks, 1, |o| {
-                o.pdl = true;
-                o.graphs = false;
-            }),
-        ),
-        (
-            "Q6_K in GGUF's layout, chunk 512",
-            run_with(&m, &toks, 512, |o| o.q6_pad = false),
-        ),
-        (
-            "Q6_K in GGUF's layout, chunk 1, decode graph",
-            run_with(&m, &toks, 1, |o| o.q6_pad = false),
-        ),
-        (
-            "Q6_K in GGUF's layout, chunk 1, eager, unstaged",
-            run_with(&m, &toks, 1, |o| {
-                o.q6_pad = false;
-                o.graphs = false;
-                o.xsmem = false;
-            }),
-        ),
-        (
-            "Q6_K in GGUF's layout, plain decode matvec and dp2a prefill, chunk 5",
-            run_with(&m, &toks, 5, |o| {
-                o.q6_pad = false;
-                o.pipe = false;
-                o.mmq = false;
-            }),
-        ),
-        (
-            "programmatic dependent launch, chunk 1, serial graph",
-            run_with(&m, &toks, 1, |o| {
-                o.pdl = true;
-                o.mode = GraphMode::Serial;
-            }),
-        ),
-    ] {
-        assert!(
-            bits(&got) == bits(&base),
-            "{name}: logits differ from chunk 512"
-        );
-    }
+    same_bits(
+        &base,
+        [
+            ("second run", run(&m, &toks, 512, true, GraphMode::Parallel)),
+            (
+                "chunk 1, decode graph",
+                run(&m, &toks, 1, true, GraphMode::Parallel),
+            ),
+            (
+                "chunk 1, eager",
+                run(&m, &toks, 1, false, GraphMode::Parallel),
+            ),
+            (
+                "chunk 7, serial capture",
+                run(&m, &toks, 7, true, GraphMode::Serial),
+            ),
+            (
+                "chunk 1, serial graph",
+                run(&m, &toks, 1, true, GraphMode::Serial),
+            ),
+            (
+                "fused quantization, chunk 512",
+                run_with(&m, &toks, 512, |o| o.fuse = true),
+            ),
+            (
+                "fused quantization, chunk 1",
+                run_with(&m, &toks, 1, |o| o.fuse = true),
+            ),
+            (
+                "plain decode matvec, chunk 1",
+                run_with(&m, &toks, 1, |o| o.pipe = false),
+            ),
+            (
+                "unstaged pipelined decode matvec, chunk 1",
+                run_with(&m, &toks, 1, |o| o.xsmem = false),
+            ),
+            (
+                "eight-token dp2a prefill matmuls (no tensor cores), chunk 512",
+                run_with(&m, &toks, 512, |o| o.mmq = false),
+            ),
+            (
+                "one head per attention block, chunk 3",
+                run_with(&m, &toks, 3, |o| o.attn_hpb = 1),
+            ),
+            (
+                "programmatic dependent launch, chunk 512",
+                run_with(&m, &toks, 512, |o| o.pdl = true),
+            ),
+            (
+                "programmatic dependent launch, fused, chunk 1, decode graph",
+                run_with(&m, &toks, 1, |o| {
+                    o.pdl = true;
+                    o.fuse = true;
+                }),
+            ),
+            (
+                "programmatic dependent launch, chunk 1, eager",
+                run_with(&m, &toks, 1, |o| {
+                    o.pdl = true;
+                    o.graphs = false;
+                }),
+            ),
+            (
+                "Q6_K in GGUF's layout, chunk 512",
+                run_with(&m, &toks, 512, |o| o.q6_pad = false),
+            ),
+            (
+                "Q6_K in GGUF's layout, chunk 1, decode graph",
+                run_with(&m, &toks, 1, |o| o.q6_pad = false),
+            ),
+            (
+                "Q6_K in GGUF's layout, chunk 1, eager, unstaged",
+                run_with(&m, &toks, 1, |o| {
+                    o.q6_pad = false;
+                    o.graphs = false;
+                    o.xsmem = false;
+                }),
+            ),
+            (
+                "Q6_K in GGUF's layout, plain decode matvec and dp2a prefill, chunk 5",
+                run_with(&m, &toks, 5, |o| {
+                    o.q6_pad = false;
+                    o.pipe = false;
+                    o.mmq = false;
+                }),
+            ),
+            (
+                "programmatic dependent launch, chunk 1, serial graph",
+                run_with(&m, &toks, 1, |o| {
+                    o.pdl = true;
+                    o.mode = GraphMode::Serial;
+                }),
+            ),
+        ],
+        "",
+    );
     // Another key partition is other numerics, but again accurate and chunk-independent.
     let s32 = |chunk: usize| run_with(&m, &toks, chunk, |o| o.attn_super = 32);
     let a = s32(512);
@@ -338,55 +349,53 @@ fn a8_route_case(what: &str, m: &Model) {
         })
     };
     let base8 = all8(512, |_| {});
-    for (name, got) in [
-        ("chunk 1, decode graph", all8(1, |_| {})),
-        (
-            "chunk 7, fused, eager",
-            all8(7, |o| {
-                o.fuse = true;
-                o.graphs = false;
-            }),
-        ),
-        (
-            "eight-token prefill kernels, chunk 512",
-            all8(512, |o| o.mmq = false),
-        ),
-    ] {
-        assert!(
-            bits(&got) == bits(&base8),
-            "A8 with A8 attention projections ({what}), {name}: logits differ from chunk 512"
-        );
-    }
+    same_bits(
+        &base8,
+        [
+            ("chunk 1, decode graph", all8(1, |_| {})),
+            (
+                "chunk 7, fused, eager",
+                all8(7, |o| {
+                    o.fuse = true;
+                    o.graphs = false;
+                }),
+            ),
+            (
+                "eight-token prefill kernels, chunk 512",
+                all8(512, |o| o.mmq = false),
+            ),
+        ],
+        &format!("A8 with A8 attention projections ({what})"),
+    );
     let base = a8(512, |_| {});
-    for (name, got) in [
-        ("chunk 1, decode graph", a8(1, |_| {})),
-        ("chunk 1, eager", a8(1, |o| o.graphs = false)),
-        (
-            "chunk 7, serial capture",
-            a8(7, |o| o.mode = GraphMode::Serial),
-        ),
-        ("chunk 1, unstaged decode", a8(1, |o| o.xsmem = false)),
-        ("fused quantization, chunk 512", a8(512, |o| o.fuse = true)),
-        ("fused quantization, chunk 1", a8(1, |o| o.fuse = true)),
-        ("register-resident decode, chunk 1", a8(1, |o| o.mvr = true)),
-        (
-            "register-resident decode, fused, eager, chunk 1",
-            a8(1, |o| {
-                o.mvr = true;
-                o.fuse = true;
-                o.graphs = false;
-            }),
-        ),
-        (
-            "eight-token prefill kernels, chunk 512",
-            a8(512, |o| o.mmq = false),
-        ),
-    ] {
-        assert!(
-            bits(&got) == bits(&base),
-            "A8 ({what}), {name}: logits differ from chunk 512"
-        );
-    }
+    same_bits(
+        &base,
+        [
+            ("chunk 1, decode graph", a8(1, |_| {})),
+            ("chunk 1, eager", a8(1, |o| o.graphs = false)),
+            (
+                "chunk 7, serial capture",
+                a8(7, |o| o.mode = GraphMode::Serial),
+            ),
+            ("chunk 1, unstaged decode", a8(1, |o| o.xsmem = false)),
+            ("fused quantization, chunk 512", a8(512, |o| o.fuse = true)),
+            ("fused quantization, chunk 1", a8(1, |o| o.fuse = true)),
+            ("register-resident decode, chunk 1", a8(1, |o| o.mvr = true)),
+            (
+                "register-resident decode, fused, eager, chunk 1",
+                a8(1, |o| {
+                    o.mvr = true;
+                    o.fuse = true;
+                    o.graphs = false;
+                }),
+            ),
+            (
+                "eight-token prefill kernels, chunk 512",
+                a8(512, |o| o.mmq = false),
+            ),
+        ],
+        &format!("A8 ({what})"),
+    );
     let mut cpu = CpuSession::new(
         m,
         CpuOptions {
