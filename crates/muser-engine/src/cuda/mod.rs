@@ -91,6 +91,10 @@ struct LayerKv {
 
 /// Sequences on the GPU (one, or `n_seq` slots decoded together by `decode_batch`).
 pub struct CudaSession<'m> {
+    /// Fields drop in declaration order: the fork's and the profiler's CUDA events go first,
+    /// while the context (held by `gpu`, the buffers and the graphs) is still alive.
+    fork: Fork,
+    profile: PhaseProfiler,
     model: &'m Model,
     gpu: Gpu,
     reg: Registry,
@@ -106,9 +110,7 @@ pub struct CudaSession<'m> {
     n_past: Vec<usize>,
     /// Decode graphs by row count (index 1: one token; 2..=MAX_BATCH: packed rows).
     graphs: Vec<Option<Graph>>,
-    fork: Fork,
     sched: AcceleratorScheduler<(usize, usize, usize)>,
-    profile: PhaseProfiler,
     /// Load report: upload seconds and GB/s, compile ms.
     pub load_report: String,
 }
