@@ -45,7 +45,7 @@ impl<'m> CudaSession<'m> {
         {
             // All rows (<= MAX_BATCH = 8 token columns) in one tensor-core launch; at most 4
             // on the paired tiles.
-            let args = self.a16_args(m, 0, (y, ldy), n, Acts::A16);
+            let args = self.quant_args(m, 0, (y, ldy), n, Acts::A16);
             if self.opts.mmv_pair && n <= MMV_PAIR_MAX_TOKENS {
                 return launch(
                     self.f(kpair),
@@ -73,7 +73,7 @@ impl<'m> CudaSession<'m> {
                 self.f(kern),
                 plan.dims,
                 s,
-                self.a16_args(m, 0, (y, ldy), 1, Acts::A16),
+                self.quant_args(m, 0, (y, ldy), 1, Acts::A16),
             );
         }
         let mmq = ks.a16_mmq.filter(|_| a16 && n > 1 && self.opts.mmq);
@@ -103,7 +103,7 @@ impl<'m> CudaSession<'m> {
             }
         };
         let args = if a16 {
-            self.a16_args(m, 0, (y, ldy), n, Acts::A16)
+            self.quant_args(m, 0, (y, ldy), n, Acts::A16)
         } else {
             KArgs::new()
                 .ptr(m.ptr)
@@ -147,7 +147,7 @@ impl<'m> CudaSession<'m> {
                     self.f(kr),
                     dims,
                     s,
-                    self.a16_args(m, 0, (y, ldy), 1, Acts::A8),
+                    self.quant_args(m, 0, (y, ldy), 1, Acts::A8),
                 );
             }
             return match k8.t1 {
@@ -158,7 +158,7 @@ impl<'m> CudaSession<'m> {
                         self.f(kern),
                         plan.dims,
                         s,
-                        self.a16_args(m, 0, (y, ldy), 1, Acts::A8),
+                        self.quant_args(m, 0, (y, ldy), 1, Acts::A8),
                     )
                 }
                 A8OneToken::Plain(k1) => {
@@ -172,7 +172,7 @@ impl<'m> CudaSession<'m> {
                         self.f(k1),
                         dims,
                         s,
-                        self.a16_args(m, 0, (y, ldy), 1, Acts::A8),
+                        self.quant_args(m, 0, (y, ldy), 1, Acts::A8),
                     )
                 }
             };
@@ -187,14 +187,14 @@ impl<'m> CudaSession<'m> {
                 self.f(km),
                 self.reg.mmv_dims(m.n_out, m.n_in),
                 s,
-                self.a16_args(m, 0, (y, ldy), n, Acts::A8),
+                self.quant_args(m, 0, (y, ldy), n, Acts::A8),
             );
         }
         if let Some(kp) = k8.packed.filter(|_| packed_mm) {
             let plan = |nt| self.reg.packed_plan_a8(m.n_out, m.n_in, nt);
             return self.packed_rows(s, m, kp, plan, (y, ldy), n, Acts::A8);
         }
-        let args = self.a16_args(m, 0, (y, ldy), n, Acts::A8);
+        let args = self.quant_args(m, 0, (y, ldy), n, Acts::A8);
         if let Some(kmmq) = k8.mmq.filter(|_| self.opts.mmq) {
             return launch(self.f(kmmq), self.reg.mmq_dims(m.n_out, n), s, args);
         }
@@ -236,7 +236,7 @@ impl<'m> CudaSession<'m> {
                 self.f(kern),
                 plan.dims,
                 s,
-                self.a16_args(m, r0, (y, ldy), nt, acts),
+                self.quant_args(m, r0, (y, ldy), nt, acts),
             )?;
             r0 += nt;
         }
@@ -246,7 +246,7 @@ impl<'m> CudaSession<'m> {
     /// A quantized-activation matmul's arguments (A16 or A8): `m` times the activation
     /// buffers' rows `r0 .. r0 + n_tok` into the rows of `y` (row stride `ldy` f32) from the
     /// same offset; `acts` says the quants' width.
-    fn a16_args(
+    fn quant_args(
         &self,
         m: &DevMatrix,
         r0: usize,
