@@ -44,8 +44,11 @@ fn run(m: &Model, toks: &[u32], chunk: usize, graphs: bool, mode: GraphMode) -> 
     })
 }
 
+/// A one-sequence session's logits for `toks`: A16 activations (explicitly: the default is A8
+/// where the model allows it) unless `set` says otherwise.
 fn run_with(m: &Model, toks: &[u32], chunk: usize, set: impl FnOnce(&mut CudaOptions)) -> Vec<f32> {
     let mut o = CudaOptions::new(256, chunk);
+    a16(&mut o);
     o.fuse = false;
     o.fuse_explicit = true;
     o.pipe = true;
@@ -53,6 +56,12 @@ fn run_with(m: &Model, toks: &[u32], chunk: usize, set: impl FnOnce(&mut CudaOpt
     set(&mut o);
     let mut s = CudaSession::new(m, o, &mut |_, _| {}).expect("CUDA session");
     s.eval(toks, Logits::All).expect("eval")
+}
+
+/// Explicit A16 activations (the tests of the A16 kernels and switches).
+fn a16(o: &mut CudaOptions) {
+    o.acts = Acts::A16;
+    o.acts_explicit = true;
 }
 
 /// Every `(name, logits)` variant bit-identical to `base` (chunk 512); `what` prefixes the
@@ -209,6 +218,7 @@ fn a8_route_refuses_what_it_has_no_kernels_for() {
     let refused = |m: &Model, set: &dyn Fn(&mut CudaOptions), what: &str| {
         let mut o = CudaOptions::new(256, 16);
         o.acts = Acts::A8;
+        o.acts_explicit = true;
         set(&mut o);
         match CudaSession::new(m, o, &mut |_, _| {}) {
             Err(EngineError::Config(msg)) => {
@@ -221,6 +231,7 @@ fn a8_route_refuses_what_it_has_no_kernels_for() {
     refused(&m, &|o| o.q6_pad = false, "Q6_K in GGUF's layout");
     refused(&m, &|o| o.pipe = false, "plain decode kernels");
     let mut o = CudaOptions::new(256, 16);
+    a16(&mut o);
     o.mvr = true;
     match CudaSession::new(&m, o, &mut |_, _| {}) {
         Err(EngineError::Config(msg)) => assert!(msg.contains("MUSER_CUDA_MVR"), "{msg}"),
@@ -240,6 +251,40 @@ fn a8_route_refuses_what_it_has_no_kernels_for() {
         &|_| {},
         "F16 weights",
     );
+}
+
+/// The activation format's default is resolved per model before any device work: A8 where every
+/// matmul weight has A8 kernels (the forged Q4_K_M mix: an A16-only switch is then refused,
+/// naming A8 as the default and how to get A16), A16 with float matmul weights (the same switch
+/// passes the A8 checks and the session only fails for want of a device). Runs everywhere.
+#[test]
+fn the_default_activation_format_follows_the_weights() {
+    if has_device() {
+        eprintln!("skipping: needs a machine without a CUDA device (it checks the error path)");
+        return;
+    }
+    if std::env::var("MUSER_CUDA_ACTS").is_ok() {
+        eprintln!("skipping: MUSER_CUDA_ACTS is set");
+        return;
+    }
+    let unpiped = |m: &Model| {
+        let mut o = CudaOptions::new(256, 16);
+        o.pipe = false;
+        CudaSession::new(m, o, &mut |_, _| {})
+            .err()
+            .expect("no session without a device")
+    };
+    match unpiped(&tiny_model(1)) {
+        EngineError::Config(msg) => assert!(
+            msg.contains("MUSER_CUDA_ACTS=a8") && msg.contains("A8 is the default"),
+            "{msg}"
+        ),
+        e => panic!("Q4_K_M mix: expected the A8 route's refusal, got {e}"),
+    }
+    match unpiped(&forged_uniform(muser_gguf::GgmlType::F16)) {
+        EngineError::Config(msg) => panic!("F16 weights must default to A16: {msg}"),
+        e => eprintln!("F16 weights, default activations: {e} (no device; not an A8 refusal)"),
+    }
 }
 
 /// The forged tiny model with every 2-D weight of type `ty`.
@@ -428,7 +473,7 @@ fn the_attention_input_switch_is_refused_where_it_would_change_nothing() {
     };
     refused(
         &|o| {
-            o.acts = Acts::A16;
+            a16(o);
             o.qkv_acts = Acts::A8;
             o.qkv_acts_explicit = true;
         },
@@ -436,7 +481,7 @@ fn the_attention_input_switch_is_refused_where_it_would_change_nothing() {
     );
     refused(
         &|o| {
-            o.acts = Acts::A16;
+            a16(o);
             o.qkv_acts_explicit = true;
         },
         "MUSER_CUDA_QKV_ACTS=a16 on the A16 route",
@@ -444,6 +489,7 @@ fn the_attention_input_switch_is_refused_where_it_would_change_nothing() {
     refused(
         &|o| {
             o.acts = Acts::A8;
+            o.acts_explicit = true;
             o.qkv_acts = Acts::Invalid;
             o.qkv_acts_explicit = true;
         },
@@ -475,6 +521,7 @@ fn cuda_route_rejects_bad_input() {
 /// alone in a one-sequence session.
 fn alone(m: &Model, prompt: &[u32], cont: &[u32], set: impl Fn(&mut CudaOptions)) -> Vec<Vec<f32>> {
     let mut o = CudaOptions::new(256, 512);
+    a16(&mut o);
     set(&mut o);
     let mut s = CudaSession::new(m, o, &mut |_, _| {}).expect("CUDA session");
     let mut out = vec![s.eval(prompt, Logits::Last).expect("prefill")];
@@ -641,6 +688,7 @@ fn batched_decode_equals_each_sequence_alone() {
             .collect();
         let mut o = CudaOptions::new(256, 512);
         o.n_seq = n_seq;
+        a16(&mut o);
         set(&mut o);
         let mut s = CudaSession::new(&m, o, &mut |_, _| {}).expect("CUDA session");
         // Prefill in a scrambled order, each into its own slot.

@@ -14,8 +14,47 @@ use muser_gguf::GgmlType;
 use super::options::{Acts, CudaOptions};
 use crate::{EngineError, Model};
 
-fn refuse(what: impl std::fmt::Display) -> Result<(), EngineError> {
-    Err(EngineError::Config(format!("MUSER_CUDA_ACTS=a8: {what}")))
+/// A configuration error of the A8 route: `what` it cannot do, and (A8 being the default) how
+/// to run the A16 kernels instead.
+fn refuse(opts: &CudaOptions, what: impl std::fmt::Display) -> Result<(), EngineError> {
+    let how = if opts.acts_explicit {
+        ""
+    } else {
+        " (A8 is the default for this model; MUSER_CUDA_ACTS=a16 selects the A16 kernels)"
+    };
+    Err(EngineError::Config(format!(
+        "MUSER_CUDA_ACTS=a8: {what}{how}"
+    )))
+}
+
+/// The default activation format for `model` (`opts.acts_explicit` false): A8 where every
+/// matmul weight has A8 kernels (`weights_fit`), else A16 — float matmul weights keep 16-bit
+/// activations. An explicit `MUSER_CUDA_ACTS` is kept as it is.
+pub fn resolve_default(model: &Model, opts: &mut CudaOptions) {
+    if !opts.acts_explicit && opts.acts == Acts::A8 && weights_fit(model).is_err() {
+        opts.acts = Acts::A16;
+    }
+}
+
+/// Every matmul weight of `model` has A8 kernels; else the first that does not, as a message.
+fn weights_fit(model: &Model) -> Result<(), String> {
+    let w = &model.weights;
+    for m in std::iter::once(&w.output).chain(w.layers.iter().flat_map(|l| l.matrices())) {
+        let ok = match m.ty {
+            GgmlType::Q4_K | GgmlType::Q5_K | GgmlType::Q8_0 | GgmlType::Q5_0 => true,
+            GgmlType::Q6_K => m.n_in.is_multiple_of(256),
+            _ => false,
+        };
+        if !ok {
+            return Err(format!(
+                "tensor '{}' is {:?} with {} inputs; the A8 kernels take Q4_K, Q5_K, Q6_K (whole \
+                 blocks), Q8_0 and Q5_0 weights (float weights keep 16-bit activations: \
+                 MUSER_CUDA_ACTS=a16)",
+                m.name, m.ty, m.n_in
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// The options and the model's matmul weights against what the A8 route has kernels for.
@@ -29,34 +68,25 @@ pub fn check_options(model: &Model, opts: &CudaOptions) -> Result<(), EngineErro
         return Ok(());
     }
     if !opts.q6_pad {
-        return refuse("Q6_K weights are read in Q6_K-P only (not with MUSER_CUDA_Q6_PAD=0)");
+        return refuse(
+            opts,
+            "Q6_K weights are read in Q6_K-P only (not with MUSER_CUDA_Q6_PAD=0)",
+        );
     }
     if !opts.pipe {
-        return refuse("the one-token kernels are the pipelined ones (not with MUSER_CUDA_PIPE=0)");
+        return refuse(
+            opts,
+            "the one-token kernels are the pipelined ones (not with MUSER_CUDA_PIPE=0)",
+        );
     }
     if opts.mmv_pair {
         return refuse(
+            opts,
             "there are no paired tensor-core packed rows on A8 (MUSER_CUDA_MMV_PAIR applies to A16 \
              only)",
         );
     }
-    let w = &model.weights;
-    for m in std::iter::once(&w.output).chain(w.layers.iter().flat_map(|l| l.matrices())) {
-        let ok = match m.ty {
-            GgmlType::Q4_K | GgmlType::Q5_K | GgmlType::Q8_0 | GgmlType::Q5_0 => true,
-            GgmlType::Q6_K => m.n_in.is_multiple_of(256),
-            _ => false,
-        };
-        if !ok {
-            return refuse(format!(
-                "tensor '{}' is {:?} with {} inputs; the A8 kernels take Q4_K, Q5_K, Q6_K (whole \
-                 blocks), Q8_0 and Q5_0 weights (float weights keep 16-bit activations: \
-                 MUSER_CUDA_ACTS=a16)",
-                m.name, m.ty, m.n_in
-            ));
-        }
-    }
-    Ok(())
+    weights_fit(model).or_else(|e| refuse(opts, e))
 }
 
 /// Registry switches that act only on kernels this session does not launch: the A16 decode
@@ -78,7 +108,10 @@ pub fn check_switches(reg: &Registry, opts: &CudaOptions) -> Result<(), EngineEr
         (reg.mva_wstages != 0, "MUSER_CUDA_MVA_WSTAGES"),
     ] {
         if set {
-            return refuse(format!("{name} applies to the A16 decode kernels only"));
+            return refuse(
+                opts,
+                format!("{name} applies to the A16 decode kernels only"),
+            );
         }
     }
     Ok(())

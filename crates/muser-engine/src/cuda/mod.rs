@@ -266,6 +266,7 @@ impl<'m> CudaSession<'m> {
                 opts.attn_hpb
             )));
         }
+        a8::resolve_default(model, &mut opts);
         let fusable = matches!(opts.acts, Acts::A16 | Acts::A8)
             && c.n_embd <= 8 * 1024
             && c.n_embd.is_multiple_of(32)

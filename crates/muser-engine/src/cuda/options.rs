@@ -21,10 +21,14 @@ pub struct CudaOptions {
     pub mode: GraphMode,
     /// Math variant of the element-wise activation kernels (`MUSER_CUDA_FAST_ACT=1`: fast).
     pub act_math: Math,
-    /// Activations fed to the matmuls: A16 (default), A8 (`MUSER_CUDA_ACTS=a8`: Q4_K, Q5_K,
-    /// Q6_K in whole blocks, Q8_0 and Q5_0 weights; `cuda::a8` checks) or f32
-    /// (`MUSER_CUDA_ACTS=f32`, A/B).
+    /// Activations fed to the matmuls: A8 (the default where the model's matmul weights have
+    /// A8 kernels: Q4_K, Q5_K, Q6_K in whole blocks, Q8_0, Q5_0), A16 (the default otherwise,
+    /// and `MUSER_CUDA_ACTS=a16`) or f32 (`MUSER_CUDA_ACTS=f32`, A/B). `CudaSession::new`
+    /// resolves the default (`acts_explicit` false) per model; the route identity says which.
     pub acts: Acts,
+    /// `acts` was set explicitly (environment or caller), not by default: an explicit A8 on a
+    /// model it cannot run is an error, the default takes A16 there.
+    pub acts_explicit: bool,
     /// On the A8 route, the attention projections' input (Q / K / V / gate, one quantization
     /// shared by the four): A16 (default) or A8 (`MUSER_CUDA_QKV_ACTS=a16|a8`). The keys and
     /// values those projections make stay in the cache for every later position, and on
@@ -170,10 +174,12 @@ impl CudaOptions {
             acts: match std::env::var("MUSER_CUDA_ACTS").as_deref() {
                 Ok("f32") => Acts::F32,
                 Ok("a8") => Acts::A8,
-                Err(_) | Ok("a16") => Acts::A16,
+                Err(_) => Acts::A8,
+                Ok("a16") => Acts::A16,
                 // Rejected with the value's name by `CudaSession::new`.
                 Ok(_) => Acts::Invalid,
             },
+            acts_explicit: std::env::var("MUSER_CUDA_ACTS").is_ok(),
             qkv_acts: match std::env::var("MUSER_CUDA_QKV_ACTS").as_deref() {
                 Err(_) | Ok("a16") => Acts::A16,
                 Ok("a8") => Acts::A8,
