@@ -5,16 +5,18 @@
 //! format and writes a JSON receipt. Not a route: the routes' own figures come from parity.py.
 //!
 //! `cargo run --release -p muser-engine --example act_probe -- MODEL RECEIPT.json OUT.json
-//!  [a8/32,a8/64,a8/128,a8/256,a16/32]`   (FORMAT = a8 | a16, then the group size, then
-//!  optionally `-SITE.SITE…`: sites whose inputs stay unrounded — qkv, o, gateup, down, output;
-//!  e.g. `a8/32-qkv` is A8 everywhere but the attention projections' input)
+//!  [a8/32,a8/64,a8/128,a8/256,a16/32]`   (FORMAT = a8 | a16, then the group size, or f16 (the
+//!  input rows rounded to f16 through a power-of-two row scale); then optionally `+w16` (every
+//!  matmul weight rounded to f16 after exact dequantization) and `-SITE.SITE…`: sites left
+//!  unrounded — qkv, o, gateup, down, output; e.g. `a8/32-qkv` is A8 everywhere but the attention
+//!  projections' input, `f16+w16` what f16 tensor-core products of dequantized weights see)
 
 use std::path::Path;
 use std::time::Instant;
 
 use anyhow::{bail, Context, Result};
 use muser_engine::metrics::{compare, Comparison};
-use muser_engine::oracle::{ActProbe, Site};
+use muser_engine::oracle::{ActProbe, Rounding, Site};
 use muser_engine::{Model, Oracle};
 
 fn parse_probe(s: &str) -> Result<ActProbe> {
@@ -27,19 +29,32 @@ fn parse_probe(s: &str) -> Result<ActProbe> {
             .with_context(|| format!("unknown site {name} (qkv, o, gateup, down, output)"))?;
         skip |= site.bit();
     }
-    let (f, g) = s
-        .split_once('/')
-        .context("a format is NAME/GROUP, e.g. a8/64")?;
-    let qmax = match f {
-        "a8" => 127.0,
-        "a16" => 32767.0,
-        other => bail!("unknown activation format {other} (a8, a16)"),
+    let (s, weights_f16) = match s.strip_suffix("+w16") {
+        Some(s) => (s, true),
+        None => (s, false),
     };
-    let group: usize = g.parse().with_context(|| format!("group size {g}"))?;
-    if group == 0 || !group.is_multiple_of(32) {
-        bail!("group size {group}: a positive multiple of 32");
-    }
-    Ok(ActProbe { qmax, group, skip })
+    let rounding = if s == "f16" {
+        Rounding::F16
+    } else {
+        let (f, g) = s
+            .split_once('/')
+            .context("a format is f16 or NAME/GROUP, e.g. a8/64")?;
+        let qmax = match f {
+            "a8" => 127.0,
+            "a16" => 32767.0,
+            other => bail!("unknown activation format {other} (a8, a16, f16)"),
+        };
+        let group: usize = g.parse().with_context(|| format!("group size {g}"))?;
+        if group == 0 || !group.is_multiple_of(32) {
+            bail!("group size {group}: a positive multiple of 32");
+        }
+        Rounding::Int { qmax, group }
+    };
+    Ok(ActProbe {
+        rounding,
+        weights_f16,
+        skip,
+    })
 }
 
 /// Logits of every prompt, concatenated (`[positions][n_vocab]`).
@@ -77,11 +92,12 @@ fn main() -> Result<()> {
                 .collect()
         })
         .collect::<Result<_>>()?;
-    let probes: Vec<ActProbe> = args
+    let specs = args
         .get(4)
-        .map_or("a8/32,a8/64,a8/128,a8/256,a16/32", String::as_str)
+        .map_or("a8/32,a8/64,a8/128,a8/256,a16/32", String::as_str);
+    let probes: Vec<(&str, ActProbe)> = specs
         .split(',')
-        .map(parse_probe)
+        .map(|spec| Ok((spec, parse_probe(spec)?)))
         .collect::<Result<_>>()?;
     let nv = model.config.n_vocab;
     let t = Instant::now();
@@ -94,19 +110,7 @@ fn main() -> Result<()> {
     let mut rows: Vec<(String, Comparison)> = Vec::new();
     println!("| format | mean KL | top-1 | max Δlogp (plausible) |");
     println!("|---|---:|---:|---:|");
-    for p in probes {
-        let unrounded: Vec<&str> = Site::ALL
-            .into_iter()
-            .filter(|s| !p.rounds(*s))
-            .map(Site::name)
-            .collect();
-        let name = format!(
-            "{}/{}{}{}",
-            if p.qmax > 127.0 { "a16" } else { "a8" },
-            p.group,
-            if unrounded.is_empty() { "" } else { "-" },
-            unrounded.join(".")
-        );
+    for (name, p) in probes {
         let t = Instant::now();
         let got = logits(&model, &prompts, Some(p))?;
         let c = compare(&want, &got, nv);
@@ -117,7 +121,7 @@ fn main() -> Result<()> {
             c.max_plausible_dlogp,
             t.elapsed().as_secs_f64()
         );
-        rows.push((name, c));
+        rows.push((name.to_string(), c));
     }
     let out = serde_json::json!({
         "what": "activation-format probe: the f64 oracle with matmul inputs quantized, vs the oracle (examples/act_probe.rs)",

@@ -34,17 +34,33 @@ pub struct Oracle<'m> {
     probe: Option<ActProbe>,
 }
 
-/// An activation format for the oracle's probe: groups of `group` consecutive values of a
-/// matmul input row, each quantized as the routes do — in f32, `amax = max|x|`,
-/// `q = round_ties_even(x · (qmax / amax))` clamped to ±qmax, value `q · (amax / qmax)` (all 0
-/// when amax is 0 or not finite). `qmax` 127 with `group` 32 is A8 (`muser_quant::a8`), 32767
-/// with 32 is A16.
+/// A rounding for the oracle's probe: what the matmul inputs (and, with `weights_f16`, the
+/// matmul weights) go through before the exact f64 products.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct ActProbe {
-    pub qmax: f32,
-    pub group: usize,
-    /// Matmul sites whose inputs the probe leaves unrounded (a bit per `Site::bit`; 0: none).
+    pub rounding: Rounding,
+    /// Every matmul weight, exactly dequantized, rounded to the nearest f16 (ties to even): the
+    /// weights a route would hand to f16 tensor-core products after dequantizing in f32.
+    pub weights_f16: bool,
+    /// Matmul sites the probe leaves unrounded, inputs and weights (a bit per `Site::bit`; 0:
+    /// none).
     pub skip: u8,
+}
+
+/// How the probe rounds a matmul input row.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Rounding {
+    /// Groups of `group` consecutive values, each quantized as the integer formats do — in f32,
+    /// `amax = max|x|`, `q = round_ties_even(x · (qmax / amax))` clamped to ±qmax, value
+    /// `q · (amax / qmax)` (all 0 when amax is 0 or not finite). `qmax` 127 with `group` 32 is
+    /// A8 (`muser_quant::a8`), 32767 with 32 is A16.
+    Int { qmax: f32, group: usize },
+    /// Each value in f32, multiplied by the row's power of two `2^(14 − e)` (`e = ⌊log2 amax⌋`,
+    /// so the row's largest magnitude lands in [2^14, 2^15) and nothing overflows f16's 65504),
+    /// rounded to the nearest f16 (ties to even) and scaled back — exact but for the f16
+    /// rounding: an 11-bit significand per value (values below amax · 2^-28 lose bits as f16
+    /// subnormals).
+    F16,
 }
 
 /// Where a matmul sits in the model, for probes that quantize the inputs of some sites only.
@@ -92,20 +108,24 @@ impl ActProbe {
         self.skip & site.bit() == 0
     }
 
-    /// `row` as the format quantizes it (a trailing partial group is its own group).
+    /// `row` as the format rounds it (a trailing partial group is its own group).
     pub fn apply(&self, row: &[f64]) -> Vec<f64> {
+        let (qmax, group) = match self.rounding {
+            Rounding::Int { qmax, group } => (qmax, group),
+            Rounding::F16 => return f16_row(row),
+        };
         let mut out = Vec::with_capacity(row.len());
-        for g in row.chunks(self.group) {
+        for g in row.chunks(group) {
             let xs: Vec<f32> = g.iter().map(|&v| v as f32).collect();
             let amax = xs.iter().fold(0f32, |m, v| m.max(v.abs()));
             if amax == 0.0 || !amax.is_finite() {
                 out.extend(std::iter::repeat_n(0.0, g.len()));
                 continue;
             }
-            let (id, d) = (self.qmax / amax, amax / self.qmax);
+            let (id, d) = (qmax / amax, amax / qmax);
             out.extend(xs.iter().map(|&v| {
                 // Through an integer, as the formats store it (so -0 is 0).
-                let q = (v * id).round_ties_even().clamp(-self.qmax, self.qmax) as i32;
+                let q = (v * id).round_ties_even().clamp(-qmax, qmax) as i32;
                 f64::from(q) * f64::from(d)
             }));
         }
@@ -113,8 +133,22 @@ impl ActProbe {
     }
 }
 
+/// `Rounding::F16` of one row (a row of zeros or with a non-finite value is returned as f32).
+fn f16_row(row: &[f64]) -> Vec<f64> {
+    let xs: Vec<f32> = row.iter().map(|&v| v as f32).collect();
+    let amax = xs.iter().fold(0f32, |m, v| m.max(v.abs()));
+    if amax == 0.0 || !amax.is_finite() {
+        return xs.into_iter().map(f64::from).collect();
+    }
+    let e = amax.log2().floor() as i32;
+    let (up, down) = (2f32.powi(14 - e), 2f32.powi(e - 14));
+    xs.into_iter()
+        .map(|v| f64::from(half::f16::from_f32(v * up).to_f32() * down))
+        .collect()
+}
+
 /// `y[t][r] = Σ_c W[r][c] · x[t][c]` in f64 for every token `t`; each row is dequantized once.
-/// With a probe, each row of `x` is first quantized by it.
+/// With a probe, each row of `x` is first rounded by it (and with `weights_f16` each weight).
 fn matmul_rows(
     model: &Model,
     w: &Matrix,
@@ -137,6 +171,11 @@ fn matmul_rows(
             |wrow, r| -> Result<Vec<f64>, EngineError> {
                 muser_quant::dequantize_f64(w.ty, w.row(g, r), wrow)
                     .map_err(|e| EngineError::quant(&w.name, e))?;
+                if probe.is_some_and(|p| p.weights_f16) {
+                    for v in wrow.iter_mut() {
+                        *v = half::f16::from_f64(*v).to_f64();
+                    }
+                }
                 Ok(x.iter()
                     .map(|xt| wrow.iter().zip(xt).map(|(a, b)| a * b).sum())
                     .collect())
@@ -405,8 +444,16 @@ fn attention(
 
 #[cfg(test)]
 mod tests {
-    use super::ActProbe;
+    use super::{ActProbe, Rounding};
     use bytemuck::Zeroable;
+
+    fn int(qmax: f32, group: usize) -> ActProbe {
+        ActProbe {
+            rounding: Rounding::Int { qmax, group },
+            weights_f16: false,
+            skip: 0,
+        }
+    }
 
     /// The A8 and A16 probes quantize a row exactly as muser_quant's formats do.
     #[test]
@@ -422,18 +469,8 @@ mod tests {
         let mut a16 =
             vec![muser_quant::a16::BlockA16::zeroed(); muser_quant::a16::n_groups(x.len())];
         muser_quant::a16::quantize_row(&x, &mut a16).expect("a16");
-        let p8 = ActProbe {
-            qmax: 127.0,
-            group: 32,
-            skip: 0,
-        }
-        .apply(&xd);
-        let p16 = ActProbe {
-            qmax: 32767.0,
-            group: 32,
-            skip: 0,
-        }
-        .apply(&xd);
+        let p8 = int(127.0, 32).apply(&xd);
+        let p16 = int(32767.0, 32).apply(&xd);
         for i in 0..x.len() {
             let (b, j) = (i / 256, i % 256);
             let want8 = f64::from(a8[b].qs[j]) * f64::from(a8[b].d[j / 32]);
@@ -442,14 +479,42 @@ mod tests {
             assert_eq!(p16[i].to_bits(), want16.to_bits(), "A16 value {i}");
         }
         // Coarser groups round coarser: the probe with one scale per 256 is not per-32's.
-        assert_ne!(
-            ActProbe {
-                qmax: 127.0,
-                group: 256,
-                skip: 0,
+        assert_ne!(int(127.0, 256).apply(&xd), p8);
+    }
+
+    /// The f16 probe keeps 11 significant bits of each value whatever the row's scale, and
+    /// overflows nowhere.
+    #[test]
+    fn the_f16_probe_rounds_to_eleven_bits_without_overflow() {
+        let p = ActProbe {
+            rounding: Rounding::F16,
+            weights_f16: false,
+            skip: 0,
+        };
+        for scale in [1e-6, 1.0, 3.0e5] {
+            let xd: Vec<f64> = (0..300)
+                .map(|i| scale * ((i * 7919 % 1000) as f64 / 250.0 - 2.0 + 1.0 / 3.0))
+                .collect();
+            let r = p.apply(&xd);
+            let amax = xd.iter().fold(0f64, |m, v| m.max(v.abs()));
+            let mut exact = 0;
+            for (a, b) in xd.iter().zip(&r) {
+                assert!(b.is_finite(), "scale {scale}: {a} -> {b}");
+                // f32 then f16: relative error at most 2^-11 (+ f32's), or an absolute error
+                // below a subnormal step when the value is far below amax.
+                let err = (a - b).abs();
+                assert!(
+                    err <= a.abs() * (2f64.powi(-11) + 2f64.powi(-23))
+                        || err <= amax * 2f64.powi(-38),
+                    "scale {scale}: {a} -> {b}"
+                );
+                exact += usize::from(err == 0.0);
             }
-            .apply(&xd),
-            p8
-        );
+            // The values are thirds: f16 cannot hold them, so the rounding really happened.
+            assert!(
+                exact < xd.len() / 2,
+                "scale {scale}: {exact} values unrounded"
+            );
+        }
     }
 }
