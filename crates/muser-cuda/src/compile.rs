@@ -69,6 +69,9 @@ pub enum Module {
     /// Packed decode rows on the tensor cores, A8 activations (built with
     /// [`Module::MatvecPackedA8`]).
     MmvA8,
+    /// The f16 tensor-core route's activation step and matmul of up to 8 tokens per row pass
+    /// (Q4H weights, `muser_cuda::q4h`; kernel tests and benchmarks until the engine runs it).
+    MatvecH16,
     Norm,
     Rope,
     Attention,
@@ -77,7 +80,7 @@ pub enum Module {
 
 impl Module {
     /// Every module.
-    pub const ALL: [Module; 13] = [
+    pub const ALL: [Module; 14] = [
         Module::Matvec,
         Module::MatvecA16,
         Module::MatvecPacked,
@@ -87,6 +90,7 @@ impl Module {
         Module::MmqA8,
         Module::MatvecPackedA8,
         Module::MmvA8,
+        Module::MatvecH16,
         Module::Norm,
         Module::Rope,
         Module::Attention,
@@ -113,6 +117,7 @@ impl Module {
             Module::MmqA8 => "mmq_a8.cu",
             Module::MatvecPackedA8 => "matvec_packed_a8.cu",
             Module::MmvA8 => "mmv_a8.cu",
+            Module::MatvecH16 => "matvec_h16.cu",
             Module::Norm => "norm.cu",
             Module::Rope => "rope.cu",
             Module::Attention => "attention.cu",
@@ -131,6 +136,7 @@ impl Module {
             Module::MmqA8 => include_str!("kernels/mmq_a8.cu"),
             Module::MatvecPackedA8 => include_str!("kernels/matvec_packed_a8.cu"),
             Module::MmvA8 => include_str!("kernels/mmv_a8.cu"),
+            Module::MatvecH16 => include_str!("kernels/matvec_h16.cu"),
             Module::Norm => include_str!("kernels/norm.cu"),
             Module::Rope => include_str!("kernels/rope.cu"),
             Module::Attention => include_str!("kernels/attention.cu"),

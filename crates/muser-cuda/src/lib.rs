@@ -12,7 +12,9 @@
 //! - `arena`: the device weight arena (one allocation, tensors as offsets);
 //! - `profile`: the phase profiler on CUDA events;
 //! - `sched`: the accelerator scheduler (the one owner of the device queue);
-//! - `step`: the per-step parameters kernels read from device memory (`StepParams`).
+//! - `step`: the per-step parameters kernels read from device memory (`StepParams`);
+//! - `q6pad`, `q4h`: weight layouts repacked at upload for the kernels that read them;
+//! - `h16`: the f16 route's activation format and arithmetic, host side (references).
 //!
 //! Kernel sources live in `src/kernels/*.cu` (one family per file) and are embedded with
 //! `include_str!`. The model layer (`muser-engine`) composes these pieces into a forward pass.
@@ -22,8 +24,10 @@ pub mod compile;
 pub mod device;
 pub mod error;
 pub mod graph;
+pub mod h16;
 pub mod launch;
 pub mod profile;
+pub mod q4h;
 pub mod q6pad;
 pub mod registry;
 pub mod sched;

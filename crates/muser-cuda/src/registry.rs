@@ -86,6 +86,9 @@ kernels! {
     MvsQ6pA8T4 => MatvecPackedA8, "mvs_q6p_a8_t4"; MvpQ6pA8T4 => MatvecPackedA8, "mvp_q6p_a8_t4";
     MvsQ6pA8T8 => MatvecPackedA8, "mvs_q6p_a8_t8"; MvpQ6pA8T8 => MatvecPackedA8, "mvp_q6p_a8_t8";
     MmvQ4kA8 => MmvA8, "mmv_q4_k_a8"; MmvQ6pA8 => MmvA8, "mmv_q6p_a8";
+    ActH16 => MatvecH16, "act_h16";
+    MvhQ4hS4 => MatvecH16, "mvh_q4h_s4"; MvhQ4hS8 => MatvecH16, "mvh_q4h_s8";
+    MvhQ4hS16 => MatvecH16, "mvh_q4h_s16";
     RmsnormRows => Norm, "rmsnorm_rows";
     EmbedFinish => Norm, "embed_finish";
     ResidualNorm => Norm, "residual_norm";
@@ -200,7 +203,41 @@ pub const MMV_PAIR_MAX_TOKENS: usize = 4;
 const MMV_THREADS: u32 = 256;
 const MMV_STATIC_SMEM: usize = 16 * 1024;
 
+/// Threads per block of `act_h16` (matvec_h16.cu): one block per token.
+pub const ACT_H16_THREADS: u32 = 256;
+
 impl Registry {
+    /// The f16 route's matmul of `n_tok` tokens over a Q4H matrix of `n_out` rows (`mvh_q4h_s*`,
+    /// matvec_h16.cu): the kernel — its chain count S, which is part of the numbers (each output
+    /// is S chains of super-blocks added in order) and so a function of the matrix alone — and
+    /// the launch: S warps per 16-row group, one block row per 8 tokens. S from the prototype's
+    /// measurements (docs/receipts/cuda-hmma-prototype.txt, one token): 4 where the matrix has
+    /// at least 400 row groups (FFN 27.8 / 31.6 µs vs 33.3 / 34.0 with 8), 8 from 128 (Q: 8.6 vs
+    /// 9.9 µs), 16 below (K/V: 5.2 vs 6.4 µs with 8).
+    pub fn mvh_plan(n_out: usize, n_tok: usize) -> (Kernel, crate::launch::Dims) {
+        let groups = (n_out / 16) as u32;
+        let (kernel, s) = match groups {
+            400.. => (Kernel::MvhQ4hS4, 4),
+            128.. => (Kernel::MvhQ4hS8, 8),
+            _ => (Kernel::MvhQ4hS16, 16),
+        };
+        let dims = crate::launch::Dims {
+            grid: (groups, (n_tok as u32).div_ceil(8), 1),
+            block: 32 * s,
+            smem: 0,
+        };
+        (kernel, dims)
+    }
+
+    /// The launch of `act_h16` over `n_tok` tokens.
+    pub fn act_h16_dims(n_tok: usize) -> crate::launch::Dims {
+        crate::launch::Dims {
+            grid: (n_tok as u32, 1, 1),
+            block: ACT_H16_THREADS,
+            smem: 0,
+        }
+    }
+
     /// The launch of a tensor-core packed-rows matmul (`mmv_*`) over `n_out` rows of `k`
     /// inputs (`k` <= 93 184: the staged factors fit the opt-in shared memory).
     pub fn mmv_dims(&self, n_out: usize, k: usize) -> crate::launch::Dims {
