@@ -1,19 +1,22 @@
 //! The f16 route's activations and arithmetic, host side: what `act_h16` writes
-//! ([`act_reference`], bit for bit) and the f64 value of what `mvh_q4h_*` computes from a Q4H
-//! matrix ([`mvh_reference`]: the same f16 operands, summed exactly, so a kernel differs from
-//! it by its f32 accumulation only). Device side: matvec_h16.cu; weights: `q4h`.
+//! ([`act_reference`], bit for bit) and the f64 value of what `mvh_*` computes from a Q4H or Q6H
+//! matrix ([`mvh_reference_q4h`], [`mvh_reference_q6h`]: the same f16 operands, summed exactly,
+//! so a kernel differs from them by its f32 accumulation only). Device side: matvec_h16.cu;
+//! weights: `q4h`, `q6h`.
 
 use half::f16;
 
 use crate::error::CudaError;
-use crate::q4h::Logical;
+use crate::{q4h, q6h};
 
 /// A token row in the f16 route's format (`act_h16`'s outputs for one token).
 pub struct H16Row {
     /// `[k]` f16 bits in fragment order ([`position`]).
     pub xh: Vec<u16>,
-    /// `[k/32]` f16 bits: each sub-block's sum.
+    /// `[k/32]` f16 bits: each 32-value sub-block's sum.
     pub xsum: Vec<u16>,
+    /// `[k/16]` f16 bits: each 16-value sub-block's sum.
+    pub xsum16: Vec<u16>,
     /// The power of two the row was multiplied by, inverted.
     pub inv: f32,
 }
@@ -62,24 +65,78 @@ pub fn act_reference(x: &[f32]) -> Result<H16Row, CudaError> {
     let scale = pow2(sh);
     let h = |v: f32| f16::from_f32(v * scale);
     let xh = (0..k).map(|o| h(x[position(o)]).to_bits()).collect();
-    let xsum = x
-        .chunks(32)
-        .map(|b| {
-            let s = b.iter().fold(0f32, |s, &v| s + h(v).to_f32());
-            f16::from_f32(s).to_bits()
-        })
-        .collect();
+    let sum = |b: &[f32]| {
+        let s = b.iter().fold(0f32, |s, &v| s + h(v).to_f32());
+        f16::from_f32(s).to_bits()
+    };
     Ok(H16Row {
         xh,
-        xsum,
+        xsum: x.chunks(32).map(sum).collect(),
+        xsum16: x.chunks(16).map(sum).collect(),
         inv: pow2(-sh),
     })
 }
 
 /// The f64 value of `mvh_q4h_*`'s arithmetic for one token: `(Σ_k f16(q·dsc)·x'_k + Σ_b
 /// ndm_b·xsum_b) · inv · 2^-exp` with every product and sum exact, and the same with absolute
-/// values (the scale of the f32 accumulation error). `m` from [`crate::q4h::logical`].
-pub fn mvh_reference(m: &Logical, exp: i32, n_out: usize, row: &H16Row) -> (Vec<f64>, Vec<f64>) {
+/// values (the scale of the f32 accumulation error). `m` from [`q4h::logical`].
+pub fn mvh_reference_q4h(
+    m: &q4h::Logical,
+    exp: i32,
+    n_out: usize,
+    row: &H16Row,
+) -> (Vec<f64>, Vec<f64>) {
+    let k = row.xh.len();
+    exact_sums(
+        row,
+        exp,
+        n_out,
+        |r, i| (m.q[r * k + i], m.dsc[r * (k / 32) + i / 32]),
+        |r| {
+            row.xsum
+                .iter()
+                .enumerate()
+                .map(|(b, &xs)| m.ndm[r * (k / 32) + b].to_f64() * f64::from(f16::from_bits(xs)))
+                .collect()
+        },
+    )
+}
+
+/// [`mvh_reference_q4h`] for `mvh_q6h_*`: weights `f16(q·dsc)` with q in 0..=63, and the −32
+/// offset as `f16(−32·dsc)` (exact) times each 16-value sum. `m` from [`q6h::logical`].
+pub fn mvh_reference_q6h(
+    m: &q6h::Logical,
+    exp: i32,
+    n_out: usize,
+    row: &H16Row,
+) -> (Vec<f64>, Vec<f64>) {
+    let k = row.xh.len();
+    exact_sums(
+        row,
+        exp,
+        n_out,
+        |r, i| (m.q[r * k + i], m.dsc[r * (k / 16) + i / 16]),
+        |r| {
+            row.xsum16
+                .iter()
+                .enumerate()
+                .map(|(b, &xs)| {
+                    -32.0 * m.dsc[r * (k / 16) + b].to_f64() * f64::from(f16::from_bits(xs))
+                })
+                .collect()
+        },
+    )
+}
+
+/// `Σ_k f16(q·dsc)·x'_k` + the min terms of each row, exactly, times `inv · 2^-exp`; and the
+/// same over absolute values.
+fn exact_sums(
+    row: &H16Row,
+    exp: i32,
+    n_out: usize,
+    weight: impl Fn(usize, usize) -> (u8, f16),
+    mins: impl Fn(usize) -> Vec<f64>,
+) -> (Vec<f64>, Vec<f64>) {
     let k = row.xh.len();
     let mut x = vec![0f64; k];
     for (o, &b) in row.xh.iter().enumerate() {
@@ -90,13 +147,12 @@ pub fn mvh_reference(m: &Logical, exp: i32, n_out: usize, row: &H16Row) -> (Vec<
     for r in 0..n_out {
         let (mut s, mut abs) = (0f64, 0f64);
         for (i, &xv) in x.iter().enumerate() {
-            let dsc = m.dsc[r * (k / 32) + i / 32].to_f32();
-            let w = f16::from_f32(f32::from(m.q[r * k + i]) * dsc).to_f64();
+            let (q, dsc) = weight(r, i);
+            let w = f16::from_f32(f32::from(q) * dsc.to_f32()).to_f64();
             s += w * xv;
             abs += (w * xv).abs();
         }
-        for (b, &xs) in row.xsum.iter().enumerate() {
-            let p = m.ndm[r * (k / 32) + b].to_f64() * f64::from(f16::from_bits(xs));
+        for p in mins(r) {
             s += p;
             abs += p.abs();
         }
@@ -148,6 +204,14 @@ mod tests {
                 .iter()
                 .fold(0f32, |s, &v| s + f16::from_f32(v * scale).to_f32());
             assert_eq!(f16::from_bits(r.xsum[0]), f16::from_f32(s0), "amax {amax}");
+            let s16 = x[..16]
+                .iter()
+                .fold(0f32, |s, &v| s + f16::from_f32(v * scale).to_f32());
+            assert_eq!(
+                f16::from_bits(r.xsum16[0]),
+                f16::from_f32(s16),
+                "amax {amax}"
+            );
         }
         assert!(act_reference(&[1.0; 48]).is_err());
         assert_eq!(ilogb(pow2(-149)), -149);

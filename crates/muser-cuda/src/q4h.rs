@@ -70,13 +70,13 @@ fn check(n_out: usize, k: usize, len: usize) -> Result<(), CudaError> {
 }
 
 /// Quant byte offset of (row group, super-block, load, lane).
-fn quant_at(nsb: usize, g: usize, s: usize, j: usize, lane: usize) -> usize {
+pub(crate) fn quant_at(nsb: usize, g: usize, s: usize, j: usize, lane: usize) -> usize {
     ((g * nsb + s) * 4 + j) * 512 + lane * 16
 }
 
 /// For quant word i of lane `lane` and register p: (row in group, value in super-block of the
 /// first of the pair) for load j.
-fn frag(j: usize, i: usize, lane: usize, p: usize) -> (usize, usize) {
+pub(crate) fn frag(j: usize, i: usize, lane: usize, p: usize) -> (usize, usize) {
     let (g, t) = (lane / 4, lane % 4);
     (g + 8 * (p % 2), 64 * j + 16 * i + 2 * t + 8 * (p / 2))
 }

@@ -89,6 +89,12 @@ kernels! {
     ActH16 => MatvecH16, "act_h16";
     MvhQ4hS4 => MatvecH16, "mvh_q4h_s4"; MvhQ4hS8 => MatvecH16, "mvh_q4h_s8";
     MvhQ4hS16 => MatvecH16, "mvh_q4h_s16";
+    MvhQ6hS4 => MatvecH16, "mvh_q6h_s4"; MvhQ6hS8 => MatvecH16, "mvh_q6h_s8";
+    MvhQ6hS16 => MatvecH16, "mvh_q6h_s16";
+    MmhQ4hS4 => MatvecH16, "mmh_q4h_s4"; MmhQ4hS8 => MatvecH16, "mmh_q4h_s8";
+    MmhQ4hS16 => MatvecH16, "mmh_q4h_s16";
+    MmhQ6hS4 => MatvecH16, "mmh_q6h_s4"; MmhQ6hS8 => MatvecH16, "mmh_q6h_s8";
+    MmhQ6hS16 => MatvecH16, "mmh_q6h_s16";
     RmsnormRows => Norm, "rmsnorm_rows";
     EmbedFinish => Norm, "embed_finish";
     ResidualNorm => Norm, "residual_norm";
@@ -206,27 +212,58 @@ const MMV_STATIC_SMEM: usize = 16 * 1024;
 /// Threads per block of `act_h16` (matvec_h16.cu): one block per token.
 pub const ACT_H16_THREADS: u32 = 256;
 
+/// The weight layouts of the f16 route's matmuls (`muser_cuda::q4h`, `muser_cuda::q6h`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum HWeights {
+    Q4H,
+    Q6H,
+}
+
 impl Registry {
-    /// The f16 route's matmul of `n_tok` tokens over a Q4H matrix of `n_out` rows (`mvh_q4h_s*`,
-    /// matvec_h16.cu): the kernel — its chain count S, which is part of the numbers (each output
+    /// The f16 route's matmul of `n_tok` tokens over a Q4H or Q6H matrix of `n_out` rows
+    /// (`mvh_*_s*`, matvec_h16.cu): the kernel — its chain count S, which is part of the numbers (each output
     /// is S chains of super-blocks added in order) and so a function of the matrix alone — and
     /// the launch: S warps per 16-row group, one block row per 8 tokens. S from the prototype's
     /// measurements (docs/receipts/cuda-hmma-prototype.txt, one token): 4 where the matrix has
     /// at least 400 row groups (FFN 27.8 / 31.6 µs vs 33.3 / 34.0 with 8), 8 from 128 (Q: 8.6 vs
     /// 9.9 µs), 16 below (K/V: 5.2 vs 6.4 µs with 8).
-    pub fn mvh_plan(n_out: usize, n_tok: usize) -> (Kernel, crate::launch::Dims) {
+    pub fn mvh_plan(w: HWeights, n_out: usize, n_tok: usize) -> (Kernel, crate::launch::Dims) {
+        Self::h16_plan(w, n_out, n_tok, false)
+    }
+
+    /// [`Registry::mvh_plan`] for prefill: the `mmh_*` kernels, 32 tokens per block row (4 groups
+    /// of 8 per warp; the prototype's best), the same chain count S for the matrix — so the
+    /// same bits per output as `mvh_*`.
+    pub fn mmh_plan(w: HWeights, n_out: usize, n_tok: usize) -> (Kernel, crate::launch::Dims) {
+        Self::h16_plan(w, n_out, n_tok, true)
+    }
+
+    fn h16_plan(
+        w: HWeights,
+        n_out: usize,
+        n_tok: usize,
+        prefill: bool,
+    ) -> (Kernel, crate::launch::Dims) {
+        use Kernel::*;
         let groups = (n_out / 16) as u32;
-        let (kernel, s) = match groups {
-            400.. => (Kernel::MvhQ4hS4, 4),
-            128.. => (Kernel::MvhQ4hS8, 8),
-            _ => (Kernel::MvhQ4hS16, 16),
+        let (s, i) = match groups {
+            400.. => (4, 0),
+            128.. => (8, 1),
+            _ => (16, 2),
         };
+        let kernels = match (w, prefill) {
+            (HWeights::Q4H, false) => [MvhQ4hS4, MvhQ4hS8, MvhQ4hS16],
+            (HWeights::Q6H, false) => [MvhQ6hS4, MvhQ6hS8, MvhQ6hS16],
+            (HWeights::Q4H, true) => [MmhQ4hS4, MmhQ4hS8, MmhQ4hS16],
+            (HWeights::Q6H, true) => [MmhQ6hS4, MmhQ6hS8, MmhQ6hS16],
+        };
+        let per_block = if prefill { 32 } else { 8 };
         let dims = crate::launch::Dims {
-            grid: (groups, (n_tok as u32).div_ceil(8), 1),
+            grid: (groups, (n_tok as u32).div_ceil(per_block), 1),
             block: 32 * s,
             smem: 0,
         };
-        (kernel, dims)
+        (kernels[i], dims)
     }
 
     /// The launch of `act_h16` over `n_tok` tokens.
