@@ -81,30 +81,38 @@ pub(crate) fn frag(j: usize, i: usize, lane: usize, p: usize) -> (usize, usize) 
     (g + 8 * (p % 2), 64 * j + 16 * i + 2 * t + 8 * (p / 2))
 }
 
+/// The matrix's power of two E: the largest d·sc times 2^E in [16, 32) (0 for an all-zero
+/// matrix). The upload plan reads it before the repack.
+pub fn exponent(src: &[u8], n_out: usize, k: usize) -> Result<i32, CudaError> {
+    check(n_out, k, src.len())?;
+    let mut max = 0f32;
+    for blk in src.chunks_exact(Q4K_BYTES) {
+        let b: BlockQ4K = bytemuck::pod_read_unaligned(blk);
+        let (sc, _) = b.scales_mins();
+        let d = b.d.to_f32().abs();
+        for &c in &sc {
+            max = max.max(d * f32::from(c));
+        }
+    }
+    Ok(exp_for(max))
+}
+
+/// E putting `max` in [16, 32).
+pub(crate) fn exp_for(max: f32) -> i32 {
+    if max > 0.0 && max.is_finite() {
+        4 - max.log2().floor() as i32
+    } else {
+        0
+    }
+}
+
 /// Repack `n_out` GGUF Q4_K rows of `k` values (`src` = the tensor's bytes) into Q4H.
 pub fn repack(src: &[u8], n_out: usize, k: usize) -> Result<Q4h, CudaError> {
-    check(n_out, k, src.len())?;
+    let exp = exponent(src, n_out, k)?;
     let nsb = k / QK;
     let block = |r: usize, s: usize| -> BlockQ4K {
         let at = (r * nsb + s) * Q4K_BYTES;
         bytemuck::pod_read_unaligned(&src[at..at + Q4K_BYTES])
-    };
-    // The exponent: the largest d·sc to [16, 32).
-    let mut max = 0f32;
-    for r in 0..n_out {
-        for s in 0..nsb {
-            let b = block(r, s);
-            let (sc, _) = b.scales_mins();
-            let d = b.d.to_f32().abs();
-            for &c in &sc {
-                max = max.max(d * f32::from(c));
-            }
-        }
-    }
-    let exp = if max > 0.0 && max.is_finite() {
-        4 - max.log2().floor() as i32
-    } else {
-        0
     };
     let scale = 2f32.powi(exp);
     let mut out = vec![0u8; bytes(n_out, k)];

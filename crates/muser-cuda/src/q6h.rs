@@ -65,35 +65,35 @@ fn hi_at(nsb: usize, g: usize, s: usize, j: usize, lane: usize) -> usize {
     ((g * nsb + s) * 4 + j) * 256 + lane * 8
 }
 
-/// Repack `n_out` GGUF Q6_K rows of `k` values (`src` = the tensor's bytes) into Q6H.
-pub fn repack(src: &[u8], n_out: usize, k: usize) -> Result<Q6h, CudaError> {
+/// The matrix's power of two E: the largest |d·sc| times 2^E in [16, 32) (0 for an all-zero
+/// matrix). The upload plan reads it before the repack.
+pub fn exponent(src: &[u8], n_out: usize, k: usize) -> Result<i32, CudaError> {
     shape(n_out, k)?;
-    let nsb = k / QK;
-    if src.len() != n_out * nsb * Q6K_BYTES {
+    if src.len() != n_out * (k / QK) * Q6K_BYTES {
         return Err(CudaError::Invalid(format!(
             "Q6H: {} bytes for {n_out} rows of {k} Q6_K values (expected {})",
             src.len(),
-            n_out * nsb * Q6K_BYTES
+            n_out * (k / QK) * Q6K_BYTES
         )));
     }
+    let mut max = 0f32;
+    for blk in src.chunks_exact(Q6K_BYTES) {
+        let b: BlockQ6K = bytemuck::pod_read_unaligned(blk);
+        let d = b.d.to_f32().abs();
+        for &c in &b.scales {
+            max = max.max(d * f32::from(c).abs());
+        }
+    }
+    Ok(crate::q4h::exp_for(max))
+}
+
+/// Repack `n_out` GGUF Q6_K rows of `k` values (`src` = the tensor's bytes) into Q6H.
+pub fn repack(src: &[u8], n_out: usize, k: usize) -> Result<Q6h, CudaError> {
+    let exp = exponent(src, n_out, k)?;
+    let nsb = k / QK;
     let block = |r: usize, s: usize| -> BlockQ6K {
         let at = (r * nsb + s) * Q6K_BYTES;
         bytemuck::pod_read_unaligned(&src[at..at + Q6K_BYTES])
-    };
-    let mut max = 0f32;
-    for r in 0..n_out {
-        for s in 0..nsb {
-            let b = block(r, s);
-            let d = b.d.to_f32().abs();
-            for &c in &b.scales {
-                max = max.max(d * f32::from(c).abs());
-            }
-        }
-    }
-    let exp = if max > 0.0 && max.is_finite() {
-        4 - max.log2().floor() as i32
-    } else {
-        0
     };
     let scale = 2f32.powi(exp);
     let mut out = vec![0u8; bytes(n_out, k)];

@@ -213,7 +213,7 @@ const MMV_STATIC_SMEM: usize = 16 * 1024;
 pub const ACT_H16_THREADS: u32 = 256;
 
 /// The weight layouts of the f16 route's matmuls (`muser_cuda::q4h`, `muser_cuda::q6h`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum HWeights {
     Q4H,
     Q6H,

@@ -28,6 +28,7 @@ fn act_on_device(gpu: &Gpu, reg: &Registry, x: &[f32], k: usize) -> [DeviceBuffe
     let args = KArgs::new()
         .ptr(xd.ptr())
         .int(k)
+        .int(k)
         .int(n_tok)
         .ptr(xh.ptr())
         .ptr(xs.ptr())

@@ -3,7 +3,7 @@
 // Q6H layouts (host: muser_cuda::q4h / q6h, whose headers define the numerics; docs/cuda.md,
 // "the f16 route").
 //
-// act_h16: X [n_tok][K] f32 -> XH [n_tok][K] f16 in fragment order, XSUM [n_tok][K/32] and
+// act_h16: X [n_tok][ldx] f32 (K used) -> XH [n_tok][K] f16 in fragment order, XSUM [n_tok][K/32] and
 //   XSUM16 [n_tok][K/16] f16, XINV [n_tok] f32. Token t's values times 2^(9 − e) (its largest
 //   magnitude in [2^e, 2^(e+1)) lands in [512, 1024), so a 32-value sum stays below f16's 65504),
 //   rounded to f16; XINV[t] = 2^(e − 9). Within each 64-value chunk c, position 16·t4 + 4·i + e2
@@ -50,12 +50,13 @@ __device__ __forceinline__ void mma_h16(float (&d)[4], const u32 (&a)[4], u32 b0
 #define ACT_H16_THREADS 256
 
 extern "C" __global__ void __launch_bounds__(ACT_H16_THREADS)
-    act_h16(const float* X, int K, int n_tok, u16* XH, u16* XSUM, u16* XSUM16, float* XINV) {
+    act_h16(const float* X, int ldx, int K, int n_tok, u16* XH, u16* XSUM, u16* XSUM16,
+            float* XINV) {
     __shared__ float red[ACT_H16_THREADS / 32];
     PDL_ENTRY()
     const int t = blockIdx.x;
     if (t >= n_tok) return;
-    const float* x = X + (size_t)t * K;
+    const float* x = X + (size_t)t * ldx;
     float amax = 0.f;
     for (int i = threadIdx.x; i < K; i += blockDim.x) amax = fmaxf(amax, fabsf(x[i]));
     for (int o = 16; o; o >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));

@@ -126,6 +126,10 @@ pub enum Acts {
     A8,
     /// f32 activations against dequantized weights.
     F32,
+    /// f16 activations (a power of two per token) against weights dequantized to f16 in
+    /// registers, on the f16 tensor cores (`MUSER_CUDA_ACTS=f16`: Q4_K / Q6_K weights in the
+    /// Q4H / Q6H layouts, `muser_cuda::q4h` / `q6h`; `cuda::h16`). Branch `wip/f16-route`.
+    F16,
     /// An unknown `MUSER_CUDA_ACTS` value (a session refuses it).
     Invalid,
 }
@@ -136,6 +140,7 @@ impl Acts {
             Acts::A16 => "a16",
             Acts::A8 => "a8",
             Acts::F32 => "f32",
+            Acts::F16 => "f16",
             Acts::Invalid => "invalid",
         }
     }
@@ -173,6 +178,7 @@ impl CudaOptions {
             attn_mt: std::env::var("MUSER_CUDA_ATTN_MT").as_deref() != Ok("0"),
             acts: match std::env::var("MUSER_CUDA_ACTS").as_deref() {
                 Ok("f32") => Acts::F32,
+                Ok("f16") => Acts::F16,
                 Ok("a8") => Acts::A8,
                 Err(_) => Acts::A8,
                 Ok("a16") => Acts::A16,
