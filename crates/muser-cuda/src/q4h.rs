@@ -226,19 +226,7 @@ mod tests {
     use muser_quant::q4_k;
 
     fn rows(n_out: usize, k: usize, seed: u32) -> Vec<u8> {
-        let mut s = seed;
-        let x: Vec<f32> = (0..n_out * k)
-            .map(|i| {
-                s = s.wrapping_mul(1_664_525).wrapping_add(1_013_904_223);
-                // Rows of different magnitudes, so the per-matrix exponent matters.
-                ((s >> 8) as f32 / (1u32 << 24) as f32 - 0.5) * (1.0 + (i / k % 5) as f32) * 0.03
-            })
-            .collect();
-        let mut blocks = vec![bytemuck::Zeroable::zeroed(); n_out * k / QK];
-        for (xr, br) in x.chunks(k).zip(blocks.chunks_mut(k / QK)) {
-            q4_k::quantize_row(xr, br);
-        }
-        bytemuck::cast_slice::<BlockQ4K, u8>(&blocks).to_vec()
+        crate::testing::quantized_rows::<BlockQ4K>(n_out, k, seed, q4_k::quantize_row)
     }
 
     /// `logical(repack(x))` gives back GGUF's quants, and scales and mins as the module
