@@ -171,3 +171,16 @@ pub fn launch_quant(
     .unwrap_or_else(|e| panic!("launch {}: {e}", kern.symbol()));
     (xq, xs, xsum)
 }
+
+/// The engine's launch of a one-token pipelined kernel (`Registry::t1_plan`), checked to take
+/// the staged or unstaged path the test asks for.
+pub fn t1_dims(reg: &Registry, kern: Kernel, n_out: usize, k: usize, staged: bool) -> Dims {
+    let plan = reg.t1_plan(kern, n_out, k, staged);
+    assert_eq!(
+        plan.staged,
+        staged,
+        "{}: staged plan at K = {k}",
+        kern.symbol()
+    );
+    plan.dims
+}
