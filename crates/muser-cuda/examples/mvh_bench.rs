@@ -3,8 +3,9 @@
 //! (past the L2), with the chain count `Registry::mvh_plan` picks. Prints microseconds per call
 //! and the bandwidth of the layout's bytes (Q4H 5, Q6H 7 bits per weight) and of the same matrix
 //! in GGUF's format (Q4_K 4.5, Q6_K 6.5625). A measurement tool, not a test: it asserts nothing.
-//! `mvb_bench --a8` gives the A8 kernels on the same shapes. Then the prefill kernels
-//! (`mmh_*`, `Registry::mmh_plan`) at 128 and 512 tokens, with their f16 tensor-core TFLOPS;
+//! `mvb_bench --a8` gives the A8 kernels on the same shapes. Then the prefill kernels — rows
+//! (`mmh_*`, `Registry::mmh_plan`) and shared-memory tiles (`mmt_*`, `Registry::mmt_plan`) — at
+//! 128 and 512 tokens, with their f16 tensor-core TFLOPS;
 //! `mmq_bench --a8` gives the A8 prefill kernels.
 //!
 //! `cargo run --release -p muser-cuda --example mvh_bench`
@@ -24,7 +25,8 @@ fn main() {
         }
     }
     let gpu = Gpu::open(0).expect("open GPU");
-    let reg = Registry::build_modules(&gpu, &[Module::MatvecH16]).expect("registry");
+    let reg =
+        Registry::build_modules(&gpu, &[Module::MatvecH16, Module::MmtH16]).expect("registry");
     let (e, q, kv, ff) = (6656usize, 4096usize, 256usize, 19968usize);
     let shapes = [
         ("Q / attention gate", HWeights::Q4H, e, q),
@@ -75,11 +77,14 @@ fn main() {
                 d
             })
             .collect();
-        for nt in [1usize, 2, 4, 8, 128, 512] {
-            let (kernel, dims) = if nt > 8 {
-                Registry::mmh_plan(fmt, n_out, nt)
-            } else {
-                Registry::mvh_plan(fmt, n_out, nt)
+        let runs = [(1usize, 'd'), (2, 'd'), (4, 'd'), (8, 'd')]
+            .into_iter()
+            .chain([128, 512].into_iter().flat_map(|nt| [(nt, 'r'), (nt, 't')]));
+        for (nt, kind) in runs {
+            let (kernel, dims) = match kind {
+                'd' => Registry::mvh_plan(fmt, n_out, nt),
+                'r' => Registry::mmh_plan(fmt, n_out, nt),
+                _ => Registry::mmt_plan(fmt, n_out, nt),
             };
             let f = reg.get(kernel, Math::Strict);
             let go = |i: usize| {

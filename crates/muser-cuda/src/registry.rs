@@ -95,11 +95,16 @@ kernels! {
     MmhQ4hS16 => MatvecH16, "mmh_q4h_s16";
     MmhQ6hS4 => MatvecH16, "mmh_q6h_s4"; MmhQ6hS8 => MatvecH16, "mmh_q6h_s8";
     MmhQ6hS16 => MatvecH16, "mmh_q6h_s16";
+    MmtQ4hS4 => MmtH16, "mmt_q4h_s4"; MmtQ4hS8 => MmtH16, "mmt_q4h_s8";
+    MmtQ4hS16 => MmtH16, "mmt_q4h_s16";
+    MmtQ6hS4 => MmtH16, "mmt_q6h_s4"; MmtQ6hS8 => MmtH16, "mmt_q6h_s8";
+    MmtQ6hS16 => MmtH16, "mmt_q6h_s16";
     RmsnormRows => Norm, "rmsnorm_rows";
     EmbedFinish => Norm, "embed_finish";
     ResidualNorm => Norm, "residual_norm";
     ResidualNormQ => Norm, "residual_norm_q";
     ResidualNormQ8 => Norm, "residual_norm_q8";
+    ResidualNormH16 => Norm, "residual_norm_h16";
     SigmoidGateQ => Elementwise, "sigmoid_gate_q";
     SigmoidGateQ8 => Elementwise, "sigmoid_gate_q8";
     SwigluQ => Elementwise, "swiglu_q";
@@ -209,8 +214,14 @@ pub const MMV_PAIR_MAX_TOKENS: usize = 4;
 const MMV_THREADS: u32 = 256;
 const MMV_STATIC_SMEM: usize = 16 * 1024;
 
-/// Threads per block of `act_h16` (matvec_h16.cu): one block per token.
-pub const ACT_H16_THREADS: u32 = 256;
+/// The prefill tiles of `mmt_*` (mmt_h16.cu): row groups and tokens per block, threads, stages.
+const MMT_GROUPS: u32 = 8;
+const MMT_TOK: u32 = 64;
+const MMT_THREADS: u32 = 256;
+const MMT_STAGES: usize = 3;
+
+/// Threads per block of `act_h16` (matvec_h16.cu): one thread per 32-value unit.
+pub const ACT_H16_THREADS: u32 = 128;
 
 /// The weight layouts of the f16 route's matmuls (`muser_cuda::q4h`, `muser_cuda::q6h`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -238,6 +249,47 @@ impl Registry {
         Self::h16_plan(w, n_out, n_tok, true)
     }
 
+    /// [`Registry::mvh_plan`] for prefill on shared-memory tiles: the `mmt_*` kernels
+    /// (mmt_h16.cu), 128 rows × 64 tokens per block of 8 warps, the same chain count S — so the
+    /// same bits per output as `mvh_*` — with `mmt_smem` bytes of dynamic shared memory.
+    pub fn mmt_plan(w: HWeights, n_out: usize, n_tok: usize) -> (Kernel, crate::launch::Dims) {
+        use Kernel::*;
+        let kernels = match w {
+            HWeights::Q4H => [MmtQ4hS4, MmtQ4hS8, MmtQ4hS16],
+            HWeights::Q6H => [MmtQ6hS4, MmtQ6hS8, MmtQ6hS16],
+        };
+        let dims = crate::launch::Dims {
+            grid: (
+                ((n_out / 16) as u32).div_ceil(MMT_GROUPS),
+                (n_tok as u32).div_ceil(MMT_TOK),
+                1,
+            ),
+            block: MMT_THREADS,
+            smem: Self::mmt_smem(w) as u32,
+        };
+        (kernels[Self::h16_chains(n_out).1], dims)
+    }
+
+    /// The dynamic shared memory of an `mmt_*` kernel: MMT_STAGES stages of 8 pieces, 64
+    /// activation rows of 528 bytes and 64 tokens' sums.
+    pub fn mmt_smem(w: HWeights) -> usize {
+        let (piece, sum_bytes) = match w {
+            HWeights::Q4H => (2048 + 256 + 256, 16),
+            HWeights::Q6H => (2048 + 1024 + 512, 32),
+        };
+        MMT_STAGES * (MMT_GROUPS as usize * piece + MMT_TOK as usize * (528 + sum_bytes))
+    }
+
+    /// The chain count S of a matrix of `n_out` rows (part of its numbers) and its index in the
+    /// kernel triples.
+    fn h16_chains(n_out: usize) -> (u32, usize) {
+        match n_out / 16 {
+            400.. => (4, 0),
+            128.. => (8, 1),
+            _ => (16, 2),
+        }
+    }
+
     fn h16_plan(
         w: HWeights,
         n_out: usize,
@@ -246,11 +298,7 @@ impl Registry {
     ) -> (Kernel, crate::launch::Dims) {
         use Kernel::*;
         let groups = (n_out / 16) as u32;
-        let (s, i) = match groups {
-            400.. => (4, 0),
-            128.. => (8, 1),
-            _ => (16, 2),
-        };
+        let (s, i) = Self::h16_chains(n_out);
         let kernels = match (w, prefill) {
             (HWeights::Q4H, false) => [MvhQ4hS4, MvhQ4hS8, MvhQ4hS16],
             (HWeights::Q6H, false) => [MvhQ6hS4, MvhQ6hS8, MvhQ6hS16],
@@ -266,10 +314,11 @@ impl Registry {
         (kernels[i], dims)
     }
 
-    /// The launch of `act_h16` over `n_tok` tokens.
-    pub fn act_h16_dims(n_tok: usize) -> crate::launch::Dims {
+    /// The launch of `act_h16` over `n_tok` tokens of `k` values: one thread per 32-value unit,
+    /// one block row per token.
+    pub fn act_h16_dims(n_tok: usize, k: usize) -> crate::launch::Dims {
         crate::launch::Dims {
-            grid: (n_tok as u32, 1, 1),
+            grid: ((k as u32 / 32).div_ceil(ACT_H16_THREADS), n_tok as u32, 1),
             block: ACT_H16_THREADS,
             smem: 0,
         }
@@ -526,6 +575,9 @@ impl Registry {
                         // The one-token decode kernels' weight ring (`t1_plan`) beside the
                         // staged activations and the lane-sum scratch.
                         Some((mva_warps * mva_rows) as usize * 36 * 4)
+                    } else if m == Module::MmtH16 {
+                        // The prefill tiles' stages (`mmt_smem`), no static shared memory.
+                        Some(0)
                     } else if matches!(m, Module::MatvecPacked | Module::MatvecPackedA8)
                         && k.symbol().starts_with("mvs_")
                     {

@@ -1,10 +1,10 @@
-//! The f16 route's kernels on the device (matvec_h16.cu): `act_h16` equals
+//! The f16 route's kernels on the device (matvec_h16.cu, mmt_h16.cu): `act_h16` equals
 //! `muser_cuda::h16::act_reference` bit for bit; `mvh_q4h_s*` and `mvh_q6h_s*` are within
 //! f32-accumulation distance of the exact value of their own f16 operands
 //! (`h16::mvh_reference_*`), close to the exact product of the GGUF weights and the f32
 //! activations, and give each token the same bits whatever the token count and the other tokens
-//! — and the prefill kernels (`mmh_*`) the same bits as the decode ones. Without a CUDA device every test says "skipping: no CUDA
-//! device" (CI); `scripts/device/cuda-tests.sh` runs it on the H200.
+//! — and the prefill kernels (`mmh_*`, `mmt_*`) the same bits as the decode ones. Without a
+//! CUDA device every test says "skipping: no CUDA device" (CI); `scripts/device/cuda-tests.sh` runs it on the H200.
 
 use muser_cuda::h16::{self, H16Row};
 use muser_cuda::launch::launch;
@@ -36,7 +36,7 @@ fn act_on_device(gpu: &Gpu, reg: &Registry, x: &[f32], k: usize) -> [DeviceBuffe
         .ptr(inv.ptr());
     launch(
         reg.get(Kernel::ActH16, Math::Strict),
-        Registry::act_h16_dims(n_tok),
+        Registry::act_h16_dims(n_tok, k),
         gpu.stream(),
         args,
     )
@@ -99,12 +99,12 @@ fn mvh_on_device(
     (fmt, w, exp): (HWeights, &DeviceBuffer, i32),
     (n_out, k): (usize, usize),
     acts: &[DeviceBuffer; 4],
-    (n_tok, prefill): (usize, bool),
+    (n_tok, kind): (usize, Mm),
 ) -> Vec<f32> {
-    let (kernel, dims) = if prefill {
-        Registry::mmh_plan(fmt, n_out, n_tok)
-    } else {
-        Registry::mvh_plan(fmt, n_out, n_tok)
+    let (kernel, dims) = match kind {
+        Mm::Decode => Registry::mvh_plan(fmt, n_out, n_tok),
+        Mm::Rows => Registry::mmh_plan(fmt, n_out, n_tok),
+        Mm::Tile => Registry::mmt_plan(fmt, n_out, n_tok),
     };
     let (y, yp) = guarded(gpu, n_tok * n_out);
     let args = KArgs::new()
@@ -122,6 +122,14 @@ fn mvh_on_device(
     launch(reg.get(kernel, Math::Strict), dims, gpu.stream(), args).expect("mvh");
     gpu.wait("mvh").expect("wait");
     read_guarded(gpu, &y, n_tok * n_out, "mvh output")
+}
+
+/// Which f16 matmul kernel: decode (`mvh_*`), prefill rows (`mmh_*`) or prefill tiles (`mmt_*`).
+#[derive(Clone, Copy, Debug)]
+enum Mm {
+    Decode,
+    Rows,
+    Tile,
 }
 
 /// A Q4_K or Q6_K matrix in its f16-route layout: (layout, bytes, exponent, reference).
@@ -151,11 +159,12 @@ fn repacked(
     }
 }
 
-/// `mvh_*` / `mmh_*` on `ty`'s layout: the arithmetic, the exact product, batch invariance.
+/// `mvh_*` / `mmh_*` / `mmt_*` on `ty`'s layout: the arithmetic, the exact product, batch invariance.
 fn check_mvh(ty: GgmlType) {
     let Some((gpu, reg)) = device() else { return };
-    // One shape per chain count: 16 row groups (S = 16), 128 (S = 8), 416 (S = 4).
-    for (n_out, k) in [(256, 6656), (2048, 1024), (6656, 512)] {
+    // One shape per chain count: 16 row groups (S = 16), 128 (S = 8), 416 (S = 4) — chains
+    // 4..7 and 2..3 of the last two empty — and 25 groups (a last tile of one group).
+    for (n_out, k) in [(256, 6656), (2048, 1024), (6656, 512), (400, 768)] {
         let (src, row_bytes) = quantized_rows(ty, n_out, k, 5 + n_out as u64);
         let (fmt, bytes, exp, reference) = repacked(ty, &src, n_out, k);
         let w = upload_bytes(&gpu, &bytes);
@@ -168,7 +177,7 @@ fn check_mvh(ty: GgmlType) {
             (fmt, &w, exp),
             (n_out, k),
             &acts,
-            (n_tok, false),
+            (n_tok, Mm::Decode),
         );
         // The kernel against the exact value of its own operands.
         for (t, r) in x.chunks(k).enumerate() {
@@ -205,7 +214,14 @@ fn check_mvh(ty: GgmlType) {
         let bits_all = bits(&all);
         for t in [0usize, 5, 19] {
             let one = act_on_device(&gpu, &reg, &x[t * k..(t + 1) * k], k);
-            let y = mvh_on_device(&gpu, &reg, (fmt, &w, exp), (n_out, k), &one, (1, false));
+            let y = mvh_on_device(
+                &gpu,
+                &reg,
+                (fmt, &w, exp),
+                (n_out, k),
+                &one,
+                (1, Mm::Decode),
+            );
             assert_eq!(
                 bits(&y),
                 &bits_all[t * n_out..(t + 1) * n_out],
@@ -213,18 +229,40 @@ fn check_mvh(ty: GgmlType) {
             );
         }
         let eight = act_on_device(&gpu, &reg, &x[..8 * k], k);
-        let y = mvh_on_device(&gpu, &reg, (fmt, &w, exp), (n_out, k), &eight, (8, false));
+        let y = mvh_on_device(
+            &gpu,
+            &reg,
+            (fmt, &w, exp),
+            (n_out, k),
+            &eight,
+            (8, Mm::Decode),
+        );
         assert_eq!(
             bits(&y),
             &bits_all[..8 * n_out],
             "{fmt:?} {n_out}×{k}: 8 tokens vs 20"
         );
-        // The prefill kernels (32 tokens per block row) give the same bits.
-        let y = mvh_on_device(&gpu, &reg, (fmt, &w, exp), (n_out, k), &acts, (n_tok, true));
+        // The prefill kernels (rows: 32 tokens per block row; tiles: 128 rows × 64 tokens, the
+        // chains one after another) give the same bits.
+        for kind in [Mm::Rows, Mm::Tile] {
+            let y = mvh_on_device(&gpu, &reg, (fmt, &w, exp), (n_out, k), &acts, (n_tok, kind));
+            assert_eq!(
+                bits(&y),
+                bits_all,
+                "{fmt:?} {n_out}×{k}: prefill kernel {kind:?} vs decode"
+            );
+        }
+        // Tiles across two blocks of 64 tokens, the second partly empty.
+        let n70 = 70;
+        let x70 = tokens(n70, k, 9 + k as u64);
+        let acts70 = act_on_device(&gpu, &reg, &x70, k);
+        let dims = (n_out, k);
+        let dec = mvh_on_device(&gpu, &reg, (fmt, &w, exp), dims, &acts70, (n70, Mm::Decode));
+        let tile = mvh_on_device(&gpu, &reg, (fmt, &w, exp), dims, &acts70, (n70, Mm::Tile));
         assert_eq!(
-            bits(&y),
-            bits_all,
-            "{fmt:?} {n_out}×{k}: prefill kernel vs decode"
+            bits(&tile),
+            bits(&dec),
+            "{fmt:?} {n_out}×{k}: 70 tokens, tiles vs decode"
         );
     }
 }

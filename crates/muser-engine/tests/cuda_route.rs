@@ -254,7 +254,7 @@ fn a8_route_refuses_what_it_has_no_kernels_for() {
 }
 
 /// The f16 route (`MUSER_CUDA_ACTS=f16`) refuses, before any device work, what it has no
-/// kernels for: weights other than Q4_K / Q6_K, and fused quantization asked for explicitly.
+/// kernels for: weights other than Q4_K / Q6_K.
 #[test]
 fn f16_route_refuses_what_it_has_no_kernels_for() {
     let refused = |m: &Model, set: &dyn Fn(&mut CudaOptions), what: &str, needle: &str| {
@@ -283,20 +283,11 @@ fn f16_route_refuses_what_it_has_no_kernels_for() {
             "Q4_K and Q6_K",
         );
     }
-    refused(
-        &tiny_model(1),
-        &|o| {
-            o.fuse = true;
-            o.fuse_explicit = true
-        },
-        "fused quantization",
-        "MUSER_CUDA_FUSE",
-    );
 }
 
 /// The f16 route on the forged Q4_K_M mix: bit-identical logits across chunk sizes (its decode
-/// kernels for chunks of up to 8 tokens, its prefill kernels above), decode graph or eager and
-/// serial capture; far closer to the f64 oracle than the A8 route (the f64 probe: KL 3.9e-5 on
+/// kernels for chunks of up to 8 tokens, its prefill kernels above), decode graph or eager,
+/// serial capture and the fused residual norm (`residual_norm_h16`) or act_h16 after it; far closer to the f64 oracle than the A8 route (the f64 probe: KL 3.9e-5 on
 /// tiny with f16 activations and f16-rounded weights, A8 1.5e-2).
 #[test]
 fn cuda_f16_route_is_deterministic_and_tracks_the_oracle() {
@@ -326,6 +317,18 @@ fn cuda_f16_route_is_deterministic_and_tracks_the_oracle() {
                 f16(7, |o| o.mode = GraphMode::Serial),
             ),
             ("chunk 9 (prefill kernels on 9 tokens)", f16(9, |_| {})),
+            ("fused norm, chunk 512", f16(512, |o| o.fuse = true)),
+            (
+                "fused norm, chunk 1, decode graph",
+                f16(1, |o| o.fuse = true),
+            ),
+            (
+                "fused norm, chunk 3, eager",
+                f16(3, |o| {
+                    o.fuse = true;
+                    o.graphs = false;
+                }),
+            ),
         ],
         "f16 route",
     );

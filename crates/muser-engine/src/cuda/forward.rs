@@ -113,6 +113,9 @@ impl<'m> CudaSession<'m> {
         let fuse = self.opts.fuse;
         // Activation formats: the attention projections' input, and every other matmul's.
         let (qkv_acts, acts) = (self.opts.qkv(), self.opts.acts);
+        // The f16 route has a fused twin of the residual norm only: the element-wise kernels
+        // (combine, gate, SwiGLU) run plain there and the projection after them quantizes.
+        let fuse_ew = fuse && acts != Acts::F16;
         prof.begin(s)?;
         let kemb = kernels_for(w.token_embd.ty)
             .and_then(|k| k.embed)
@@ -245,7 +248,7 @@ impl<'m> CudaSession<'m> {
             // Fused (the default, MUSER_CUDA_FUSE; strict activation math): combine, gate and quantize
             // in one kernel. Otherwise combine, then the gate (fused with the quantization or
             // not), or the projection quantizes.
-            let fused_combine = fuse && self.opts.act_math == Math::Strict;
+            let fused_combine = fuse_ew && self.opts.act_math == Math::Strict;
             let combine_args = KArgs::new()
                 .ptr(b.op.ptr())
                 .ptr(b.mp.ptr())
@@ -290,14 +293,14 @@ impl<'m> CudaSession<'m> {
                     .ptr(b.gate.ptr())
                     .int(aw)
                     .ptr(step);
-                if fuse {
+                if fuse_ew {
                     self.ewq(Kernel::SigmoidGateQ, s, gate_args, aw, n, acts)?;
                 } else {
                     self.ew(Kernel::SigmoidGate, s, gate_args, n * aw)?;
                 }
             }
             prof.mark("attention", s)?;
-            let a_quantized = fused_combine || (fuse && lw.wgate.is_some());
+            let a_quantized = fused_combine || (fuse_ew && lw.wgate.is_some());
             self.project(
                 (b.a.ptr(), aw),
                 aw,
@@ -321,7 +324,7 @@ impl<'m> CudaSession<'m> {
                 packed,
                 acts,
             )?;
-            let act = match (c.ffn_activation, fuse) {
+            let act = match (c.ffn_activation, fuse_ew) {
                 (FfnActivation::Silu, false) => Kernel::Swiglu,
                 (FfnActivation::GeluTanh, false) => Kernel::Geglu,
                 (FfnActivation::Silu, true) => Kernel::SwigluQ,
@@ -332,7 +335,7 @@ impl<'m> CudaSession<'m> {
                 .ptr(b.fu.ptr())
                 .int(c.n_ff)
                 .ptr(step);
-            if fuse {
+            if fuse_ew {
                 self.ewq(act, s, act_args, c.n_ff, n, acts)?;
             } else {
                 self.ew(act, s, act_args, n * c.n_ff)?;
@@ -343,7 +346,7 @@ impl<'m> CudaSession<'m> {
                 c.n_ff,
                 n,
                 &[(&lw.ffn_down, b.o.ptr(), e)],
-                fuse,
+                fuse_ew,
                 packed,
                 acts,
             )?;
@@ -398,7 +401,7 @@ impl<'m> CudaSession<'m> {
 
     /// `x += rmsnorm(o, eps_post) * w_post; h = rmsnorm(x, eps) * w_next`, and with `quantize`
     /// also h's quants in the format `acts` (the fused kernel; same numbers as quantizing
-    /// afterwards).
+    /// afterwards; f16: `residual_norm_h16` into the f16 route's buffers).
     fn residual_norm(
         &self,
         s: Stream,
@@ -419,7 +422,17 @@ impl<'m> CudaSession<'m> {
             .f32(c.rms_eps)
             .ptr(b.h.ptr())
             .int(c.n_embd);
-        let (k, args) = if quantize {
+        let (k, args) = if quantize && acts == Acts::F16 {
+            let h = &b.h16;
+            (
+                Kernel::ResidualNormH16,
+                args.ptr(h.xh.ptr())
+                    .ptr(h.xsum.ptr())
+                    .ptr(h.xsum16.ptr())
+                    .ptr(h.xinv.ptr())
+                    .ptr(b.step.ptr()),
+            )
+        } else if quantize {
             (
                 self.fused_q(Kernel::ResidualNormQ, acts),
                 args.ptr(b.xq.ptr())

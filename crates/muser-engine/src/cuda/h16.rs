@@ -2,8 +2,8 @@
 //! route") can run, checked before a session starts: its matmul kernels (`mvh_*` for 1–8 tokens
 //! and packed rows, `mmh_*` for prefill; matvec_h16.cu) read Q4_K and Q6_K weights in the Q4H /
 //! Q6H layouts, whole 256-value blocks, rows in groups of 16; the activations go through
-//! `act_h16` (no fused twins of the norm / element-wise quantizers yet, so the route runs
-//! unfused). Anything else — another weight type, a switch of the integer routes' kernels — is a
+//! `act_h16` or the residual norm's fused twin `residual_norm_h16` (`MUSER_CUDA_FUSE`; the
+//! element-wise kernels have no f16 twins yet, so their outputs go through `act_h16`). Anything else — another weight type, a switch of the integer routes' kernels — is a
 //! configuration error naming what to change, never a silent switch to another route.
 
 use muser_gguf::GgmlType;
@@ -38,7 +38,7 @@ fn refuse(what: impl std::fmt::Display) -> Result<(), EngineError> {
 }
 
 /// The options and the model's matmul weights against what the f16 route has kernels for;
-/// resolves the route's fixed choices (no Q6_K-P, no fused quantization).
+/// resolves the route's fixed choice (no Q6_K-P).
 pub fn check_options(model: &Model, opts: &mut CudaOptions) -> Result<(), EngineError> {
     if opts.acts != Acts::F16 {
         return Ok(());
@@ -51,10 +51,6 @@ pub fn check_options(model: &Model, opts: &mut CudaOptions) -> Result<(), Engine
             "{name} acts on the integer routes' kernels only (unset it, or MUSER_CUDA_ACTS=a8)"
         ));
     }
-    if opts.fuse && opts.fuse_explicit {
-        return refuse("there is no fused f16 quantization yet (not with MUSER_CUDA_FUSE=1)");
-    }
-    opts.fuse = false;
     opts.q6_pad = false; // Q6_K goes up in Q6H
     let w = &model.weights;
     for m in std::iter::once(&w.output).chain(w.layers.iter().flat_map(|l| l.matrices())) {

@@ -215,7 +215,7 @@ impl<'m> CudaSession<'m> {
     }
 
     /// `mv` on the f16 route (`MUSER_CUDA_ACTS=f16`; `cuda::h16` checked the weights): up to 8
-    /// tokens (one, packed rows, short chunks) on `mvh_*`, more on the prefill kernels `mmh_*` —
+    /// tokens (one, packed rows, short chunks) on `mvh_*`, more on the prefill tiles `mmt_*` —
     /// the same bits per output either way — from the f16 activation buffers.
     fn mv_h16(
         &self,
@@ -233,7 +233,7 @@ impl<'m> CudaSession<'m> {
         let (kern, dims) = if n <= 8 {
             Registry::mvh_plan(fmt, m.n_out, n)
         } else {
-            Registry::mmh_plan(fmt, m.n_out, n)
+            Registry::mmt_plan(fmt, m.n_out, n)
         };
         let h = &self.b.h16;
         let args = KArgs::new()
@@ -329,7 +329,7 @@ impl<'m> CudaSession<'m> {
                 let h = &self.b.h16;
                 return launch(
                     self.f(Kernel::ActH16),
-                    Registry::act_h16_dims(n),
+                    Registry::act_h16_dims(n, k),
                     s,
                     KArgs::new()
                         .ptr(x)

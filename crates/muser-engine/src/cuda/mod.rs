@@ -296,9 +296,10 @@ impl<'m> CudaSession<'m> {
         }
         a8::resolve_default(model, &mut opts);
         h16::check_options(model, &mut opts)?;
-        let fusable = matches!(opts.acts, Acts::A16 | Acts::A8)
+        let fusable = matches!(opts.acts, Acts::A16 | Acts::A8 | Acts::F16)
             && c.n_embd <= 8 * 1024
-            && c.n_embd.is_multiple_of(32)
+            && c.n_embd
+                .is_multiple_of(if opts.acts == Acts::F16 { 64 } else { 32 })
             && c.n_ff.is_multiple_of(32)
             && (c.n_head * c.head_dim_v).is_multiple_of(32);
         if opts.fuse && !fusable && !opts.fuse_explicit {
@@ -334,7 +335,7 @@ impl<'m> CudaSession<'m> {
         }
         if opts.fuse && !fusable {
             return Err(EngineError::Config(format!(
-                "MUSER_CUDA_FUSE=1 needs A16 or A8 activations, n_embd <= 8192 and widths that are multiples of 32 (n_embd {}, n_ff {})",
+                "MUSER_CUDA_FUSE=1 needs A16, A8 or f16 activations, n_embd <= 8192 and widths that are multiples of 32 (64 on f16) (n_embd {}, n_ff {})",
                 c.n_embd, c.n_ff
             )));
         }
@@ -373,7 +374,7 @@ impl<'m> CudaSession<'m> {
             }
         }
         if opts.acts == Acts::F16 {
-            modules.push(Module::MatvecH16);
+            modules.extend([Module::MatvecH16, Module::MmtH16]);
         }
         let reg = Registry::build_modules(&gpu, &modules)?;
         check_q6_switches(&reg, opts.q6_pad)?;
@@ -509,7 +510,7 @@ impl<'m> CudaSession<'m> {
                     if self.reg.mmq_cvt == 0 { "-magic" } else { "" },
                     if self.reg.mmq_db == 1 { "-db" } else { "" }
                 ),
-                (Acts::F16, _) => "mmh".to_string(),
+                (Acts::F16, _) => "mmt".to_string(),
                 _ => "t8".to_string(),
             },
             match (self.opts.n_seq, self.batch_packed()) {
@@ -530,7 +531,11 @@ impl<'m> CudaSession<'m> {
                 ),
                 (n, false) => format!(",seqs={n}/mm"),
             },
-            if self.opts.fuse { "on" } else { "off" },
+            match (self.opts.fuse, self.opts.acts) {
+                (false, _) => "off",
+                (true, Acts::F16) => "norm", // the residual norm's f16 twin only
+                (true, _) => "on",
+            },
             self.opts.act_math.label(),
             if self.opts.graphs { "on" } else { "off" },
             if self.opts.pdl { "-pdl" } else { "" },
