@@ -12,9 +12,12 @@ out=${1:?outdir}
 T=.device/tests
 MUSER_CUDA_DEADLINE_S=120 timeout 240 $T/kernels_h16 --test-threads 1 > "$out/kernels_h16.txt" 2>&1
 echo "kernels_h16 rc=$?"; grep -E "^test |test result|panicked" "$out/kernels_h16.txt"
-timeout 120 .device/mvh_bench > "$out/mvh.txt" 2>&1; echo "mvh_bench rc=$?"
-timeout 120 .device/mvb_bench --a8 > "$out/mvb-a8.txt" 2>&1; echo "mvb_bench rc=$?"
-timeout 120 .device/mmq_bench --a8 > "$out/mmq-a8.txt" 2>&1; echo "mmq_bench rc=$?"
+# SKIP_KBENCH=1: no kernel benchmarks (the carried .device may then hold only muser and tests).
+if [ -z "${SKIP_KBENCH:-}" ]; then
+  timeout 120 .device/mvh_bench > "$out/mvh.txt" 2>&1; echo "mvh_bench rc=$?"
+  timeout 120 .device/mvb_bench --a8 > "$out/mvb-a8.txt" 2>&1; echo "mvb_bench rc=$?"
+  timeout 120 .device/mmq_bench --a8 > "$out/mmq-a8.txt" 2>&1; echo "mmq_bench rc=$?"
+fi
 for f in f16 batched_decode_equals; do
   MUSER_CUDA_DEADLINE_S=120 timeout 300 $T/cuda_route --test-threads 1 --nocapture "$f" \
     > "$out/cuda_route-$f.txt" 2>&1

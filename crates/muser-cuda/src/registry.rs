@@ -111,6 +111,9 @@ kernels! {
     SwigluQ8 => Elementwise, "swiglu_q8";
     GegluQ => Elementwise, "geglu_q";
     GegluQ8 => Elementwise, "geglu_q8";
+    SigmoidGateH16 => Elementwise, "sigmoid_gate_h16";
+    SwigluH16 => Elementwise, "swiglu_h16";
+    GegluH16 => Elementwise, "geglu_h16";
     QkNormRopeKv => Rope, "qk_norm_rope_kv";
     AttnPartial => Attention, "attn_partial";
     AttnPartialMt => Attention, "attn_partial_mt";
@@ -220,8 +223,9 @@ const MMT_TOK: u32 = 64;
 const MMT_THREADS: u32 = 256;
 const MMT_STAGES: usize = 3;
 
-/// Threads per block of `act_h16` (matvec_h16.cu): one thread per 32-value unit.
-pub const ACT_H16_THREADS: u32 = 128;
+/// Threads per block of `act_h16` (matvec_h16.cu) and of the fused `*_h16` element-wise
+/// kernels (elementwise.cu): one thread per 32-value unit.
+pub const ACT_H16_THREADS: u32 = 1024;
 
 /// The weight layouts of the f16 route's matmuls (`muser_cuda::q4h`, `muser_cuda::q6h`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -312,6 +316,16 @@ impl Registry {
             smem: 0,
         };
         (kernels[i], dims)
+    }
+
+    /// The launch of a fused element-wise f16 kernel (`*_h16`, elementwise.cu) over `n_tok`
+    /// tokens: one block per token, one thread per 32-value unit.
+    pub fn ewh_dims(n_tok: usize) -> crate::launch::Dims {
+        crate::launch::Dims {
+            grid: (1, n_tok as u32, 1),
+            block: ACT_H16_THREADS,
+            smem: 0,
+        }
     }
 
     /// The launch of `act_h16` over `n_tok` tokens of `k` values: one thread per 32-value unit,

@@ -27,19 +27,12 @@ __device__ __forceinline__ float h16_block_max(float v, float* red) {
     return warp_max(lane < nw ? red[lane] : 0.f);
 }
 
-// Unit u (values 32u .. 32u + 31) of a row `x` (16-byte aligned) scaled by `scale` = 2^sh into
-// the row's XH `xh`, XSUM `xsum` and XSUM16 `xsum16`. One thread per unit.
-__device__ __forceinline__ void h16_unit(const float* x, int u, float scale, u16* xh, u16* xsum,
-                                         u16* xsum16) {
+// Unit u of a row (its 32 values `v`, 32u .. 32u + 31) times `scale` = 2^sh into the row's XH `xh`, XSUM `xsum` and XSUM16 `xsum16`. One thread per unit.
+__device__ __forceinline__ void h16_unit_vals(const float (&v)[32], int u, float scale, u16* xh,
+                                              u16* xsum, u16* xsum16) {
     u16 h[32];
 #pragma unroll
-    for (int q = 0; q < 8; ++q) {
-        const float4 v = ((const float4*)(x + 32 * u))[q];
-        h[4 * q + 0] = f2h(__fmul_rn(v.x, scale));
-        h[4 * q + 1] = f2h(__fmul_rn(v.y, scale));
-        h[4 * q + 2] = f2h(__fmul_rn(v.z, scale));
-        h[4 * q + 3] = f2h(__fmul_rn(v.w, scale));
-    }
+    for (int j = 0; j < 32; ++j) h[j] = f2h(__fmul_rn(v[j], scale));
     float s0 = 0.f, s1 = 0.f;  // the two 16-value sums, interleaved chains
 #pragma unroll
     for (int j = 0; j < 16; ++j) {
@@ -65,4 +58,16 @@ __device__ __forceinline__ void h16_unit(const float* x, int u, float scale, u16
             w.y = (u32)h[b + 8] | ((u32)h[b + 9] << 16);
             *(uint2*)(chunk + 16 * t4 + 4 * i) = w;
         }
+}
+
+// The same for unit u of a row `x` in memory (16-byte aligned).
+__device__ __forceinline__ void h16_unit(const float* x, int u, float scale, u16* xh, u16* xsum,
+                                         u16* xsum16) {
+    float v[32];
+#pragma unroll
+    for (int q = 0; q < 8; ++q) {
+        const float4 f = ((const float4*)(x + 32 * u))[q];
+        v[4 * q] = f.x, v[4 * q + 1] = f.y, v[4 * q + 2] = f.z, v[4 * q + 3] = f.w;
+    }
+    h16_unit_vals(v, u, scale, xh, xsum, xsum16);
 }

@@ -5,7 +5,7 @@
 
 use muser_cuda::launch::{launch, AttnShape, Dims, SMEM_DEFAULT_MAX};
 use muser_cuda::profile::PhaseProfiler;
-use muser_cuda::{CudaError, Graph, KArgs, Kernel, Math, StepParams, MAX_BATCH};
+use muser_cuda::{CudaError, Graph, KArgs, Kernel, Math, Registry, StepParams, MAX_BATCH};
 
 use super::weights::kernels_for;
 use super::{Acts, CudaSession};
@@ -113,9 +113,9 @@ impl<'m> CudaSession<'m> {
         let fuse = self.opts.fuse;
         // Activation formats: the attention projections' input, and every other matmul's.
         let (qkv_acts, acts) = (self.opts.qkv(), self.opts.acts);
-        // The f16 route has a fused twin of the residual norm only: the element-wise kernels
-        // (combine, gate, SwiGLU) run plain there and the projection after them quantizes.
-        let fuse_ew = fuse && acts != Acts::F16;
+        // The f16 route has no fused twin of the attention combine: it runs plain there, and
+        // the gate (fused) or the projection after it quantizes.
+        let fuse_combine = fuse && acts != Acts::F16;
         prof.begin(s)?;
         let kemb = kernels_for(w.token_embd.ty)
             .and_then(|k| k.embed)
@@ -248,7 +248,7 @@ impl<'m> CudaSession<'m> {
             // Fused (the default, MUSER_CUDA_FUSE; strict activation math): combine, gate and quantize
             // in one kernel. Otherwise combine, then the gate (fused with the quantization or
             // not), or the projection quantizes.
-            let fused_combine = fuse_ew && self.opts.act_math == Math::Strict;
+            let fused_combine = fuse_combine && self.opts.act_math == Math::Strict;
             let combine_args = KArgs::new()
                 .ptr(b.op.ptr())
                 .ptr(b.mp.ptr())
@@ -293,14 +293,14 @@ impl<'m> CudaSession<'m> {
                     .ptr(b.gate.ptr())
                     .int(aw)
                     .ptr(step);
-                if fuse_ew {
+                if fuse {
                     self.ewq(Kernel::SigmoidGateQ, s, gate_args, aw, n, acts)?;
                 } else {
                     self.ew(Kernel::SigmoidGate, s, gate_args, n * aw)?;
                 }
             }
             prof.mark("attention", s)?;
-            let a_quantized = fused_combine || (fuse_ew && lw.wgate.is_some());
+            let a_quantized = fused_combine || (fuse && lw.wgate.is_some());
             self.project(
                 (b.a.ptr(), aw),
                 aw,
@@ -324,7 +324,7 @@ impl<'m> CudaSession<'m> {
                 packed,
                 acts,
             )?;
-            let act = match (c.ffn_activation, fuse_ew) {
+            let act = match (c.ffn_activation, fuse) {
                 (FfnActivation::Silu, false) => Kernel::Swiglu,
                 (FfnActivation::GeluTanh, false) => Kernel::Geglu,
                 (FfnActivation::Silu, true) => Kernel::SwigluQ,
@@ -335,7 +335,7 @@ impl<'m> CudaSession<'m> {
                 .ptr(b.fu.ptr())
                 .int(c.n_ff)
                 .ptr(step);
-            if fuse_ew {
+            if fuse {
                 self.ewq(act, s, act_args, c.n_ff, n, acts)?;
             } else {
                 self.ew(act, s, act_args, n * c.n_ff)?;
@@ -346,7 +346,7 @@ impl<'m> CudaSession<'m> {
                 c.n_ff,
                 n,
                 &[(&lw.ffn_down, b.o.ptr(), e)],
-                fuse_ew,
+                fuse,
                 packed,
                 acts,
             )?;
@@ -457,7 +457,8 @@ impl<'m> CudaSession<'m> {
 
     /// A fused element-wise + quantize kernel (`k` the A16 one; `fused_q` picks `acts`'s): one
     /// warp per group of 32 of `width`-wide rows; `args` are the element-wise kernel's, the
-    /// activation buffers are appended.
+    /// activation buffers are appended. f16: the `*_h16` twin, one block per token, into the
+    /// f16 route's buffers.
     fn ewq(
         &self,
         k: Kernel,
@@ -468,6 +469,24 @@ impl<'m> CudaSession<'m> {
         acts: Acts,
     ) -> Result<(), CudaError> {
         let b = &self.b;
+        if acts == Acts::F16 {
+            let k = match k {
+                Kernel::SigmoidGateQ => Kernel::SigmoidGateH16,
+                Kernel::SwigluQ => Kernel::SwigluH16,
+                Kernel::GegluQ => Kernel::GegluH16,
+                other => other,
+            };
+            let h = &b.h16;
+            return launch(
+                self.reg.get(k, self.opts.act_math),
+                Registry::ewh_dims(n),
+                s,
+                args.ptr(h.xh.ptr())
+                    .ptr(h.xsum.ptr())
+                    .ptr(h.xsum16.ptr())
+                    .ptr(h.xinv.ptr()),
+            );
+        }
         launch(
             self.reg.get(self.fused_q(k, acts), self.opts.act_math),
             Dims {

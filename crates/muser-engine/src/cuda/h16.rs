@@ -2,8 +2,9 @@
 //! route") can run, checked before a session starts: its matmul kernels (`mvh_*` for 1–8 tokens
 //! and packed rows, `mmh_*` for prefill; matvec_h16.cu) read Q4_K and Q6_K weights in the Q4H /
 //! Q6H layouts, whole 256-value blocks, rows in groups of 16; the activations go through
-//! `act_h16` or the residual norm's fused twin `residual_norm_h16` (`MUSER_CUDA_FUSE`; the
-//! element-wise kernels have no f16 twins yet, so their outputs go through `act_h16`). Anything else — another weight type, a switch of the integer routes' kernels — is a
+//! `act_h16` or the fused twins (`MUSER_CUDA_FUSE`) `residual_norm_h16`, `sigmoid_gate_h16`,
+//! `swiglu_h16` / `geglu_h16`; the attention combine has none (a model without an attention gate
+//! goes through `act_h16` there). Anything else — another weight type, a switch of the integer routes' kernels — is a
 //! configuration error naming what to change, never a silent switch to another route.
 
 use muser_gguf::GgmlType;

@@ -215,7 +215,8 @@ impl<'m> CudaSession<'m> {
     }
 
     /// `mv` on the f16 route (`MUSER_CUDA_ACTS=f16`; `cuda::h16` checked the weights): up to 8
-    /// tokens (one, packed rows, short chunks) on `mvh_*`, more on the prefill tiles `mmt_*` —
+    /// tokens (one, packed rows, short chunks) on `mvh_*`, more on the prefill tiles `mmt_*` (or
+    /// rows `mmh_*` for matrices of few rows) —
     /// the same bits per output either way — from the f16 activation buffers.
     fn mv_h16(
         &self,
@@ -230,10 +231,16 @@ impl<'m> CudaSession<'m> {
                 m.ty
             ))
         })?;
+        // Prefill: shared-memory tiles from 128 row groups (a tile is 8 groups, and needs enough
+        // blocks); rows below (K / V: 16 groups). H200, mvh_bench at 784bef7, 512 tokens: Q
+        // (256 groups) tiles 161.5 vs rows 298.9 µs, FFN up 735.9 vs 1526.1; K rows 20.1 vs
+        // tiles 84.6, V 25.3 vs 96.6. The same bits either way.
         let (kern, dims) = if n <= 8 {
             Registry::mvh_plan(fmt, m.n_out, n)
-        } else {
+        } else if m.n_out / 16 >= 128 {
             Registry::mmt_plan(fmt, m.n_out, n)
+        } else {
+            Registry::mmh_plan(fmt, m.n_out, n)
         };
         let h = &self.b.h16;
         let args = KArgs::new()

@@ -296,12 +296,14 @@ impl<'m> CudaSession<'m> {
         }
         a8::resolve_default(model, &mut opts);
         h16::check_options(model, &mut opts)?;
+        // f16: whole 64-value chunks, rows of at most 32768 for the one-block-per-token twins.
+        let unit = if opts.acts == Acts::F16 { 64 } else { 32 };
         let fusable = matches!(opts.acts, Acts::A16 | Acts::A8 | Acts::F16)
             && c.n_embd <= 8 * 1024
-            && c.n_embd
-                .is_multiple_of(if opts.acts == Acts::F16 { 64 } else { 32 })
-            && c.n_ff.is_multiple_of(32)
-            && (c.n_head * c.head_dim_v).is_multiple_of(32);
+            && c.n_embd.is_multiple_of(unit)
+            && c.n_ff.is_multiple_of(unit)
+            && (c.n_head * c.head_dim_v).is_multiple_of(unit)
+            && (opts.acts != Acts::F16 || c.n_ff.max(c.n_head * c.head_dim_v) <= 32 * 1024);
         if opts.fuse && !fusable && !opts.fuse_explicit {
             opts.fuse = false;
         }
@@ -335,7 +337,7 @@ impl<'m> CudaSession<'m> {
         }
         if opts.fuse && !fusable {
             return Err(EngineError::Config(format!(
-                "MUSER_CUDA_FUSE=1 needs A16, A8 or f16 activations, n_embd <= 8192 and widths that are multiples of 32 (64 on f16) (n_embd {}, n_ff {})",
+                "MUSER_CUDA_FUSE=1 needs A16, A8 or f16 activations, n_embd <= 8192 and widths that are multiples of 32 (f16: of 64, at most 32768) (n_embd {}, n_ff {})",
                 c.n_embd, c.n_ff
             )));
         }
@@ -510,7 +512,7 @@ impl<'m> CudaSession<'m> {
                     if self.reg.mmq_cvt == 0 { "-magic" } else { "" },
                     if self.reg.mmq_db == 1 { "-db" } else { "" }
                 ),
-                (Acts::F16, _) => "mmt".to_string(),
+                (Acts::F16, _) => "mmt+mmh".to_string(),
                 _ => "t8".to_string(),
             },
             match (self.opts.n_seq, self.batch_packed()) {
@@ -533,7 +535,7 @@ impl<'m> CudaSession<'m> {
             },
             match (self.opts.fuse, self.opts.acts) {
                 (false, _) => "off",
-                (true, Acts::F16) => "norm", // the residual norm's f16 twin only
+                (true, Acts::F16) => "norm+ew", // all but the attention combine (no f16 twin)
                 (true, _) => "on",
             },
             self.opts.act_math.label(),
