@@ -126,10 +126,17 @@ __device__ __forceinline__ void ewh_body(float* X, const float* Y, int width, co
     if (mine) {
         float* x = X + (size_t)t * width + 32 * u;
         const float* y = Y + (size_t)t * width + 32 * u;
+        // Every load first (X is written below: loads after a store would wait for it).
+        float4 a[8], b[8];
 #pragma unroll
         for (int q = 0; q < 8; ++q) {
-            const float4 a = ((const float4*)x)[q], b = ((const float4*)y)[q];
-            const float av[4] = {a.x, a.y, a.z, a.w}, bv[4] = {b.x, b.y, b.z, b.w};
+            a[q] = ((const float4*)x)[q];
+            b[q] = ((const float4*)y)[q];
+        }
+#pragma unroll
+        for (int q = 0; q < 8; ++q) {
+            const float av[4] = {a[q].x, a[q].y, a[q].z, a[q].w};
+            const float bv[4] = {b[q].x, b[q].y, b[q].z, b[q].w};
 #pragma unroll
             for (int e = 0; e < 4; ++e) {
                 const float r = OP == 0   ? ew_sigmoid_gate(av[e], bv[e])
@@ -138,8 +145,10 @@ __device__ __forceinline__ void ewh_body(float* X, const float* Y, int width, co
                 v[4 * q + e] = r;
                 amax = fmaxf(amax, fabsf(r));
             }
-            ((float4*)x)[q] = make_float4(v[4 * q], v[4 * q + 1], v[4 * q + 2], v[4 * q + 3]);
         }
+#pragma unroll
+        for (int q = 0; q < 8; ++q)
+            ((float4*)x)[q] = make_float4(v[4 * q], v[4 * q + 1], v[4 * q + 2], v[4 * q + 3]);
     }
     const int sh = h16_shift(h16_block_max(amax, red));
     if (u == 0) XINV[t] = ldexpf(1.f, -sh);

@@ -228,8 +228,8 @@ extern "C" __global__ void __launch_bounds__(NORM_THREADS)
 }
 
 // residual_norm fused with the f16 route's activation step (`MUSER_CUDA_ACTS=f16`): H as
-// residual_norm writes it, then act_h16's outputs for it (act_h16.cuh, one thread per 32-value
-// unit reading H back) — the same bits as residual_norm followed by act_h16. Needs n % 64 == 0,
+// residual_norm writes it, then act_h16's outputs for it (act_h16.cuh's unit on the registers
+// of four lanes) — the same bits as residual_norm followed by act_h16. Needs n % 64 == 0,
 // n <= 8 * NORM_THREADS and a non-null Wnext (checked on the host); block = NORM_THREADS.
 extern "C" __global__ void __launch_bounds__(NORM_THREADS)
     residual_norm_h16(const float* O, const float* Wpost, float eps_post, float* X,
@@ -245,11 +245,18 @@ extern "C" __global__ void __launch_bounds__(NORM_THREADS)
 #pragma unroll
     for (int j = 0; j < 8; ++j) amax = fmaxf(amax, fabsf(hv[j]));
     const int sh = h16_shift(h16_block_max(amax, redf));
-    float* h = H + (size_t)t * n;
-    if (mine) st8(h + 8 * threadIdx.x, hv);
-    __syncthreads();  // the block's H row written and visible to every thread of the block
+    if (mine) st8(H + (size_t)t * n + 8 * threadIdx.x, hv);
     if (threadIdx.x == 0) XINV[t] = ldexpf(1.f, -sh);
-    if ((int)threadIdx.x < n / 32)
-        h16_unit(h, threadIdx.x, ldexpf(1.f, sh), XH + (size_t)t * n, XSUM + (size_t)t * (n / 32),
-                 XSUM16 + (size_t)t * (n / 16));
+    // Unit m = the runs of lanes 4m .. 4m + 3: lane 4m gathers its 32 values by shuffles (every
+    // lane takes part; lanes past the row hold zeros and store nothing).
+    float v[32];
+#pragma unroll
+    for (int j = 0; j < 8; ++j) {
+        v[j] = hv[j];
+#pragma unroll
+        for (int l = 1; l < 4; ++l) v[8 * l + j] = __shfl_down_sync(0xffffffffu, hv[j], l);
+    }
+    if (mine && (threadIdx.x & 3) == 0)
+        h16_unit_vals(v, threadIdx.x >> 2, ldexpf(1.f, sh), XH + (size_t)t * n,
+                      XSUM + (size_t)t * (n / 32), XSUM16 + (size_t)t * (n / 16));
 }
