@@ -254,7 +254,7 @@ fn a8_route_refuses_what_it_has_no_kernels_for() {
 }
 
 /// The f16 route (`MUSER_CUDA_ACTS=f16`) refuses, before any device work, what it has no
-/// kernels for: weights other than Q4_K / Q6_K.
+/// kernels for: weights other than Q4_K / Q6_K; its element-wise twins are refused elsewhere.
 #[test]
 fn f16_route_refuses_what_it_has_no_kernels_for() {
     let refused = |m: &Model, set: &dyn Fn(&mut CudaOptions), what: &str, needle: &str| {
@@ -283,11 +283,22 @@ fn f16_route_refuses_what_it_has_no_kernels_for() {
             "Q4_K and Q6_K",
         );
     }
+    // The f16 twins' switch on another route would change nothing.
+    refused(
+        &tiny_model(1),
+        &|o| {
+            o.acts = Acts::A16;
+            o.h16_ew_fused = true;
+        },
+        "the element-wise twins on A16",
+        "element-wise twins",
+    );
 }
 
 /// The f16 route on the forged Q4_K_M mix: bit-identical logits across chunk sizes (its decode
 /// kernels for chunks of up to 8 tokens, its prefill kernels above), decode graph or eager,
-/// serial capture and the fused residual norm (`residual_norm_h16`) or act_h16 after it; far closer to the f64 oracle than the A8 route (the f64 probe: KL 3.9e-5 on
+/// serial capture, and the fused residual norm (`residual_norm_h16`) and element-wise twins or
+/// act_h16 after the plain kernels; far closer to the f64 oracle than the A8 route (the f64 probe: KL 3.9e-5 on
 /// tiny with f16 activations and f16-rounded weights, A8 1.5e-2).
 #[test]
 fn cuda_f16_route_is_deterministic_and_tracks_the_oracle() {
@@ -327,6 +338,20 @@ fn cuda_f16_route_is_deterministic_and_tracks_the_oracle() {
                 f16(3, |o| {
                     o.fuse = true;
                     o.graphs = false;
+                }),
+            ),
+            (
+                "fused norm and element-wise twins, chunk 512",
+                f16(512, |o| {
+                    o.fuse = true;
+                    o.h16_ew_fused = true;
+                }),
+            ),
+            (
+                "fused norm and element-wise twins, chunk 1",
+                f16(1, |o| {
+                    o.fuse = true;
+                    o.h16_ew_fused = true;
                 }),
             ),
         ],

@@ -113,9 +113,11 @@ impl<'m> CudaSession<'m> {
         let fuse = self.opts.fuse;
         // Activation formats: the attention projections' input, and every other matmul's.
         let (qkv_acts, acts) = (self.opts.qkv(), self.opts.acts);
-        // The f16 route has no fused twin of the attention combine: it runs plain there, and
-        // the gate (fused) or the projection after it quantizes.
+        // The f16 route fuses the residual norm, and the element-wise kernels only with
+        // `h16_ew_fused` (their one-block-per-token twins measured slower); it has no twin of the
+        // attention combine. Unfused, the projection after the kernel quantizes.
         let fuse_combine = fuse && acts != Acts::F16;
+        let fuse_ew = fuse && (acts != Acts::F16 || self.opts.h16_ew_fused);
         prof.begin(s)?;
         let kemb = kernels_for(w.token_embd.ty)
             .and_then(|k| k.embed)
@@ -293,14 +295,14 @@ impl<'m> CudaSession<'m> {
                     .ptr(b.gate.ptr())
                     .int(aw)
                     .ptr(step);
-                if fuse {
+                if fuse_ew {
                     self.ewq(Kernel::SigmoidGateQ, s, gate_args, aw, n, acts)?;
                 } else {
                     self.ew(Kernel::SigmoidGate, s, gate_args, n * aw)?;
                 }
             }
             prof.mark("attention", s)?;
-            let a_quantized = fused_combine || (fuse && lw.wgate.is_some());
+            let a_quantized = fused_combine || (fuse_ew && lw.wgate.is_some());
             self.project(
                 (b.a.ptr(), aw),
                 aw,
@@ -324,7 +326,7 @@ impl<'m> CudaSession<'m> {
                 packed,
                 acts,
             )?;
-            let act = match (c.ffn_activation, fuse) {
+            let act = match (c.ffn_activation, fuse_ew) {
                 (FfnActivation::Silu, false) => Kernel::Swiglu,
                 (FfnActivation::GeluTanh, false) => Kernel::Geglu,
                 (FfnActivation::Silu, true) => Kernel::SwigluQ,
@@ -335,7 +337,7 @@ impl<'m> CudaSession<'m> {
                 .ptr(b.fu.ptr())
                 .int(c.n_ff)
                 .ptr(step);
-            if fuse {
+            if fuse_ew {
                 self.ewq(act, s, act_args, c.n_ff, n, acts)?;
             } else {
                 self.ew(act, s, act_args, n * c.n_ff)?;
@@ -346,7 +348,7 @@ impl<'m> CudaSession<'m> {
                 c.n_ff,
                 n,
                 &[(&lw.ffn_down, b.o.ptr(), e)],
-                fuse,
+                fuse_ew,
                 packed,
                 acts,
             )?;

@@ -2,9 +2,9 @@
 //! route") can run, checked before a session starts: its matmul kernels (`mvh_*` for 1–8 tokens
 //! and packed rows, `mmh_*` for prefill; matvec_h16.cu) read Q4_K and Q6_K weights in the Q4H /
 //! Q6H layouts, whole 256-value blocks, rows in groups of 16; the activations go through
-//! `act_h16` or the fused twins (`MUSER_CUDA_FUSE`) `residual_norm_h16`, `sigmoid_gate_h16`,
-//! `swiglu_h16` / `geglu_h16`; the attention combine has none (a model without an attention gate
-//! goes through `act_h16` there). Anything else — another weight type, a switch of the integer routes' kernels — is a
+//! `act_h16` or the fused twins (`MUSER_CUDA_FUSE`): `residual_norm_h16`, and with
+//! `MUSER_CUDA_H16_EW=fused` also `sigmoid_gate_h16`, `swiglu_h16` / `geglu_h16`; the attention
+//! combine has none. Anything else — another weight type, a switch of the integer routes' kernels — is a
 //! configuration error naming what to change, never a silent switch to another route.
 
 use muser_gguf::GgmlType;
@@ -41,6 +41,25 @@ fn refuse(what: impl std::fmt::Display) -> Result<(), EngineError> {
 /// The options and the model's matmul weights against what the f16 route has kernels for;
 /// resolves the route's fixed choice (no Q6_K-P).
 pub fn check_options(model: &Model, opts: &mut CudaOptions) -> Result<(), EngineError> {
+    match std::env::var("MUSER_CUDA_H16_EW").as_deref() {
+        Err(_) => {}
+        Ok("plain" | "fused") if opts.acts == Acts::F16 => {}
+        Ok(v @ ("plain" | "fused")) => {
+            return Err(EngineError::Config(format!(
+                "MUSER_CUDA_H16_EW={v} acts on the f16 route only (MUSER_CUDA_ACTS=f16)"
+            )))
+        }
+        Ok(v) => {
+            return Err(EngineError::Config(format!(
+                "MUSER_CUDA_H16_EW={v}: expected plain or fused"
+            )))
+        }
+    }
+    if opts.h16_ew_fused && opts.acts != Acts::F16 {
+        return Err(EngineError::Config(
+            "the f16 element-wise twins act on the f16 route only (MUSER_CUDA_ACTS=f16)".into(),
+        ));
+    }
     if opts.acts != Acts::F16 {
         return Ok(());
     }

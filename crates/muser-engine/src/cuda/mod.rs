@@ -535,7 +535,8 @@ impl<'m> CudaSession<'m> {
             },
             match (self.opts.fuse, self.opts.acts) {
                 (false, _) => "off",
-                (true, Acts::F16) => "norm+ew", // all but the attention combine (no f16 twin)
+                (true, Acts::F16) if self.opts.h16_ew_fused => "norm+ew", // no combine twin
+                (true, Acts::F16) => "norm",
                 (true, _) => "on",
             },
             self.opts.act_math.label(),
