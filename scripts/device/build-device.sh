@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
 # Build here everything a device call runs (the device has no Rust) into the git-ignored
 # .device/ folder that `run` carries: the CUDA test executables (build-tests.sh), the muser
-# binary and the kernel benchmarks mvb_bench and mmq_bench, stripped.
+# binary and the kernel benchmarks mvb_bench, mmq_bench and mvh_bench, stripped.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 bash scripts/device/build-tests.sh
 cargo build --release -p muser-cli
-cargo build --release -p muser-cuda --example mvb_bench --example mmq_bench
+cargo build --release -p muser-cuda --example mvb_bench --example mmq_bench --example mvh_bench
 strip -o .device/muser target/release/muser
 strip -o .device/mvb_bench target/release/examples/mvb_bench
 strip -o .device/mmq_bench target/release/examples/mmq_bench
+strip -o .device/mvh_bench target/release/examples/mvh_bench
 ls -la .device .device/tests

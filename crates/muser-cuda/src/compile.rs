@@ -17,6 +17,8 @@ const MATVEC_PIPE: &str = include_str!("kernels/matvec_pipe.cuh");
 const MMA_INT8: &str = include_str!("kernels/mma_int8.cuh");
 const MMQ: &str = include_str!("kernels/mmq.cuh");
 const MMV: &str = include_str!("kernels/mmv.cuh");
+const ACT_H16: &str = include_str!("kernels/act_h16.cuh");
+const FORMATS_H16: &str = include_str!("kernels/formats_h16.cuh");
 
 /// Numerics of a compiled module variant.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -69,6 +71,10 @@ pub enum Module {
     /// Packed decode rows on the tensor cores, A8 activations (built with
     /// [`Module::MatvecPackedA8`]).
     MmvA8,
+    /// The f16 tensor-core route's activation step and matmul of up to 8 tokens per row pass
+    /// (Q4H weights, `muser_cuda::q4h`; kernel tests and benchmarks until the engine runs it).
+    MatvecH16,
+    MmtH16,
     Norm,
     Rope,
     Attention,
@@ -77,7 +83,7 @@ pub enum Module {
 
 impl Module {
     /// Every module.
-    pub const ALL: [Module; 13] = [
+    pub const ALL: [Module; 15] = [
         Module::Matvec,
         Module::MatvecA16,
         Module::MatvecPacked,
@@ -87,6 +93,8 @@ impl Module {
         Module::MmqA8,
         Module::MatvecPackedA8,
         Module::MmvA8,
+        Module::MatvecH16,
+        Module::MmtH16,
         Module::Norm,
         Module::Rope,
         Module::Attention,
@@ -113,6 +121,8 @@ impl Module {
             Module::MmqA8 => "mmq_a8.cu",
             Module::MatvecPackedA8 => "matvec_packed_a8.cu",
             Module::MmvA8 => "mmv_a8.cu",
+            Module::MatvecH16 => "matvec_h16.cu",
+            Module::MmtH16 => "mmt_h16.cu",
             Module::Norm => "norm.cu",
             Module::Rope => "rope.cu",
             Module::Attention => "attention.cu",
@@ -131,6 +141,8 @@ impl Module {
             Module::MmqA8 => include_str!("kernels/mmq_a8.cu"),
             Module::MatvecPackedA8 => include_str!("kernels/matvec_packed_a8.cu"),
             Module::MmvA8 => include_str!("kernels/mmv_a8.cu"),
+            Module::MatvecH16 => include_str!("kernels/matvec_h16.cu"),
+            Module::MmtH16 => include_str!("kernels/mmt_h16.cu"),
             Module::Norm => include_str!("kernels/norm.cu"),
             Module::Rope => include_str!("kernels/rope.cu"),
             Module::Attention => include_str!("kernels/attention.cu"),
@@ -150,6 +162,9 @@ impl Module {
             Module::MmvA16 | Module::MmvA8 => {
                 return format!("{COMMON}\n{FORMATS_A16}\n{MMA_INT8}\n{MMV}\n{body}")
             }
+            Module::Norm | Module::Elementwise => ACT_H16,
+            Module::MatvecH16 => return format!("{COMMON}\n{ACT_H16}\n{FORMATS_H16}\n{body}"),
+            Module::MmtH16 => return format!("{COMMON}\n{FORMATS_H16}\n{body}"),
             _ => "",
         };
         format!("{COMMON}\n{formats}\n{body}")

@@ -12,7 +12,9 @@
 //! - `arena`: the device weight arena (one allocation, tensors as offsets);
 //! - `profile`: the phase profiler on CUDA events;
 //! - `sched`: the accelerator scheduler (the one owner of the device queue);
-//! - `step`: the per-step parameters kernels read from device memory (`StepParams`).
+//! - `step`: the per-step parameters kernels read from device memory (`StepParams`);
+//! - `q6pad`, `q4h`, `q6h`: weight layouts repacked at upload for the kernels that read them;
+//! - `h16`: the f16 route's activation format and arithmetic, host side (references).
 //!
 //! Kernel sources live in `src/kernels/*.cu` (one family per file) and are embedded with
 //! `include_str!`. The model layer (`muser-engine`) composes these pieces into a forward pass.
@@ -22,8 +24,11 @@ pub mod compile;
 pub mod device;
 pub mod error;
 pub mod graph;
+pub mod h16;
 pub mod launch;
 pub mod profile;
+pub mod q4h;
+pub mod q6h;
 pub mod q6pad;
 pub mod registry;
 pub mod sched;
@@ -37,8 +42,8 @@ pub use error::CudaError;
 pub use graph::{Graph, GraphMode};
 pub use launch::KArgs;
 pub use registry::{
-    Kernel, Math, Module, PackedPlan, Registry, MMQ_ROWS, MMV_PAIR_MAX_TOKENS, MMV_PAIR_ROWS,
-    MMV_ROWS, SMEM_OPTIN_MAX,
+    HWeights, Kernel, Math, Module, PackedPlan, Registry, MMQ_ROWS, MMV_PAIR_MAX_TOKENS,
+    MMV_PAIR_ROWS, MMV_ROWS, SMEM_OPTIN_MAX,
 };
 pub use step::{StepParams, MAX_BATCH};
 

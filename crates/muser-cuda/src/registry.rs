@@ -86,17 +86,34 @@ kernels! {
     MvsQ6pA8T4 => MatvecPackedA8, "mvs_q6p_a8_t4"; MvpQ6pA8T4 => MatvecPackedA8, "mvp_q6p_a8_t4";
     MvsQ6pA8T8 => MatvecPackedA8, "mvs_q6p_a8_t8"; MvpQ6pA8T8 => MatvecPackedA8, "mvp_q6p_a8_t8";
     MmvQ4kA8 => MmvA8, "mmv_q4_k_a8"; MmvQ6pA8 => MmvA8, "mmv_q6p_a8";
+    ActH16 => MatvecH16, "act_h16";
+    MvhQ4hS4 => MatvecH16, "mvh_q4h_s4"; MvhQ4hS8 => MatvecH16, "mvh_q4h_s8";
+    MvhQ4hS16 => MatvecH16, "mvh_q4h_s16";
+    MvhQ6hS4 => MatvecH16, "mvh_q6h_s4"; MvhQ6hS8 => MatvecH16, "mvh_q6h_s8";
+    MvhQ6hS16 => MatvecH16, "mvh_q6h_s16";
+    MmhQ4hS4 => MatvecH16, "mmh_q4h_s4"; MmhQ4hS8 => MatvecH16, "mmh_q4h_s8";
+    MmhQ4hS16 => MatvecH16, "mmh_q4h_s16";
+    MmhQ6hS4 => MatvecH16, "mmh_q6h_s4"; MmhQ6hS8 => MatvecH16, "mmh_q6h_s8";
+    MmhQ6hS16 => MatvecH16, "mmh_q6h_s16";
+    MmtQ4hS4 => MmtH16, "mmt_q4h_s4"; MmtQ4hS8 => MmtH16, "mmt_q4h_s8";
+    MmtQ4hS16 => MmtH16, "mmt_q4h_s16";
+    MmtQ6hS4 => MmtH16, "mmt_q6h_s4"; MmtQ6hS8 => MmtH16, "mmt_q6h_s8";
+    MmtQ6hS16 => MmtH16, "mmt_q6h_s16";
     RmsnormRows => Norm, "rmsnorm_rows";
     EmbedFinish => Norm, "embed_finish";
     ResidualNorm => Norm, "residual_norm";
     ResidualNormQ => Norm, "residual_norm_q";
     ResidualNormQ8 => Norm, "residual_norm_q8";
+    ResidualNormH16 => Norm, "residual_norm_h16";
     SigmoidGateQ => Elementwise, "sigmoid_gate_q";
     SigmoidGateQ8 => Elementwise, "sigmoid_gate_q8";
     SwigluQ => Elementwise, "swiglu_q";
     SwigluQ8 => Elementwise, "swiglu_q8";
     GegluQ => Elementwise, "geglu_q";
     GegluQ8 => Elementwise, "geglu_q8";
+    SigmoidGateH16 => Elementwise, "sigmoid_gate_h16";
+    SwigluH16 => Elementwise, "swiglu_h16";
+    GegluH16 => Elementwise, "geglu_h16";
     QkNormRopeKv => Rope, "qk_norm_rope_kv";
     AttnPartial => Attention, "attn_partial";
     AttnPartialMt => Attention, "attn_partial_mt";
@@ -200,7 +217,127 @@ pub const MMV_PAIR_MAX_TOKENS: usize = 4;
 const MMV_THREADS: u32 = 256;
 const MMV_STATIC_SMEM: usize = 16 * 1024;
 
+/// The prefill tiles of `mmt_*` (mmt_h16.cu): row groups and tokens per block, threads, stages.
+const MMT_GROUPS: u32 = 8;
+const MMT_TOK: u32 = 64;
+const MMT_THREADS: u32 = 256;
+const MMT_STAGES: usize = 3;
+
+/// Threads per block of `act_h16` (matvec_h16.cu) and of the fused `*_h16` element-wise
+/// kernels (elementwise.cu): one thread per 32-value unit.
+pub const ACT_H16_THREADS: u32 = 1024;
+
+/// The weight layouts of the f16 route's matmuls (`muser_cuda::q4h`, `muser_cuda::q6h`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum HWeights {
+    Q4H,
+    Q6H,
+}
+
 impl Registry {
+    /// The f16 route's matmul of `n_tok` tokens over a Q4H or Q6H matrix of `n_out` rows
+    /// (`mvh_*_s*`, matvec_h16.cu): the kernel — its chain count S, which is part of the numbers (each output
+    /// is S chains of super-blocks added in order) and so a function of the matrix alone — and
+    /// the launch: S warps per 16-row group, one block row per 8 tokens. S from the prototype's
+    /// measurements (docs/receipts/cuda-hmma-prototype.txt, one token): 4 where the matrix has
+    /// at least 400 row groups (FFN 27.8 / 31.6 µs vs 33.3 / 34.0 with 8), 8 from 128 (Q: 8.6 vs
+    /// 9.9 µs), 16 below (K/V: 5.2 vs 6.4 µs with 8).
+    pub fn mvh_plan(w: HWeights, n_out: usize, n_tok: usize) -> (Kernel, crate::launch::Dims) {
+        Self::h16_plan(w, n_out, n_tok, false)
+    }
+
+    /// [`Registry::mvh_plan`] for prefill: the `mmh_*` kernels, 32 tokens per block row (4 groups
+    /// of 8 per warp; the prototype's best), the same chain count S for the matrix — so the
+    /// same bits per output as `mvh_*`.
+    pub fn mmh_plan(w: HWeights, n_out: usize, n_tok: usize) -> (Kernel, crate::launch::Dims) {
+        Self::h16_plan(w, n_out, n_tok, true)
+    }
+
+    /// [`Registry::mvh_plan`] for prefill on shared-memory tiles: the `mmt_*` kernels
+    /// (mmt_h16.cu), 128 rows × 64 tokens per block of 8 warps, the same chain count S — so the
+    /// same bits per output as `mvh_*` — with `mmt_smem` bytes of dynamic shared memory.
+    pub fn mmt_plan(w: HWeights, n_out: usize, n_tok: usize) -> (Kernel, crate::launch::Dims) {
+        use Kernel::*;
+        let kernels = match w {
+            HWeights::Q4H => [MmtQ4hS4, MmtQ4hS8, MmtQ4hS16],
+            HWeights::Q6H => [MmtQ6hS4, MmtQ6hS8, MmtQ6hS16],
+        };
+        let dims = crate::launch::Dims {
+            grid: (
+                ((n_out / 16) as u32).div_ceil(MMT_GROUPS),
+                (n_tok as u32).div_ceil(MMT_TOK),
+                1,
+            ),
+            block: MMT_THREADS,
+            smem: Self::mmt_smem(w) as u32,
+        };
+        (kernels[Self::h16_chains(n_out).1], dims)
+    }
+
+    /// The dynamic shared memory of an `mmt_*` kernel: MMT_STAGES stages of 8 pieces, 64
+    /// activation rows of 528 bytes and 64 tokens' sums.
+    pub fn mmt_smem(w: HWeights) -> usize {
+        let (piece, sum_bytes) = match w {
+            HWeights::Q4H => (2048 + 256 + 256, 16),
+            HWeights::Q6H => (2048 + 1024 + 512, 32),
+        };
+        MMT_STAGES * (MMT_GROUPS as usize * piece + MMT_TOK as usize * (528 + sum_bytes))
+    }
+
+    /// The chain count S of a matrix of `n_out` rows (part of its numbers) and its index in the
+    /// kernel triples.
+    fn h16_chains(n_out: usize) -> (u32, usize) {
+        match n_out / 16 {
+            400.. => (4, 0),
+            128.. => (8, 1),
+            _ => (16, 2),
+        }
+    }
+
+    fn h16_plan(
+        w: HWeights,
+        n_out: usize,
+        n_tok: usize,
+        prefill: bool,
+    ) -> (Kernel, crate::launch::Dims) {
+        use Kernel::*;
+        let groups = (n_out / 16) as u32;
+        let (s, i) = Self::h16_chains(n_out);
+        let kernels = match (w, prefill) {
+            (HWeights::Q4H, false) => [MvhQ4hS4, MvhQ4hS8, MvhQ4hS16],
+            (HWeights::Q6H, false) => [MvhQ6hS4, MvhQ6hS8, MvhQ6hS16],
+            (HWeights::Q4H, true) => [MmhQ4hS4, MmhQ4hS8, MmhQ4hS16],
+            (HWeights::Q6H, true) => [MmhQ6hS4, MmhQ6hS8, MmhQ6hS16],
+        };
+        let per_block = if prefill { 32 } else { 8 };
+        let dims = crate::launch::Dims {
+            grid: (groups, (n_tok as u32).div_ceil(per_block), 1),
+            block: 32 * s,
+            smem: 0,
+        };
+        (kernels[i], dims)
+    }
+
+    /// The launch of a fused element-wise f16 kernel (`*_h16`, elementwise.cu) over `n_tok`
+    /// tokens: one block per token, one thread per 32-value unit.
+    pub fn ewh_dims(n_tok: usize) -> crate::launch::Dims {
+        crate::launch::Dims {
+            grid: (1, n_tok as u32, 1),
+            block: ACT_H16_THREADS,
+            smem: 0,
+        }
+    }
+
+    /// The launch of `act_h16` over `n_tok` tokens of `k` values: one thread per 32-value unit,
+    /// one block row per token.
+    pub fn act_h16_dims(n_tok: usize, k: usize) -> crate::launch::Dims {
+        crate::launch::Dims {
+            grid: ((k as u32 / 32).div_ceil(ACT_H16_THREADS), n_tok as u32, 1),
+            block: ACT_H16_THREADS,
+            smem: 0,
+        }
+    }
+
     /// The launch of a tensor-core packed-rows matmul (`mmv_*`) over `n_out` rows of `k`
     /// inputs (`k` <= 93 184: the staged factors fit the opt-in shared memory).
     pub fn mmv_dims(&self, n_out: usize, k: usize) -> crate::launch::Dims {
@@ -452,6 +589,9 @@ impl Registry {
                         // The one-token decode kernels' weight ring (`t1_plan`) beside the
                         // staged activations and the lane-sum scratch.
                         Some((mva_warps * mva_rows) as usize * 36 * 4)
+                    } else if m == Module::MmtH16 {
+                        // The prefill tiles' stages (`mmt_smem`), no static shared memory.
+                        Some(0)
                     } else if matches!(m, Module::MatvecPacked | Module::MatvecPackedA8)
                         && k.symbol().starts_with("mvs_")
                     {

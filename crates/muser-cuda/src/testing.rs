@@ -1,5 +1,6 @@
-//! Shared pieces of this crate's device unit tests (compiled for tests only): a GPU with the
-//! element-wise module, and `scale_softcap` as a plain "x[i] *= s" kernel over a range.
+//! Shared pieces of this crate's unit tests (compiled for tests only): a GPU with the
+//! element-wise module, `scale_softcap` as a plain "x[i] *= s" kernel over a range, and
+//! deterministic weight rows for the layout tests.
 
 use crate::device::{Gpu, Stream};
 use crate::error::CudaError;
@@ -34,4 +35,26 @@ pub(crate) fn scale(
     };
     let args = KArgs::new().ptr(x).f32(scale).f32(0.0).int(len).int(1);
     launch(reg.get(Kernel::ScaleSoftcap, Math::Strict), dims, s, args)
+}
+
+/// `n_out` rows of `k` deterministic values, the rows of five magnitudes (so a per-matrix
+/// scale matters), quantized by `quantize_row` into blocks of `T`: the tensor's bytes.
+pub(crate) fn quantized_rows<T: bytemuck::Pod>(
+    n_out: usize,
+    k: usize,
+    seed: u32,
+    quantize_row: fn(&[f32], &mut [T]),
+) -> Vec<u8> {
+    let mut s = seed;
+    let x: Vec<f32> = (0..n_out * k)
+        .map(|i| {
+            s = s.wrapping_mul(1_664_525).wrapping_add(1_013_904_223);
+            ((s >> 8) as f32 / (1u32 << 24) as f32 - 0.5) * (1.0 + (i / k % 5) as f32) * 0.03
+        })
+        .collect();
+    let mut blocks = vec![T::zeroed(); n_out * k / 256];
+    for (xr, br) in x.chunks(k).zip(blocks.chunks_mut(k / 256)) {
+        quantize_row(xr, br);
+    }
+    bytemuck::cast_slice::<T, u8>(&blocks).to_vec()
 }

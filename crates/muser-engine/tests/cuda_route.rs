@@ -253,6 +253,118 @@ fn a8_route_refuses_what_it_has_no_kernels_for() {
     );
 }
 
+/// The f16 route (`MUSER_CUDA_ACTS=f16`) refuses, before any device work, what it has no
+/// kernels for: weights other than Q4_K / Q6_K; its element-wise twins are refused elsewhere.
+#[test]
+fn f16_route_refuses_what_it_has_no_kernels_for() {
+    let refused = |m: &Model, set: &dyn Fn(&mut CudaOptions), what: &str, needle: &str| {
+        let mut o = CudaOptions::new(256, 16);
+        o.acts = Acts::F16;
+        o.acts_explicit = true;
+        set(&mut o);
+        match CudaSession::new(m, o, &mut |_, _| {}) {
+            Err(EngineError::Config(msg)) => assert!(
+                msg.contains("MUSER_CUDA_ACTS=f16") && msg.contains(needle),
+                "{what}: {msg}"
+            ),
+            Err(e) => panic!("f16 with {what}: unexpected error {e}"),
+            Ok(_) => panic!("f16 with {what} must be refused"),
+        }
+    };
+    for ty in [
+        muser_gguf::GgmlType::Q8_0,
+        muser_gguf::GgmlType::Q5_K,
+        muser_gguf::GgmlType::F16,
+    ] {
+        refused(
+            &forged_uniform(ty),
+            &|_| {},
+            &format!("{ty:?} weights"),
+            "Q4_K and Q6_K",
+        );
+    }
+    // The f16 twins' switch on another route would change nothing.
+    refused(
+        &tiny_model(1),
+        &|o| {
+            o.acts = Acts::A16;
+            o.h16_ew_fused = true;
+        },
+        "the element-wise twins on A16",
+        "element-wise twins",
+    );
+}
+
+/// The f16 route on the forged Q4_K_M mix: bit-identical logits across chunk sizes (its decode
+/// kernels for chunks of up to 8 tokens, its prefill kernels above), decode graph or eager,
+/// serial capture, and the fused residual norm (`residual_norm_h16`) and element-wise twins or
+/// act_h16 after the plain kernels; far closer to the f64 oracle than the A8 route (the f64 probe: KL 3.9e-5 on
+/// tiny with f16 activations and f16-rounded weights, A8 1.5e-2).
+#[test]
+fn cuda_f16_route_is_deterministic_and_tracks_the_oracle() {
+    if !has_device() {
+        eprintln!("skipping: no CUDA device");
+        return;
+    }
+    let m = tiny_model(1);
+    let nv = m.config.n_vocab;
+    let toks = tokens(80, nv);
+    let want = Oracle::new(&m).eval(&toks).expect("oracle");
+    let want: Vec<f32> = want.iter().flatten().map(|&v| v as f32).collect();
+    let f16 = |chunk: usize, set: fn(&mut CudaOptions)| {
+        run_with(&m, &toks, chunk, |o| {
+            o.acts = Acts::F16;
+            set(o);
+        })
+    };
+    let base = f16(512, |_| {});
+    same_bits(
+        &base,
+        [
+            ("chunk 1, decode graph", f16(1, |_| {})),
+            ("chunk 1, eager", f16(1, |o| o.graphs = false)),
+            (
+                "chunk 7, serial capture",
+                f16(7, |o| o.mode = GraphMode::Serial),
+            ),
+            ("chunk 9 (prefill kernels on 9 tokens)", f16(9, |_| {})),
+            ("fused norm, chunk 512", f16(512, |o| o.fuse = true)),
+            (
+                "fused norm, chunk 1, decode graph",
+                f16(1, |o| o.fuse = true),
+            ),
+            (
+                "fused norm, chunk 3, eager",
+                f16(3, |o| {
+                    o.fuse = true;
+                    o.graphs = false;
+                }),
+            ),
+            (
+                "fused norm and element-wise twins, chunk 512",
+                f16(512, |o| {
+                    o.fuse = true;
+                    o.h16_ew_fused = true;
+                }),
+            ),
+            (
+                "fused norm and element-wise twins, chunk 1",
+                f16(1, |o| {
+                    o.fuse = true;
+                    o.h16_ew_fused = true;
+                }),
+            ),
+        ],
+        "f16 route",
+    );
+    let c = muser_engine::metrics::compare(&want, &base, nv);
+    eprintln!(
+        "f16 route vs oracle: KL {:.3e} top-1 {:.4}",
+        c.mean_kl, c.top1
+    );
+    assert!(c.mean_kl < 1e-3, "f16 route KL {} vs the oracle", c.mean_kl);
+}
+
 /// The activation format's default is resolved per model before any device work: A8 where every
 /// matmul weight has A8 kernels (the forged Q4_K_M mix: an A16-only switch is then refused,
 /// naming A8 as the default and how to get A16), A16 with float matmul weights (the same switch
@@ -682,6 +794,11 @@ fn batched_decode_equals_each_sequence_alone() {
                 o.mmv_min = 2
             },
         ),
+        ("f16, graphs", |o: &mut CudaOptions| o.acts = Acts::F16),
+        ("f16, eager", |o: &mut CudaOptions| {
+            o.acts = Acts::F16;
+            o.graphs = false
+        }),
     ] {
         let want: Vec<Vec<Vec<f32>>> = (0..n_seq)
             .map(|i| alone(&m, &prompts[i], &conts[i], set))

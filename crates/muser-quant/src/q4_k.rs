@@ -60,6 +60,12 @@ impl BlockQ4K {
         }
         q
     }
+
+    /// The 8 sub-blocks' 6-bit scales and mins (`sc[j]`, `m[j]`: value `d·sc[j]·q − dmin·m[j]`).
+    #[inline]
+    pub fn scales_mins(&self) -> ([u8; 8], [u8; 8]) {
+        unpack_k4_scales(&self.scales)
+    }
 }
 
 /// Dequantize to f32 (gguf-py's float order). Panics unless `y.len() == x.len() * 256`.

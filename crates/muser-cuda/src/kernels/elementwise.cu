@@ -13,6 +13,14 @@ __device__ __forceinline__ float tanh_exp(float y) {
     return copysignf(1.0f - 2.0f / (e + 1.0f), y);
 }
 
+// The per-element formulas, one definition for the plain and the fused kernels.
+__device__ __forceinline__ float ew_sigmoid_gate(float a, float g) { return a / (1.0f + expf(-g)); }
+__device__ __forceinline__ float ew_swiglu(float x, float u) { return x / (1.0f + expf(-x)) * u; }
+__device__ __forceinline__ float ew_geglu(float x, float u) {
+    const float K = 0.7978846f;
+    return 0.5f * x * (1.0f + tanh_exp(K * (x + 0.044715f * x * x * x))) * u;
+}
+
 #define EW_GUARD                                                         \
     PDL_ENTRY()                                                          \
     const u64 i = (u64)blockIdx.x * blockDim.x + threadIdx.x;           \
@@ -20,20 +28,17 @@ __device__ __forceinline__ float tanh_exp(float y) {
 
 extern "C" __global__ void sigmoid_gate(float* A, const float* G, int width, const StepParams* sp) {
     EW_GUARD
-    A[i] = A[i] / (1.0f + expf(-G[i]));
+    A[i] = ew_sigmoid_gate(A[i], G[i]);
 }
 
 extern "C" __global__ void swiglu(float* G, const float* U, int width, const StepParams* sp) {
     EW_GUARD
-    const float x = G[i];
-    G[i] = x / (1.0f + expf(-x)) * U[i];
+    G[i] = ew_swiglu(G[i], U[i]);
 }
 
 extern "C" __global__ void geglu(float* G, const float* U, int width, const StepParams* sp) {
     EW_GUARD
-    const float K = 0.7978846f;
-    const float x = G[i];
-    G[i] = 0.5f * x * (1.0f + tanh_exp(K * (x + 0.044715f * x * x * x))) * U[i];
+    G[i] = ew_geglu(G[i], U[i]);
 }
 
 extern "C" __global__ void scale_softcap(float* X, float scale, float cap, int width, int n_rows) {
@@ -65,7 +70,7 @@ __device__ __forceinline__ void sigmoid_gate_q_body(float* A, const float* G, in
                                                     const StepParams* sp, XE* XQ, float* XS,
                                                     int* XSUM) {
     EWQ_HEAD
-    const float v = A[i] / (1.0f + expf(-G[i]));
+    const float v = ew_sigmoid_gate(A[i], G[i]);
     A[i] = v;
     quant_group(v, XQ + qo, XS + so, XSUM + so);
 }
@@ -74,8 +79,7 @@ template <class XE>
 __device__ __forceinline__ void swiglu_q_body(float* G, const float* U, int width,
                                               const StepParams* sp, XE* XQ, float* XS, int* XSUM) {
     EWQ_HEAD
-    const float x = G[i];
-    const float v = x / (1.0f + expf(-x)) * U[i];
+    const float v = ew_swiglu(G[i], U[i]);
     G[i] = v;
     quant_group(v, XQ + qo, XS + so, XSUM + so);
 }
@@ -84,9 +88,7 @@ template <class XE>
 __device__ __forceinline__ void geglu_q_body(float* G, const float* U, int width,
                                              const StepParams* sp, XE* XQ, float* XS, int* XSUM) {
     EWQ_HEAD
-    const float K = 0.7978846f;
-    const float x = G[i];
-    const float v = 0.5f * x * (1.0f + tanh_exp(K * (x + 0.044715f * x * x * x))) * U[i];
+    const float v = ew_geglu(G[i], U[i]);
     G[i] = v;
     quant_group(v, XQ + qo, XS + so, XSUM + so);
 }
@@ -104,3 +106,62 @@ EWQ_KERNEL(swiglu_q, swiglu_q_body, short, G, U)
 EWQ_KERNEL(swiglu_q8, swiglu_q_body, signed char, G, U)
 EWQ_KERNEL(geglu_q, geglu_q_body, short, G, U)
 EWQ_KERNEL(geglu_q8, geglu_q_body, signed char, G, U)
+
+// Element-wise ops fused with the f16 route's activation step (`*_h16`): one block of
+// EWH_THREADS per token (blockIdx.y), thread u owns the 32-value unit u (width % 64 == 0, width
+// <= 32 · EWH_THREADS; checked on the host): the formula, X written as the plain kernel writes
+// it, the row's largest magnitude (block max), then act_h16.cuh's unit from registers — the same
+// bits as the plain kernel followed by act_h16. Grid (1, n_tok).
+#define EWH_THREADS 1024
+template <int OP>
+__device__ __forceinline__ void ewh_body(float* X, const float* Y, int width, const StepParams* sp,
+                                         u16* XH, u16* XSUM, u16* XSUM16, float* XINV) {
+    __shared__ float red[32];
+    PDL_ENTRY()
+    const int t = blockIdx.y, u = threadIdx.x;
+    if ((u32)t >= sp->n_tok) return;
+    const bool mine = u < width / 32;
+    float v[32];
+    float amax = 0.f;
+    if (mine) {
+        float* x = X + (size_t)t * width + 32 * u;
+        const float* y = Y + (size_t)t * width + 32 * u;
+        // Every load first (X is written below: loads after a store would wait for it).
+        float4 a[8], b[8];
+#pragma unroll
+        for (int q = 0; q < 8; ++q) {
+            a[q] = ((const float4*)x)[q];
+            b[q] = ((const float4*)y)[q];
+        }
+#pragma unroll
+        for (int q = 0; q < 8; ++q) {
+            const float av[4] = {a[q].x, a[q].y, a[q].z, a[q].w};
+            const float bv[4] = {b[q].x, b[q].y, b[q].z, b[q].w};
+#pragma unroll
+            for (int e = 0; e < 4; ++e) {
+                const float r = OP == 0   ? ew_sigmoid_gate(av[e], bv[e])
+                                : OP == 1 ? ew_swiglu(av[e], bv[e])
+                                          : ew_geglu(av[e], bv[e]);
+                v[4 * q + e] = r;
+                amax = fmaxf(amax, fabsf(r));
+            }
+        }
+#pragma unroll
+        for (int q = 0; q < 8; ++q)
+            ((float4*)x)[q] = make_float4(v[4 * q], v[4 * q + 1], v[4 * q + 2], v[4 * q + 3]);
+    }
+    const int sh = h16_shift(h16_block_max(amax, red));
+    if (u == 0) XINV[t] = ldexpf(1.f, -sh);
+    if (mine)
+        h16_unit_vals(v, u, ldexpf(1.f, sh), XH + (size_t)t * width, XSUM + (size_t)t * (width / 32),
+                      XSUM16 + (size_t)t * (width / 16));
+}
+#define EWH_KERNEL(NAME, OP, X, Y)                                                              \
+    extern "C" __global__ void __launch_bounds__(EWH_THREADS)                                   \
+        NAME(float* X, const float* Y, int width, const StepParams* sp, u16* XH, u16* XSUM,    \
+             u16* XSUM16, float* XINV) {                                                        \
+        ewh_body<OP>(X, Y, width, sp, XH, XSUM, XSUM16, XINV);                                  \
+    }
+EWH_KERNEL(sigmoid_gate_h16, 0, A, G)
+EWH_KERNEL(swiglu_h16, 1, G, U)
+EWH_KERNEL(geglu_h16, 2, G, U)

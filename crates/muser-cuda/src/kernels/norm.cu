@@ -102,23 +102,13 @@ extern "C" __global__ void __launch_bounds__(NORM_THREADS)
     }
 }
 
-// residual_norm fused with the quantization of H (the default; MUSER_CUDA_FUSE=0 for A/B; A16:
-// residual_norm_q, A8: residual_norm_q8): the same arithmetic as residual_norm followed by
-// quant_a16 / quant_a8 — bit-identical outputs — with
-// the thread's run held in registers and one launch instead of two. A group of 32 is the runs
-// of four consecutive lanes: max and quant sum over 8 values, then two shuffle rounds.
-// Needs n <= 8 * NORM_THREADS, n % 32 == 0 (checked on the host) and a non-null Wnext (the
-// last layer uses residual_norm: its h is quantized by the output projection); block =
-// NORM_THREADS.
-template <class XE>
-__device__ __forceinline__ void residual_norm_q_body(const float* O, const float* Wpost,
-                                                     float eps_post, float* X, const float* Wnext,
-                                                     float eps, float* H, int n, XE* XQ, float* XS,
-                                                     int* XSUM, const StepParams* sp) {
-    constexpr bool A8 = sizeof(XE) == 1;
-    __shared__ double red[32];
-    const int t = blockIdx.x;
-    if ((u32)t >= sp->n_tok) return;
+// The fused kernels' shared front: thread r = threadIdx.x's run of 8 values of H[t] into `hv`
+// (zeros past the row), X[t] updated in place; returns whether the run is in the row. Every
+// thread of the block calls it (block reductions).
+__device__ __forceinline__ bool residual_norm_run(const float* O, const float* Wpost,
+                                                  float eps_post, float* X, const float* Wnext,
+                                                  float eps, int n, int t, double* red,
+                                                  float (&hv)[8]) {
     const int r = threadIdx.x;
     const bool mine = r < n / 8;  // whole groups of 4 lanes in or out (n % 32 == 0)
     // Launch with blockDim.x a multiple of 32 (every warp whole) — NORM_THREADS.
@@ -144,15 +134,36 @@ __device__ __forceinline__ void residual_norm_q_body(const float* O, const float
     for (int j = 0; j < 8; ++j) xv[j] += (ov[j] * so) * wv[j];
     if (mine) st8(x, xv);
     const float sx = rms_of(block_sum_f64(sumsq8(xv, 0.0), red), n, eps);
+#pragma unroll
+    for (int j = 0; j < 8; ++j) hv[j] = (xv[j] * sx) * wn[j];
+    return mine;
+}
+
+// residual_norm fused with the quantization of H (the default; MUSER_CUDA_FUSE=0 for A/B; A16:
+// residual_norm_q, A8: residual_norm_q8): the same arithmetic as residual_norm followed by
+// quant_a16 / quant_a8 — bit-identical outputs — with
+// the thread's run held in registers and one launch instead of two. A group of 32 is the runs
+// of four consecutive lanes: max and quant sum over 8 values, then two shuffle rounds.
+// Needs n <= 8 * NORM_THREADS, n % 32 == 0 (checked on the host) and a non-null Wnext (the
+// last layer uses residual_norm: its h is quantized by the output projection); block =
+// NORM_THREADS.
+template <class XE>
+__device__ __forceinline__ void residual_norm_q_body(const float* O, const float* Wpost,
+                                                     float eps_post, float* X, const float* Wnext,
+                                                     float eps, float* H, int n, XE* XQ, float* XS,
+                                                     int* XSUM, const StepParams* sp) {
+    constexpr bool A8 = sizeof(XE) == 1;
+    __shared__ double red[32];
+    const int t = blockIdx.x;
+    if ((u32)t >= sp->n_tok) return;
+    const int r = threadIdx.x;
+    float hv[8];
+    const bool mine = residual_norm_run(O, Wpost, eps_post, X, Wnext, eps, n, t, red, hv);
     // Every lane takes part in the shuffles (a lane past the row holds zeros, in a group of
     // its own); only lanes of the row store.
-    float hv[8];
     float amax = 0.f;
 #pragma unroll
-    for (int j = 0; j < 8; ++j) {
-        hv[j] = (xv[j] * sx) * wn[j];
-        amax = fmaxf(amax, fabsf(hv[j]));
-    }
+    for (int j = 0; j < 8; ++j) amax = fmaxf(amax, fabsf(hv[j]));
     amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, 1));
     amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, 2));
     int q[8], qs = 0;
@@ -214,4 +225,38 @@ extern "C" __global__ void __launch_bounds__(NORM_THREADS)
                      const float* Wnext, float eps, float* H, int n, signed char* XQ, float* XS,
                      int* XSUM, const StepParams* sp) {
     residual_norm_q_body(O, Wpost, eps_post, X, Wnext, eps, H, n, XQ, XS, XSUM, sp);
+}
+
+// residual_norm fused with the f16 route's activation step (`MUSER_CUDA_ACTS=f16`): H as
+// residual_norm writes it, then act_h16's outputs for it (act_h16.cuh's unit on the registers
+// of four lanes) — the same bits as residual_norm followed by act_h16. Needs n % 64 == 0,
+// n <= 8 * NORM_THREADS and a non-null Wnext (checked on the host); block = NORM_THREADS.
+extern "C" __global__ void __launch_bounds__(NORM_THREADS)
+    residual_norm_h16(const float* O, const float* Wpost, float eps_post, float* X,
+                      const float* Wnext, float eps, float* H, int n, u16* XH, u16* XSUM,
+                      u16* XSUM16, float* XINV, const StepParams* sp) {
+    __shared__ double red[32];
+    __shared__ float redf[32];
+    const int t = blockIdx.x;
+    if ((u32)t >= sp->n_tok) return;
+    float hv[8];
+    const bool mine = residual_norm_run(O, Wpost, eps_post, X, Wnext, eps, n, t, red, hv);
+    float amax = 0.f;
+#pragma unroll
+    for (int j = 0; j < 8; ++j) amax = fmaxf(amax, fabsf(hv[j]));
+    const int sh = h16_shift(h16_block_max(amax, redf));
+    if (mine) st8(H + (size_t)t * n + 8 * threadIdx.x, hv);
+    if (threadIdx.x == 0) XINV[t] = ldexpf(1.f, -sh);
+    // Unit m = the runs of lanes 4m .. 4m + 3: lane 4m gathers its 32 values by shuffles (every
+    // lane takes part; lanes past the row hold zeros and store nothing).
+    float v[32];
+#pragma unroll
+    for (int j = 0; j < 8; ++j) {
+        v[j] = hv[j];
+#pragma unroll
+        for (int l = 1; l < 4; ++l) v[8 * l + j] = __shfl_down_sync(0xffffffffu, hv[j], l);
+    }
+    if (mine && (threadIdx.x & 3) == 0)
+        h16_unit_vals(v, threadIdx.x >> 2, ldexpf(1.f, sh), XH + (size_t)t * n,
+                      XSUM + (size_t)t * (n / 32), XSUM16 + (size_t)t * (n / 16));
 }

@@ -5,7 +5,7 @@
 
 use muser_cuda::launch::{launch, AttnShape, Dims, SMEM_DEFAULT_MAX};
 use muser_cuda::profile::PhaseProfiler;
-use muser_cuda::{CudaError, Graph, KArgs, Kernel, Math, StepParams, MAX_BATCH};
+use muser_cuda::{CudaError, Graph, KArgs, Kernel, Math, Registry, StepParams, MAX_BATCH};
 
 use super::weights::kernels_for;
 use super::{Acts, CudaSession};
@@ -113,6 +113,11 @@ impl<'m> CudaSession<'m> {
         let fuse = self.opts.fuse;
         // Activation formats: the attention projections' input, and every other matmul's.
         let (qkv_acts, acts) = (self.opts.qkv(), self.opts.acts);
+        // The f16 route fuses the residual norm, and the element-wise kernels only with
+        // `h16_ew_fused` (their one-block-per-token twins measured slower); it has no twin of the
+        // attention combine. Unfused, the projection after the kernel quantizes.
+        let fuse_combine = fuse && acts != Acts::F16;
+        let fuse_ew = fuse && (acts != Acts::F16 || self.opts.h16_ew_fused);
         prof.begin(s)?;
         let kemb = kernels_for(w.token_embd.ty)
             .and_then(|k| k.embed)
@@ -245,7 +250,7 @@ impl<'m> CudaSession<'m> {
             // Fused (the default, MUSER_CUDA_FUSE; strict activation math): combine, gate and quantize
             // in one kernel. Otherwise combine, then the gate (fused with the quantization or
             // not), or the projection quantizes.
-            let fused_combine = fuse && self.opts.act_math == Math::Strict;
+            let fused_combine = fuse_combine && self.opts.act_math == Math::Strict;
             let combine_args = KArgs::new()
                 .ptr(b.op.ptr())
                 .ptr(b.mp.ptr())
@@ -290,14 +295,14 @@ impl<'m> CudaSession<'m> {
                     .ptr(b.gate.ptr())
                     .int(aw)
                     .ptr(step);
-                if fuse {
+                if fuse_ew {
                     self.ewq(Kernel::SigmoidGateQ, s, gate_args, aw, n, acts)?;
                 } else {
                     self.ew(Kernel::SigmoidGate, s, gate_args, n * aw)?;
                 }
             }
             prof.mark("attention", s)?;
-            let a_quantized = fused_combine || (fuse && lw.wgate.is_some());
+            let a_quantized = fused_combine || (fuse_ew && lw.wgate.is_some());
             self.project(
                 (b.a.ptr(), aw),
                 aw,
@@ -321,7 +326,7 @@ impl<'m> CudaSession<'m> {
                 packed,
                 acts,
             )?;
-            let act = match (c.ffn_activation, fuse) {
+            let act = match (c.ffn_activation, fuse_ew) {
                 (FfnActivation::Silu, false) => Kernel::Swiglu,
                 (FfnActivation::GeluTanh, false) => Kernel::Geglu,
                 (FfnActivation::Silu, true) => Kernel::SwigluQ,
@@ -332,7 +337,7 @@ impl<'m> CudaSession<'m> {
                 .ptr(b.fu.ptr())
                 .int(c.n_ff)
                 .ptr(step);
-            if fuse {
+            if fuse_ew {
                 self.ewq(act, s, act_args, c.n_ff, n, acts)?;
             } else {
                 self.ew(act, s, act_args, n * c.n_ff)?;
@@ -343,7 +348,7 @@ impl<'m> CudaSession<'m> {
                 c.n_ff,
                 n,
                 &[(&lw.ffn_down, b.o.ptr(), e)],
-                fuse,
+                fuse_ew,
                 packed,
                 acts,
             )?;
@@ -398,7 +403,7 @@ impl<'m> CudaSession<'m> {
 
     /// `x += rmsnorm(o, eps_post) * w_post; h = rmsnorm(x, eps) * w_next`, and with `quantize`
     /// also h's quants in the format `acts` (the fused kernel; same numbers as quantizing
-    /// afterwards).
+    /// afterwards; f16: `residual_norm_h16` into the f16 route's buffers).
     fn residual_norm(
         &self,
         s: Stream,
@@ -419,7 +424,17 @@ impl<'m> CudaSession<'m> {
             .f32(c.rms_eps)
             .ptr(b.h.ptr())
             .int(c.n_embd);
-        let (k, args) = if quantize {
+        let (k, args) = if quantize && acts == Acts::F16 {
+            let h = &b.h16;
+            (
+                Kernel::ResidualNormH16,
+                args.ptr(h.xh.ptr())
+                    .ptr(h.xsum.ptr())
+                    .ptr(h.xsum16.ptr())
+                    .ptr(h.xinv.ptr())
+                    .ptr(b.step.ptr()),
+            )
+        } else if quantize {
             (
                 self.fused_q(Kernel::ResidualNormQ, acts),
                 args.ptr(b.xq.ptr())
@@ -444,7 +459,8 @@ impl<'m> CudaSession<'m> {
 
     /// A fused element-wise + quantize kernel (`k` the A16 one; `fused_q` picks `acts`'s): one
     /// warp per group of 32 of `width`-wide rows; `args` are the element-wise kernel's, the
-    /// activation buffers are appended.
+    /// activation buffers are appended. f16: the `*_h16` twin, one block per token, into the
+    /// f16 route's buffers.
     fn ewq(
         &self,
         k: Kernel,
@@ -455,6 +471,24 @@ impl<'m> CudaSession<'m> {
         acts: Acts,
     ) -> Result<(), CudaError> {
         let b = &self.b;
+        if acts == Acts::F16 {
+            let k = match k {
+                Kernel::SigmoidGateQ => Kernel::SigmoidGateH16,
+                Kernel::SwigluQ => Kernel::SwigluH16,
+                Kernel::GegluQ => Kernel::GegluH16,
+                other => other,
+            };
+            let h = &b.h16;
+            return launch(
+                self.reg.get(k, self.opts.act_math),
+                Registry::ewh_dims(n),
+                s,
+                args.ptr(h.xh.ptr())
+                    .ptr(h.xsum.ptr())
+                    .ptr(h.xsum16.ptr())
+                    .ptr(h.xinv.ptr()),
+            );
+        }
         launch(
             self.reg.get(self.fused_q(k, acts), self.opts.act_math),
             Dims {

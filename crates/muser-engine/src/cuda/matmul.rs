@@ -1,7 +1,8 @@
 //! The matmul dispatch of a step: which kernel multiplies one weight matrix by a step's
 //! activations (`mv`: per activation format, token count and packed rows, each choice's
 //! kernel from the typed registry), the activation quantization that feeds it (`quantize`,
-//! A16 or A8 into the shared buffers `xq` / `xs` / `xsum`), and `project` — one quantization,
+//! A16 or A8 into the shared buffers `xq` / `xs` / `xsum`, f16 into the f16 route's), and
+//! `project` — one quantization,
 //! then every projection of it as parallel graph branches. The launch sequence that calls them
 //! is `forward.rs`.
 
@@ -33,6 +34,9 @@ impl<'m> CudaSession<'m> {
         packed: bool,
         acts: Acts,
     ) -> Result<(), CudaError> {
+        if acts == Acts::F16 {
+            return self.mv_h16(s, m, (y, ldy), n);
+        }
         let ks = m.kernels().expect("checked at upload");
         if acts == Acts::A8 {
             return self.mv_a8(s, m, ks, (y, ldy), n, packed);
@@ -210,6 +214,50 @@ impl<'m> CudaSession<'m> {
         launch(self.f(k8.t8), dims, s, args)
     }
 
+    /// `mv` on the f16 route (`MUSER_CUDA_ACTS=f16`; `cuda::h16` checked the weights): up to 8
+    /// tokens (one, packed rows, short chunks) on `mvh_*`, more on the prefill tiles `mmt_*` (or
+    /// rows `mmh_*` for matrices of few rows) —
+    /// the same bits per output either way — from the f16 activation buffers.
+    fn mv_h16(
+        &self,
+        s: Stream,
+        m: &DevMatrix,
+        (y, ldy): (u64, usize),
+        n: usize,
+    ) -> Result<(), CudaError> {
+        let (fmt, exp) = m.h16.ok_or_else(|| {
+            CudaError::Invalid(format!(
+                "a {:?} matrix not in an f16 layout reached the f16 route",
+                m.ty
+            ))
+        })?;
+        // Prefill: shared-memory tiles from 128 row groups (a tile is 8 groups, and needs enough
+        // blocks); rows below (K / V: 16 groups). H200, mvh_bench at 784bef7, 512 tokens: Q
+        // (256 groups) tiles 161.5 vs rows 298.9 µs, FFN up 735.9 vs 1526.1; K rows 20.1 vs
+        // tiles 84.6, V 25.3 vs 96.6. The same bits either way.
+        let (kern, dims) = if n <= 8 {
+            Registry::mvh_plan(fmt, m.n_out, n)
+        } else if m.n_out / 16 >= 128 {
+            Registry::mmt_plan(fmt, m.n_out, n)
+        } else {
+            Registry::mmh_plan(fmt, m.n_out, n)
+        };
+        let h = &self.b.h16;
+        let args = KArgs::new()
+            .ptr(m.ptr)
+            .int(m.n_out)
+            .int(m.n_in)
+            .ptr(h.xh.ptr())
+            .ptr(h.xsum.ptr())
+            .ptr(h.xsum16.ptr())
+            .ptr(h.xinv.ptr())
+            .f32(2f32.powi(-exp))
+            .ptr(y)
+            .int(ldy)
+            .int(n);
+        launch(self.f(kern), dims, s, args)
+    }
+
     /// `n` packed decode rows on the packed kernels `kp` ((staged, unstaged) per 2, 4, 8 rows),
     /// each launch planned by `plan(nt)`: launches of at most `batch_nt` rows (default 4: two
     /// four-row passes beat one eight-row pass, docs/cuda.md), each NT = the next of 2, 4, 8 —
@@ -284,6 +332,23 @@ impl<'m> CudaSession<'m> {
         let kern = match acts {
             Acts::A16 => Kernel::QuantA16,
             Acts::A8 => Kernel::QuantA8,
+            Acts::F16 => {
+                let h = &self.b.h16;
+                return launch(
+                    self.f(Kernel::ActH16),
+                    Registry::act_h16_dims(n, k),
+                    s,
+                    KArgs::new()
+                        .ptr(x)
+                        .int(ldx)
+                        .int(k)
+                        .int(n)
+                        .ptr(h.xh.ptr())
+                        .ptr(h.xsum.ptr())
+                        .ptr(h.xsum16.ptr())
+                        .ptr(h.xinv.ptr()),
+                );
+            }
             _ => return Ok(()),
         };
         let b = &self.b;

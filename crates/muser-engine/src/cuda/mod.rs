@@ -26,6 +26,7 @@
 
 mod a8;
 mod forward;
+mod h16;
 mod matmul;
 mod options;
 mod sequences;
@@ -79,7 +80,21 @@ struct Bufs {
     xq: DeviceBuffer,                // [C][k_max] i16: A16 quants of the current matmul input
     xs: DeviceBuffer,                // [C][k_max/32] f32: A16 scales
     xsum: DeviceBuffer,              // [C][k_max/32] i32: A16 quant sums
+    h16: H16Bufs,                    // the f16 route's activations (one word each elsewhere)
     rope: Vec<Option<DeviceBuffer>>, // per layer: [hd/2] f64 inverse frequencies
+}
+
+/// The f16 route's activation buffers (`act_h16`, matvec_h16.cu): `C` rows of `k_max`.
+struct H16Bufs {
+    xh: DeviceBuffer,     // [C][k_max] f16 in fragment order
+    xsum: DeviceBuffer,   // [C][k_max/32] f16: 32-value sums
+    xsum16: DeviceBuffer, // [C][k_max/16] f16: 16-value sums
+    xinv: DeviceBuffer,   // [C] f32: each row's inverse power of two
+}
+
+/// f32 words of `H16Bufs` per row (the VRAM plan).
+fn h16_words(k_max: usize) -> usize {
+    k_max / 2 + k_max / 64 + k_max / 32 + 1
 }
 
 /// Per layer f16 K/V rings, one per sequence: position p of sequence s at row s * cap + p % cap.
@@ -173,13 +188,26 @@ pub fn vram_plan(model: &Model, opts: &CudaOptions) -> VramPlan {
                 + 1
                 + c.n_head * n_super * (c.head_dim_v + 2)
                 + k_max(model) / 2
-                + k_max(model) / 16),
+                + k_max(model) / 16
+                + if opts.acts == Acts::F16 {
+                    h16_words(k_max(model))
+                } else {
+                    0
+                }),
     ) + 64
         + c.n_layer * c.head_dim * 4;
     VramPlan {
-        weights: weights::arena_bytes(model, opts.q6_pad) as u64,
+        weights: weights::arena_bytes(model, layouts(opts)) as u64,
         kv: kv as u64,
         scratch: scratch as u64,
+    }
+}
+
+/// The matmul weights' device layouts for `opts`.
+fn layouts(opts: &CudaOptions) -> weights::Layouts {
+    weights::Layouts {
+        q6_pad: opts.q6_pad,
+        h16: opts.acts == Acts::F16,
     }
 }
 
@@ -267,17 +295,21 @@ impl<'m> CudaSession<'m> {
             )));
         }
         a8::resolve_default(model, &mut opts);
-        let fusable = matches!(opts.acts, Acts::A16 | Acts::A8)
+        h16::check_options(model, &mut opts)?;
+        // f16: whole 64-value chunks, rows of at most 32768 for the one-block-per-token twins.
+        let unit = if opts.acts == Acts::F16 { 64 } else { 32 };
+        let fusable = matches!(opts.acts, Acts::A16 | Acts::A8 | Acts::F16)
             && c.n_embd <= 8 * 1024
-            && c.n_embd.is_multiple_of(32)
-            && c.n_ff.is_multiple_of(32)
-            && (c.n_head * c.head_dim_v).is_multiple_of(32);
+            && c.n_embd.is_multiple_of(unit)
+            && c.n_ff.is_multiple_of(unit)
+            && (c.n_head * c.head_dim_v).is_multiple_of(unit)
+            && (opts.acts != Acts::F16 || c.n_ff.max(c.n_head * c.head_dim_v) <= 32 * 1024);
         if opts.fuse && !fusable && !opts.fuse_explicit {
             opts.fuse = false;
         }
         if opts.acts == Acts::Invalid {
             return Err(EngineError::Config(format!(
-                "MUSER_CUDA_ACTS={}: expected a16, a8 or f32",
+                "MUSER_CUDA_ACTS={}: expected a16, a8, f16 or f32",
                 std::env::var("MUSER_CUDA_ACTS").unwrap_or_default()
             )));
         }
@@ -305,7 +337,7 @@ impl<'m> CudaSession<'m> {
         }
         if opts.fuse && !fusable {
             return Err(EngineError::Config(format!(
-                "MUSER_CUDA_FUSE=1 needs A16 or A8 activations, n_embd <= 8192 and widths that are multiples of 32 (n_embd {}, n_ff {})",
+                "MUSER_CUDA_FUSE=1 needs A16, A8 or f16 activations, n_embd <= 8192 and widths that are multiples of 32 (f16: of 64, at most 32768) (n_embd {}, n_ff {})",
                 c.n_embd, c.n_ff
             )));
         }
@@ -343,11 +375,14 @@ impl<'m> CudaSession<'m> {
                 }
             }
         }
+        if opts.acts == Acts::F16 {
+            modules.extend([Module::MatvecH16, Module::MmtH16]);
+        }
         let reg = Registry::build_modules(&gpu, &modules)?;
         check_q6_switches(&reg, opts.q6_pad)?;
         a8::check_switches(&reg, &opts)?;
         let t = Instant::now();
-        let w = weights::upload(&gpu, model, progress, opts.q6_pad)?;
+        let w = weights::upload(&gpu, model, progress, layouts(&opts))?;
         let up = t.elapsed().as_secs_f64();
         let gbps = w.arena.bytes() as f64 / up / 1e9;
         let kv = (0..c.n_layer)
@@ -431,7 +466,11 @@ impl<'m> CudaSession<'m> {
             } else {
                 ""
             },
-            if self.opts.q6_pad { "q6p" } else { "gguf" },
+            match (self.opts.acts, self.opts.q6_pad) {
+                (Acts::F16, _) => "h16",
+                (_, true) => "q6p",
+                (_, false) => "gguf",
+            },
             self.opts.attn_super,
             self.attn_hpb(),
             if self.attn_prefill.is_some() { "-mt" } else { "" },
@@ -459,6 +498,7 @@ impl<'m> CudaSession<'m> {
                         (true, _) => format!("-mvr{}a", self.reg.mvr_rows),
                     }
                 ),
+                Acts::F16 => "mvh".to_string(),
                 Acts::F32 | Acts::Invalid => "plain".to_string(),
             },
             match (self.opts.acts, self.opts.mmq) {
@@ -472,6 +512,7 @@ impl<'m> CudaSession<'m> {
                     if self.reg.mmq_cvt == 0 { "-magic" } else { "" },
                     if self.reg.mmq_db == 1 { "-db" } else { "" }
                 ),
+                (Acts::F16, _) => "mmt+mmh".to_string(),
                 _ => "t8".to_string(),
             },
             match (self.opts.n_seq, self.batch_packed()) {
@@ -492,7 +533,12 @@ impl<'m> CudaSession<'m> {
                 ),
                 (n, false) => format!(",seqs={n}/mm"),
             },
-            if self.opts.fuse { "on" } else { "off" },
+            match (self.opts.fuse, self.opts.acts) {
+                (false, _) => "off",
+                (true, Acts::F16) if self.opts.h16_ew_fused => "norm+ew", // no combine twin
+                (true, Acts::F16) => "norm",
+                (true, _) => "on",
+            },
             self.opts.act_math.label(),
             if self.opts.graphs { "on" } else { "off" },
             if self.opts.pdl { "-pdl" } else { "" },
@@ -587,6 +633,22 @@ fn alloc_bufs(
         xq: gpu.alloc(ch * k_max(model) * 2, "A16 quants")?,
         xs: f(k_max(model) / 32, "A16 scales")?,
         xsum: f(k_max(model) / 32, "A16 sums")?,
+        h16: if opts.acts == Acts::F16 {
+            let k = k_max(model);
+            H16Bufs {
+                xh: gpu.alloc(ch * k * 2, "f16 activations")?,
+                xsum: gpu.alloc(ch * k / 32 * 2, "f16 32-value sums")?,
+                xsum16: gpu.alloc(ch * k / 16 * 2, "f16 16-value sums")?,
+                xinv: f(1, "f16 inverse scales")?,
+            }
+        } else {
+            H16Bufs {
+                xh: gpu.alloc(4, "f16 activations (unused)")?,
+                xsum: gpu.alloc(4, "f16 sums (unused)")?,
+                xsum16: gpu.alloc(4, "f16 sums (unused)")?,
+                xinv: gpu.alloc(4, "f16 scales (unused)")?,
+            }
+        },
         rope,
     })
 }

@@ -55,6 +55,11 @@ pub struct CudaOptions {
     pub fuse: bool,
     /// `fuse` was set explicitly (environment or caller), not by default.
     pub fuse_explicit: bool,
+    /// On the f16 route with `fuse`, the element-wise kernels' f16 twins too (`sigmoid_gate_h16`,
+    /// `swiglu_h16`: `MUSER_CUDA_H16_EW=fused`); default `plain`: the plain kernel, then
+    /// `act_h16`. Same logits either way; the twins (one block per token) measured slower on the
+    /// H200 (docs/cuda.md, "the f16 route"). Any other route refuses the switch.
+    pub h16_ew_fused: bool,
     /// Keys per attention partial block (`MUSER_CUDA_ATTN_SUPER`, a multiple of 32 in
     /// 32..=4096): the fixed partition of the key range (part of the numerics: every route
     /// of one session uses the same partition).
@@ -126,6 +131,10 @@ pub enum Acts {
     A8,
     /// f32 activations against dequantized weights.
     F32,
+    /// f16 activations (a power of two per token) against weights dequantized to f16 in
+    /// registers, on the f16 tensor cores (`MUSER_CUDA_ACTS=f16`: Q4_K / Q6_K weights in the
+    /// Q4H / Q6H layouts, `muser_cuda::q4h` / `q6h`; `cuda::h16`). Branch `wip/f16-route`.
+    F16,
     /// An unknown `MUSER_CUDA_ACTS` value (a session refuses it).
     Invalid,
 }
@@ -136,6 +145,7 @@ impl Acts {
             Acts::A16 => "a16",
             Acts::A8 => "a8",
             Acts::F32 => "f32",
+            Acts::F16 => "f16",
             Acts::Invalid => "invalid",
         }
     }
@@ -168,11 +178,13 @@ impl CudaOptions {
             mmq: std::env::var("MUSER_CUDA_MMQ").as_deref() != Ok("0"),
             fuse: std::env::var("MUSER_CUDA_FUSE").as_deref() != Ok("0"),
             fuse_explicit: std::env::var("MUSER_CUDA_FUSE").is_ok(),
+            h16_ew_fused: std::env::var("MUSER_CUDA_H16_EW").as_deref() == Ok("fused"),
             attn_super: env_usize("MUSER_CUDA_ATTN_SUPER").unwrap_or(ATTN_SUPER),
             attn_hpb: env_usize("MUSER_CUDA_ATTN_HPB").unwrap_or(0),
             attn_mt: std::env::var("MUSER_CUDA_ATTN_MT").as_deref() != Ok("0"),
             acts: match std::env::var("MUSER_CUDA_ACTS").as_deref() {
                 Ok("f32") => Acts::F32,
+                Ok("f16") => Acts::F16,
                 Ok("a8") => Acts::A8,
                 Err(_) => Acts::A8,
                 Ok("a16") => Acts::A16,

@@ -2,12 +2,13 @@
 //! (`muser_cuda::arena`), uploaded once from the mapped file with progress, addressed as views.
 //! A matrix shared by two roles (Gemma's tied output = token_embd) is uploaded once per layout:
 //! the token table stays in GGUF's (the embedding kernels read it), Q6_K matmul weights go up
-//! in Q6_K-P on the A16 route (`muser_cuda::q6pad`; `MUSER_CUDA_Q6_PAD=0`: GGUF's).
+//! in Q6_K-P on the A16 route (`muser_cuda::q6pad`; `MUSER_CUDA_Q6_PAD=0`: GGUF's), and on the
+//! f16 route (`h16`) Q4_K / Q6_K matmul weights go up in Q4H / Q6H (`muser_cuda::q4h` / `q6h`).
 
 use std::collections::HashMap;
 
 use muser_cuda::arena::{plan, Arena, ArenaSlice, Part};
-use muser_cuda::{Gpu, Kernel};
+use muser_cuda::{q4h, q6h, Gpu, HWeights, Kernel};
 use muser_gguf::GgmlType;
 
 use crate::model::{Matrix, Model};
@@ -25,6 +26,9 @@ pub struct DevMatrix {
     /// A Q6_K matrix held in the aligned repack Q6_K-P (`muser_cuda::q6pad`; the A16 route's
     /// default, `MUSER_CUDA_Q6_PAD`) — the only device copy; `q6p_kernels` read it.
     pub q6p: bool,
+    /// A matrix of the f16 route in its layout (Q4H / Q6H) with its power of two E (outputs
+    /// times 2^-E); `mvh_*` / `mmh_*` read it.
+    pub h16: Option<(HWeights, i32)>,
 }
 
 impl DevMatrix {
@@ -248,10 +252,43 @@ pub fn q6p_kernels() -> TypeKernels {
     }
 }
 
-/// Bytes the arena will need (for the VRAM plan); `q6_pad`: Q6_K matmul weights in Q6_K-P.
-pub fn arena_bytes(model: &Model, q6_pad: bool) -> usize {
-    let (_, total, _) = layout(model, q6_pad);
+/// The device layouts of the matmul weights: Q6_K in Q6_K-P (`q6_pad`), or every Q4_K / Q6_K
+/// matmul weight in Q4H / Q6H (`h16`: the f16 route, which `cuda::h16` checked).
+#[derive(Clone, Copy, Debug)]
+pub struct Layouts {
+    pub q6_pad: bool,
+    pub h16: bool,
+}
+
+/// Bytes the arena will need (for the VRAM plan).
+pub fn arena_bytes(model: &Model, lay: Layouts) -> usize {
+    let (_, total, _) = layout(model, lay);
     total
+}
+
+/// The f16 route's layout of matmul weight `m` (Q4_K → Q4H, Q6_K → Q6H).
+fn h16_layout(m: &Matrix, lay: Layouts) -> Option<HWeights> {
+    match m.ty {
+        GgmlType::Q4_K if lay.h16 => Some(HWeights::Q4H),
+        GgmlType::Q6_K if lay.h16 => Some(HWeights::Q6H),
+        _ => None,
+    }
+}
+
+/// A matmul weight's device layout, as a plan key.
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+enum Dev {
+    Gguf,
+    Q6p,
+    H(HWeights),
+}
+
+fn dev_layout(m: &Matrix, lay: Layouts) -> Dev {
+    match h16_layout(m, lay) {
+        Some(h) => Dev::H(h),
+        None if padded(m, lay.q6_pad) => Dev::Q6p,
+        None => Dev::Gguf,
+    }
 }
 
 /// Whether matmul weight `m` goes up in Q6_K-P: Q6_K with whole blocks, when asked for.
@@ -264,30 +301,32 @@ enum Src<'a> {
     Floats(&'a [f32]),
     /// The Q6_K-P repack of a file range: (offset, length, rows, values per row).
     Q6Pad(usize, usize, usize, usize),
+    /// The Q4H / Q6H repack of a file range: (layout, offset, length, rows, values per row).
+    H16(HWeights, usize, usize, usize, usize),
 }
 
 /// Plan: the distinct byte sources and their arena slices.
-fn layout(model: &Model, q6_pad: bool) -> (Vec<ArenaSlice>, usize, Vec<Src<'_>>) {
+fn layout(model: &Model, lay: Layouts) -> (Vec<ArenaSlice>, usize, Vec<Src<'_>>) {
     let w = &model.weights;
     let mut srcs: Vec<Src<'_>> = Vec::new();
-    let mut seen: HashMap<(usize, usize, bool), usize> = HashMap::new();
-    let mut add = |m: &Matrix, pad: bool, srcs: &mut Vec<Src<'_>>| {
+    let mut seen: HashMap<(usize, usize, Dev), usize> = HashMap::new();
+    let mut add = |m: &Matrix, dev: Dev, srcs: &mut Vec<Src<'_>>| {
         let r = m.file_range();
-        if let std::collections::hash_map::Entry::Vacant(e) = seen.entry((r.0, r.1, pad)) {
+        if let std::collections::hash_map::Entry::Vacant(e) = seen.entry((r.0, r.1, dev)) {
             e.insert(srcs.len());
-            srcs.push(if pad {
-                Src::Q6Pad(r.0, r.1, m.n_out, m.n_in)
-            } else {
-                Src::File(r.0, r.1)
+            srcs.push(match dev {
+                Dev::Q6p => Src::Q6Pad(r.0, r.1, m.n_out, m.n_in),
+                Dev::H(h) => Src::H16(h, r.0, r.1, m.n_out, m.n_in),
+                Dev::Gguf => Src::File(r.0, r.1),
             });
         }
     };
     // The token table is read by the embedding kernels only (GGUF layout); every other
     // matrix feeds the matmuls, in Q6_K-P where `padded` (a tied output = the token table then
     // goes up twice, once per layout).
-    add(&w.token_embd, false, &mut srcs);
+    add(&w.token_embd, Dev::Gguf, &mut srcs);
     for m in std::iter::once(&w.output).chain(w.layers.iter().flat_map(|l| l.matrices())) {
-        add(m, padded(m, q6_pad), &mut srcs);
+        add(m, dev_layout(m, lay), &mut srcs);
     }
     srcs.push(Src::Floats(&w.output_norm));
     for l in &w.layers {
@@ -308,6 +347,8 @@ fn layout(model: &Model, q6_pad: bool) -> (Vec<ArenaSlice>, usize, Vec<Src<'_>>)
             Src::File(_, len) => *len,
             Src::Floats(v) => v.len() * 4,
             Src::Q6Pad(_, _, rows, n_in) => rows * muser_cuda::q6pad::row_bytes(*n_in),
+            Src::H16(HWeights::Q4H, _, _, rows, n_in) => q4h::bytes(*rows, *n_in),
+            Src::H16(HWeights::Q6H, _, _, rows, n_in) => q6h::bytes(*rows, *n_in),
         })
         .collect();
     let (slices, total) = plan(&lens);
@@ -319,9 +360,9 @@ pub fn upload(
     gpu: &Gpu,
     model: &Model,
     progress: &mut dyn FnMut(u64, u64),
-    q6_pad: bool,
+    lay: Layouts,
 ) -> Result<DevWeights, EngineError> {
-    let (slices, total, srcs) = layout(model, q6_pad);
+    let (slices, total, srcs) = layout(model, lay);
     let bytes = model.gguf().as_bytes();
     // Q6_K-P parts are repacked one at a time as the upload reaches them.
     let parts: Vec<(ArenaSlice, Part<'_>)> = slices
@@ -334,6 +375,13 @@ pub fn upload(
                 &Src::Q6Pad(off, len, rows, n_in) => Part::Make(Box::new(move || {
                     muser_cuda::q6pad::repack(&bytes[off..off + len], rows, n_in)
                 })),
+                &Src::H16(h, off, len, rows, n_in) => Part::Make(Box::new(move || {
+                    let src = &bytes[off..off + len];
+                    Ok(match h {
+                        HWeights::Q4H => q4h::repack(src, rows, n_in)?.bytes,
+                        HWeights::Q6H => q6h::repack(src, rows, n_in)?.bytes,
+                    })
+                })),
             };
             (*s, part)
         })
@@ -342,6 +390,7 @@ pub fn upload(
     // Resolve views in the same order the plan was made.
     let mut file_ptr: HashMap<(usize, usize), u64> = HashMap::new();
     let mut pad_ptr: HashMap<(usize, usize), u64> = HashMap::new();
+    let mut h16_ptr: HashMap<(usize, usize), (u64, HWeights, i32)> = HashMap::new();
     let mut float_ptrs = Vec::new();
     for (s, src) in slices.iter().zip(&srcs) {
         match src {
@@ -351,36 +400,51 @@ pub fn upload(
             Src::Q6Pad(off, len, _, _) => {
                 pad_ptr.insert((*off, *len), arena.ptr(*s));
             }
+            &Src::H16(h, off, len, rows, n_in) => {
+                // The power of two is the repack's (read again from the file's scales).
+                let src = &bytes[off..off + len];
+                let exp = match h {
+                    HWeights::Q4H => q4h::exponent(src, rows, n_in)?,
+                    HWeights::Q6H => q6h::exponent(src, rows, n_in)?,
+                };
+                h16_ptr.insert((off, len), (arena.ptr(*s), h, exp));
+            }
             Src::Floats(_) => float_ptrs.push(arena.ptr(*s)),
         }
     }
-    // A matrix in GGUF's layout, or in Q6_K-P (`q6p`: where the plan put it there).
-    let view = |m: &Matrix, q6p: bool| -> Result<DevMatrix, EngineError> {
+    // A matrix in the device layout the plan gave it.
+    let view = |m: &Matrix, dev: Dev| -> Result<DevMatrix, EngineError> {
         if kernels_for(m.ty).is_none() {
             return Err(EngineError::Config(format!(
                 "tensor '{}' has type {:?}, which the CUDA route has no kernel for",
                 m.name, m.ty
             )));
         }
+        let (ptr, row_bytes, h16) = match dev {
+            Dev::Gguf => (file_ptr[&m.file_range()], m.row_bytes, None),
+            Dev::Q6p => (
+                pad_ptr[&m.file_range()],
+                muser_cuda::q6pad::row_bytes(m.n_in),
+                None,
+            ),
+            Dev::H(_) => {
+                let (p, h, exp) = h16_ptr[&m.file_range()];
+                // A Q4H / Q6H matrix has no row stride: rows are interleaved by 16.
+                (p, 0, Some((h, exp)))
+            }
+        };
         Ok(DevMatrix {
-            ptr: if q6p {
-                pad_ptr[&m.file_range()]
-            } else {
-                file_ptr[&m.file_range()]
-            },
+            ptr,
             ty: m.ty,
             n_in: m.n_in,
             n_out: m.n_out,
-            row_bytes: if q6p {
-                muser_cuda::q6pad::row_bytes(m.n_in)
-            } else {
-                m.row_bytes
-            },
-            q6p,
+            row_bytes,
+            q6p: dev == Dev::Q6p,
+            h16,
         })
     };
     // A matmul weight.
-    let dm = |m: &Matrix| view(m, padded(m, q6_pad));
+    let dm = |m: &Matrix| view(m, dev_layout(m, lay));
     let w = &model.weights;
     let mut fl = float_ptrs.into_iter();
     let mut next = || fl.next().expect("float plan and upload agree");
@@ -407,7 +471,7 @@ pub fn upload(
         });
     }
     Ok(DevWeights {
-        token_embd: view(&w.token_embd, false)?,
+        token_embd: view(&w.token_embd, Dev::Gguf)?,
         output: dm(&w.output)?,
         output_norm,
         layers,

@@ -1,0 +1,186 @@
+// formats_h16.cuh — the f16 route's weight formats on the device, shared by the decode kernels
+// (matvec_h16.cu) and the prefill tiles (mmh_h16.cu): f16 pairs through PTX, the m16n8k16 MMA,
+// and per format (FmtQ4H, FmtQ6H; host: muser_cuda::q4h / q6h, whose headers define the
+// numerics) the registers of one (16-row group, super-block) piece, its A fragments and its min
+// MMA's operands. A piece is three sections (S0, S1, S2 bytes), each an array over the matrix's
+// pieces (group-major: piece = group · K/256 + super-block).
+
+// ---- f16 pairs through PTX (no cuda_fp16.h)
+__device__ __forceinline__ u32 hfma2(u32 a, u32 b, u32 c) {
+    u32 d;
+    asm("fma.rn.f16x2 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(c));
+    return d;
+}
+__device__ __forceinline__ u32 hmul2(u32 a, u32 b) {
+    u32 d;
+    asm("mul.rn.f16x2 %0, %1, %2;" : "=r"(d) : "r"(a), "r"(b));
+    return d;
+}
+// The pair's low / high half in both halves.
+__device__ __forceinline__ u32 lo2(u32 v) { return __byte_perm(v, v, 0x1010); }
+__device__ __forceinline__ u32 hi2(u32 v) { return __byte_perm(v, v, 0x3232); }
+
+#define H2_M1024 0xE400E400u  // (−1024, −1024)
+#define H2_R16 0x2C002C00u    // (1/16, 1/16)
+#define H2_M64 0xD400D400u    // (−64, −64)
+#define H2_MAGIC 0x64006400u  // 1024 in both halves: (1024 | q) = 1024 + q
+
+__device__ __forceinline__ void mma_h16(float (&d)[4], const u32 (&a)[4], u32 b0, u32 b1) {
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+        "{%8,%9}, {%0,%1,%2,%3};"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+// A load from global memory through the read-only path (G) or from anywhere (shared memory).
+template <bool G, class T>
+__device__ __forceinline__ T ldx(const T* p) {
+    if constexpr (G) return __ldg(p);
+    else return *p;
+}
+
+// The piece (group G, super-block s) of a matrix of `pieces` pieces in format F: its sections.
+template <class F>
+__device__ __forceinline__ void piece_at(const u8* W, size_t pieces, size_t piece, const u8*& p0,
+                                         const u8*& p1, const u8*& p2) {
+    p0 = W + piece * F::S0;
+    p1 = W + pieces * F::S0 + piece * F::S1;
+    p2 = W + pieces * (F::S0 + F::S1) + piece * F::S2;
+}
+
+// ---- The weight formats. A format provides the per-super-block registers (`Regs`, `load_at`), the
+// A fragments of load j's four tiles (`frags`), and the min MMA's A fragment and B words
+// (`min_a`, `min_b`). Both formats build each weight as f16(q · dsc) in one FMA: 1024 + q
+// (registers 0, 2: rows g) with dsc and −1024·dsc, or 1024 + 16q (registers 1, 3: rows g + 8) with
+// dsc/16 and −64·dsc — the same value either way while dsc/16 is a normal f16 (|dsc| ≥ 2^-10,
+// i.e. 2^-14 of the matrix's largest: the host's power of two).
+
+// Q4H (muser_cuda::q4h): per (group, super-block) quants [4 loads][32 lanes][16 bytes], dsc and
+// ndm as f16 [16 rows][8 sub-blocks of 32]; the mins against the 32-value sums.
+struct FmtQ4H {
+    struct Regs {
+        uint4 q[4], dg, d8;
+        u32 mg, m8;
+    };
+    // The three sections of a piece (quants, dsc, ndm): their bytes.
+    static constexpr int S0 = 2048, S1 = 256, S2 = 256;
+    // The min MMA's B: 32-bit words per (token, super-block) of the sums (XSUM: 8 f16).
+    static constexpr int SUM_WORDS = 4;
+    // A piece's registers from its sections p0, p1, p2 (global with G: read-only loads).
+    template <bool G>
+    static __device__ __forceinline__ void load_at(const u8* p0, const u8* p1, const u8* p2,
+                                                   int lane, int g, int t4, Regs& r) {
+#pragma unroll
+        for (int j = 0; j < 4; ++j) r.q[j] = ldx<G>((const uint4*)p0 + j * 32 + lane);
+        r.dg = ldx<G>((const uint4*)p1 + g);
+        r.d8 = ldx<G>((const uint4*)p1 + g + 8);
+        r.mg = ldx<G>((const u32*)p2 + g * 4 + t4);
+        r.m8 = ldx<G>((const u32*)p2 + (g + 8) * 4 + t4);
+    }
+    static __device__ __forceinline__ void frags(const Regs& r, int j, u32 (&a)[4][4]) {
+        const u32 dgw[4] = {r.dg.x, r.dg.y, r.dg.z, r.dg.w}, d8w[4] = {r.d8.x, r.d8.y, r.d8.z, r.d8.w};
+        const u32 w4[4] = {r.q[j].x, r.q[j].y, r.q[j].z, r.q[j].w};
+        // Sub-blocks 2j and 2j + 1.
+        const u32 Dg = dgw[j], Cg = hmul2(dgw[j], H2_M1024);
+        const u32 D8 = hmul2(d8w[j], H2_R16), C8 = hmul2(d8w[j], H2_M64);
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+            const bool hi = i >> 1;
+            const u32 dg2 = hi ? hi2(Dg) : lo2(Dg), cg2 = hi ? hi2(Cg) : lo2(Cg);
+            const u32 d82 = hi ? hi2(D8) : lo2(D8), c82 = hi ? hi2(C8) : lo2(C8);
+            const u32 w = w4[i], w8 = w >> 8;
+            a[i][0] = hfma2((w & 0x000F000Fu) | H2_MAGIC, dg2, cg2);
+            a[i][1] = hfma2((w & 0x00F000F0u) | H2_MAGIC, d82, c82);
+            a[i][2] = hfma2((w8 & 0x000F000Fu) | H2_MAGIC, dg2, cg2);
+            a[i][3] = hfma2((w8 & 0x00F000F0u) | H2_MAGIC, d82, c82);
+        }
+    }
+    // A = ndm of sub-blocks 2t4, 2t4 + 1 (rows g, g + 8), zeros at k 8..15; B = 32-value sums.
+    static __device__ __forceinline__ void min_a(const Regs& r, int t4, u32 (&am)[4]) {
+        am[0] = r.mg;
+        am[1] = r.m8;
+        am[2] = 0u;
+        am[3] = 0u;
+    }
+    // B = the (token, super-block)'s sums `sw` (SUM_WORDS words).
+    template <bool G>
+    static __device__ __forceinline__ void min_b(const u32* sw, int t4, u32& b0, u32& b1) {
+        b0 = ldx<G>(sw + t4);
+        b1 = 0u;
+    }
+    static __device__ __forceinline__ const u16* sums(const u16* XSUM, const u16* XSUM16) {
+        return XSUM;
+    }
+};
+
+// Q6H (muser_cuda::q6h): per (group, super-block) low nibbles [4 loads][32 lanes][16 bytes] as
+// Q4H's, high bits [4 loads][32 lanes][8 bytes] (word h of a load: tiles 2h, 2h + 1; tile
+// 2h + 1's bits two places above tile 2h's; for register p the first value's two bits at 4 + 4p
+// (p < 3) or 0 (p = 3), the second's 16 higher), dsc as f16 [16 rows][16 sub-blocks of 16]; the
+// −32 offset as the min MMA: ndm = −32·dsc (exact) against the 16-value sums.
+struct FmtQ6H {
+    struct Regs {
+        uint4 q[4];
+        uint2 h[4];
+        uint4 dg[2], d8[2];
+    };
+    // The three sections of a piece (low nibbles, high bits, dsc): their bytes.
+    static constexpr int S0 = 2048, S1 = 1024, S2 = 512;
+    // The min MMA's B: 32-bit words per (token, super-block) of the sums (XSUM16: 16 f16).
+    static constexpr int SUM_WORDS = 8;
+    template <bool G>
+    static __device__ __forceinline__ void load_at(const u8* p0, const u8* p1, const u8* p2,
+                                                   int lane, int g, int t4, Regs& r) {
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+            r.q[j] = ldx<G>((const uint4*)p0 + j * 32 + lane);
+            r.h[j] = ldx<G>((const uint2*)p1 + j * 32 + lane);
+        }
+#pragma unroll
+        for (int c = 0; c < 2; ++c) {
+            r.dg[c] = ldx<G>((const uint4*)p2 + g * 2 + c);
+            r.d8[c] = ldx<G>((const uint4*)p2 + (g + 8) * 2 + c);
+        }
+    }
+    // dsc pair word `wi` (sub-blocks 2wi, 2wi + 1) of a row's 16.
+    static __device__ __forceinline__ u32 dword(const uint4 (&d)[2], int wi) {
+        const uint4 v = d[wi >> 2];
+        const int e = wi & 3;
+        return e == 0 ? v.x : e == 1 ? v.y : e == 2 ? v.z : v.w;
+    }
+    static __device__ __forceinline__ void frags(const Regs& r, int j, u32 (&a)[4][4]) {
+        const u32 w4[4] = {r.q[j].x, r.q[j].y, r.q[j].z, r.q[j].w};
+        const u32 hw[2] = {r.h[j].x, r.h[j].y};
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+            // Sub-block 4j + i: word 2j + i/2 of the row's dsc pairs, half i % 2.
+            const u32 pg = dword(r.dg, 2 * j + (i >> 1)), p8 = dword(r.d8, 2 * j + (i >> 1));
+            const u32 Dg = (i & 1) ? hi2(pg) : lo2(pg), D8r = (i & 1) ? hi2(p8) : lo2(p8);
+            const u32 Cg = hmul2(Dg, H2_M1024), D8 = hmul2(D8r, H2_R16), C8 = hmul2(D8r, H2_M64);
+            const u32 w = w4[i], w8 = w >> 8, h = hw[i >> 1] >> (2 * (i & 1)), h8 = h >> 8;
+            a[i][0] = hfma2((w & 0x000F000Fu) | (h & 0x00300030u) | H2_MAGIC, Dg, Cg);
+            a[i][1] = hfma2((w & 0x00F000F0u) | (h & 0x03000300u) | H2_MAGIC, D8, C8);
+            a[i][2] = hfma2((w8 & 0x000F000Fu) | (h8 & 0x00300030u) | H2_MAGIC, Dg, Cg);
+            a[i][3] = hfma2((w8 & 0x00F000F0u) | ((h << 8) & 0x03000300u) | H2_MAGIC, D8, C8);
+        }
+    }
+    // A = −32·dsc of sub-blocks (2t4, 2t4 + 1) and (2t4 + 8, 2t4 + 9), rows g and g + 8; B = the
+    // 16-value sums of the same sub-blocks.
+    static __device__ __forceinline__ void min_a(const Regs& r, int t4, u32 (&am)[4]) {
+        const u32 m32 = 0xD000D000u;  // (−32, −32)
+        am[0] = hmul2(dword(r.dg, t4), m32);
+        am[1] = hmul2(dword(r.d8, t4), m32);
+        am[2] = hmul2(dword(r.dg, t4 + 4), m32);
+        am[3] = hmul2(dword(r.d8, t4 + 4), m32);
+    }
+    template <bool G>
+    static __device__ __forceinline__ void min_b(const u32* sw, int t4, u32& b0, u32& b1) {
+        b0 = ldx<G>(sw + t4);
+        b1 = ldx<G>(sw + t4 + 4);
+    }
+    static __device__ __forceinline__ const u16* sums(const u16* XSUM, const u16* XSUM16) {
+        return XSUM16;
+    }
+};
+

@@ -1,0 +1,150 @@
+// matvec_h16.cu — the f16 tensor-core route's activation step and its matmul of up to 8 tokens per
+// row pass (decode, packed rows; more tokens take more blocks along y). Weights in the Q4H and
+// Q6H layouts (host: muser_cuda::q4h / q6h, whose headers define the numerics; docs/cuda.md,
+// "the f16 route").
+//
+// The formats and MMA helpers: formats_h16.cuh.
+//
+// act_h16: X [n_tok][ldx] f32 (K used; ldx % 4 == 0, 16-byte aligned rows) -> XH [n_tok][K] f16
+//   in fragment order, XSUM [n_tok][K/32] and XSUM16 [n_tok][K/16] f16, XINV [n_tok] f32: the
+//   format of act_h16.cuh (its one definition, shared with the fused residual_norm_h16).
+//
+// mvh_{q4h,q6h}_s{4,8,16}: Y[t][r] = (Σ_k f16(q·dsc)·x'_k + Σ_b ndm_b·sum_b) · (XINV[t] · w_inv)
+//   over mma.sync.m16n8k16 (f16 in, f32 accumulate). Block = S warps on one 16-row group and 8
+//   tokens (blockIdx.y); warp w chains the MMAs of super-blocks w, w + S, w + 2S, … in order (per
+//   super-block: loads j = 0..3, tiles i = 0..3, then the min MMA), and warp 0 adds the S chains
+//   in warp order. Each output's operations depend on (K, S) only — not on the token count or
+//   the other columns — so 1 token and 8 give the same bits; S per matrix is the host's
+//   (`Registry::mvh_plan`). Needs n_out % 16 == 0, K % 256 == 0, 16-byte aligned W and XH.
+
+#define ACT_H16_THREADS 1024
+
+// One thread per 32-value unit, ACT_H16_THREADS units per block (blockIdx.x: one block for rows
+// of up to 32768 values), one token per blockIdx.y; each block reads its token's whole row for
+// the row's largest magnitude (max is exact, so every block finds the same power of two).
+extern "C" __global__ void __launch_bounds__(ACT_H16_THREADS)
+    act_h16(const float* X, int ldx, int K, int n_tok, u16* XH, u16* XSUM, u16* XSUM16,
+            float* XINV) {
+    __shared__ float red[32];
+    PDL_ENTRY()
+    const int t = blockIdx.y;
+    if (t >= n_tok) return;
+    const float* x = X + (size_t)t * ldx;
+    float amax = 0.f;
+    for (int i = threadIdx.x; i < K / 4; i += blockDim.x) {
+        const float4 v = ((const float4*)x)[i];
+        amax = fmaxf(fmaxf(amax, fabsf(v.x)), fmaxf(fabsf(v.y), fmaxf(fabsf(v.z), fabsf(v.w))));
+    }
+    const int sh = h16_shift(h16_block_max(amax, red));
+    if (blockIdx.x == 0 && threadIdx.x == 0) XINV[t] = ldexpf(1.f, -sh);
+    const int u = blockIdx.x * blockDim.x + threadIdx.x;
+    if (u < K / 32)
+        h16_unit(x, u, ldexpf(1.f, sh), XH + (size_t)t * K, XSUM + (size_t)t * (K / 32),
+                 XSUM16 + (size_t)t * (K / 16));
+}
+
+// The matmul: S warps per 16-row group, TG groups of 8 tokens per warp (blockIdx.y covers 8·TG
+// tokens). Every output's MMA sequence is the same for any TG — one A fragment feeds the TG
+// token groups' MMAs — so decode (TG = 1) and prefill (TG = 4) give the same bits.
+template <class F, int S, int TG>
+__device__ __forceinline__ void mvh_body(const u8* __restrict__ W, int n_out, int K,
+                                         const u16* __restrict__ XH, const u16* __restrict__ XSUM,
+                                         const u16* __restrict__ XSUM16,
+                                         const float* __restrict__ XINV, float w_inv,
+                                         float* __restrict__ Y, int ldy, int n_tok) {
+    __shared__ float part[S][32][TG][4];
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t4 = lane & 3;
+    const int G = blockIdx.x, nsb = K / 256;
+    const size_t pieces = (size_t)(n_out / 16) * nsb;
+    const int tok0 = 8 * TG * blockIdx.y;
+    float acc[TG][4];
+#pragma unroll
+    for (int n = 0; n < TG; ++n)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) acc[n][e] = 0.f;
+    const u32* sums = (const u32*)F::sums(XSUM, XSUM16);
+    auto load = [&](int sb, typename F::Regs& rr) {
+        const u8 *p0, *p1, *p2;
+        piece_at<F>(W, pieces, (size_t)G * nsb + sb, p0, p1, p2);
+        F::template load_at<true>(p0, p1, p2, lane, g, t4, rr);
+    };
+    typename F::Regs r;
+    int s = warp;
+    if (s < nsb) load(s, r);
+    for (; s < nsb; s += S) {
+        typename F::Regs rn;
+        if (s + S < nsb) load(s + S, rn);
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+            u32 a[4][4];
+            F::frags(r, j, a);
+#pragma unroll
+            for (int n = 0; n < TG; ++n) {
+                const int tok = tok0 + 8 * n + g;  // this lane's B column
+                uint4 xa = make_uint4(0, 0, 0, 0), xb = xa;
+                if (tok < n_tok) {
+                    const uint4* xp = (const uint4*)(XH + (size_t)tok * K) + 2 * t4 + (size_t)(4 * s + j) * 8;
+                    xa = __ldg(xp);
+                    xb = __ldg(xp + 1);
+                }
+                const u32 xs[8] = {xa.x, xa.y, xa.z, xa.w, xb.x, xb.y, xb.z, xb.w};
+#pragma unroll
+                for (int i = 0; i < 4; ++i) mma_h16(acc[n], a[i], xs[2 * i], xs[2 * i + 1]);
+            }
+        }
+        u32 am[4];
+        F::min_a(r, t4, am);
+#pragma unroll
+        for (int n = 0; n < TG; ++n) {
+            const int tok = tok0 + 8 * n + g;
+            u32 b0 = 0u, b1 = 0u;
+            if (tok < n_tok)
+                F::template min_b<true>(sums + ((size_t)tok * nsb + s) * F::SUM_WORDS, t4, b0, b1);
+            mma_h16(acc[n], am, b0, b1);
+        }
+        r = rn;
+    }
+#pragma unroll
+    for (int n = 0; n < TG; ++n)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) part[warp][lane][n][e] = acc[n][e];
+    __syncthreads();
+    if (warp != 0) return;
+#pragma unroll
+    for (int w = 1; w < S; ++w)
+#pragma unroll
+        for (int n = 0; n < TG; ++n)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) acc[n][e] = __fadd_rn(acc[n][e], part[w][lane][n][e]);
+    const int r0 = 16 * G + g;
+#pragma unroll
+    for (int n = 0; n < TG; ++n)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+            const int row = r0 + 8 * (e >> 1), t = tok0 + 8 * n + 2 * t4 + (e & 1);
+            if (t < n_tok)
+                Y[(size_t)t * ldy + row] = __fmul_rn(acc[n][e], __fmul_rn(XINV[t], w_inv));
+        }
+}
+
+#define MVH_KERNEL(NAME, F, S, TG)                                                               \
+    extern "C" __global__ void __launch_bounds__(32 * S)                                         \
+        NAME(const u8* W, int n_out, int K, const u16* XH, const u16* XSUM, const u16* XSUM16,   \
+             const float* XINV, float w_inv, float* Y, int ldy, int n_tok) {                     \
+        PDL_ENTRY()                                                                              \
+        mvh_body<F, S, TG>(W, n_out, K, XH, XSUM, XSUM16, XINV, w_inv, Y, ldy, n_tok);           \
+    }
+// Decode and packed rows: 8 tokens per block row.
+MVH_KERNEL(mvh_q4h_s4, FmtQ4H, 4, 1)
+MVH_KERNEL(mvh_q4h_s8, FmtQ4H, 8, 1)
+MVH_KERNEL(mvh_q4h_s16, FmtQ4H, 16, 1)
+MVH_KERNEL(mvh_q6h_s4, FmtQ6H, 4, 1)
+MVH_KERNEL(mvh_q6h_s8, FmtQ6H, 8, 1)
+MVH_KERNEL(mvh_q6h_s16, FmtQ6H, 16, 1)
+// Prefill: 32 tokens per block row (the prototype's best, docs/receipts/cuda-hmma-prototype.txt).
+MVH_KERNEL(mmh_q4h_s4, FmtQ4H, 4, 4)
+MVH_KERNEL(mmh_q4h_s8, FmtQ4H, 8, 4)
+MVH_KERNEL(mmh_q4h_s16, FmtQ4H, 16, 4)
+MVH_KERNEL(mmh_q6h_s4, FmtQ6H, 4, 4)
+MVH_KERNEL(mmh_q6h_s8, FmtQ6H, 8, 4)
+MVH_KERNEL(mmh_q6h_s16, FmtQ6H, 16, 4)

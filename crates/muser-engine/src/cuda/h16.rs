@@ -1,0 +1,89 @@
+//! What the f16 route (`MUSER_CUDA_ACTS=f16`; branch `wip/f16-route`, docs/cuda.md "the f16
+//! route") can run, checked before a session starts: its matmul kernels (`mvh_*` for 1–8 tokens
+//! and packed rows, `mmh_*` for prefill; matvec_h16.cu) read Q4_K and Q6_K weights in the Q4H /
+//! Q6H layouts, whole 256-value blocks, rows in groups of 16; the activations go through
+//! `act_h16` or the fused twins (`MUSER_CUDA_FUSE`): `residual_norm_h16`, and with
+//! `MUSER_CUDA_H16_EW=fused` also `sigmoid_gate_h16`, `swiglu_h16` / `geglu_h16`; the attention
+//! combine has none. Anything else — another weight type, a switch of the integer routes' kernels — is a
+//! configuration error naming what to change, never a silent switch to another route.
+
+use muser_gguf::GgmlType;
+
+use super::options::{Acts, CudaOptions};
+use crate::{EngineError, Model};
+
+/// The integer routes' switches: each acts on kernels the f16 route never launches.
+const INTEGER_ROUTE_SWITCHES: [&str; 18] = [
+    "MUSER_CUDA_Q6_PAD",
+    "MUSER_CUDA_PIPE",
+    "MUSER_CUDA_XSMEM",
+    "MUSER_CUDA_MMQ",
+    "MUSER_CUDA_MMQ_WN",
+    "MUSER_CUDA_MMQ_MINB",
+    "MUSER_CUDA_MMQ_CVT",
+    "MUSER_CUDA_MMQ_DB",
+    "MUSER_CUDA_MVA_ROWS",
+    "MUSER_CUDA_MVA_MINB",
+    "MUSER_CUDA_MVA_WSTAGES",
+    "MUSER_CUDA_MVA_AHEAD",
+    "MUSER_CUDA_MVB_WARPS",
+    "MUSER_CUDA_MMV_MIN",
+    "MUSER_CUDA_MMV_PAIR",
+    "MUSER_CUDA_BATCH_MM",
+    "MUSER_CUDA_BATCH_NT",
+    "MUSER_CUDA_MVR",
+];
+
+fn refuse(what: impl std::fmt::Display) -> Result<(), EngineError> {
+    Err(EngineError::Config(format!("MUSER_CUDA_ACTS=f16: {what}")))
+}
+
+/// The options and the model's matmul weights against what the f16 route has kernels for;
+/// resolves the route's fixed choice (no Q6_K-P).
+pub fn check_options(model: &Model, opts: &mut CudaOptions) -> Result<(), EngineError> {
+    match std::env::var("MUSER_CUDA_H16_EW").as_deref() {
+        Err(_) => {}
+        Ok("plain" | "fused") if opts.acts == Acts::F16 => {}
+        Ok(v @ ("plain" | "fused")) => {
+            return Err(EngineError::Config(format!(
+                "MUSER_CUDA_H16_EW={v} acts on the f16 route only (MUSER_CUDA_ACTS=f16)"
+            )))
+        }
+        Ok(v) => {
+            return Err(EngineError::Config(format!(
+                "MUSER_CUDA_H16_EW={v}: expected plain or fused"
+            )))
+        }
+    }
+    if opts.h16_ew_fused && opts.acts != Acts::F16 {
+        return Err(EngineError::Config(
+            "the f16 element-wise twins act on the f16 route only (MUSER_CUDA_ACTS=f16)".into(),
+        ));
+    }
+    if opts.acts != Acts::F16 {
+        return Ok(());
+    }
+    if let Some(name) = INTEGER_ROUTE_SWITCHES
+        .iter()
+        .find(|n| std::env::var_os(n).is_some())
+    {
+        return refuse(format!(
+            "{name} acts on the integer routes' kernels only (unset it, or MUSER_CUDA_ACTS=a8)"
+        ));
+    }
+    opts.q6_pad = false; // Q6_K goes up in Q6H
+    let w = &model.weights;
+    for m in std::iter::once(&w.output).chain(w.layers.iter().flat_map(|l| l.matrices())) {
+        let ok = matches!(m.ty, GgmlType::Q4_K | GgmlType::Q6_K)
+            && m.n_in.is_multiple_of(256)
+            && m.n_out.is_multiple_of(16);
+        if !ok {
+            return refuse(format!(
+                "tensor '{}' is {:?}, {} × {}; the f16 kernels take Q4_K and Q6_K weights with \
+                 rows of whole 256-value blocks, in groups of 16 (MUSER_CUDA_ACTS=a8 runs it)",
+                m.name, m.ty, m.n_out, m.n_in
+            ));
+        }
+    }
+    Ok(())
+}
