@@ -2,7 +2,7 @@
 # The A8 route's coverage on the H200 (built by scripts/device/build-device.sh; the full-size
 # forge from scripts/device/cuda-setup.sh): the CUDA tests (every binary of .device/tests:
 # kernels_a8 checks the plain Q5_K / Q8_0 / Q5_0 kernels and the packed A8 rows bit for bit,
-# cuda_route the A8 batched decode and the plain formats end to end); `mvb_bench` packed rows
+# cuda_batched the A8 batched decode, cuda_route the plain formats end to end); `mvb_bench` packed rows
 # A16 (packed and tensor-core) vs A8 at 1 / 2 / 4 / 8 rows; then end to end, alternating A16 and
 # A8: batched decode at 1 / 2 / 4 / 8 rows and pp512 / tg128; the double-buffered prefill staging
 # (MUSER_CUDA_MMQ_DB=1): mmq_bench, the mmq bit-identity tests and pp512.

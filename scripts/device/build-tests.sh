@@ -9,7 +9,7 @@ cargo test --release -p muser-cuda -p muser-engine --no-run --message-format=jso
 import json, sys, shutil, subprocess
 for line in sys.stdin:
     m = json.loads(line)
-    if m.get("reason") == "compiler-artifact" and m.get("executable") and m["target"]["name"] in ("kernels", "kernels_a8", "kernels_h16", "cuda_route", "cuda_kernels", "cuda_attention", "muser_cuda"):
+    if m.get("reason") == "compiler-artifact" and m.get("executable") and m["target"]["name"] in ("kernels", "kernels_a8", "kernels_h16", "cuda_route", "cuda_batched", "cuda_kernels", "cuda_attention", "muser_cuda"):
         dst = ".device/tests/" + m["target"]["name"]
         subprocess.run(["strip", "-o", dst, m["executable"]], check=True)
         print(dst)

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The f16 route on the H200 (branch wip/f16-route; docs/cuda.md, "the f16 route"), one call of
+# The f16 route on the H200 (docs/cuda.md, "The f16 route"), one call of
 # about 6 minutes, alone on the GPU, after scripts/device/build-device.sh here and
 # scripts/device/cuda-setup.sh there (the full-size forge): the kernel tests, a clean
 # mvh_bench beside the A8 kernels' benchmarks on the same shapes, the engine route's device
@@ -18,10 +18,10 @@ if [ -z "${SKIP_KBENCH:-}" ]; then
   timeout 120 .device/mvb_bench --a8 > "$out/mvb-a8.txt" 2>&1; echo "mvb_bench rc=$?"
   timeout 120 .device/mmq_bench --a8 > "$out/mmq-a8.txt" 2>&1; echo "mmq_bench rc=$?"
 fi
-for f in f16 batched_decode_equals; do
-  MUSER_CUDA_DEADLINE_S=120 timeout 300 $T/cuda_route --test-threads 1 --nocapture "$f" \
-    > "$out/cuda_route-$f.txt" 2>&1
-  echo "cuda_route $f rc=$?"; grep -E "^test |test result|panicked|f16 route vs" "$out/cuda_route-$f.txt"
+for t in "cuda_route f16" "cuda_batched batched_decode_equals"; do
+  set -- $t
+  MUSER_CUDA_DEADLINE_S=120 timeout 300 $T/$1 --test-threads 1 --nocapture "$2" > "$out/$1-$2.txt" 2>&1
+  echo "$1 $2 rc=$?"; grep -E "^test |test result|panicked|f16 route vs|bit-identical" "$out/$1-$2.txt"
 done
 if [ -f "$HOME/forge.done" ]; then
   for acts in f16 default; do

@@ -223,9 +223,11 @@ const MMT_TOK: u32 = 64;
 const MMT_THREADS: u32 = 256;
 const MMT_STAGES: usize = 3;
 
-/// Threads per block of `act_h16` (matvec_h16.cu) and of the fused `*_h16` element-wise
-/// kernels (elementwise.cu): one thread per 32-value unit.
-pub const ACT_H16_THREADS: u32 = 1024;
+/// Threads per block of `act_h16` (matvec_h16.cu): one thread per 32-value unit.
+pub const ACT_H16_THREADS: u32 = 128;
+/// Threads per block of the fused `*_h16` element-wise kernels (elementwise.cu): one block per
+/// token, one thread per 32-value unit.
+const EWH_THREADS: u32 = 1024;
 
 /// The weight layouts of the f16 route's matmuls (`muser_cuda::q4h`, `muser_cuda::q6h`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -323,7 +325,7 @@ impl Registry {
     pub fn ewh_dims(n_tok: usize) -> crate::launch::Dims {
         crate::launch::Dims {
             grid: (1, n_tok as u32, 1),
-            block: ACT_H16_THREADS,
+            block: EWH_THREADS,
             smem: 0,
         }
     }

@@ -17,11 +17,12 @@
 //   the other columns — so 1 token and 8 give the same bits; S per matrix is the host's
 //   (`Registry::mvh_plan`). Needs n_out % 16 == 0, K % 256 == 0, 16-byte aligned W and XH.
 
-#define ACT_H16_THREADS 1024
+#define ACT_H16_THREADS 128
 
-// One thread per 32-value unit, ACT_H16_THREADS units per block (blockIdx.x: one block for rows
-// of up to 32768 values), one token per blockIdx.y; each block reads its token's whole row for
-// the row's largest magnitude (max is exact, so every block finds the same power of two).
+// One thread per 32-value unit, ACT_H16_THREADS units per block (blockIdx.x), one token per
+// blockIdx.y; each block reads its token's whole row for the row's largest magnitude (max is
+// exact, so every block finds the same power of two). 128 threads: the configuration of the
+// measured route (784bef7; docs/receipts/cuda-f16-route-02195bc.txt).
 extern "C" __global__ void __launch_bounds__(ACT_H16_THREADS)
     act_h16(const float* X, int ldx, int K, int n_tok, u16* XH, u16* XSUM, u16* XSUM16,
             float* XINV) {

@@ -133,7 +133,7 @@ pub enum Acts {
     F32,
     /// f16 activations (a power of two per token) against weights dequantized to f16 in
     /// registers, on the f16 tensor cores (`MUSER_CUDA_ACTS=f16`: Q4_K / Q6_K weights in the
-    /// Q4H / Q6H layouts, `muser_cuda::q4h` / `q6h`; `cuda::h16`). Branch `wip/f16-route`.
+    /// Q4H / Q6H layouts, `muser_cuda::q4h` / `q6h`; `cuda::h16`). Opt-in (docs/cuda.md, "The f16 route").
     F16,
     /// An unknown `MUSER_CUDA_ACTS` value (a session refuses it).
     Invalid,
