@@ -106,24 +106,27 @@ pub(crate) fn exp_for(max: f32) -> i32 {
     }
 }
 
-/// Repack `n_out` GGUF Q4_K rows of `k` values (`src` = the tensor's bytes) into Q4H.
+/// Repack `n_out` GGUF Q4_K rows of `k` values (`src` = the tensor's bytes) into Q4H; the row
+/// groups in parallel (each writes its own part of every section).
 pub fn repack(src: &[u8], n_out: usize, k: usize) -> Result<Q4h, CudaError> {
     let exp = exponent(src, n_out, k)?;
     let nsb = k / QK;
-    let block = |r: usize, s: usize| -> BlockQ4K {
-        let at = (r * nsb + s) * Q4K_BYTES;
-        bytemuck::pod_read_unaligned(&src[at..at + Q4K_BYTES])
-    };
     let scale = 2f32.powi(exp);
     let mut out = vec![0u8; bytes(n_out, k)];
     let (dsc_at, ndm_at) = part_offsets(n_out, k);
-    for g in 0..n_out / 16 {
+    // Group g's pieces: quants, dsc, ndm (offsets within the group's part of each section).
+    let fill = |g: usize, [q, dsc_out, ndm_out]: [&mut [u8]; 3]| -> Result<(), CudaError> {
         for s in 0..nsb {
-            let rows: Vec<BlockQ4K> = (0..16).map(|r| block(16 * g + r, s)).collect();
+            let rows: Vec<BlockQ4K> = (0..16)
+                .map(|r| {
+                    let at = ((16 * g + r) * nsb + s) * Q4K_BYTES;
+                    bytemuck::pod_read_unaligned(&src[at..at + Q4K_BYTES])
+                })
+                .collect();
             let quants: Vec<[u8; QK]> = rows.iter().map(BlockQ4K::quants).collect();
             for j in 0..4 {
                 for lane in 0..32 {
-                    let at = quant_at(nsb, g, s, j, lane);
+                    let at = quant_at(nsb, 0, s, j, lane);
                     for i in 0..4 {
                         let mut word = 0u32;
                         for p in 0..4 {
@@ -131,7 +134,7 @@ pub fn repack(src: &[u8], n_out: usize, k: usize) -> Result<Q4h, CudaError> {
                             word |= u32::from(quants[r][v]) << (4 * p);
                             word |= u32::from(quants[r][v + 1]) << (16 + 4 * p);
                         }
-                        out[at + 4 * i..at + 4 * i + 4].copy_from_slice(&word.to_le_bytes());
+                        q[at + 4 * i..at + 4 * i + 4].copy_from_slice(&word.to_le_bytes());
                     }
                 }
             }
@@ -149,14 +152,37 @@ pub fn repack(src: &[u8], n_out: usize, k: usize) -> Result<Q4h, CudaError> {
                             dmin * f32::from(m[sb])
                         )));
                     }
-                    let o = ((g * nsb + s) * 16 + r) * 16 + 2 * sb;
-                    out[dsc_at + o..dsc_at + o + 2].copy_from_slice(&dsc.to_le_bytes());
-                    out[ndm_at + o..ndm_at + o + 2].copy_from_slice(&ndm.to_le_bytes());
+                    let o = (s * 16 + r) * 16 + 2 * sb;
+                    dsc_out[o..o + 2].copy_from_slice(&dsc.to_le_bytes());
+                    ndm_out[o..o + 2].copy_from_slice(&ndm.to_le_bytes());
                 }
             }
         }
-    }
+        Ok(())
+    };
+    per_group(&mut out, [dsc_at, ndm_at], n_out / 16, fill)?;
     Ok(Q4h { bytes: out, exp })
+}
+
+/// Run `fill(g, parts)` for every row group g in parallel, `parts` its part of each of the three
+/// sections of `out` (sections starting at 0 and at `starts`, each an array over the groups).
+/// The first error wins (which one, when several groups fail, is not fixed).
+pub(crate) fn per_group(
+    out: &mut [u8],
+    starts: [usize; 2],
+    n_groups: usize,
+    fill: impl Fn(usize, [&mut [u8]; 3]) -> Result<(), CudaError> + Sync,
+) -> Result<(), CudaError> {
+    use rayon::prelude::*;
+    let (a, rest) = out.split_at_mut(starts[0]);
+    let (b, c) = rest.split_at_mut(starts[1] - starts[0]);
+    let chunk = |x: &mut [u8]| x.len() / n_groups;
+    let (ca, cb, cc) = (chunk(a), chunk(b), chunk(c));
+    a.par_chunks_mut(ca)
+        .zip(b.par_chunks_mut(cb))
+        .zip(c.par_chunks_mut(cc))
+        .enumerate()
+        .try_for_each(|(g, ((pa, pb), pc))| fill(g, [pa, pb, pc]))
 }
 
 /// A Q4H matrix read back: quants `[n_out][k]`, `dsc` and `ndm` `[n_out][k/32]` (scaled by 2^E).

@@ -22,7 +22,7 @@ use half::f16;
 use muser_quant::BlockQ6K;
 
 use crate::error::CudaError;
-use crate::q4h::{frag, quant_at};
+use crate::q4h::{frag, per_group, quant_at};
 
 const QK: usize = 256;
 const Q6K_BYTES: usize = 210;
@@ -91,20 +91,22 @@ pub fn exponent(src: &[u8], n_out: usize, k: usize) -> Result<i32, CudaError> {
 pub fn repack(src: &[u8], n_out: usize, k: usize) -> Result<Q6h, CudaError> {
     let exp = exponent(src, n_out, k)?;
     let nsb = k / QK;
-    let block = |r: usize, s: usize| -> BlockQ6K {
-        let at = (r * nsb + s) * Q6K_BYTES;
-        bytemuck::pod_read_unaligned(&src[at..at + Q6K_BYTES])
-    };
     let scale = 2f32.powi(exp);
     let mut out = vec![0u8; bytes(n_out, k)];
     let (hi_base, dsc_base) = part_offsets(n_out, k);
-    for g in 0..n_out / 16 {
+    // Group g's pieces: low nibbles, high bits, dsc (offsets within the group's part of each).
+    let fill = |g: usize, [lo, hi_out, dsc_out]: [&mut [u8]; 3]| -> Result<(), CudaError> {
         for s in 0..nsb {
-            let rows: Vec<BlockQ6K> = (0..16).map(|r| block(16 * g + r, s)).collect();
+            let rows: Vec<BlockQ6K> = (0..16)
+                .map(|r| {
+                    let at = ((16 * g + r) * nsb + s) * Q6K_BYTES;
+                    bytemuck::pod_read_unaligned(&src[at..at + Q6K_BYTES])
+                })
+                .collect();
             let quants: Vec<[u8; QK]> = rows.iter().map(BlockQ6K::quants).collect();
             for j in 0..4 {
                 for lane in 0..32 {
-                    let at = quant_at(nsb, g, s, j, lane);
+                    let at = quant_at(nsb, 0, s, j, lane);
                     let mut hw = [0u32; 2];
                     for i in 0..4 {
                         let mut word = 0u32;
@@ -117,11 +119,11 @@ pub fn repack(src: &[u8], n_out: usize, k: usize) -> Result<Q6h, CudaError> {
                             hw[i / 2] |= u32::from(a >> 4) << at_hi;
                             hw[i / 2] |= u32::from(b >> 4) << (16 + at_hi);
                         }
-                        out[at + 4 * i..at + 4 * i + 4].copy_from_slice(&word.to_le_bytes());
+                        lo[at + 4 * i..at + 4 * i + 4].copy_from_slice(&word.to_le_bytes());
                     }
-                    let h = hi_base + hi_at(nsb, g, s, j, lane);
-                    out[h..h + 4].copy_from_slice(&hw[0].to_le_bytes());
-                    out[h + 4..h + 8].copy_from_slice(&hw[1].to_le_bytes());
+                    let h = hi_at(nsb, 0, s, j, lane);
+                    hi_out[h..h + 4].copy_from_slice(&hw[0].to_le_bytes());
+                    hi_out[h + 4..h + 8].copy_from_slice(&hw[1].to_le_bytes());
                 }
             }
             for (r, b) in rows.iter().enumerate() {
@@ -129,12 +131,14 @@ pub fn repack(src: &[u8], n_out: usize, k: usize) -> Result<Q6h, CudaError> {
                 for sb in 0..16 {
                     // d·sc is exact in f32 (11 × 8 bits); the power of two too.
                     let dsc = f16::from_f32(d * f32::from(b.scales[sb]) * scale);
-                    let o = dsc_base + (((g * nsb + s) * 16 + r) * 16 + sb) * 2;
-                    out[o..o + 2].copy_from_slice(&dsc.to_le_bytes());
+                    let o = ((s * 16 + r) * 16 + sb) * 2;
+                    dsc_out[o..o + 2].copy_from_slice(&dsc.to_le_bytes());
                 }
             }
         }
-    }
+        Ok(())
+    };
+    per_group(&mut out, [hi_base, dsc_base], n_out / 16, fill)?;
     Ok(Q6h { bytes: out, exp })
 }
 

@@ -476,7 +476,12 @@ impl<'m> CudaSession<'m> {
                 Kernel::SigmoidGateQ => Kernel::SigmoidGateH16,
                 Kernel::SwigluQ => Kernel::SwigluH16,
                 Kernel::GegluQ => Kernel::GegluH16,
-                other => other,
+                other => {
+                    return Err(CudaError::Invalid(format!(
+                        "{other:?} has no f16 twin (the f16 route fuses the gate and the FFN \
+                         activation only)"
+                    )))
+                }
             };
             let h = &b.h16;
             return launch(
