@@ -217,7 +217,8 @@ pub const MMV_PAIR_MAX_TOKENS: usize = 4;
 const MMV_THREADS: u32 = 256;
 const MMV_STATIC_SMEM: usize = 16 * 1024;
 
-/// The prefill tiles of `mmt_*` (mmt_h16.cu): row groups and tokens per block, threads, stages.
+/// The prefill tiles of `mmt_*` (mmt_h16.cu): row groups and tokens per block and threads (the
+/// .cu's MMT_GROUPS, MMT_TOK, MMT_THREADS), and the stages (compiled in as -DMMT_STAGES).
 const MMT_GROUPS: u32 = 8;
 const MMT_TOK: u32 = 64;
 const MMT_THREADS: u32 = 256;
@@ -566,6 +567,10 @@ impl Registry {
                 if m == Module::MatvecA8 {
                     extra.push(format!("-DMVR_ROWS={mvr_rows}"));
                     extra.push(format!("-DMVR_AHEAD={mvr_ahead}"));
+                }
+                if m == Module::MmtH16 {
+                    // The stage count `mmt_smem` sizes the launch for (one source of truth).
+                    extra.push(format!("-DMMT_STAGES={MMT_STAGES}"));
                 }
                 let c = compile_module(m, math, arch, &src, &extra)?;
                 let (ptx, options, sha256, ptx_bytes) = (c.ptx, c.options, c.sha256, c.ptx_bytes);
