@@ -425,14 +425,9 @@ impl<'m> CudaSession<'m> {
             .ptr(b.h.ptr())
             .int(c.n_embd);
         let (k, args) = if quantize && acts == Acts::F16 {
-            let h = &b.h16;
             (
                 Kernel::ResidualNormH16,
-                args.ptr(h.xh.ptr())
-                    .ptr(h.xsum.ptr())
-                    .ptr(h.xsum16.ptr())
-                    .ptr(h.xinv.ptr())
-                    .ptr(b.step.ptr()),
+                b.h16.append(args).ptr(b.step.ptr()),
             )
         } else if quantize {
             (
@@ -483,15 +478,11 @@ impl<'m> CudaSession<'m> {
                     )))
                 }
             };
-            let h = &b.h16;
             return launch(
                 self.reg.get(k, self.opts.act_math),
                 Registry::ewh_dims(n),
                 s,
-                args.ptr(h.xh.ptr())
-                    .ptr(h.xsum.ptr())
-                    .ptr(h.xsum16.ptr())
-                    .ptr(h.xinv.ptr()),
+                b.h16.append(args),
             );
         }
         launch(

@@ -242,15 +242,8 @@ impl<'m> CudaSession<'m> {
         } else {
             Registry::mmh_plan(fmt, m.n_out, n)
         };
-        let h = &self.b.h16;
-        let args = KArgs::new()
-            .ptr(m.ptr)
-            .int(m.n_out)
-            .int(m.n_in)
-            .ptr(h.xh.ptr())
-            .ptr(h.xsum.ptr())
-            .ptr(h.xsum16.ptr())
-            .ptr(h.xinv.ptr())
+        let args = (self.b.h16)
+            .append(KArgs::new().ptr(m.ptr).int(m.n_out).int(m.n_in))
             .f32(2f32.powi(-exp))
             .ptr(y)
             .int(ldy)
@@ -333,20 +326,11 @@ impl<'m> CudaSession<'m> {
             Acts::A16 => Kernel::QuantA16,
             Acts::A8 => Kernel::QuantA8,
             Acts::F16 => {
-                let h = &self.b.h16;
                 return launch(
                     self.f(Kernel::ActH16),
                     Registry::act_h16_dims(n, k),
                     s,
-                    KArgs::new()
-                        .ptr(x)
-                        .int(ldx)
-                        .int(k)
-                        .int(n)
-                        .ptr(h.xh.ptr())
-                        .ptr(h.xsum.ptr())
-                        .ptr(h.xsum16.ptr())
-                        .ptr(h.xinv.ptr()),
+                    (self.b.h16).append(KArgs::new().ptr(x).int(ldx).int(k).int(n)),
                 );
             }
             _ => return Ok(()),

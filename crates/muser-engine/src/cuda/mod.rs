@@ -38,7 +38,7 @@ use muser_cuda::graph::Fork;
 use muser_cuda::launch::AttnShape;
 use muser_cuda::profile::PhaseProfiler;
 use muser_cuda::sched::AcceleratorScheduler;
-use muser_cuda::{DeviceBuffer, Gpu, Graph, GraphMode, Module, Registry, MAX_BATCH};
+use muser_cuda::{DeviceBuffer, Gpu, Graph, GraphMode, KArgs, Module, Registry, MAX_BATCH};
 
 use crate::model::Model;
 use crate::EngineError;
@@ -90,6 +90,16 @@ struct H16Bufs {
     xsum: DeviceBuffer,   // [C][k_max/32] f16: 32-value sums
     xsum16: DeviceBuffer, // [C][k_max/16] f16: 16-value sums
     xinv: DeviceBuffer,   // [C] f32: each row's inverse power of two
+}
+
+impl H16Bufs {
+    /// `args` with the four buffers appended in the kernels' order (XH, XSUM, XSUM16, XINV).
+    fn append(&self, args: KArgs) -> KArgs {
+        args.ptr(self.xh.ptr())
+            .ptr(self.xsum.ptr())
+            .ptr(self.xsum16.ptr())
+            .ptr(self.xinv.ptr())
+    }
 }
 
 /// f32 words of `H16Bufs` per row (the VRAM plan).
