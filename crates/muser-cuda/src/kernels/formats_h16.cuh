@@ -16,6 +16,14 @@ __device__ __forceinline__ u32 hmul2(u32 a, u32 b) {
     asm("mul.rn.f16x2 %0, %1, %2;" : "=r"(d) : "r"(a), "r"(b));
     return d;
 }
+// (a & MASK) | c in one LOP3: written out, the compiler spends two (one immediate per LOP3) when c
+// is the constant H2_MAGIC.
+template <u32 MASK>
+__device__ __forceinline__ u32 and_or(u32 a, u32 c) {
+    u32 d;
+    asm("lop3.b32 %0, %1, %2, %3, 0xEA;" : "=r"(d) : "r"(a), "n"(MASK), "r"(c));
+    return d;
+}
 // The pair's low / high half in both halves.
 __device__ __forceinline__ u32 lo2(u32 v) { return __byte_perm(v, v, 0x1010); }
 __device__ __forceinline__ u32 hi2(u32 v) { return __byte_perm(v, v, 0x3232); }
@@ -90,10 +98,10 @@ struct FmtQ4H {
             const u32 dg2 = hi ? hi2(Dg) : lo2(Dg), cg2 = hi ? hi2(Cg) : lo2(Cg);
             const u32 d82 = hi ? hi2(D8) : lo2(D8), c82 = hi ? hi2(C8) : lo2(C8);
             const u32 w = w4[i], w8 = w >> 8;
-            a[i][0] = hfma2((w & 0x000F000Fu) | H2_MAGIC, dg2, cg2);
-            a[i][1] = hfma2((w & 0x00F000F0u) | H2_MAGIC, d82, c82);
-            a[i][2] = hfma2((w8 & 0x000F000Fu) | H2_MAGIC, dg2, cg2);
-            a[i][3] = hfma2((w8 & 0x00F000F0u) | H2_MAGIC, d82, c82);
+            a[i][0] = hfma2(and_or<0x000F000Fu>(w, H2_MAGIC), dg2, cg2);
+            a[i][1] = hfma2(and_or<0x00F000F0u>(w, H2_MAGIC), d82, c82);
+            a[i][2] = hfma2(and_or<0x000F000Fu>(w8, H2_MAGIC), dg2, cg2);
+            a[i][3] = hfma2(and_or<0x00F000F0u>(w8, H2_MAGIC), d82, c82);
         }
     }
     // A = ndm of sub-blocks 2t4, 2t4 + 1 (rows g, g + 8), zeros at k 8..15; B = 32-value sums.
@@ -159,10 +167,10 @@ struct FmtQ6H {
             const u32 Dg = (i & 1) ? hi2(pg) : lo2(pg), D8r = (i & 1) ? hi2(p8) : lo2(p8);
             const u32 Cg = hmul2(Dg, H2_M1024), D8 = hmul2(D8r, H2_R16), C8 = hmul2(D8r, H2_M64);
             const u32 w = w4[i], w8 = w >> 8, h = hw[i >> 1] >> (2 * (i & 1)), h8 = h >> 8;
-            a[i][0] = hfma2((w & 0x000F000Fu) | (h & 0x00300030u) | H2_MAGIC, Dg, Cg);
-            a[i][1] = hfma2((w & 0x00F000F0u) | (h & 0x03000300u) | H2_MAGIC, D8, C8);
-            a[i][2] = hfma2((w8 & 0x000F000Fu) | (h8 & 0x00300030u) | H2_MAGIC, Dg, Cg);
-            a[i][3] = hfma2((w8 & 0x00F000F0u) | ((h << 8) & 0x03000300u) | H2_MAGIC, D8, C8);
+            a[i][0] = hfma2(and_or<0x00300030u>(h, and_or<0x000F000Fu>(w, H2_MAGIC)), Dg, Cg);
+            a[i][1] = hfma2(and_or<0x03000300u>(h, and_or<0x00F000F0u>(w, H2_MAGIC)), D8, C8);
+            a[i][2] = hfma2(and_or<0x00300030u>(h8, and_or<0x000F000Fu>(w8, H2_MAGIC)), Dg, Cg);
+            a[i][3] = hfma2(and_or<0x03000300u>(h << 8, and_or<0x00F000F0u>(w8, H2_MAGIC)), D8, C8);
         }
     }
     // A = −32·dsc of sub-blocks (2t4, 2t4 + 1) and (2t4 + 8, 2t4 + 9), rows g and g + 8; B = the

@@ -9,11 +9,12 @@
 //   chains on S warps at once; a tile walks them one after another (super-block order w, w + S,
 //   …, then w + 1, …), folding each finished chain into a running total.
 //
-//   Block = 8 warps on 8 row groups (128 rows, blockIdx.x) × 64 tokens (blockIdx.y); warp
-//   (wm = warp & 3, wn = warp >> 2) owns groups 2wm, 2wm + 1 and tokens 32wn .. 32wn + 31. A
-//   super-block's pieces of the 8 groups, its 64 tokens' f16 activations (rows of 512 bytes
-//   padded to MMT_XROW: conflict-free fragment reads) and their sums are copied by cp.async
-//   into one of MMT_STAGES shared-memory stages, MMT_STAGES − 1 super-blocks ahead. Rows past
+//   Block = 8 warps on 8 row groups (128 rows, blockIdx.x) × 64 tokens (blockIdx.y); warp w
+//   owns group w and all 64 tokens (each weight fragment built once per block and used for 8
+//   token tiles). A super-block's pieces of the 8 groups, its 64 tokens' f16 activations (rows
+//   of 512 bytes padded to MMT_XROW: conflict-free fragment reads) and their sums are copied by
+//   cp.async into one of MMT_STAGES shared-memory stages, MMT_STAGES − 1 super-blocks ahead,
+//   from per-thread source pointers set once (a step adds the super-block's offset). Rows past
 //   n_out (a last partial tile) and tokens past n_tok read the last valid ones and are not
 //   stored. Needs n_out % 16 == 0, K % 256 == 0, 16-byte aligned W, XH and sums; dynamic shared
 //   memory = `Registry::mmt_smem` bytes.
@@ -26,22 +27,13 @@
 #define MMT_STAGES 3
 #endif
 
-__device__ __forceinline__ void mmt_cp16(void* dst, const void* src) {
-    const unsigned d = (unsigned)__cvta_generic_to_shared(dst);
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(d), "l"(src));
+__device__ __forceinline__ void mmt_cp16(u32 dst, const void* src) {
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(dst), "l"(src));
 }
 
 // Super-blocks of chain w of a K of nsb super-blocks.
 __device__ __forceinline__ int mmt_chain_len(int w, int nsb, int S) {
     return w < nsb ? (nsb - w + S - 1) / S : 0;
-}
-// The super-block of step i (chains one after another).
-__device__ __forceinline__ int mmt_step_sb(int i, int nsb, int S) {
-    for (int w = 0;; ++w) {
-        const int c = mmt_chain_len(w, nsb, S);
-        if (i < c) return w + S * i;
-        i -= c;
-    }
 }
 
 template <class F>
@@ -51,38 +43,82 @@ struct MmtStage {
     static constexpr int X_OFF = MMT_GROUPS * PIECE;
     static constexpr int S_OFF = X_OFF + MMT_TOK * MMT_XROW;
     static constexpr int BYTES = S_OFF + MMT_TOK * SUMB;
+    // 16-byte chunks per thread and super-block: quants (section 0), the other two sections,
+    // activations, sums (the last on the first SUM_T threads only).
+    static constexpr int Q_CH = MMT_GROUPS * F::S0 / 16 / MMT_THREADS;
+    static constexpr int R_PER = (F::S1 + F::S2) / 16;  // chunks per group of sections 1 and 2
+    static constexpr int R_CH = MMT_GROUPS * R_PER / MMT_THREADS;
+    static constexpr int X_CH = MMT_TOK * 32 / MMT_THREADS;
+    static constexpr int SUM_T = MMT_TOK * SUMB / 16;
+    static_assert(MMT_GROUPS * F::S0 / 16 % MMT_THREADS == 0, "quant chunks per thread");
+    static_assert(MMT_GROUPS * R_PER % MMT_THREADS == 0, "scale chunks per thread");
+    static_assert(SUM_T <= MMT_THREADS, "one sum chunk per thread");
 };
 
-// Copy super-block s of the tile into stage `st` (all threads; not yet waited for).
+// One thread's share of copying a super-block into a stage: where each of its 16-byte chunks
+// comes from at super-block 0 (`src + s · step` at super-block s) and goes to in a stage. Set
+// once per block; rows past the matrix and tokens past n_tok read the last valid ones.
 template <class F>
-__device__ __forceinline__ void mmt_issue(u8* st, const u8* W, size_t pieces, int nsb, int s,
-                                          int g0, int n_groups, const u16* XH, const u8* sums,
-                                          int K, int tok0, int n_tok) {
+struct MmtCopy {
     using T = MmtStage<F>;
-    constexpr int PC = T::PIECE / 16;
-    for (int c = threadIdx.x; c < MMT_GROUPS * PC; c += MMT_THREADS) {
-        const int gl = c / PC, off = (c % PC) * 16;
-        const size_t piece = (size_t)min(g0 + gl, n_groups - 1) * nsb + s;
-        const u8* src = off < F::S0 ? W + piece * F::S0 + off
-                        : off < F::S0 + F::S1
-                            ? W + pieces * F::S0 + piece * F::S1 + (off - F::S0)
-                            : W + pieces * (F::S0 + F::S1) + piece * F::S2 + (off - F::S0 - F::S1);
-        mmt_cp16(st + gl * T::PIECE + off, src);
+    const u8* q[T::Q_CH];
+    const u8* r[T::R_CH];
+    u32 rstep[T::R_CH];
+    u32 rdst[T::R_CH];
+    const u8* x[T::X_CH];
+    const u8* sm;
+
+    __device__ __forceinline__ MmtCopy(const u8* W, size_t pieces, int nsb, int g0, int n_groups,
+                                       const u16* XH, const u8* sums, int K, int tok0, int n_tok) {
+        const int tid = threadIdx.x;
+        // The group's first piece (super-block 0).
+        auto piece0 = [&](int gl) { return (size_t)min(g0 + gl, n_groups - 1) * nsb; };
+#pragma unroll
+        for (int k = 0; k < T::Q_CH; ++k) {
+            const int c = tid + MMT_THREADS * k, gl = c / (F::S0 / 16), off = (c % (F::S0 / 16)) * 16;
+            q[k] = W + piece0(gl) * F::S0 + off;
+        }
+#pragma unroll
+        for (int k = 0; k < T::R_CH; ++k) {
+            const int c = tid + MMT_THREADS * k, gl = c / T::R_PER, o = (c % T::R_PER) * 16;
+            if (o < F::S1) {
+                r[k] = W + pieces * F::S0 + piece0(gl) * F::S1 + o;
+                rstep[k] = F::S1;
+            } else {
+                r[k] = W + pieces * (F::S0 + F::S1) + piece0(gl) * F::S2 + (o - F::S1);
+                rstep[k] = F::S2;
+            }
+            rdst[k] = gl * T::PIECE + F::S0 + o;
+        }
+        const int lane = tid & 31;
+#pragma unroll
+        for (int k = 0; k < T::X_CH; ++k) {
+            const int tok = min(tok0 + (tid >> 5) + (MMT_THREADS / 32) * k, n_tok - 1);
+            x[k] = (const u8*)(XH + (size_t)tok * K) + lane * 16;
+        }
+        constexpr int SC = T::SUMB / 16;
+        const int tok = min(tok0 + tid / SC, n_tok - 1);
+        sm = sums + (size_t)tok * nsb * T::SUMB + (tid % SC) * 16;
     }
-    for (int c = threadIdx.x; c < MMT_TOK * 32; c += MMT_THREADS) {
-        const int tl = c >> 5, ch = c & 31;
-        const int tok = min(tok0 + tl, n_tok - 1);
-        mmt_cp16(st + T::X_OFF + tl * MMT_XROW + ch * 16,
-                 (const u8*)(XH + (size_t)tok * K + 256 * s) + ch * 16);
+
+    // Copy super-block s into the stage at shared address `st` (not yet waited for).
+    __device__ __forceinline__ void issue(u32 st, int s) const {
+        const int tid = threadIdx.x, lane = tid & 31;
+#pragma unroll
+        for (int k = 0; k < T::Q_CH; ++k) {
+            const int c = tid + MMT_THREADS * k;
+            mmt_cp16(st + (c / (F::S0 / 16)) * T::PIECE + (c % (F::S0 / 16)) * 16,
+                     q[k] + (size_t)s * F::S0);
+        }
+#pragma unroll
+        for (int k = 0; k < T::R_CH; ++k) mmt_cp16(st + rdst[k], r[k] + (size_t)s * rstep[k]);
+#pragma unroll
+        for (int k = 0; k < T::X_CH; ++k)
+            mmt_cp16(st + T::X_OFF + ((tid >> 5) + (MMT_THREADS / 32) * k) * MMT_XROW + lane * 16,
+                     x[k] + 512 * s);
+        if (tid < T::SUM_T) mmt_cp16(st + T::S_OFF + tid * 16, sm + (size_t)s * T::SUMB);
     }
-    constexpr int SC = T::SUMB / 16;
-    for (int c = threadIdx.x; c < MMT_TOK * SC; c += MMT_THREADS) {
-        const int tl = c / SC, ch = c % SC;
-        const int tok = min(tok0 + tl, n_tok - 1);
-        mmt_cp16(st + T::S_OFF + tl * T::SUMB + ch * 16,
-                 sums + ((size_t)tok * nsb + s) * T::SUMB + ch * 16);
-    }
-}
+};
 
 template <class F, int S>
 __device__ __forceinline__ void mmt_body(const u8* __restrict__ W, int n_out, int K,
@@ -93,107 +129,95 @@ __device__ __forceinline__ void mmt_body(const u8* __restrict__ W, int n_out, in
     using T = MmtStage<F>;
     extern __shared__ __align__(16) u8 mmt_smem[];
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t4 = lane & 3;
-    const int wm = warp & 3, wn = warp >> 2;
     const int nsb = K / 256, n_groups = n_out / 16;
     const size_t pieces = (size_t)n_groups * nsb;
     const int g0 = MMT_GROUPS * blockIdx.x, tok0 = MMT_TOK * blockIdx.y;
-    const u8* sums = (const u8*)F::sums(XSUM, XSUM16);
-    float acc[2][4][4], total[2][4][4];
+    const MmtCopy<F> copy(W, pieces, nsb, g0, n_groups, XH, (const u8*)F::sums(XSUM, XSUM16), K,
+                          tok0, n_tok);
+    const u32 smem0 = (u32)__cvta_generic_to_shared(mmt_smem);
+    float acc[MMT_TOK / 8][4], total[MMT_TOK / 8][4];
 #pragma unroll
-    for (int m = 0; m < 2; ++m)
+    for (int n = 0; n < MMT_TOK / 8; ++n)
 #pragma unroll
-        for (int n = 0; n < 4; ++n)
-#pragma unroll
-            for (int e = 0; e < 4; ++e) acc[m][n][e] = total[m][n][e] = 0.f;
+        for (int e = 0; e < 4; ++e) acc[n][e] = total[n][e] = 0.f;
+    // The copy runs MMT_STAGES − 1 steps ahead of the MMAs; a step's super-block follows the
+    // chains (w, w + S, …, then w + 1, …).
+    int cw = 0, cs = 0, cstage = 0;
+    auto issue_next = [&]() {
+        copy.issue(smem0 + cstage * T::BYTES, cs);
+        cstage = cstage + 1 == MMT_STAGES ? 0 : cstage + 1;
+        cs += S;
+        if (cs >= nsb) cs = ++cw;
+    };
 #pragma unroll
     for (int i = 0; i < MMT_STAGES - 1; ++i) {
-        if (i < nsb)
-            mmt_issue<F>(mmt_smem + i * T::BYTES, W, pieces, nsb, mmt_step_sb(i, nsb, S), g0,
-                         n_groups, XH, sums, K, tok0, n_tok);
+        if (i < nsb) issue_next();
         asm volatile("cp.async.commit_group;\n" ::);
     }
-    int w = 0, left = mmt_chain_len(0, nsb, S);
+    int w = 0, left = mmt_chain_len(0, nsb, S), stage = 0;
     for (int i = 0; i < nsb; ++i) {
         asm volatile("cp.async.wait_group %0;\n" ::"n"(MMT_STAGES - 2));
         __syncthreads();  // stage i landed for every thread; stage i − 1 is free again
-        const int ahead = i + MMT_STAGES - 1;
-        if (ahead < nsb)
-            mmt_issue<F>(mmt_smem + (ahead % MMT_STAGES) * T::BYTES, W, pieces, nsb,
-                         mmt_step_sb(ahead, nsb, S), g0, n_groups, XH, sums, K, tok0, n_tok);
+        if (i + MMT_STAGES - 1 < nsb) issue_next();
         asm volatile("cp.async.commit_group;\n" ::);
-        const u8* st = mmt_smem + (i % MMT_STAGES) * T::BYTES;
-        typename F::Regs r[2];
-#pragma unroll
-        for (int m = 0; m < 2; ++m) {
-            const u8* p = st + (2 * wm + m) * T::PIECE;
-            F::template load_at<false>(p, p + F::S0, p + F::S0 + F::S1, lane, g, t4, r[m]);
+        const u8* st = mmt_smem + stage * T::BYTES;
+        stage = stage + 1 == MMT_STAGES ? 0 : stage + 1;
+        typename F::Regs r;
+        {
+            const u8* p = st + warp * T::PIECE;
+            F::template load_at<false>(p, p + F::S0, p + F::S0 + F::S1, lane, g, t4, r);
         }
-        const u8* xrow = st + T::X_OFF + (32 * wn + g) * MMT_XROW + 32 * t4;
+        const u8* xrow = st + T::X_OFF + g * MMT_XROW + 32 * t4;
 #pragma unroll
         for (int j = 0; j < 4; ++j) {
-            u32 xs[4][8];
+            u32 a[4][4];
+            F::frags(r, j, a);
 #pragma unroll
-            for (int n = 0; n < 4; ++n) {
+            for (int n = 0; n < MMT_TOK / 8; ++n) {
                 const uint4 xa = *(const uint4*)(xrow + 8 * n * MMT_XROW + 128 * j);
                 const uint4 xb = *(const uint4*)(xrow + 8 * n * MMT_XROW + 128 * j + 16);
-                xs[n][0] = xa.x, xs[n][1] = xa.y, xs[n][2] = xa.z, xs[n][3] = xa.w;
-                xs[n][4] = xb.x, xs[n][5] = xb.y, xs[n][6] = xb.z, xs[n][7] = xb.w;
-            }
+                const u32 xs[8] = {xa.x, xa.y, xa.z, xa.w, xb.x, xb.y, xb.z, xb.w};
 #pragma unroll
-            for (int m = 0; m < 2; ++m) {
-                u32 a[4][4];
-                F::frags(r[m], j, a);
-#pragma unroll
-                for (int n = 0; n < 4; ++n)
-#pragma unroll
-                    for (int ii = 0; ii < 4; ++ii)
-                        mma_h16(acc[m][n], a[ii], xs[n][2 * ii], xs[n][2 * ii + 1]);
+                for (int ii = 0; ii < 4; ++ii) mma_h16(acc[n], a[ii], xs[2 * ii], xs[2 * ii + 1]);
             }
         }
-#pragma unroll
-        for (int m = 0; m < 2; ++m) {
+        {
             u32 am[4];
-            F::min_a(r[m], t4, am);
+            F::min_a(r, t4, am);
 #pragma unroll
-            for (int n = 0; n < 4; ++n) {
-                const u32* sw = (const u32*)(st + T::S_OFF + (32 * wn + 8 * n + g) * T::SUMB);
+            for (int n = 0; n < MMT_TOK / 8; ++n) {
+                const u32* sw = (const u32*)(st + T::S_OFF + (8 * n + g) * T::SUMB);
                 u32 b0, b1;
                 F::template min_b<false>(sw, t4, b0, b1);
-                mma_h16(acc[m][n], am, b0, b1);
+                mma_h16(acc[n], am, b0, b1);
             }
         }
         if (--left == 0) {
             // Fold the finished chain, and the empty ones after it (each adds +0, as in mvh).
             do {
 #pragma unroll
-                for (int m = 0; m < 2; ++m)
+                for (int n = 0; n < MMT_TOK / 8; ++n)
 #pragma unroll
-                    for (int n = 0; n < 4; ++n)
-#pragma unroll
-                        for (int e = 0; e < 4; ++e) {
-                            total[m][n][e] =
-                                w == 0 ? acc[m][n][e] : __fadd_rn(total[m][n][e], acc[m][n][e]);
-                            acc[m][n][e] = 0.f;
-                        }
+                    for (int e = 0; e < 4; ++e) {
+                        total[n][e] = w == 0 ? acc[n][e] : __fadd_rn(total[n][e], acc[n][e]);
+                        acc[n][e] = 0.f;
+                    }
                 ++w;
             } while (w < S && (left = mmt_chain_len(w, nsb, S)) == 0);
         }
     }
     asm volatile("cp.async.wait_group 0;\n" ::);
+    const int grp = g0 + warp;
+    if (grp >= n_groups) return;
 #pragma unroll
-    for (int m = 0; m < 2; ++m) {
-        const int grp = g0 + 2 * wm + m;
-        if (grp >= n_groups) continue;
+    for (int n = 0; n < MMT_TOK / 8; ++n)
 #pragma unroll
-        for (int n = 0; n < 4; ++n)
-#pragma unroll
-            for (int e = 0; e < 4; ++e) {
-                const int row = 16 * grp + g + 8 * (e >> 1);
-                const int t = tok0 + 32 * wn + 8 * n + 2 * t4 + (e & 1);
-                if (t < n_tok)
-                    Y[(size_t)t * ldy + row] = __fmul_rn(total[m][n][e], __fmul_rn(XINV[t], w_inv));
-            }
-    }
+        for (int e = 0; e < 4; ++e) {
+            const int row = 16 * grp + g + 8 * (e >> 1);
+            const int t = tok0 + 8 * n + 2 * t4 + (e & 1);
+            if (t < n_tok)
+                Y[(size_t)t * ldy + row] = __fmul_rn(total[n][e], __fmul_rn(XINV[t], w_inv));
+        }
 }
 
 #define MMT_KERNEL(NAME, F, S)                                                                  \
