@@ -84,7 +84,7 @@ fn main() {
             let (kernel, dims) = match kind {
                 'd' => Registry::mvh_plan(fmt, n_out, nt),
                 'r' => Registry::mmh_plan(fmt, n_out, nt),
-                _ => Registry::mmt_plan(fmt, n_out, nt),
+                _ => reg.mmt_plan(fmt, n_out, nt),
             };
             let f = reg.get(kernel, Math::Strict);
             let go = |i: usize| {

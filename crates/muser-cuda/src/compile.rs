@@ -341,6 +341,10 @@ mod tests {
         let extra = ["-DMVR_ROWS=16".to_string(), "-DMVR_AHEAD=1".to_string()];
         compile_module(m, Math::Strict, "sm_90a", &m.source(), &extra)
             .unwrap_or_else(|e| panic!("{e}"));
+        let m = Module::MmtH16;
+        let extra = ["-DMMT_STAGES=2".to_string(), "-DMMT_MINB=2".to_string()];
+        compile_module(m, Math::Strict, "sm_90a", &m.source(), &extra)
+            .unwrap_or_else(|e| panic!("{e}"));
         let m = Module::MmqA16;
         let extra = [
             "-DMMQ_WN=2".to_string(),

@@ -198,6 +198,11 @@ pub struct Registry {
     /// (-DMVR_AHEAD, `MUSER_CUDA_MVR_AHEAD`). Launch and schedule only: the same numbers.
     pub mvr_rows: u32,
     pub mvr_ahead: u32,
+    /// Blocks per SM of the f16 prefill tiles on Q4H (`mmt_q4h_*`, -DMMT_MINB,
+    /// `MUSER_CUDA_MMT_MINB`): 1 with 3 stages and the running totals in registers, or 2 with 2
+    /// stages and the totals in the output (128 registers). Launch and schedule only: the same
+    /// numbers.
+    pub mmt_minb: u32,
     functions: HashMap<(Kernel, Math), CudaFunction>,
     modules: Vec<CompiledModule>,
     _loaded: Vec<Arc<CudaModule>>,
@@ -218,11 +223,21 @@ const MMV_THREADS: u32 = 256;
 const MMV_STATIC_SMEM: usize = 16 * 1024;
 
 /// The prefill tiles of `mmt_*` (mmt_h16.cu): row groups and tokens per block and threads (the
-/// .cu's MMT_GROUPS, MMT_TOK, MMT_THREADS), and the stages (compiled in as -DMMT_STAGES).
+/// .cu's MMT_GROUPS, MMT_TOK, MMT_THREADS). The stages are compiled in as -DMMT_STAGES from
+/// `Registry::mmt_stages`.
 const MMT_GROUPS: u32 = 8;
 const MMT_TOK: u32 = 64;
 const MMT_THREADS: u32 = 256;
-const MMT_STAGES: usize = 3;
+
+/// The stage count of the Q4H `mmt_*` kernels at `minb` blocks per SM: 3 at one (166 KiB), 2 at
+/// two (two blocks of 111 KiB fit an SM).
+fn mmt_stages_at(minb: u32) -> usize {
+    if minb == 1 {
+        3
+    } else {
+        2
+    }
+}
 
 /// Threads per block of `act_h16` (matvec_h16.cu): one thread per 32-value unit.
 pub const ACT_H16_THREADS: u32 = 128;
@@ -259,7 +274,12 @@ impl Registry {
     /// [`Registry::mvh_plan`] for prefill on shared-memory tiles: the `mmt_*` kernels
     /// (mmt_h16.cu), 128 rows × 64 tokens per block of 8 warps, the same chain count S — so the
     /// same bits per output as `mvh_*` — with `mmt_smem` bytes of dynamic shared memory.
-    pub fn mmt_plan(w: HWeights, n_out: usize, n_tok: usize) -> (Kernel, crate::launch::Dims) {
+    pub fn mmt_plan(
+        &self,
+        w: HWeights,
+        n_out: usize,
+        n_tok: usize,
+    ) -> (Kernel, crate::launch::Dims) {
         use Kernel::*;
         let kernels = match w {
             HWeights::Q4H => [MmtQ4hS4, MmtQ4hS8, MmtQ4hS16],
@@ -272,19 +292,28 @@ impl Registry {
                 1,
             ),
             block: MMT_THREADS,
-            smem: Self::mmt_smem(w) as u32,
+            smem: self.mmt_smem(w) as u32,
         };
         (kernels[Self::h16_chains(n_out).1], dims)
     }
 
-    /// The dynamic shared memory of an `mmt_*` kernel: MMT_STAGES stages of 8 pieces, 64
+    /// The stage count of the `mmt_*` kernels of a format: Q4H's from `mmt_minb`
+    /// (`mmt_stages_at`), Q6H's always 3 at one block per SM (mmt_h16.cu's kernel list).
+    pub fn mmt_stages(&self, w: HWeights) -> usize {
+        match w {
+            HWeights::Q4H => mmt_stages_at(self.mmt_minb),
+            HWeights::Q6H => 3,
+        }
+    }
+
+    /// The dynamic shared memory of an `mmt_*` kernel: `mmt_stages` stages of 8 pieces, 64
     /// activation rows of 528 bytes and 64 tokens' sums.
-    pub fn mmt_smem(w: HWeights) -> usize {
+    pub fn mmt_smem(&self, w: HWeights) -> usize {
         let (piece, sum_bytes) = match w {
             HWeights::Q4H => (2048 + 256 + 256, 16),
             HWeights::Q6H => (2048 + 1024 + 512, 32),
         };
-        MMT_STAGES * (MMT_GROUPS as usize * piece + MMT_TOK as usize * (528 + sum_bytes))
+        self.mmt_stages(w) * (MMT_GROUPS as usize * piece + MMT_TOK as usize * (528 + sum_bytes))
     }
 
     /// The chain count S of a matrix of `n_out` rows (part of its numbers) and its index in the
@@ -512,6 +541,8 @@ impl Registry {
         let mva_ahead_q6p = env_choice("MUSER_CUDA_MVA_AHEAD_Q6P", 1, &[1, 2])?;
         let mvr_rows = env_choice("MUSER_CUDA_MVR_ROWS", 4, &[1, 2, 4, 8, 16])?;
         let mvr_ahead = env_choice("MUSER_CUDA_MVR_AHEAD", 0, &[0, 1])?;
+        let mmt_minb = env_choice("MUSER_CUDA_MMT_MINB", 1, &[1, 2])?;
+        let mmt_stages = mmt_stages_at(mmt_minb);
         if mva_ahead == 2 && mva_wstages > 0 {
             return Err(CudaError::Invalid(
                 "MUSER_CUDA_MVA_AHEAD=2 and MUSER_CUDA_MVA_WSTAGES: the Q4_K decode kernel \
@@ -569,8 +600,10 @@ impl Registry {
                     extra.push(format!("-DMVR_AHEAD={mvr_ahead}"));
                 }
                 if m == Module::MmtH16 {
-                    // The stage count `mmt_smem` sizes the launch for (one source of truth).
-                    extra.push(format!("-DMMT_STAGES={MMT_STAGES}"));
+                    // The stage count `mmt_smem` sizes the launch for (`mmt_stages`: one source
+                    // of truth) and the blocks per SM.
+                    extra.push(format!("-DMMT_STAGES={mmt_stages}"));
+                    extra.push(format!("-DMMT_MINB={mmt_minb}"));
                 }
                 let c = compile_module(m, math, arch, &src, &extra)?;
                 let (ptx, options, sha256, ptx_bytes) = (c.ptx, c.options, c.sha256, c.ptx_bytes);
@@ -647,6 +680,7 @@ impl Registry {
             mva_ahead_q6p,
             mvr_rows,
             mvr_ahead,
+            mmt_minb,
             mva_warps,
             mvb_warps,
             functions,

@@ -104,7 +104,7 @@ fn mvh_on_device(
     let (kernel, dims) = match kind {
         Mm::Decode => Registry::mvh_plan(fmt, n_out, n_tok),
         Mm::Rows => Registry::mmh_plan(fmt, n_out, n_tok),
-        Mm::Tile => Registry::mmt_plan(fmt, n_out, n_tok),
+        Mm::Tile => reg.mmt_plan(fmt, n_out, n_tok),
     };
     let (y, yp) = guarded(gpu, n_tok * n_out);
     let args = KArgs::new()

@@ -13,7 +13,7 @@
 //   owns group w and all 64 tokens (each weight fragment built once per block and used for 8
 //   token tiles). A super-block's pieces of the 8 groups, its 64 tokens' f16 activations (rows
 //   of 512 bytes padded to MMT_XROW: conflict-free fragment reads) and their sums are copied by
-//   cp.async into one of MMT_STAGES shared-memory stages, MMT_STAGES − 1 super-blocks ahead,
+//   cp.async into one of STAGES shared-memory stages, STAGES − 1 super-blocks ahead,
 //   from per-thread source pointers set once (a step adds the super-block's offset). Rows past
 //   n_out (a last partial tile) and tokens past n_tok read the last valid ones and are not
 //   stored. Needs n_out % 16 == 0, K % 256 == 0, 16-byte aligned W, XH and sums; dynamic shared
@@ -23,6 +23,11 @@
 #define MMT_TOK 64
 #define MMT_THREADS 256
 #define MMT_XROW 528
+// Q4H's blocks per SM and stages (the registry's `mmt_minb` / `mmt_stages`); Q6H: 1 and 3 (two
+// of its stage sets would not fit an SM).
+#ifndef MMT_MINB
+#define MMT_MINB 1
+#endif
 #ifndef MMT_STAGES
 #define MMT_STAGES 3
 #endif
@@ -120,7 +125,7 @@ struct MmtCopy {
     }
 };
 
-template <class F, int S>
+template <class F, int S, int MINB, int STAGES>
 __device__ __forceinline__ void mmt_body(const u8* __restrict__ W, int n_out, int K,
                                          const u16* __restrict__ XH, const u16* __restrict__ XSUM,
                                          const u16* __restrict__ XSUM16,
@@ -135,33 +140,36 @@ __device__ __forceinline__ void mmt_body(const u8* __restrict__ W, int n_out, in
     const MmtCopy<F> copy(W, pieces, nsb, g0, n_groups, XH, (const u8*)F::sums(XSUM, XSUM16), K,
                           tok0, n_tok);
     const u32 smem0 = (u32)__cvta_generic_to_shared(mmt_smem);
-    float acc[MMT_TOK / 8][4], total[MMT_TOK / 8][4];
+    const int grp = g0 + warp;
+    const bool mine = grp < n_groups;  // a last partial tile's extra warps store nothing
+    float acc[MMT_TOK / 8][4];
 #pragma unroll
     for (int n = 0; n < MMT_TOK / 8; ++n)
 #pragma unroll
-        for (int e = 0; e < 4; ++e) acc[n][e] = total[n][e] = 0.f;
-    // The copy runs MMT_STAGES − 1 steps ahead of the MMAs; a step's super-block follows the
+        for (int e = 0; e < 4; ++e) acc[n][e] = 0.f;
+    float total[MINB == 1 ? MMT_TOK / 8 : 1][4];  // MINB > 1: the totals live in Y
+    // The copy runs STAGES − 1 steps ahead of the MMAs; a step's super-block follows the
     // chains (w, w + S, …, then w + 1, …).
     int cw = 0, cs = 0, cstage = 0;
     auto issue_next = [&]() {
         copy.issue(smem0 + cstage * T::BYTES, cs);
-        cstage = cstage + 1 == MMT_STAGES ? 0 : cstage + 1;
+        cstage = cstage + 1 == STAGES ? 0 : cstage + 1;
         cs += S;
         if (cs >= nsb) cs = ++cw;
     };
 #pragma unroll
-    for (int i = 0; i < MMT_STAGES - 1; ++i) {
+    for (int i = 0; i < STAGES - 1; ++i) {
         if (i < nsb) issue_next();
         asm volatile("cp.async.commit_group;\n" ::);
     }
     int w = 0, left = mmt_chain_len(0, nsb, S), stage = 0;
     for (int i = 0; i < nsb; ++i) {
-        asm volatile("cp.async.wait_group %0;\n" ::"n"(MMT_STAGES - 2));
+        asm volatile("cp.async.wait_group %0;\n" ::"n"(STAGES - 2));
         __syncthreads();  // stage i landed for every thread; stage i − 1 is free again
-        if (i + MMT_STAGES - 1 < nsb) issue_next();
+        if (i + STAGES - 1 < nsb) issue_next();
         asm volatile("cp.async.commit_group;\n" ::);
         const u8* st = mmt_smem + stage * T::BYTES;
-        stage = stage + 1 == MMT_STAGES ? 0 : stage + 1;
+        stage = stage + 1 == STAGES ? 0 : stage + 1;
         typename F::Regs r;
         {
             const u8* p = st + warp * T::PIECE;
@@ -199,7 +207,17 @@ __device__ __forceinline__ void mmt_body(const u8* __restrict__ W, int n_out, in
                 for (int n = 0; n < MMT_TOK / 8; ++n)
 #pragma unroll
                     for (int e = 0; e < 4; ++e) {
-                        total[n][e] = w == 0 ? acc[n][e] : __fadd_rn(total[n][e], acc[n][e]);
+                        if constexpr (MINB == 1) {
+                            total[n][e] = w == 0 ? acc[n][e] : __fadd_rn(total[n][e], acc[n][e]);
+                        } else {
+                            // Two blocks per SM need the registers: the running total lives in
+                            // Y (this thread's own outputs; the same additions, same order).
+                            const int t = tok0 + 8 * n + 2 * t4 + (e & 1);
+                            if (mine && t < n_tok) {
+                                float* y = Y + (size_t)t * ldy + 16 * grp + g + 8 * (e >> 1);
+                                *y = w == 0 ? acc[n][e] : __fadd_rn(*y, acc[n][e]);
+                            }
+                        }
                         acc[n][e] = 0.f;
                     }
                 ++w;
@@ -207,29 +225,30 @@ __device__ __forceinline__ void mmt_body(const u8* __restrict__ W, int n_out, in
         }
     }
     asm volatile("cp.async.wait_group 0;\n" ::);
-    const int grp = g0 + warp;
-    if (grp >= n_groups) return;
+    if (!mine) return;
 #pragma unroll
     for (int n = 0; n < MMT_TOK / 8; ++n)
 #pragma unroll
         for (int e = 0; e < 4; ++e) {
             const int row = 16 * grp + g + 8 * (e >> 1);
             const int t = tok0 + 8 * n + 2 * t4 + (e & 1);
-            if (t < n_tok)
-                Y[(size_t)t * ldy + row] = __fmul_rn(total[n][e], __fmul_rn(XINV[t], w_inv));
+            if (t < n_tok) {
+                const float v = MINB == 1 ? total[n][e] : Y[(size_t)t * ldy + row];
+                Y[(size_t)t * ldy + row] = __fmul_rn(v, __fmul_rn(XINV[t], w_inv));
+            }
         }
 }
 
-#define MMT_KERNEL(NAME, F, S)                                                                  \
-    extern "C" __global__ void __launch_bounds__(MMT_THREADS, 1)                                \
+#define MMT_KERNEL(NAME, F, S, MINB, STAGES)                                                    \
+    extern "C" __global__ void __launch_bounds__(MMT_THREADS, MINB)                             \
         NAME(const u8* W, int n_out, int K, const u16* XH, const u16* XSUM, const u16* XSUM16,  \
              const float* XINV, float w_inv, float* Y, int ldy, int n_tok) {                    \
         PDL_ENTRY()                                                                             \
-        mmt_body<F, S>(W, n_out, K, XH, XSUM, XSUM16, XINV, w_inv, Y, ldy, n_tok);              \
+        mmt_body<F, S, MINB, STAGES>(W, n_out, K, XH, XSUM, XSUM16, XINV, w_inv, Y, ldy, n_tok); \
     }
-MMT_KERNEL(mmt_q4h_s4, FmtQ4H, 4)
-MMT_KERNEL(mmt_q4h_s8, FmtQ4H, 8)
-MMT_KERNEL(mmt_q4h_s16, FmtQ4H, 16)
-MMT_KERNEL(mmt_q6h_s4, FmtQ6H, 4)
-MMT_KERNEL(mmt_q6h_s8, FmtQ6H, 8)
-MMT_KERNEL(mmt_q6h_s16, FmtQ6H, 16)
+MMT_KERNEL(mmt_q4h_s4, FmtQ4H, 4, MMT_MINB, MMT_STAGES)
+MMT_KERNEL(mmt_q4h_s8, FmtQ4H, 8, MMT_MINB, MMT_STAGES)
+MMT_KERNEL(mmt_q4h_s16, FmtQ4H, 16, MMT_MINB, MMT_STAGES)
+MMT_KERNEL(mmt_q6h_s4, FmtQ6H, 4, 1, 3)
+MMT_KERNEL(mmt_q6h_s8, FmtQ6H, 8, 1, 3)
+MMT_KERNEL(mmt_q6h_s16, FmtQ6H, 16, 1, 3)

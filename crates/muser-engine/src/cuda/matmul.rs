@@ -238,7 +238,7 @@ impl<'m> CudaSession<'m> {
         let (kern, dims) = if n <= 8 {
             Registry::mvh_plan(fmt, m.n_out, n)
         } else if m.n_out / 16 >= 128 {
-            Registry::mmt_plan(fmt, m.n_out, n)
+            self.reg.mmt_plan(fmt, m.n_out, n)
         } else {
             Registry::mmh_plan(fmt, m.n_out, n)
         };

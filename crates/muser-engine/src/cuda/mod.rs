@@ -522,7 +522,10 @@ impl<'m> CudaSession<'m> {
                     if self.reg.mmq_cvt == 0 { "-magic" } else { "" },
                     if self.reg.mmq_db == 1 { "-db" } else { "" }
                 ),
-                (Acts::F16, _) => "mmt+mmh".to_string(),
+                (Acts::F16, _) => match self.reg.mmt_minb {
+                    1 => "mmt+mmh".to_string(),
+                    b => format!("mmt-minb{b}+mmh"),
+                },
                 _ => "t8".to_string(),
             },
             match (self.opts.n_seq, self.batch_packed()) {
