@@ -342,9 +342,15 @@ mod tests {
         compile_module(m, Math::Strict, "sm_90a", &m.source(), &extra)
             .unwrap_or_else(|e| panic!("{e}"));
         let m = Module::MmtH16;
-        let extra = ["-DMMT_STAGES=2".to_string(), "-DMMT_MINB=2".to_string()];
-        compile_module(m, Math::Strict, "sm_90a", &m.source(), &extra)
-            .unwrap_or_else(|e| panic!("{e}"));
+        for wg in [1, 2] {
+            let extra = [
+                format!("-DMMT_WG={wg}"),
+                "-DMMT_MINB=2".to_string(),
+                "-DMMT_STAGES=2".to_string(),
+            ];
+            compile_module(m, Math::Strict, "sm_90a", &m.source(), &extra)
+                .unwrap_or_else(|e| panic!("{e}"));
+        }
         let m = Module::MmqA16;
         let extra = [
             "-DMMQ_WN=2".to_string(),

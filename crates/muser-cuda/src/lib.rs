@@ -42,7 +42,7 @@ pub use error::CudaError;
 pub use graph::{Graph, GraphMode};
 pub use launch::KArgs;
 pub use registry::{
-    HWeights, Kernel, Math, Module, PackedPlan, Registry, MMQ_ROWS, MMV_PAIR_MAX_TOKENS,
+    HWeights, Kernel, Math, MmtShape, Module, PackedPlan, Registry, MMQ_ROWS, MMV_PAIR_MAX_TOKENS,
     MMV_PAIR_ROWS, MMV_ROWS, SMEM_OPTIN_MAX,
 };
 pub use step::{StepParams, MAX_BATCH};

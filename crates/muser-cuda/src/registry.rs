@@ -198,11 +198,9 @@ pub struct Registry {
     /// (-DMVR_AHEAD, `MUSER_CUDA_MVR_AHEAD`). Launch and schedule only: the same numbers.
     pub mvr_rows: u32,
     pub mvr_ahead: u32,
-    /// Blocks per SM of the f16 prefill tiles on Q4H (`mmt_q4h_*`, -DMMT_MINB,
-    /// `MUSER_CUDA_MMT_MINB`): 1 with 3 stages and the running totals in registers, or 2 with 2
-    /// stages and the totals in the output (128 registers). Launch and schedule only: the same
-    /// numbers.
-    pub mmt_minb: u32,
+    /// The shape of the f16 prefill tiles on Q4H (`mmt_q4h_*`, `MUSER_CUDA_MMT`); Q6H's is
+    /// always `MmtShape::W8`. Launch and schedule only: the same numbers.
+    pub mmt: MmtShape,
     functions: HashMap<(Kernel, Math), CudaFunction>,
     modules: Vec<CompiledModule>,
     _loaded: Vec<Arc<CudaModule>>,
@@ -229,13 +227,47 @@ const MMT_GROUPS: u32 = 8;
 const MMT_TOK: u32 = 64;
 const MMT_THREADS: u32 = 256;
 
-/// The stage count of the Q4H `mmt_*` kernels at `minb` blocks per SM: 3 at one (166 KiB), 2 at
-/// two (two blocks of 111 KiB fit an SM).
-fn mmt_stages_at(minb: u32) -> usize {
-    if minb == 1 {
-        3
-    } else {
-        2
+/// How the `mmt_*` tiles (8 row groups × 64 tokens per block, the same bits in every shape) sit
+/// on an SM (`MUSER_CUDA_MMT`; -DMMT_WG / -DMMT_MINB / -DMMT_STAGES). H200, 572c16e / c9dc357,
+/// pp512 of the full forge and `mvh_bench` FFN gate / up at 512 tokens:
+/// `w8` 3537.7 tok/s, 549.3 µs; `w8b2` 3254.7, 622.4 (128 registers: spills, 2 stages).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MmtShape {
+    /// 8 warps of one row group, one block per SM, 3 stages, running totals in registers.
+    W8,
+    /// The same at two blocks per SM: 2 stages, running totals in the output.
+    W8B2,
+    /// 4 warps of two row groups (each activation fragment feeds both), two blocks per SM, 2
+    /// stages, running totals in the output.
+    W4B2,
+}
+
+impl MmtShape {
+    fn from_env() -> Result<MmtShape, CudaError> {
+        match std::env::var("MUSER_CUDA_MMT").as_deref() {
+            Err(_) | Ok("w8") => Ok(MmtShape::W8),
+            Ok("w8b2") => Ok(MmtShape::W8B2),
+            Ok("w4b2") => Ok(MmtShape::W4B2),
+            Ok(v) => Err(CudaError::Invalid(format!(
+                "MUSER_CUDA_MMT={v}: expected w8, w8b2 or w4b2"
+            ))),
+        }
+    }
+    /// The route-id label.
+    pub fn label(self) -> &'static str {
+        match self {
+            MmtShape::W8 => "w8",
+            MmtShape::W8B2 => "w8b2",
+            MmtShape::W4B2 => "w4b2",
+        }
+    }
+    /// Row groups per warp, blocks per SM, stages.
+    fn params(self) -> (u32, u32, usize) {
+        match self {
+            MmtShape::W8 => (1, 1, 3),
+            MmtShape::W8B2 => (1, 2, 2),
+            MmtShape::W4B2 => (2, 2, 2),
+        }
     }
 }
 
@@ -291,18 +323,21 @@ impl Registry {
                 (n_tok as u32).div_ceil(MMT_TOK),
                 1,
             ),
-            block: MMT_THREADS,
+            block: match w {
+                HWeights::Q4H => MMT_THREADS / self.mmt.params().0,
+                HWeights::Q6H => MMT_THREADS,
+            },
             smem: self.mmt_smem(w) as u32,
         };
         (kernels[Self::h16_chains(n_out).1], dims)
     }
 
-    /// The stage count of the `mmt_*` kernels of a format: Q4H's from `mmt_minb`
-    /// (`mmt_stages_at`), Q6H's always 3 at one block per SM (mmt_h16.cu's kernel list).
+    /// The stage count of the `mmt_*` kernels of a format: Q4H's from `mmt`, Q6H's always 3
+    /// (`MmtShape::W8`; mmt_h16.cu's kernel list).
     pub fn mmt_stages(&self, w: HWeights) -> usize {
         match w {
-            HWeights::Q4H => mmt_stages_at(self.mmt_minb),
-            HWeights::Q6H => 3,
+            HWeights::Q4H => self.mmt.params().2,
+            HWeights::Q6H => MmtShape::W8.params().2,
         }
     }
 
@@ -541,8 +576,7 @@ impl Registry {
         let mva_ahead_q6p = env_choice("MUSER_CUDA_MVA_AHEAD_Q6P", 1, &[1, 2])?;
         let mvr_rows = env_choice("MUSER_CUDA_MVR_ROWS", 4, &[1, 2, 4, 8, 16])?;
         let mvr_ahead = env_choice("MUSER_CUDA_MVR_AHEAD", 0, &[0, 1])?;
-        let mmt_minb = env_choice("MUSER_CUDA_MMT_MINB", 1, &[1, 2])?;
-        let mmt_stages = mmt_stages_at(mmt_minb);
+        let mmt = MmtShape::from_env()?;
         if mva_ahead == 2 && mva_wstages > 0 {
             return Err(CudaError::Invalid(
                 "MUSER_CUDA_MVA_AHEAD=2 and MUSER_CUDA_MVA_WSTAGES: the Q4_K decode kernel \
@@ -602,8 +636,10 @@ impl Registry {
                 if m == Module::MmtH16 {
                     // The stage count `mmt_smem` sizes the launch for (`mmt_stages`: one source
                     // of truth) and the blocks per SM.
-                    extra.push(format!("-DMMT_STAGES={mmt_stages}"));
-                    extra.push(format!("-DMMT_MINB={mmt_minb}"));
+                    let (wg, minb, stages) = mmt.params();
+                    extra.push(format!("-DMMT_WG={wg}"));
+                    extra.push(format!("-DMMT_MINB={minb}"));
+                    extra.push(format!("-DMMT_STAGES={stages}"));
                 }
                 let c = compile_module(m, math, arch, &src, &extra)?;
                 let (ptx, options, sha256, ptx_bytes) = (c.ptx, c.options, c.sha256, c.ptx_bytes);
@@ -680,7 +716,7 @@ impl Registry {
             mva_ahead_q6p,
             mvr_rows,
             mvr_ahead,
-            mmt_minb,
+            mmt,
             mva_warps,
             mvb_warps,
             functions,

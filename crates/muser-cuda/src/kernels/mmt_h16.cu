@@ -23,8 +23,11 @@
 #define MMT_TOK 64
 #define MMT_THREADS 256
 #define MMT_XROW 528
-// Q4H's blocks per SM and stages (the registry's `mmt_minb` / `mmt_stages`); Q6H: 1 and 3 (two
-// of its stage sets would not fit an SM).
+// Q4H's row groups per warp, blocks per SM and stages (the registry's `MmtShape`); Q6H: 1, 1
+// and 3 (two of its stage sets would not fit an SM).
+#ifndef MMT_WG
+#define MMT_WG 1
+#endif
 #ifndef MMT_MINB
 #define MMT_MINB 1
 #endif
@@ -41,7 +44,7 @@ __device__ __forceinline__ int mmt_chain_len(int w, int nsb, int S) {
     return w < nsb ? (nsb - w + S - 1) / S : 0;
 }
 
-template <class F>
+template <class F, int THREADS>
 struct MmtStage {
     static constexpr int PIECE = F::S0 + F::S1 + F::S2;
     static constexpr int SUMB = F::SUM_WORDS * 4;  // sum bytes per (token, super-block)
@@ -50,42 +53,45 @@ struct MmtStage {
     static constexpr int BYTES = S_OFF + MMT_TOK * SUMB;
     // 16-byte chunks per thread and super-block: quants (section 0), the other two sections,
     // activations, sums (the last on the first SUM_T threads only).
-    static constexpr int Q_CH = MMT_GROUPS * F::S0 / 16 / MMT_THREADS;
+    static constexpr int Q_CH = MMT_GROUPS * F::S0 / 16 / THREADS;
     static constexpr int R_PER = (F::S1 + F::S2) / 16;  // chunks per group of sections 1 and 2
-    static constexpr int R_CH = MMT_GROUPS * R_PER / MMT_THREADS;
-    static constexpr int X_CH = MMT_TOK * 32 / MMT_THREADS;
+    static constexpr int R_CH = MMT_GROUPS * R_PER / THREADS;
+    static constexpr int X_CH = MMT_TOK * 32 / THREADS;
     static constexpr int SUM_T = MMT_TOK * SUMB / 16;
-    static_assert(MMT_GROUPS * F::S0 / 16 % MMT_THREADS == 0, "quant chunks per thread");
-    static_assert(MMT_GROUPS * R_PER % MMT_THREADS == 0, "scale chunks per thread");
-    static_assert(SUM_T <= MMT_THREADS, "one sum chunk per thread");
+    static_assert(MMT_GROUPS * F::S0 / 16 % THREADS == 0, "quant chunks per thread");
+    static_assert(MMT_GROUPS * R_PER % THREADS == 0, "scale chunks per thread");
+    static_assert(SUM_T <= THREADS, "one sum chunk per thread");
 };
 
-// One thread's share of copying a super-block into a stage: where each of its 16-byte chunks
-// comes from at super-block 0 (`src + s · step` at super-block s) and goes to in a stage. Set
-// once per block; rows past the matrix and tokens past n_tok read the last valid ones.
-template <class F>
+// One thread's share of copying a super-block into a stage: where each of its weight chunks
+// comes from at super-block 0 (`src + s · step` at super-block s) and goes to in a stage, set
+// once per block; activations and sums are addressed per step. Rows past the matrix and tokens
+// past n_tok read the last valid ones.
+template <class F, int THREADS>
 struct MmtCopy {
-    using T = MmtStage<F>;
+    using T = MmtStage<F, THREADS>;
     const u8* q[T::Q_CH];
     const u8* r[T::R_CH];
     u32 rstep[T::R_CH];
     u32 rdst[T::R_CH];
-    const u8* x[T::X_CH];
-    const u8* sm;
+    const u8* xh;  // this lane's 16 bytes of token 0's row
+    const u8* sm;  // this thread's sum chunk at super-block 0 (threads < SUM_T)
+    int tok0, tok_last, K;
 
     __device__ __forceinline__ MmtCopy(const u8* W, size_t pieces, int nsb, int g0, int n_groups,
-                                       const u16* XH, const u8* sums, int K, int tok0, int n_tok) {
+                                       const u16* XH, const u8* sums, int K_, int tok0_, int n_tok)
+        : tok0(tok0_), tok_last(n_tok - 1), K(K_) {
         const int tid = threadIdx.x;
         // The group's first piece (super-block 0).
         auto piece0 = [&](int gl) { return (size_t)min(g0 + gl, n_groups - 1) * nsb; };
 #pragma unroll
         for (int k = 0; k < T::Q_CH; ++k) {
-            const int c = tid + MMT_THREADS * k, gl = c / (F::S0 / 16), off = (c % (F::S0 / 16)) * 16;
+            const int c = tid + THREADS * k, gl = c / (F::S0 / 16), off = (c % (F::S0 / 16)) * 16;
             q[k] = W + piece0(gl) * F::S0 + off;
         }
 #pragma unroll
         for (int k = 0; k < T::R_CH; ++k) {
-            const int c = tid + MMT_THREADS * k, gl = c / T::R_PER, o = (c % T::R_PER) * 16;
+            const int c = tid + THREADS * k, gl = c / T::R_PER, o = (c % T::R_PER) * 16;
             if (o < F::S1) {
                 r[k] = W + pieces * F::S0 + piece0(gl) * F::S1 + o;
                 rstep[k] = F::S1;
@@ -95,14 +101,9 @@ struct MmtCopy {
             }
             rdst[k] = gl * T::PIECE + F::S0 + o;
         }
-        const int lane = tid & 31;
-#pragma unroll
-        for (int k = 0; k < T::X_CH; ++k) {
-            const int tok = min(tok0 + (tid >> 5) + (MMT_THREADS / 32) * k, n_tok - 1);
-            x[k] = (const u8*)(XH + (size_t)tok * K) + lane * 16;
-        }
+        xh = (const u8*)XH + (tid & 31) * 16;
         constexpr int SC = T::SUMB / 16;
-        const int tok = min(tok0 + tid / SC, n_tok - 1);
+        const int tok = min(tok0 + tid / SC, tok_last);
         sm = sums + (size_t)tok * nsb * T::SUMB + (tid % SC) * 16;
     }
 
@@ -111,43 +112,57 @@ struct MmtCopy {
         const int tid = threadIdx.x, lane = tid & 31;
 #pragma unroll
         for (int k = 0; k < T::Q_CH; ++k) {
-            const int c = tid + MMT_THREADS * k;
+            const int c = tid + THREADS * k;
             mmt_cp16(st + (c / (F::S0 / 16)) * T::PIECE + (c % (F::S0 / 16)) * 16,
                      q[k] + (size_t)s * F::S0);
         }
 #pragma unroll
         for (int k = 0; k < T::R_CH; ++k) mmt_cp16(st + rdst[k], r[k] + (size_t)s * rstep[k]);
+        // Activations: token tl = warp + (THREADS / 32)·k, 16-byte chunk `lane` of its 512 bytes.
 #pragma unroll
-        for (int k = 0; k < T::X_CH; ++k)
-            mmt_cp16(st + T::X_OFF + ((tid >> 5) + (MMT_THREADS / 32) * k) * MMT_XROW + lane * 16,
-                     x[k] + 512 * s);
+        for (int k = 0; k < T::X_CH; ++k) {
+            const int tl = (tid >> 5) + (THREADS / 32) * k;
+            mmt_cp16(st + T::X_OFF + tl * MMT_XROW + lane * 16,
+                     xh + ((size_t)min(tok0 + tl, tok_last) * K + 256 * s) * 2);
+        }
         if (tid < T::SUM_T) mmt_cp16(st + T::S_OFF + tid * 16, sm + (size_t)s * T::SUMB);
     }
 };
 
-template <class F, int S, int MINB, int STAGES>
+// WG row groups per warp (8 / WG warps per block), MINB blocks per SM, STAGES stages. With
+// WG = 1 and MINB = 1 the running totals live in registers, otherwise in Y (the thread's own
+// outputs; the same additions in the same order).
+template <class F, int S, int WG, int MINB, int STAGES>
 __device__ __forceinline__ void mmt_body(const u8* __restrict__ W, int n_out, int K,
                                          const u16* __restrict__ XH, const u16* __restrict__ XSUM,
                                          const u16* __restrict__ XSUM16,
                                          const float* __restrict__ XINV, float w_inv,
                                          float* __restrict__ Y, int ldy, int n_tok) {
-    using T = MmtStage<F>;
+    constexpr int THREADS = MMT_THREADS / WG;
+    constexpr bool TOTAL_IN_Y = WG > 1 || MINB > 1;
+    using T = MmtStage<F, THREADS>;
     extern __shared__ __align__(16) u8 mmt_smem[];
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t4 = lane & 3;
     const int nsb = K / 256, n_groups = n_out / 16;
     const size_t pieces = (size_t)n_groups * nsb;
     const int g0 = MMT_GROUPS * blockIdx.x, tok0 = MMT_TOK * blockIdx.y;
-    const MmtCopy<F> copy(W, pieces, nsb, g0, n_groups, XH, (const u8*)F::sums(XSUM, XSUM16), K,
-                          tok0, n_tok);
+    const MmtCopy<F, THREADS> copy(W, pieces, nsb, g0, n_groups, XH,
+                                   (const u8*)F::sums(XSUM, XSUM16), K, tok0, n_tok);
     const u32 smem0 = (u32)__cvta_generic_to_shared(mmt_smem);
-    const int grp = g0 + warp;
-    const bool mine = grp < n_groups;  // a last partial tile's extra warps store nothing
-    float acc[MMT_TOK / 8][4];
+    float acc[WG][MMT_TOK / 8][4];
 #pragma unroll
-    for (int n = 0; n < MMT_TOK / 8; ++n)
+    for (int m = 0; m < WG; ++m)
 #pragma unroll
-        for (int e = 0; e < 4; ++e) acc[n][e] = 0.f;
-    float total[MINB == 1 ? MMT_TOK / 8 : 1][4];  // MINB > 1: the totals live in Y
+        for (int n = 0; n < MMT_TOK / 8; ++n)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) acc[m][n][e] = 0.f;
+    float total[TOTAL_IN_Y ? 1 : WG][MMT_TOK / 8][4];
+    // Output element (m, n, e) of this thread: row group grp(m), token tok(n, e).
+    auto grp = [&](int m) { return g0 + WG * warp + m; };
+    auto tok = [&](int n, int e) { return tok0 + 8 * n + 2 * t4 + (e & 1); };
+    auto yat = [&](int m, int n, int e) {
+        return Y + (size_t)tok(n, e) * ldy + 16 * grp(m) + g + 8 * (e >> 1);
+    };
     // The copy runs STAGES − 1 steps ahead of the MMAs; a step's super-block follows the
     // chains (w, w + S, …, then w + 1, …).
     int cw = 0, cs = 0, cstage = 0;
@@ -170,85 +185,92 @@ __device__ __forceinline__ void mmt_body(const u8* __restrict__ W, int n_out, in
         asm volatile("cp.async.commit_group;\n" ::);
         const u8* st = mmt_smem + stage * T::BYTES;
         stage = stage + 1 == STAGES ? 0 : stage + 1;
-        typename F::Regs r;
-        {
-            const u8* p = st + warp * T::PIECE;
-            F::template load_at<false>(p, p + F::S0, p + F::S0 + F::S1, lane, g, t4, r);
+        typename F::Regs r[WG];
+#pragma unroll
+        for (int m = 0; m < WG; ++m) {
+            const u8* p = st + (WG * warp + m) * T::PIECE;
+            F::template load_at<false>(p, p + F::S0, p + F::S0 + F::S1, lane, g, t4, r[m]);
         }
         const u8* xrow = st + T::X_OFF + g * MMT_XROW + 32 * t4;
 #pragma unroll
         for (int j = 0; j < 4; ++j) {
-            u32 a[4][4];
-            F::frags(r, j, a);
+            u32 a[WG][4][4];
+#pragma unroll
+            for (int m = 0; m < WG; ++m) F::frags(r[m], j, a[m]);
 #pragma unroll
             for (int n = 0; n < MMT_TOK / 8; ++n) {
                 const uint4 xa = *(const uint4*)(xrow + 8 * n * MMT_XROW + 128 * j);
                 const uint4 xb = *(const uint4*)(xrow + 8 * n * MMT_XROW + 128 * j + 16);
                 const u32 xs[8] = {xa.x, xa.y, xa.z, xa.w, xb.x, xb.y, xb.z, xb.w};
 #pragma unroll
-                for (int ii = 0; ii < 4; ++ii) mma_h16(acc[n], a[ii], xs[2 * ii], xs[2 * ii + 1]);
+                for (int m = 0; m < WG; ++m)
+#pragma unroll
+                    for (int ii = 0; ii < 4; ++ii)
+                        mma_h16(acc[m][n], a[m][ii], xs[2 * ii], xs[2 * ii + 1]);
             }
         }
-        {
+#pragma unroll
+        for (int m = 0; m < WG; ++m) {
             u32 am[4];
-            F::min_a(r, t4, am);
+            F::min_a(r[m], t4, am);
 #pragma unroll
             for (int n = 0; n < MMT_TOK / 8; ++n) {
                 const u32* sw = (const u32*)(st + T::S_OFF + (8 * n + g) * T::SUMB);
                 u32 b0, b1;
                 F::template min_b<false>(sw, t4, b0, b1);
-                mma_h16(acc[n], am, b0, b1);
+                mma_h16(acc[m][n], am, b0, b1);
             }
         }
         if (--left == 0) {
             // Fold the finished chain, and the empty ones after it (each adds +0, as in mvh).
             do {
 #pragma unroll
-                for (int n = 0; n < MMT_TOK / 8; ++n)
+                for (int m = 0; m < WG; ++m)
 #pragma unroll
-                    for (int e = 0; e < 4; ++e) {
-                        if constexpr (MINB == 1) {
-                            total[n][e] = w == 0 ? acc[n][e] : __fadd_rn(total[n][e], acc[n][e]);
-                        } else {
-                            // Two blocks per SM need the registers: the running total lives in
-                            // Y (this thread's own outputs; the same additions, same order).
-                            const int t = tok0 + 8 * n + 2 * t4 + (e & 1);
-                            if (mine && t < n_tok) {
-                                float* y = Y + (size_t)t * ldy + 16 * grp + g + 8 * (e >> 1);
-                                *y = w == 0 ? acc[n][e] : __fadd_rn(*y, acc[n][e]);
+                    for (int n = 0; n < MMT_TOK / 8; ++n)
+#pragma unroll
+                        for (int e = 0; e < 4; ++e) {
+                            if constexpr (!TOTAL_IN_Y) {
+                                total[m][n][e] =
+                                    w == 0 ? acc[m][n][e] : __fadd_rn(total[m][n][e], acc[m][n][e]);
+                            } else if (grp(m) < n_groups && tok(n, e) < n_tok) {
+                                float* y = yat(m, n, e);
+                                *y = w == 0 ? acc[m][n][e] : __fadd_rn(*y, acc[m][n][e]);
                             }
+                            acc[m][n][e] = 0.f;
                         }
-                        acc[n][e] = 0.f;
-                    }
                 ++w;
             } while (w < S && (left = mmt_chain_len(w, nsb, S)) == 0);
         }
     }
     asm volatile("cp.async.wait_group 0;\n" ::);
-    if (!mine) return;
 #pragma unroll
-    for (int n = 0; n < MMT_TOK / 8; ++n)
+    for (int m = 0; m < WG; ++m) {
+        if (grp(m) >= n_groups) continue;  // a last partial tile's extra groups store nothing
 #pragma unroll
-        for (int e = 0; e < 4; ++e) {
-            const int row = 16 * grp + g + 8 * (e >> 1);
-            const int t = tok0 + 8 * n + 2 * t4 + (e & 1);
-            if (t < n_tok) {
-                const float v = MINB == 1 ? total[n][e] : Y[(size_t)t * ldy + row];
-                Y[(size_t)t * ldy + row] = __fmul_rn(v, __fmul_rn(XINV[t], w_inv));
+        for (int n = 0; n < MMT_TOK / 8; ++n)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) {
+                const int t = tok(n, e);
+                if (t >= n_tok) continue;
+                float* y = yat(m, n, e);
+                const float v = TOTAL_IN_Y ? *y : total[TOTAL_IN_Y ? 0 : m][n][e];
+                *y = __fmul_rn(v, __fmul_rn(XINV[t], w_inv));
             }
-        }
+    }
 }
 
-#define MMT_KERNEL(NAME, F, S, MINB, STAGES)                                                    \
-    extern "C" __global__ void __launch_bounds__(MMT_THREADS, MINB)                             \
+#define MMT_KERNEL(NAME, F, S, WG, MINB, STAGES)                                                \
+    extern "C" __global__ void __launch_bounds__(MMT_THREADS / WG, MINB)                        \
         NAME(const u8* W, int n_out, int K, const u16* XH, const u16* XSUM, const u16* XSUM16,  \
              const float* XINV, float w_inv, float* Y, int ldy, int n_tok) {                    \
         PDL_ENTRY()                                                                             \
-        mmt_body<F, S, MINB, STAGES>(W, n_out, K, XH, XSUM, XSUM16, XINV, w_inv, Y, ldy, n_tok); \
+        mmt_body<F, S, WG, MINB, STAGES>(W, n_out, K, XH, XSUM, XSUM16, XINV, w_inv, Y, ldy,    \
+                                         n_tok);                                                \
     }
-MMT_KERNEL(mmt_q4h_s4, FmtQ4H, 4, MMT_MINB, MMT_STAGES)
-MMT_KERNEL(mmt_q4h_s8, FmtQ4H, 8, MMT_MINB, MMT_STAGES)
-MMT_KERNEL(mmt_q4h_s16, FmtQ4H, 16, MMT_MINB, MMT_STAGES)
-MMT_KERNEL(mmt_q6h_s4, FmtQ6H, 4, 1, 3)
-MMT_KERNEL(mmt_q6h_s8, FmtQ6H, 8, 1, 3)
-MMT_KERNEL(mmt_q6h_s16, FmtQ6H, 16, 1, 3)
+MMT_KERNEL(mmt_q4h_s4, FmtQ4H, 4, MMT_WG, MMT_MINB, MMT_STAGES)
+MMT_KERNEL(mmt_q4h_s8, FmtQ4H, 8, MMT_WG, MMT_MINB, MMT_STAGES)
+MMT_KERNEL(mmt_q4h_s16, FmtQ4H, 16, MMT_WG, MMT_MINB, MMT_STAGES)
+MMT_KERNEL(mmt_q6h_s4, FmtQ6H, 4, 1, 1, 3)
+MMT_KERNEL(mmt_q6h_s8, FmtQ6H, 8, 1, 1, 3)
+MMT_KERNEL(mmt_q6h_s16, FmtQ6H, 16, 1, 1, 3)

@@ -38,7 +38,9 @@ use muser_cuda::graph::Fork;
 use muser_cuda::launch::AttnShape;
 use muser_cuda::profile::PhaseProfiler;
 use muser_cuda::sched::AcceleratorScheduler;
-use muser_cuda::{DeviceBuffer, Gpu, Graph, GraphMode, KArgs, Module, Registry, MAX_BATCH};
+use muser_cuda::{
+    DeviceBuffer, Gpu, Graph, GraphMode, KArgs, MmtShape, Module, Registry, MAX_BATCH,
+};
 
 use crate::model::Model;
 use crate::EngineError;
@@ -522,9 +524,9 @@ impl<'m> CudaSession<'m> {
                     if self.reg.mmq_cvt == 0 { "-magic" } else { "" },
                     if self.reg.mmq_db == 1 { "-db" } else { "" }
                 ),
-                (Acts::F16, _) => match self.reg.mmt_minb {
-                    1 => "mmt+mmh".to_string(),
-                    b => format!("mmt-minb{b}+mmh"),
+                (Acts::F16, _) => match self.reg.mmt {
+                    MmtShape::W8 => "mmt+mmh".to_string(),
+                    m => format!("mmt-{}+mmh", m.label()),
                 },
                 _ => "t8".to_string(),
             },
