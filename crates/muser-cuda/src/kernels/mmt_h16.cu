@@ -63,10 +63,9 @@ struct MmtStage {
     static_assert(SUM_T <= THREADS, "one sum chunk per thread");
 };
 
-// One thread's share of copying a super-block into a stage: where each of its weight chunks
-// comes from at super-block 0 (`src + s · step` at super-block s) and goes to in a stage, set
-// once per block; activations and sums are addressed per step. Rows past the matrix and tokens
-// past n_tok read the last valid ones.
+// One thread's share of copying a super-block into a stage: where each of its 16-byte chunks
+// comes from at super-block 0 (`src + s · step` at super-block s) and goes to in a stage. Set
+// once per block; rows past the matrix and tokens past n_tok read the last valid ones.
 template <class F, int THREADS>
 struct MmtCopy {
     using T = MmtStage<F, THREADS>;
@@ -74,13 +73,11 @@ struct MmtCopy {
     const u8* r[T::R_CH];
     u32 rstep[T::R_CH];
     u32 rdst[T::R_CH];
-    const u8* xh;  // this lane's 16 bytes of token 0's row
-    const u8* sm;  // this thread's sum chunk at super-block 0 (threads < SUM_T)
-    int tok0, tok_last, K;
+    const u8* x[T::X_CH];
+    const u8* sm;
 
     __device__ __forceinline__ MmtCopy(const u8* W, size_t pieces, int nsb, int g0, int n_groups,
-                                       const u16* XH, const u8* sums, int K_, int tok0_, int n_tok)
-        : tok0(tok0_), tok_last(n_tok - 1), K(K_) {
+                                       const u16* XH, const u8* sums, int K, int tok0, int n_tok) {
         const int tid = threadIdx.x;
         // The group's first piece (super-block 0).
         auto piece0 = [&](int gl) { return (size_t)min(g0 + gl, n_groups - 1) * nsb; };
@@ -101,9 +98,14 @@ struct MmtCopy {
             }
             rdst[k] = gl * T::PIECE + F::S0 + o;
         }
-        xh = (const u8*)XH + (tid & 31) * 16;
+        const int lane = tid & 31;
+#pragma unroll
+        for (int k = 0; k < T::X_CH; ++k) {
+            const int tok = min(tok0 + (tid >> 5) + (THREADS / 32) * k, n_tok - 1);
+            x[k] = (const u8*)(XH + (size_t)tok * K) + lane * 16;
+        }
         constexpr int SC = T::SUMB / 16;
-        const int tok = min(tok0 + tid / SC, tok_last);
+        const int tok = min(tok0 + tid / SC, n_tok - 1);
         sm = sums + (size_t)tok * nsb * T::SUMB + (tid % SC) * 16;
     }
 
@@ -118,13 +120,10 @@ struct MmtCopy {
         }
 #pragma unroll
         for (int k = 0; k < T::R_CH; ++k) mmt_cp16(st + rdst[k], r[k] + (size_t)s * rstep[k]);
-        // Activations: token tl = warp + (THREADS / 32)·k, 16-byte chunk `lane` of its 512 bytes.
 #pragma unroll
-        for (int k = 0; k < T::X_CH; ++k) {
-            const int tl = (tid >> 5) + (THREADS / 32) * k;
-            mmt_cp16(st + T::X_OFF + tl * MMT_XROW + lane * 16,
-                     xh + ((size_t)min(tok0 + tl, tok_last) * K + 256 * s) * 2);
-        }
+        for (int k = 0; k < T::X_CH; ++k)
+            mmt_cp16(st + T::X_OFF + ((tid >> 5) + (THREADS / 32) * k) * MMT_XROW + lane * 16,
+                     x[k] + 512 * s);
         if (tid < T::SUM_T) mmt_cp16(st + T::S_OFF + tid * 16, sm + (size_t)s * T::SUMB);
     }
 };
