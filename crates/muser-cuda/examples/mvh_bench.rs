@@ -82,8 +82,8 @@ fn main() {
             .chain([128, 512].into_iter().flat_map(|nt| [(nt, 'r'), (nt, 't')]));
         for (nt, kind) in runs {
             let (kernel, dims) = match kind {
-                'd' => Registry::mvh_plan(fmt, n_out, nt),
-                'r' => Registry::mmh_plan(fmt, n_out, nt),
+                'd' => reg.mvh_plan(fmt, n_out, nt),
+                'r' => reg.mmh_plan(fmt, n_out, nt),
                 _ => reg.mmt_plan(fmt, n_out, nt),
             };
             let f = reg.get(kernel, Math::Strict);

@@ -87,6 +87,9 @@ kernels! {
     MvsQ6pA8T8 => MatvecPackedA8, "mvs_q6p_a8_t8"; MvpQ6pA8T8 => MatvecPackedA8, "mvp_q6p_a8_t8";
     MmvQ4kA8 => MmvA8, "mmv_q4_k_a8"; MmvQ6pA8 => MmvA8, "mmv_q6p_a8";
     ActH16 => MatvecH16, "act_h16";
+    MvhQ4hS2 => MatvecH16, "mvh_q4h_s2"; MvhQ6hS2 => MatvecH16, "mvh_q6h_s2";
+    MmhQ4hS2 => MatvecH16, "mmh_q4h_s2"; MmhQ6hS2 => MatvecH16, "mmh_q6h_s2";
+    MmtQ4hS2 => MmtH16, "mmt_q4h_s2"; MmtQ6hS2 => MmtH16, "mmt_q6h_s2";
     MvhQ4hS4 => MatvecH16, "mvh_q4h_s4"; MvhQ4hS8 => MatvecH16, "mvh_q4h_s8";
     MvhQ4hS16 => MatvecH16, "mvh_q4h_s16";
     MvhQ6hS4 => MatvecH16, "mvh_q6h_s4"; MvhQ6hS8 => MatvecH16, "mvh_q6h_s8";
@@ -201,6 +204,11 @@ pub struct Registry {
     /// The shape of the f16 prefill tiles on Q4H (`mmt_q4h_*`, `MUSER_CUDA_MMT`); Q6H's is
     /// always `MmtShape::W8`. Launch and schedule only: the same numbers.
     pub mmt: MmtShape,
+    /// The chain count S of the f16 route's matrices with at least 1024 row groups (FFN gate /
+    /// up, the output projection): 4, or 2 (`MUSER_CUDA_H16_WIDE_S=2`; every kernel of the route
+    /// takes S from `h16_chains`, so decode and prefill keep the same bits — but S is part of
+    /// the numbers: a different route id, `mv=mvh-s2`).
+    pub h16_wide_s: u32,
     functions: HashMap<(Kernel, Math), CudaFunction>,
     modules: Vec<CompiledModule>,
     _loaded: Vec<Arc<CudaModule>>,
@@ -291,16 +299,27 @@ impl Registry {
     /// the launch: S warps per 16-row group, one block row per 8 tokens. S from the prototype's
     /// measurements (docs/receipts/cuda-hmma-prototype.txt, one token): 4 where the matrix has
     /// at least 400 row groups (FFN 27.8 / 31.6 µs vs 33.3 / 34.0 with 8), 8 from 128 (Q: 8.6 vs
-    /// 9.9 µs), 16 below (K/V: 5.2 vs 6.4 µs with 8).
-    pub fn mvh_plan(w: HWeights, n_out: usize, n_tok: usize) -> (Kernel, crate::launch::Dims) {
-        Self::h16_plan(w, n_out, n_tok, false)
+    /// 9.9 µs), 16 below (K/V: 5.2 vs 6.4 µs with 8); `MUSER_CUDA_H16_WIDE_S=2` tries 2 from
+    /// 1024 groups (FFN gate / up, the output projection; not yet measured).
+    pub fn mvh_plan(
+        &self,
+        w: HWeights,
+        n_out: usize,
+        n_tok: usize,
+    ) -> (Kernel, crate::launch::Dims) {
+        self.h16_plan(w, n_out, n_tok, false)
     }
 
     /// [`Registry::mvh_plan`] for prefill: the `mmh_*` kernels, 32 tokens per block row (4 groups
     /// of 8 per warp; the prototype's best), the same chain count S for the matrix — so the
     /// same bits per output as `mvh_*`.
-    pub fn mmh_plan(w: HWeights, n_out: usize, n_tok: usize) -> (Kernel, crate::launch::Dims) {
-        Self::h16_plan(w, n_out, n_tok, true)
+    pub fn mmh_plan(
+        &self,
+        w: HWeights,
+        n_out: usize,
+        n_tok: usize,
+    ) -> (Kernel, crate::launch::Dims) {
+        self.h16_plan(w, n_out, n_tok, true)
     }
 
     /// [`Registry::mvh_plan`] for prefill on shared-memory tiles: the `mmt_*` kernels
@@ -314,8 +333,8 @@ impl Registry {
     ) -> (Kernel, crate::launch::Dims) {
         use Kernel::*;
         let kernels = match w {
-            HWeights::Q4H => [MmtQ4hS4, MmtQ4hS8, MmtQ4hS16],
-            HWeights::Q6H => [MmtQ6hS4, MmtQ6hS8, MmtQ6hS16],
+            HWeights::Q4H => [MmtQ4hS2, MmtQ4hS4, MmtQ4hS8, MmtQ4hS16],
+            HWeights::Q6H => [MmtQ6hS2, MmtQ6hS4, MmtQ6hS8, MmtQ6hS16],
         };
         let dims = crate::launch::Dims {
             grid: (
@@ -329,7 +348,7 @@ impl Registry {
             },
             smem: self.mmt_smem(w) as u32,
         };
-        (kernels[Self::h16_chains(n_out).1], dims)
+        (kernels[self.h16_chains(n_out).1], dims)
     }
 
     /// The stage count of the `mmt_*` kernels of a format: Q4H's from `mmt`, Q6H's always 3
@@ -352,16 +371,18 @@ impl Registry {
     }
 
     /// The chain count S of a matrix of `n_out` rows (part of its numbers) and its index in the
-    /// kernel triples.
-    fn h16_chains(n_out: usize) -> (u32, usize) {
+    /// kernel lists: 2 or 4 (`h16_wide_s`) from 1024 row groups, 4 from 400, 8 from 128, 16 below.
+    pub fn h16_chains(&self, n_out: usize) -> (u32, usize) {
         match n_out / 16 {
-            400.. => (4, 0),
-            128.. => (8, 1),
-            _ => (16, 2),
+            1024.. if self.h16_wide_s == 2 => (2, 0),
+            400.. => (4, 1),
+            128.. => (8, 2),
+            _ => (16, 3),
         }
     }
 
     fn h16_plan(
+        &self,
         w: HWeights,
         n_out: usize,
         n_tok: usize,
@@ -369,12 +390,12 @@ impl Registry {
     ) -> (Kernel, crate::launch::Dims) {
         use Kernel::*;
         let groups = (n_out / 16) as u32;
-        let (s, i) = Self::h16_chains(n_out);
+        let (s, i) = self.h16_chains(n_out);
         let kernels = match (w, prefill) {
-            (HWeights::Q4H, false) => [MvhQ4hS4, MvhQ4hS8, MvhQ4hS16],
-            (HWeights::Q6H, false) => [MvhQ6hS4, MvhQ6hS8, MvhQ6hS16],
-            (HWeights::Q4H, true) => [MmhQ4hS4, MmhQ4hS8, MmhQ4hS16],
-            (HWeights::Q6H, true) => [MmhQ6hS4, MmhQ6hS8, MmhQ6hS16],
+            (HWeights::Q4H, false) => [MvhQ4hS2, MvhQ4hS4, MvhQ4hS8, MvhQ4hS16],
+            (HWeights::Q6H, false) => [MvhQ6hS2, MvhQ6hS4, MvhQ6hS8, MvhQ6hS16],
+            (HWeights::Q4H, true) => [MmhQ4hS2, MmhQ4hS4, MmhQ4hS8, MmhQ4hS16],
+            (HWeights::Q6H, true) => [MmhQ6hS2, MmhQ6hS4, MmhQ6hS8, MmhQ6hS16],
         };
         let per_block = if prefill { 32 } else { 8 };
         let dims = crate::launch::Dims {
@@ -577,6 +598,7 @@ impl Registry {
         let mvr_rows = env_choice("MUSER_CUDA_MVR_ROWS", 4, &[1, 2, 4, 8, 16])?;
         let mvr_ahead = env_choice("MUSER_CUDA_MVR_AHEAD", 0, &[0, 1])?;
         let mmt = MmtShape::from_env()?;
+        let h16_wide_s = env_choice("MUSER_CUDA_H16_WIDE_S", 4, &[2, 4])?;
         if mva_ahead == 2 && mva_wstages > 0 {
             return Err(CudaError::Invalid(
                 "MUSER_CUDA_MVA_AHEAD=2 and MUSER_CUDA_MVA_WSTAGES: the Q4_K decode kernel \
@@ -717,6 +739,7 @@ impl Registry {
             mvr_rows,
             mvr_ahead,
             mmt,
+            h16_wide_s,
             mva_warps,
             mvb_warps,
             functions,

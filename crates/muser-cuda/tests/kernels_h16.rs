@@ -102,8 +102,8 @@ fn mvh_on_device(
     (n_tok, kind): (usize, Mm),
 ) -> Vec<f32> {
     let (kernel, dims) = match kind {
-        Mm::Decode => Registry::mvh_plan(fmt, n_out, n_tok),
-        Mm::Rows => Registry::mmh_plan(fmt, n_out, n_tok),
+        Mm::Decode => reg.mvh_plan(fmt, n_out, n_tok),
+        Mm::Rows => reg.mmh_plan(fmt, n_out, n_tok),
         Mm::Tile => reg.mmt_plan(fmt, n_out, n_tok),
     };
     let (y, yp) = guarded(gpu, n_tok * n_out);
@@ -163,8 +163,15 @@ fn repacked(
 fn check_mvh(ty: GgmlType) {
     let Some((gpu, reg)) = device() else { return };
     // One shape per chain count: 16 row groups (S = 16), 128 (S = 8), 416 (S = 4) — chains
-    // 4..7 and 2..3 of the last two empty — and 25 groups (a last tile of one group).
-    for (n_out, k) in [(256, 6656), (2048, 1024), (6656, 512), (400, 768)] {
+    // 4..7 and 2..3 of the last two empty —, 1025 (S = 2 with MUSER_CUDA_H16_WIDE_S=2, else 4;
+    // a last tile of one group) and 25 groups (the same).
+    for (n_out, k) in [
+        (256, 6656),
+        (2048, 1024),
+        (6656, 512),
+        (16400, 512),
+        (400, 768),
+    ] {
         let (src, row_bytes) = quantized_rows(ty, n_out, k, 5 + n_out as u64);
         let (fmt, bytes, exp, reference) = repacked(ty, &src, n_out, k);
         let w = upload_bytes(&gpu, &bytes);

@@ -136,6 +136,8 @@ __device__ __forceinline__ void mvh_body(const u8* __restrict__ W, int n_out, in
         mvh_body<F, S, TG>(W, n_out, K, XH, XSUM, XSUM16, XINV, w_inv, Y, ldy, n_tok);           \
     }
 // Decode and packed rows: 8 tokens per block row.
+MVH_KERNEL(mvh_q4h_s2, FmtQ4H, 2, 1)
+MVH_KERNEL(mvh_q6h_s2, FmtQ6H, 2, 1)
 MVH_KERNEL(mvh_q4h_s4, FmtQ4H, 4, 1)
 MVH_KERNEL(mvh_q4h_s8, FmtQ4H, 8, 1)
 MVH_KERNEL(mvh_q4h_s16, FmtQ4H, 16, 1)
@@ -143,6 +145,8 @@ MVH_KERNEL(mvh_q6h_s4, FmtQ6H, 4, 1)
 MVH_KERNEL(mvh_q6h_s8, FmtQ6H, 8, 1)
 MVH_KERNEL(mvh_q6h_s16, FmtQ6H, 16, 1)
 // Prefill: 32 tokens per block row (the prototype's best, docs/receipts/cuda-hmma-prototype.txt).
+MVH_KERNEL(mmh_q4h_s2, FmtQ4H, 2, 4)
+MVH_KERNEL(mmh_q6h_s2, FmtQ6H, 2, 4)
 MVH_KERNEL(mmh_q4h_s4, FmtQ4H, 4, 4)
 MVH_KERNEL(mmh_q4h_s8, FmtQ4H, 8, 4)
 MVH_KERNEL(mmh_q4h_s16, FmtQ4H, 16, 4)

@@ -267,9 +267,11 @@ __device__ __forceinline__ void mmt_body(const u8* __restrict__ W, int n_out, in
         mmt_body<F, S, WG, MINB, STAGES>(W, n_out, K, XH, XSUM, XSUM16, XINV, w_inv, Y, ldy,    \
                                          n_tok);                                                \
     }
+MMT_KERNEL(mmt_q4h_s2, FmtQ4H, 2, MMT_WG, MMT_MINB, MMT_STAGES)
 MMT_KERNEL(mmt_q4h_s4, FmtQ4H, 4, MMT_WG, MMT_MINB, MMT_STAGES)
 MMT_KERNEL(mmt_q4h_s8, FmtQ4H, 8, MMT_WG, MMT_MINB, MMT_STAGES)
 MMT_KERNEL(mmt_q4h_s16, FmtQ4H, 16, MMT_WG, MMT_MINB, MMT_STAGES)
+MMT_KERNEL(mmt_q6h_s2, FmtQ6H, 2, 1, 1, 3)
 MMT_KERNEL(mmt_q6h_s4, FmtQ6H, 4, 1, 1, 3)
 MMT_KERNEL(mmt_q6h_s8, FmtQ6H, 8, 1, 1, 3)
 MMT_KERNEL(mmt_q6h_s16, FmtQ6H, 16, 1, 1, 3)

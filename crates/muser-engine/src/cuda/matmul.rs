@@ -236,11 +236,11 @@ impl<'m> CudaSession<'m> {
         // (256 groups) tiles 161.5 vs rows 298.9 µs, FFN up 735.9 vs 1526.1; K rows 20.1 vs
         // tiles 84.6, V 25.3 vs 96.6. The same bits either way.
         let (kern, dims) = if n <= 8 {
-            Registry::mvh_plan(fmt, m.n_out, n)
+            self.reg.mvh_plan(fmt, m.n_out, n)
         } else if m.n_out / 16 >= 128 {
             self.reg.mmt_plan(fmt, m.n_out, n)
         } else {
-            Registry::mmh_plan(fmt, m.n_out, n)
+            self.reg.mmh_plan(fmt, m.n_out, n)
         };
         let args = (self.b.h16)
             .append(KArgs::new().ptr(m.ptr).int(m.n_out).int(m.n_in))

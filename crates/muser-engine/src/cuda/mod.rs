@@ -510,7 +510,10 @@ impl<'m> CudaSession<'m> {
                         (true, _) => format!("-mvr{}a", self.reg.mvr_rows),
                     }
                 ),
-                Acts::F16 => "mvh".to_string(),
+                Acts::F16 => match self.reg.h16_wide_s {
+                    4 => "mvh".to_string(),
+                    s => format!("mvh-s{s}"),
+                },
                 Acts::F32 | Acts::Invalid => "plain".to_string(),
             },
             match (self.opts.acts, self.opts.mmq) {
