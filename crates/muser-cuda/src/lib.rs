@@ -26,6 +26,7 @@ pub mod error;
 pub mod graph;
 pub mod h16;
 pub mod launch;
+pub mod plan_h16;
 pub mod profile;
 pub mod q4h;
 pub mod q6h;
@@ -41,9 +42,10 @@ pub use device::{DeviceBuffer, Gpu, GpuInfo, Stream};
 pub use error::CudaError;
 pub use graph::{Graph, GraphMode};
 pub use launch::KArgs;
+pub use plan_h16::{HWeights, MmtShape};
 pub use registry::{
-    HWeights, Kernel, Math, MmtShape, Module, PackedPlan, Registry, MMQ_ROWS, MMV_PAIR_MAX_TOKENS,
-    MMV_PAIR_ROWS, MMV_ROWS, SMEM_OPTIN_MAX,
+    Kernel, Math, Module, PackedPlan, Registry, MMQ_ROWS, MMV_PAIR_MAX_TOKENS, MMV_PAIR_ROWS,
+    MMV_ROWS, SMEM_OPTIN_MAX,
 };
 pub use step::{StepParams, MAX_BATCH};
 

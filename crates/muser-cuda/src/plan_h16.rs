@@ -1,0 +1,207 @@
+//! The f16 route's launch plans (`Registry::mvh_plan` / `mmh_plan` / `mmt_plan`,
+//! `act_h16_dims`, `ewh_dims`) and the shapes they choose from: the chain count S of a matrix
+//! (`Registry::h16_chains`, part of the numbers: every f16 matmul kernel of a matrix takes the
+//! same S, so decode, packed rows and prefill give each output the same bits) and the prefill
+//! tiles' placement on an SM (`MmtShape`, launch only). The kernels: matvec_h16.cu, mmt_h16.cu.
+
+use crate::error::CudaError;
+use crate::registry::{Kernel, Registry};
+
+/// The prefill tiles of `mmt_*` (mmt_h16.cu): row groups and tokens per block and threads (the
+/// .cu's MMT_GROUPS, MMT_TOK, MMT_THREADS). The stages are compiled in as -DMMT_STAGES from
+/// `Registry::mmt_stages`.
+const MMT_GROUPS: u32 = 8;
+const MMT_TOK: u32 = 64;
+const MMT_THREADS: u32 = 256;
+
+/// How the `mmt_*` tiles (8 row groups × 64 tokens per block, the same bits in every shape) sit
+/// on an SM (`MUSER_CUDA_MMT`; -DMMT_WG / -DMMT_MINB / -DMMT_STAGES). H200, 572c16e / c9dc357,
+/// pp512 of the full forge and `mvh_bench` FFN gate / up at 512 tokens:
+/// `w8` 3537.7 tok/s, 549.3 µs; `w8b2` 3254.7, 622.4 (128 registers: spills, 2 stages).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MmtShape {
+    /// 8 warps of one row group, one block per SM, 3 stages, running totals in registers.
+    W8,
+    /// The same at two blocks per SM: 2 stages, running totals in the output.
+    W8B2,
+    /// 4 warps of two row groups (each activation fragment feeds both), two blocks per SM, 2
+    /// stages, running totals in the output.
+    W4B2,
+}
+
+impl MmtShape {
+    pub(crate) fn from_env() -> Result<MmtShape, CudaError> {
+        match std::env::var("MUSER_CUDA_MMT").as_deref() {
+            Err(_) | Ok("w8") => Ok(MmtShape::W8),
+            Ok("w8b2") => Ok(MmtShape::W8B2),
+            Ok("w4b2") => Ok(MmtShape::W4B2),
+            Ok(v) => Err(CudaError::Invalid(format!(
+                "MUSER_CUDA_MMT={v}: expected w8, w8b2 or w4b2"
+            ))),
+        }
+    }
+    /// The route-id label.
+    pub fn label(self) -> &'static str {
+        match self {
+            MmtShape::W8 => "w8",
+            MmtShape::W8B2 => "w8b2",
+            MmtShape::W4B2 => "w4b2",
+        }
+    }
+    /// Row groups per warp, blocks per SM, stages.
+    pub(crate) fn params(self) -> (u32, u32, usize) {
+        match self {
+            MmtShape::W8 => (1, 1, 3),
+            MmtShape::W8B2 => (1, 2, 2),
+            MmtShape::W4B2 => (2, 2, 2),
+        }
+    }
+}
+
+/// Threads per block of `act_h16` (matvec_h16.cu): one thread per 32-value unit.
+pub const ACT_H16_THREADS: u32 = 128;
+/// Threads per block of the fused `*_h16` element-wise kernels (elementwise.cu): one block per
+/// token, one thread per 32-value unit.
+const EWH_THREADS: u32 = 1024;
+
+/// The weight layouts of the f16 route's matmuls (`muser_cuda::q4h`, `muser_cuda::q6h`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum HWeights {
+    Q4H,
+    Q6H,
+}
+
+impl Registry {
+    /// The f16 route's matmul of `n_tok` tokens over a Q4H or Q6H matrix of `n_out` rows
+    /// (`mvh_*_s*`, matvec_h16.cu): the kernel — its chain count S, which is part of the numbers (each output
+    /// is S chains of super-blocks added in order) and so a function of the matrix alone — and
+    /// the launch: S warps per 16-row group, one block row per 8 tokens. S from the prototype's
+    /// measurements (docs/receipts/cuda-hmma-prototype.txt, one token): 4 where the matrix has
+    /// at least 400 row groups (FFN 27.8 / 31.6 µs vs 33.3 / 34.0 with 8), 8 from 128 (Q: 8.6 vs
+    /// 9.9 µs), 16 below (K/V: 5.2 vs 6.4 µs with 8); `MUSER_CUDA_H16_WIDE_S=2` tries 2 from
+    /// 1024 groups (FFN gate / up, the output projection; not yet measured).
+    pub fn mvh_plan(
+        &self,
+        w: HWeights,
+        n_out: usize,
+        n_tok: usize,
+    ) -> (Kernel, crate::launch::Dims) {
+        self.h16_plan(w, n_out, n_tok, false)
+    }
+
+    /// [`Registry::mvh_plan`] for prefill: the `mmh_*` kernels, 32 tokens per block row (4 groups
+    /// of 8 per warp; the prototype's best), the same chain count S for the matrix — so the
+    /// same bits per output as `mvh_*`.
+    pub fn mmh_plan(
+        &self,
+        w: HWeights,
+        n_out: usize,
+        n_tok: usize,
+    ) -> (Kernel, crate::launch::Dims) {
+        self.h16_plan(w, n_out, n_tok, true)
+    }
+
+    /// [`Registry::mvh_plan`] for prefill on shared-memory tiles: the `mmt_*` kernels
+    /// (mmt_h16.cu), 128 rows × 64 tokens per block of 8 warps, the same chain count S — so the
+    /// same bits per output as `mvh_*` — with `mmt_smem` bytes of dynamic shared memory.
+    pub fn mmt_plan(
+        &self,
+        w: HWeights,
+        n_out: usize,
+        n_tok: usize,
+    ) -> (Kernel, crate::launch::Dims) {
+        use Kernel::*;
+        let kernels = match w {
+            HWeights::Q4H => [MmtQ4hS2, MmtQ4hS4, MmtQ4hS8, MmtQ4hS16],
+            HWeights::Q6H => [MmtQ6hS2, MmtQ6hS4, MmtQ6hS8, MmtQ6hS16],
+        };
+        let dims = crate::launch::Dims {
+            grid: (
+                ((n_out / 16) as u32).div_ceil(MMT_GROUPS),
+                (n_tok as u32).div_ceil(MMT_TOK),
+                1,
+            ),
+            block: match w {
+                HWeights::Q4H => MMT_THREADS / self.mmt.params().0,
+                HWeights::Q6H => MMT_THREADS,
+            },
+            smem: self.mmt_smem(w) as u32,
+        };
+        (kernels[self.h16_chains(n_out).1], dims)
+    }
+
+    /// The stage count of the `mmt_*` kernels of a format: Q4H's from `mmt`, Q6H's always 3
+    /// (`MmtShape::W8`; mmt_h16.cu's kernel list).
+    pub fn mmt_stages(&self, w: HWeights) -> usize {
+        match w {
+            HWeights::Q4H => self.mmt.params().2,
+            HWeights::Q6H => MmtShape::W8.params().2,
+        }
+    }
+
+    /// The dynamic shared memory of an `mmt_*` kernel: `mmt_stages` stages of 8 pieces, 64
+    /// activation rows of 528 bytes and 64 tokens' sums.
+    pub fn mmt_smem(&self, w: HWeights) -> usize {
+        let (piece, sum_bytes) = match w {
+            HWeights::Q4H => (2048 + 256 + 256, 16),
+            HWeights::Q6H => (2048 + 1024 + 512, 32),
+        };
+        self.mmt_stages(w) * (MMT_GROUPS as usize * piece + MMT_TOK as usize * (528 + sum_bytes))
+    }
+
+    /// The chain count S of a matrix of `n_out` rows (part of its numbers) and its index in the
+    /// kernel lists: 2 or 4 (`h16_wide_s`) from 1024 row groups, 4 from 400, 8 from 128, 16 below.
+    pub fn h16_chains(&self, n_out: usize) -> (u32, usize) {
+        match n_out / 16 {
+            1024.. if self.h16_wide_s == 2 => (2, 0),
+            400.. => (4, 1),
+            128.. => (8, 2),
+            _ => (16, 3),
+        }
+    }
+
+    fn h16_plan(
+        &self,
+        w: HWeights,
+        n_out: usize,
+        n_tok: usize,
+        prefill: bool,
+    ) -> (Kernel, crate::launch::Dims) {
+        use Kernel::*;
+        let groups = (n_out / 16) as u32;
+        let (s, i) = self.h16_chains(n_out);
+        let kernels = match (w, prefill) {
+            (HWeights::Q4H, false) => [MvhQ4hS2, MvhQ4hS4, MvhQ4hS8, MvhQ4hS16],
+            (HWeights::Q6H, false) => [MvhQ6hS2, MvhQ6hS4, MvhQ6hS8, MvhQ6hS16],
+            (HWeights::Q4H, true) => [MmhQ4hS2, MmhQ4hS4, MmhQ4hS8, MmhQ4hS16],
+            (HWeights::Q6H, true) => [MmhQ6hS2, MmhQ6hS4, MmhQ6hS8, MmhQ6hS16],
+        };
+        let per_block = if prefill { 32 } else { 8 };
+        let dims = crate::launch::Dims {
+            grid: (groups, (n_tok as u32).div_ceil(per_block), 1),
+            block: 32 * s,
+            smem: 0,
+        };
+        (kernels[i], dims)
+    }
+
+    /// The launch of a fused element-wise f16 kernel (`*_h16`, elementwise.cu) over `n_tok`
+    /// tokens: one block per token, one thread per 32-value unit.
+    pub fn ewh_dims(n_tok: usize) -> crate::launch::Dims {
+        crate::launch::Dims {
+            grid: (1, n_tok as u32, 1),
+            block: EWH_THREADS,
+            smem: 0,
+        }
+    }
+
+    /// The launch of `act_h16` over `n_tok` tokens of `k` values: one thread per 32-value unit,
+    /// one block row per token.
+    pub fn act_h16_dims(n_tok: usize, k: usize) -> crate::launch::Dims {
+        crate::launch::Dims {
+            grid: ((k as u32 / 32).div_ceil(ACT_H16_THREADS), n_tok as u32, 1),
+            block: ACT_H16_THREADS,
+            smem: 0,
+        }
+    }
+}
