@@ -2,16 +2,19 @@
 // the Q4H / Q6H layouts (formats_h16.cuh), the same bits per output as the decode kernels
 // (`mvh_*`, matvec_h16.cu) for the same chain count S.
 //
-// mmt_{q4h,q6h}_s{4,8,16}: Y[t][r] as mvh_*: per output, S chains — chain w the MMAs of
+// mmt_{q4h,q6h}_s{2,4,8,16}: Y[t][r] as mvh_*: per output, S chains — chain w the MMAs of
 //   super-blocks w, w + S, w + 2S, … in order (per super-block: loads j = 0..3, tiles i = 0..3,
 //   then the min MMA) from a zero accumulator — added in chain order ((c0 + c1) + c2) + …, every
 //   chain counted, an empty one as +0, then times XINV[t] · w_inv. The decode kernels run the
 //   chains on S warps at once; a tile walks them one after another (super-block order w, w + S,
 //   …, then w + 1, …), folding each finished chain into a running total.
 //
-//   Block = 8 warps on 8 row groups (128 rows, blockIdx.x) × 64 tokens (blockIdx.y); warp w
-//   owns group w and all 64 tokens (each weight fragment built once per block and used for 8
-//   token tiles). A super-block's pieces of the 8 groups, its 64 tokens' f16 activations (rows
+//   Block = 8 row groups (128 rows, blockIdx.x) × 64 tokens (blockIdx.y) on 8 / WG warps; warp
+//   w owns groups WG·w .. WG·w + WG − 1 and all 64 tokens (each weight fragment built once per
+//   block and used for 8 token tiles; with WG = 2 each activation fragment feeds both groups'
+//   MMAs). The running totals live in registers at WG = MINB = 1, else in Y (the thread's own
+//   outputs: the same additions in the same order). A super-block's pieces of the 8 groups,
+//   its 64 tokens' f16 activations (rows
 //   of 512 bytes padded to MMT_XROW: conflict-free fragment reads) and their sums are copied by
 //   cp.async into one of STAGES shared-memory stages, STAGES − 1 super-blocks ahead,
 //   from per-thread source pointers set once (a step adds the super-block's offset). Rows past
