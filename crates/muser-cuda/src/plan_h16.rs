@@ -56,6 +56,31 @@ impl MmtShape {
             MmtShape::W4B2 => (2, 2, 2),
         }
     }
+    /// The shape a format's tiles take: Q4H this one, Q6H always `W8` (mmt_h16.cu's kernel
+    /// list: two of its stage sets would not fit an SM).
+    fn of(self, w: HWeights) -> MmtShape {
+        match w {
+            HWeights::Q4H => self,
+            HWeights::Q6H => MmtShape::W8,
+        }
+    }
+    /// Stages of a format's tiles.
+    pub fn stages(self, w: HWeights) -> usize {
+        self.of(w).params().2
+    }
+    /// Blocks per SM a format's tiles ask for.
+    pub fn blocks_per_sm(self, w: HWeights) -> usize {
+        self.of(w).params().1 as usize
+    }
+    /// Dynamic shared memory of a format's tiles: `stages` stages of 8 pieces, 64 activation rows
+    /// of MMT_XROW = 528 bytes and 64 tokens' sums.
+    pub fn smem(self, w: HWeights) -> usize {
+        let (piece, sum_bytes) = match w {
+            HWeights::Q4H => (2048 + 256 + 256, 16),
+            HWeights::Q6H => (2048 + 1024 + 512, 32),
+        };
+        self.stages(w) * (MMT_GROUPS as usize * piece + MMT_TOK as usize * (528 + sum_bytes))
+    }
 }
 
 /// Threads per block of `act_h16` (matvec_h16.cu): one thread per 32-value unit.
@@ -121,32 +146,20 @@ impl Registry {
                 (n_tok as u32).div_ceil(MMT_TOK),
                 1,
             ),
-            block: match w {
-                HWeights::Q4H => MMT_THREADS / self.mmt.params().0,
-                HWeights::Q6H => MMT_THREADS,
-            },
+            block: MMT_THREADS / self.mmt.of(w).params().0,
             smem: self.mmt_smem(w) as u32,
         };
         (kernels[self.h16_chains(n_out).1], dims)
     }
 
-    /// The stage count of the `mmt_*` kernels of a format: Q4H's from `mmt`, Q6H's always 3
-    /// (`MmtShape::W8`; mmt_h16.cu's kernel list).
+    /// The stage count of the `mmt_*` kernels of a format (`MmtShape::stages`).
     pub fn mmt_stages(&self, w: HWeights) -> usize {
-        match w {
-            HWeights::Q4H => self.mmt.params().2,
-            HWeights::Q6H => MmtShape::W8.params().2,
-        }
+        self.mmt.stages(w)
     }
 
-    /// The dynamic shared memory of an `mmt_*` kernel: `mmt_stages` stages of 8 pieces, 64
-    /// activation rows of 528 bytes and 64 tokens' sums.
+    /// The dynamic shared memory of an `mmt_*` kernel (`MmtShape::smem`).
     pub fn mmt_smem(&self, w: HWeights) -> usize {
-        let (piece, sum_bytes) = match w {
-            HWeights::Q4H => (2048 + 256 + 256, 16),
-            HWeights::Q6H => (2048 + 1024 + 512, 32),
-        };
-        self.mmt_stages(w) * (MMT_GROUPS as usize * piece + MMT_TOK as usize * (528 + sum_bytes))
+        self.mmt.smem(w)
     }
 
     /// The chain count S of a matrix of `n_out` rows (part of its numbers) and its index in the
@@ -203,5 +216,38 @@ impl Registry {
             block: ACT_H16_THREADS,
             smem: 0,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::registry::SMEM_OPTIN_MAX;
+
+    /// Shared memory of an H200 SM (sm_90: 228 KiB), of which the driver reserves 1 KiB per
+    /// resident block.
+    const SM_SMEM: usize = 228 * 1024;
+
+    #[test]
+    fn every_tile_shape_fits_its_blocks_per_sm() {
+        for shape in [MmtShape::W8, MmtShape::W8B2, MmtShape::W4B2] {
+            for w in [HWeights::Q4H, HWeights::Q6H] {
+                let (smem, blocks) = (shape.smem(w), shape.blocks_per_sm(w));
+                assert!(
+                    smem <= SMEM_OPTIN_MAX,
+                    "{shape:?} {w:?}: {smem} bytes per block"
+                );
+                assert!(
+                    blocks * (smem + 1024) <= SM_SMEM,
+                    "{shape:?} {w:?}: {blocks} blocks of {smem} bytes do not fit an SM"
+                );
+            }
+        }
+        // The measured default: Q4H 3 stages of 55 KiB, Q6H 3 of 63 KiB.
+        assert_eq!(MmtShape::W8.smem(HWeights::Q4H), 3 * (8 * 2560 + 64 * 544));
+        assert_eq!(
+            MmtShape::W4B2.smem(HWeights::Q6H),
+            MmtShape::W8.smem(HWeights::Q6H)
+        );
     }
 }
