@@ -8,8 +8,8 @@ use crate::error::CudaError;
 use crate::registry::{Kernel, Registry};
 
 /// The prefill tiles of `mmt_*` (mmt_h16.cu): row groups and tokens per block and threads (the
-/// .cu's MMT_GROUPS, MMT_TOK, MMT_THREADS). The stages are compiled in as -DMMT_STAGES from
-/// `Registry::mmt_stages`.
+/// .cu's MMT_GROUPS, MMT_TOK, MMT_THREADS). Q4H's shape is compiled in as -DMMT_WG / -DMMT_MINB /
+/// -DMMT_STAGES from `MmtShape::params`.
 const MMT_GROUPS: u32 = 8;
 const MMT_TOK: u32 = 64;
 const MMT_THREADS: u32 = 256;
@@ -128,7 +128,7 @@ impl Registry {
 
     /// [`Registry::mvh_plan`] for prefill on shared-memory tiles: the `mmt_*` kernels
     /// (mmt_h16.cu), 128 rows × 64 tokens per block of 8 warps, the same chain count S — so the
-    /// same bits per output as `mvh_*` — with `mmt_smem` bytes of dynamic shared memory.
+    /// same bits per output as `mvh_*` — with `MmtShape::smem` bytes of dynamic shared memory.
     pub fn mmt_plan(
         &self,
         w: HWeights,
@@ -147,19 +147,9 @@ impl Registry {
                 1,
             ),
             block: MMT_THREADS / self.mmt.of(w).params().0,
-            smem: self.mmt_smem(w) as u32,
+            smem: self.mmt.smem(w) as u32,
         };
         (kernels[self.h16_chains(n_out).1], dims)
-    }
-
-    /// The stage count of the `mmt_*` kernels of a format (`MmtShape::stages`).
-    pub fn mmt_stages(&self, w: HWeights) -> usize {
-        self.mmt.stages(w)
-    }
-
-    /// The dynamic shared memory of an `mmt_*` kernel (`MmtShape::smem`).
-    pub fn mmt_smem(&self, w: HWeights) -> usize {
-        self.mmt.smem(w)
     }
 
     /// The chain count S of a matrix of `n_out` rows (part of its numbers) and its index in the

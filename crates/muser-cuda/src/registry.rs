@@ -460,8 +460,8 @@ impl Registry {
                     extra.push(format!("-DMVR_AHEAD={mvr_ahead}"));
                 }
                 if m == Module::MmtH16 {
-                    // The stage count `mmt_smem` sizes the launch for (`mmt_stages`: one source
-                    // of truth) and the blocks per SM.
+                    // Q4H's tile shape (`MmtShape::params`: the stages `MmtShape::smem` sizes the
+                    // launch for, one source of truth) and the blocks per SM.
                     let (wg, minb, stages) = mmt.params();
                     extra.push(format!("-DMMT_WG={wg}"));
                     extra.push(format!("-DMMT_MINB={minb}"));
@@ -492,7 +492,7 @@ impl Registry {
                         // staged activations and the lane-sum scratch.
                         Some((mva_warps * mva_rows) as usize * 36 * 4)
                     } else if m == Module::MmtH16 {
-                        // The prefill tiles' stages (`mmt_smem`), no static shared memory.
+                        // The prefill tiles' stages (`MmtShape::smem`), no static shared memory.
                         Some(0)
                     } else if matches!(m, Module::MatvecPacked | Module::MatvecPackedA8)
                         && k.symbol().starts_with("mvs_")

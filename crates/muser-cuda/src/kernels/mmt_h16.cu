@@ -20,7 +20,7 @@
 //   from per-thread source pointers set once (a step adds the super-block's offset). Rows past
 //   n_out (a last partial tile) and tokens past n_tok read the last valid ones and are not
 //   stored. Needs n_out % 16 == 0, K % 256 == 0, 16-byte aligned W, XH and sums; dynamic shared
-//   memory = `Registry::mmt_smem` bytes.
+//   memory = `MmtShape::smem` bytes (plan_h16.rs).
 
 #define MMT_GROUPS 8
 #define MMT_TOK 64
