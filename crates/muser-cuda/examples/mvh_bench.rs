@@ -5,7 +5,9 @@
 //! in GGUF's format (Q4_K 4.5, Q6_K 6.5625). A measurement tool, not a test: it asserts nothing.
 //! `mvb_bench --a8` gives the A8 kernels on the same shapes. Then the prefill kernels — rows
 //! (`mmh_*`, `Registry::mmh_plan`) and shared-memory tiles (`mmt_*`, `Registry::mmt_plan`) — at
-//! 128 and 512 tokens, with their f16 tensor-core TFLOPS;
+//! 128 and 512 tokens, with their f16 tensor-core TFLOPS (with `MUSER_CUDA_MMT=wg` the warpgroup
+//! tiles `mmw_*`, fed the constant activations as they are: every value is 1.0, so fragment and
+//! natural order are the same bytes; the engine's `h16_natural` pass before them is not timed);
 //! `mmq_bench --a8` gives the A8 prefill kernels.
 //!
 //! `cargo run --release -p muser-cuda --example mvh_bench`
@@ -25,8 +27,8 @@ fn main() {
         }
     }
     let gpu = Gpu::open(0).expect("open GPU");
-    let reg =
-        Registry::build_modules(&gpu, &[Module::MatvecH16, Module::MmtH16]).expect("registry");
+    let reg = Registry::build_modules(&gpu, &[Module::MatvecH16, Module::MmtH16, Module::MmwH16])
+        .expect("registry");
     let (e, q, kv, ff) = (6656usize, 4096usize, 256usize, 19968usize);
     let shapes = [
         ("Q / attention gate", HWeights::Q4H, e, q),

@@ -75,6 +75,8 @@ pub enum Module {
     /// (Q4H weights, `muser_cuda::q4h`; kernel tests and benchmarks until the engine runs it).
     MatvecH16,
     MmtH16,
+    /// The f16 route's prefill tiles on the warpgroup MMA (`MUSER_CUDA_MMT=wg`; sm_90a).
+    MmwH16,
     Norm,
     Rope,
     Attention,
@@ -83,7 +85,7 @@ pub enum Module {
 
 impl Module {
     /// Every module.
-    pub const ALL: [Module; 15] = [
+    pub const ALL: [Module; 16] = [
         Module::Matvec,
         Module::MatvecA16,
         Module::MatvecPacked,
@@ -95,6 +97,7 @@ impl Module {
         Module::MmvA8,
         Module::MatvecH16,
         Module::MmtH16,
+        Module::MmwH16,
         Module::Norm,
         Module::Rope,
         Module::Attention,
@@ -123,6 +126,7 @@ impl Module {
             Module::MmvA8 => "mmv_a8.cu",
             Module::MatvecH16 => "matvec_h16.cu",
             Module::MmtH16 => "mmt_h16.cu",
+            Module::MmwH16 => "mmw_h16.cu",
             Module::Norm => "norm.cu",
             Module::Rope => "rope.cu",
             Module::Attention => "attention.cu",
@@ -143,6 +147,7 @@ impl Module {
             Module::MmvA8 => include_str!("kernels/mmv_a8.cu"),
             Module::MatvecH16 => include_str!("kernels/matvec_h16.cu"),
             Module::MmtH16 => include_str!("kernels/mmt_h16.cu"),
+            Module::MmwH16 => include_str!("kernels/mmw_h16.cu"),
             Module::Norm => include_str!("kernels/norm.cu"),
             Module::Rope => include_str!("kernels/rope.cu"),
             Module::Attention => include_str!("kernels/attention.cu"),
@@ -164,7 +169,7 @@ impl Module {
             }
             Module::Norm | Module::Elementwise => ACT_H16,
             Module::MatvecH16 => return format!("{COMMON}\n{ACT_H16}\n{FORMATS_H16}\n{body}"),
-            Module::MmtH16 => return format!("{COMMON}\n{FORMATS_H16}\n{body}"),
+            Module::MmtH16 | Module::MmwH16 => return format!("{COMMON}\n{FORMATS_H16}\n{body}"),
             _ => "",
         };
         format!("{COMMON}\n{formats}\n{body}")

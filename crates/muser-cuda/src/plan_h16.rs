@@ -13,6 +13,12 @@ use crate::registry::{Kernel, Registry};
 const MMT_GROUPS: u32 = 8;
 const MMT_TOK: u32 = 64;
 const MMT_THREADS: u32 = 256;
+/// The warpgroup tiles of `mmw_*` (mmw_h16.cu, `MmtShape::Wg`): warpgroups per block (64 rows
+/// each), tokens per block, stages and bytes per stage (MMW_WG, MMW_TOK, MMW_STAGES, MMW_STAGE).
+const MMW_WG: u32 = 3;
+const MMW_TOK: u32 = 128;
+const MMW_STAGES: usize = 3;
+const MMW_STAGE: usize = 65536 + 4096;
 
 /// How the `mmt_*` tiles (8 row groups × 64 tokens per block, the same bits in every shape) sit
 /// on an SM (`MUSER_CUDA_MMT`; -DMMT_WG / -DMMT_MINB / -DMMT_STAGES). H200, 572c16e / c9dc357,
@@ -27,6 +33,10 @@ pub enum MmtShape {
     /// 4 warps of two row groups (each activation fragment feeds both), two blocks per SM, 2
     /// stages, running totals in the output.
     W4B2,
+    /// Not `mmt_*` but the warpgroup-MMA tiles `mmw_*` (mmw_h16.cu): 3 warpgroups × 64 rows ×
+    /// 128 tokens per block, the activations in natural order (`h16_natural` first), 3 stages,
+    /// running totals in the output. The same bits as every other shape.
+    Wg,
 }
 
 impl MmtShape {
@@ -35,8 +45,9 @@ impl MmtShape {
             Err(_) | Ok("w8") => Ok(MmtShape::W8),
             Ok("w8b2") => Ok(MmtShape::W8B2),
             Ok("w4b2") => Ok(MmtShape::W4B2),
+            Ok("wg") => Ok(MmtShape::Wg),
             Ok(v) => Err(CudaError::Invalid(format!(
-                "MUSER_CUDA_MMT={v}: expected w8, w8b2 or w4b2"
+                "MUSER_CUDA_MMT={v}: expected w8, w8b2, w4b2 or wg"
             ))),
         }
     }
@@ -46,12 +57,14 @@ impl MmtShape {
             MmtShape::W8 => "w8",
             MmtShape::W8B2 => "w8b2",
             MmtShape::W4B2 => "w4b2",
+            MmtShape::Wg => "wg",
         }
     }
-    /// Row groups per warp, blocks per SM, stages.
+    /// Row groups per warp, blocks per SM, stages (`Wg`: the `mmt_*` kernels it does not launch
+    /// are compiled as `W8`'s).
     pub(crate) fn params(self) -> (u32, u32, usize) {
         match self {
-            MmtShape::W8 => (1, 1, 3),
+            MmtShape::W8 | MmtShape::Wg => (1, 1, 3),
             MmtShape::W8B2 => (1, 2, 2),
             MmtShape::W4B2 => (2, 2, 2),
         }
@@ -59,14 +72,17 @@ impl MmtShape {
     /// The shape a format's tiles take: Q4H this one, Q6H always `W8` (mmt_h16.cu's kernel
     /// list: two of its stage sets would not fit an SM).
     fn of(self, w: HWeights) -> MmtShape {
-        match w {
-            HWeights::Q4H => self,
-            HWeights::Q6H => MmtShape::W8,
+        match (self, w) {
+            (MmtShape::Wg, _) | (_, HWeights::Q4H) => self,
+            (_, HWeights::Q6H) => MmtShape::W8,
         }
     }
     /// Stages of a format's tiles.
     pub fn stages(self, w: HWeights) -> usize {
-        self.of(w).params().2
+        match self.of(w) {
+            MmtShape::Wg => MMW_STAGES,
+            s => s.params().2,
+        }
     }
     /// Blocks per SM a format's tiles ask for.
     pub fn blocks_per_sm(self, w: HWeights) -> usize {
@@ -75,6 +91,9 @@ impl MmtShape {
     /// Dynamic shared memory of a format's tiles: `stages` stages of 8 pieces, 64 activation rows
     /// of MMT_XROW = 528 bytes and 64 tokens' sums.
     pub fn smem(self, w: HWeights) -> usize {
+        if self == MmtShape::Wg {
+            return MMW_STAGES * MMW_STAGE;
+        }
         let (piece, sum_bytes) = match w {
             HWeights::Q4H => (2048 + 256 + 256, 16),
             HWeights::Q6H => (2048 + 1024 + 512, 32),
@@ -103,8 +122,8 @@ impl Registry {
     /// the launch: S warps per 16-row group, one block row per 8 tokens. S from the prototype's
     /// measurements (docs/receipts/cuda-hmma-prototype.txt, one token): 4 where the matrix has
     /// at least 400 row groups (FFN 27.8 / 31.6 µs vs 33.3 / 34.0 with 8), 8 from 128 (Q: 8.6 vs
-    /// 9.9 µs), 16 below (K/V: 5.2 vs 6.4 µs with 8); `MUSER_CUDA_H16_WIDE_S=2` tries 2 from
-    /// 1024 groups (FFN gate / up, the output projection; not yet measured).
+    /// 9.9 µs), 16 below (K/V: 5.2 vs 6.4 µs with 8); 2 from 1024 groups (FFN gate / up, the output
+    /// projection: 28.75 vs 30.49 µs at S = 4 on the H200; `MUSER_CUDA_H16_WIDE_S=4` keeps 4).
     pub fn mvh_plan(
         &self,
         w: HWeights,
@@ -128,7 +147,9 @@ impl Registry {
 
     /// [`Registry::mvh_plan`] for prefill on shared-memory tiles: the `mmt_*` kernels
     /// (mmt_h16.cu), 128 rows × 64 tokens per block of 8 warps, the same chain count S — so the
-    /// same bits per output as `mvh_*` — with `MmtShape::smem` bytes of dynamic shared memory.
+    /// same bits per output as `mvh_*` — with `MmtShape::smem` bytes of dynamic shared memory;
+    /// with `MmtShape::Wg` the `mmw_*` kernels (mmw_h16.cu), which read the activations in
+    /// natural order ([`Registry::mmt_natural`]).
     pub fn mmt_plan(
         &self,
         w: HWeights,
@@ -136,6 +157,27 @@ impl Registry {
         n_tok: usize,
     ) -> (Kernel, crate::launch::Dims) {
         use Kernel::*;
+        if self.mmt_natural(n_out) {
+            let kernels = match w {
+                HWeights::Q4H => [MmwQ4hS2, MmwQ4hS4, MmwQ4hS8, MmwQ4hS16],
+                HWeights::Q6H => [MmwQ6hS2, MmwQ6hS4, MmwQ6hS8, MmwQ6hS16],
+            };
+            let dims = crate::launch::Dims {
+                grid: (
+                    ((n_out / 16) as u32).div_ceil(4 * MMW_WG),
+                    (n_tok as u32).div_ceil(MMW_TOK),
+                    1,
+                ),
+                block: 128 * MMW_WG,
+                smem: self.mmt.smem(w) as u32,
+            };
+            return (kernels[self.h16_chains(n_out).1], dims);
+        }
+        // `Wg` below its matrices' size: the `mmt_*` kernels as compiled, `W8`'s.
+        let shape = match self.mmt {
+            MmtShape::Wg => MmtShape::W8,
+            s => s,
+        };
         let kernels = match w {
             HWeights::Q4H => [MmtQ4hS2, MmtQ4hS4, MmtQ4hS8, MmtQ4hS16],
             HWeights::Q6H => [MmtQ6hS2, MmtQ6hS4, MmtQ6hS8, MmtQ6hS16],
@@ -146,8 +188,8 @@ impl Registry {
                 (n_tok as u32).div_ceil(MMT_TOK),
                 1,
             ),
-            block: MMT_THREADS / self.mmt.of(w).params().0,
-            smem: self.mmt.smem(w) as u32,
+            block: MMT_THREADS / shape.of(w).params().0,
+            smem: shape.smem(w) as u32,
         };
         (kernels[self.h16_chains(n_out).1], dims)
     }
@@ -188,6 +230,24 @@ impl Registry {
         (kernels[i], dims)
     }
 
+    /// Whether the prefill tiles of a matrix of `n_out` rows ([`Registry::mmt_plan`]) are the
+    /// warpgroup tiles, which read the activations in natural order:
+    /// then `h16_natural` ([`Registry::h16_natural_dims`]) turns the f16 fragments XH into a
+    /// buffer XN of the same size first, and the tile kernel takes XN where the others take XH.
+    pub fn mmt_natural(&self, n_out: usize) -> bool {
+        self.mmt == MmtShape::Wg && n_out / 16 >= self.mmw_min as usize
+    }
+
+    /// The launch of `h16_natural` (mmw_h16.cu) over `n_tok` rows of `k` f16 values: one thread
+    /// per 64-value chunk.
+    pub fn h16_natural_dims(n_tok: usize, k: usize) -> crate::launch::Dims {
+        crate::launch::Dims {
+            grid: (((n_tok * k / 64) as u32).div_ceil(256).max(1), 1, 1),
+            block: 256,
+            smem: 0,
+        }
+    }
+
     /// The launch of a fused element-wise f16 kernel (`*_h16`, elementwise.cu) over `n_tok`
     /// tokens: one block per token, one thread per 32-value unit.
     pub fn ewh_dims(n_tok: usize) -> crate::launch::Dims {
@@ -220,7 +280,7 @@ mod tests {
 
     #[test]
     fn every_tile_shape_fits_its_blocks_per_sm() {
-        for shape in [MmtShape::W8, MmtShape::W8B2, MmtShape::W4B2] {
+        for shape in [MmtShape::W8, MmtShape::W8B2, MmtShape::W4B2, MmtShape::Wg] {
             for w in [HWeights::Q4H, HWeights::Q6H] {
                 let (smem, blocks) = (shape.smem(w), shape.blocks_per_sm(w));
                 assert!(

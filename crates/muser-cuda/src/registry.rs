@@ -103,6 +103,11 @@ kernels! {
     MmtQ4hS16 => MmtH16, "mmt_q4h_s16";
     MmtQ6hS4 => MmtH16, "mmt_q6h_s4"; MmtQ6hS8 => MmtH16, "mmt_q6h_s8";
     MmtQ6hS16 => MmtH16, "mmt_q6h_s16";
+    H16Natural => MmwH16, "h16_natural";
+    MmwQ4hS2 => MmwH16, "mmw_q4h_s2"; MmwQ4hS4 => MmwH16, "mmw_q4h_s4";
+    MmwQ4hS8 => MmwH16, "mmw_q4h_s8"; MmwQ4hS16 => MmwH16, "mmw_q4h_s16";
+    MmwQ6hS2 => MmwH16, "mmw_q6h_s2"; MmwQ6hS4 => MmwH16, "mmw_q6h_s4";
+    MmwQ6hS8 => MmwH16, "mmw_q6h_s8"; MmwQ6hS16 => MmwH16, "mmw_q6h_s16";
     RmsnormRows => Norm, "rmsnorm_rows";
     EmbedFinish => Norm, "embed_finish";
     ResidualNorm => Norm, "residual_norm";
@@ -206,10 +211,15 @@ pub struct Registry {
     /// always `MmtShape::W8`. Launch and schedule only: the same numbers.
     pub mmt: MmtShape,
     /// The chain count S of the f16 route's matrices with at least 1024 row groups (FFN gate /
-    /// up, the output projection): 4, or 2 (`MUSER_CUDA_H16_WIDE_S=2`; every kernel of the route
-    /// takes S from `h16_chains`, so decode and prefill keep the same bits — but S is part of
-    /// the numbers: a different route id, `mv=mvh-s2`).
+    /// up, the output projection): 2 (route id `mv=mvh-s2`; the default since 2026-12-02, H200:
+    /// tg128 110.81 vs 109.49 tok/s, FFN gate / up one token 28.75 vs 30.49 µs), or 4
+    /// (`MUSER_CUDA_H16_WIDE_S=4`, `mv=mvh`). Every kernel of the route takes S from
+    /// `h16_chains`, so decode and prefill keep the same bits — but S is part of the numbers.
     pub h16_wide_s: u32,
+    /// With `MmtShape::Wg`: the fewest row groups a matrix needs for the warpgroup tiles
+    /// (`MUSER_CUDA_MMW_MIN`: 1024, FFN gate / up and the output projection; 0, every tiled
+    /// matrix); the others keep `mmt_*` as `W8`. Launch only: the same bits.
+    pub mmw_min: u32,
     functions: HashMap<(Kernel, Math), CudaFunction>,
     modules: Vec<CompiledModule>,
     _loaded: Vec<Arc<CudaModule>>,
@@ -402,7 +412,8 @@ impl Registry {
         let mvr_rows = env_choice("MUSER_CUDA_MVR_ROWS", 4, &[1, 2, 4, 8, 16])?;
         let mvr_ahead = env_choice("MUSER_CUDA_MVR_AHEAD", 0, &[0, 1])?;
         let mmt = MmtShape::from_env()?;
-        let h16_wide_s = env_choice("MUSER_CUDA_H16_WIDE_S", 4, &[2, 4])?;
+        let mmw_min = env_choice("MUSER_CUDA_MMW_MIN", 1024, &[0, 1024])?;
+        let h16_wide_s = env_choice("MUSER_CUDA_H16_WIDE_S", 2, &[2, 4])?;
         if mva_ahead == 2 && mva_wstages > 0 {
             return Err(CudaError::Invalid(
                 "MUSER_CUDA_MVA_AHEAD=2 and MUSER_CUDA_MVA_WSTAGES: the Q4_K decode kernel \
@@ -491,7 +502,7 @@ impl Registry {
                         // The one-token decode kernels' weight ring (`t1_plan`) beside the
                         // staged activations and the lane-sum scratch.
                         Some((mva_warps * mva_rows) as usize * 36 * 4)
-                    } else if m == Module::MmtH16 {
+                    } else if matches!(m, Module::MmtH16 | Module::MmwH16) {
                         // The prefill tiles' stages (`MmtShape::smem`), no static shared memory.
                         Some(0)
                     } else if matches!(m, Module::MatvecPacked | Module::MatvecPackedA8)
@@ -544,6 +555,7 @@ impl Registry {
             mvr_ahead,
             mmt,
             h16_wide_s,
+            mmw_min,
             mva_warps,
             mvb_warps,
             functions,

@@ -3,7 +3,8 @@
 //! f32-accumulation distance of the exact value of their own f16 operands
 //! (`h16::mvh_reference_*`), close to the exact product of the GGUF weights and the f32
 //! activations, and give each token the same bits whatever the token count and the other tokens
-//! — and the prefill kernels (`mmh_*`, `mmt_*`) the same bits as the decode ones. Without a
+//! — and the prefill kernels (`mmh_*`, `mmt_*`, or with `MUSER_CUDA_MMT=wg` the warpgroup tiles
+//! `mmw_*` after `h16_natural`) the same bits as the decode ones. Without a
 //! CUDA device every test says "skipping: no CUDA device" (CI); `scripts/device/cuda-tests.sh` runs it on the H200.
 
 use muser_cuda::h16::{self, H16Row};
@@ -107,11 +108,29 @@ fn mvh_on_device(
         Mm::Tile => reg.mmt_plan(fmt, n_out, n_tok),
     };
     let (y, yp) = guarded(gpu, n_tok * n_out);
+    // The warpgroup tiles (`MUSER_CUDA_MMT=wg`) read the activations in natural order.
+    let natural = matches!(kind, Mm::Tile) && reg.mmt_natural(n_out);
+    let xn = natural.then(|| {
+        let xn = gpu.alloc(n_tok * k * 2 + 256, "xn").expect("alloc");
+        let args = KArgs::new()
+            .ptr(acts[0].ptr())
+            .int(k)
+            .int(n_tok)
+            .ptr(xn.ptr());
+        launch(
+            reg.get(Kernel::H16Natural, Math::Strict),
+            Registry::h16_natural_dims(n_tok, k),
+            gpu.stream(),
+            args,
+        )
+        .expect("h16_natural");
+        xn
+    });
     let args = KArgs::new()
         .ptr(w.ptr())
         .int(n_out)
         .int(k)
-        .ptr(acts[0].ptr())
+        .ptr(xn.as_ref().map_or(acts[0].ptr(), |x| x.ptr()))
         .ptr(acts[1].ptr())
         .ptr(acts[2].ptr())
         .ptr(acts[3].ptr())
@@ -163,7 +182,7 @@ fn repacked(
 fn check_mvh(ty: GgmlType) {
     let Some((gpu, reg)) = device() else { return };
     // One shape per chain count: 16 row groups (S = 16), 128 (S = 8), 416 (S = 4) — chains
-    // 4..7 and 2..3 of the last two empty —, 1025 (S = 2 with MUSER_CUDA_H16_WIDE_S=2, else 4;
+    // 4..7 and 2..3 of the last two empty —, 1025 (S = 2, or 4 with MUSER_CUDA_H16_WIDE_S=4;
     // a last tile of one group) and 25 groups (the same).
     for (n_out, k) in [
         (256, 6656),

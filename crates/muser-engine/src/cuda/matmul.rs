@@ -235,20 +235,40 @@ impl<'m> CudaSession<'m> {
         // blocks); rows below (K / V: 16 groups). H200, mvh_bench at 784bef7, 512 tokens: Q
         // (256 groups) tiles 161.5 vs rows 298.9 µs, FFN up 735.9 vs 1526.1; K rows 20.1 vs
         // tiles 84.6, V 25.3 vs 96.6. The same bits either way.
+        let tiles = Self::h16_tiles(m, n);
         let (kern, dims) = if n <= 8 {
             self.reg.mvh_plan(fmt, m.n_out, n)
-        } else if m.n_out / 16 >= 128 {
+        } else if tiles {
             self.reg.mmt_plan(fmt, m.n_out, n)
         } else {
             self.reg.mmh_plan(fmt, m.n_out, n)
         };
-        let args = (self.b.h16)
-            .append(KArgs::new().ptr(m.ptr).int(m.n_out).int(m.n_in))
+        let h = &self.b.h16;
+        // The warpgroup tiles read the activations in natural order (`project` wrote XN).
+        let xh = if tiles && self.reg.mmt_natural(m.n_out) {
+            h.xn.ptr()
+        } else {
+            h.xh.ptr()
+        };
+        let args = KArgs::new()
+            .ptr(m.ptr)
+            .int(m.n_out)
+            .int(m.n_in)
+            .ptr(xh)
+            .ptr(h.xsum.ptr())
+            .ptr(h.xsum16.ptr())
+            .ptr(h.xinv.ptr())
             .f32(2f32.powi(-exp))
             .ptr(y)
             .int(ldy)
             .int(n);
         launch(self.f(kern), dims, s, args)
+    }
+
+    /// Whether the f16 route runs `n` tokens through `m` on the prefill tiles (else decode
+    /// kernels or prefill rows).
+    fn h16_tiles(m: &DevMatrix, n: usize) -> bool {
+        n > 8 && m.n_out / 16 >= 128
     }
 
     /// `n` packed decode rows on the packed kernels `kp` ((staged, unstaged) per 2, 4, 8 rows),
@@ -372,6 +392,20 @@ impl<'m> CudaSession<'m> {
     ) -> Result<(), CudaError> {
         if !prequantized {
             self.quantize(self.gpu.stream(), x, k, n, acts)?;
+        }
+        if acts == Acts::F16
+            && outs
+                .iter()
+                .any(|(m, _, _)| Self::h16_tiles(m, n) && self.reg.mmt_natural(m.n_out))
+        {
+            // The warpgroup tiles' input in natural order, once before the branches fork.
+            let h = &self.b.h16;
+            launch(
+                self.f(Kernel::H16Natural),
+                Registry::h16_natural_dims(n, k),
+                self.gpu.stream(),
+                KArgs::new().ptr(h.xh.ptr()).int(k).int(n).ptr(h.xn.ptr()),
+            )?;
         }
         type Branch<'a> = Box<dyn FnMut(Stream) -> Result<(), CudaError> + 'a>;
         let mut branches: Vec<Branch<'_>> = outs

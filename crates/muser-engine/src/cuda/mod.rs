@@ -89,6 +89,7 @@ struct Bufs {
 /// The f16 route's activation buffers (`act_h16`, matvec_h16.cu): `C` rows of `k_max`.
 struct H16Bufs {
     xh: DeviceBuffer,     // [C][k_max] f16 in fragment order
+    xn: DeviceBuffer,     // [C][k_max] f16 in natural order (the `mmw_*` tiles' input)
     xsum: DeviceBuffer,   // [C][k_max/32] f16: 32-value sums
     xsum16: DeviceBuffer, // [C][k_max/16] f16: 16-value sums
     xinv: DeviceBuffer,   // [C] f32: each row's inverse power of two
@@ -106,7 +107,7 @@ impl H16Bufs {
 
 /// f32 words of `H16Bufs` per row (the VRAM plan).
 fn h16_words(k_max: usize) -> usize {
-    k_max / 2 + k_max / 64 + k_max / 32 + 1
+    2 * (k_max / 2) + k_max / 64 + k_max / 32 + 1
 }
 
 /// Per layer f16 K/V rings, one per sequence: position p of sequence s at row s * cap + p % cap.
@@ -388,7 +389,7 @@ impl<'m> CudaSession<'m> {
             }
         }
         if opts.acts == Acts::F16 {
-            modules.extend([Module::MatvecH16, Module::MmtH16]);
+            modules.extend([Module::MatvecH16, Module::MmtH16, Module::MmwH16]);
         }
         let reg = Registry::build_modules(&gpu, &modules)?;
         check_q6_switches(&reg, opts.q6_pad)?;
@@ -655,6 +656,7 @@ fn alloc_bufs(
             let k = k_max(model);
             H16Bufs {
                 xh: gpu.alloc(ch * k * 2, "f16 activations")?,
+                xn: gpu.alloc(ch * k * 2, "f16 activations, natural order")?,
                 xsum: gpu.alloc(ch * k / 32 * 2, "f16 32-value sums")?,
                 xsum16: gpu.alloc(ch * k / 16 * 2, "f16 16-value sums")?,
                 xinv: f(1, "f16 inverse scales")?,
@@ -662,6 +664,7 @@ fn alloc_bufs(
         } else {
             H16Bufs {
                 xh: gpu.alloc(4, "f16 activations (unused)")?,
+                xn: gpu.alloc(4, "f16 activations (unused)")?,
                 xsum: gpu.alloc(4, "f16 sums (unused)")?,
                 xsum16: gpu.alloc(4, "f16 sums (unused)")?,
                 xinv: gpu.alloc(4, "f16 scales (unused)")?,
