@@ -20,10 +20,12 @@ const MMW_TOK: u32 = 128;
 const MMW_STAGES: usize = 3;
 const MMW_STAGE: usize = 65536 + 4096;
 
-/// How the `mmt_*` tiles (8 row groups × 64 tokens per block, the same bits in every shape) sit
-/// on an SM (`MUSER_CUDA_MMT`; -DMMT_WG / -DMMT_MINB / -DMMT_STAGES). H200, 572c16e / c9dc357,
-/// pp512 of the full forge and `mvh_bench` FFN gate / up at 512 tokens:
-/// `w8` 3537.7 tok/s, 549.3 µs; `w8b2` 3254.7, 622.4 (128 registers: spills, 2 stages).
+/// How the f16 prefill tiles sit on an SM (`MUSER_CUDA_MMT`; the `mmt_*` shapes as -DMMT_WG /
+/// -DMMT_MINB / -DMMT_STAGES) — the same bits in every shape. H200, pp512 of the full forge and
+/// `mvh_bench` FFN gate / up at 512 tokens: `w8` 3537.7 tok/s, 549.3 µs; `w8b2` 3254.7, 622.4
+/// (128 registers: spills, 2 stages); `w4b2` 3097.6, 646.3 (dd3d216); `wg` (the warpgroup tiles
+/// from 1024 row groups, `mmt_*` as `w8` below) 3759.7 vs `w8` 3549.1 in the same call, FFN gate
+/// / up 490.6 vs 547.1 µs (b4f3c72; docs/receipts/cuda-wgmma-mmw.txt) — the default.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum MmtShape {
     /// 8 warps of one row group, one block per SM, 3 stages, running totals in registers.
@@ -42,10 +44,10 @@ pub enum MmtShape {
 impl MmtShape {
     pub(crate) fn from_env() -> Result<MmtShape, CudaError> {
         match std::env::var("MUSER_CUDA_MMT").as_deref() {
-            Err(_) | Ok("w8") => Ok(MmtShape::W8),
+            Ok("w8") => Ok(MmtShape::W8),
             Ok("w8b2") => Ok(MmtShape::W8B2),
             Ok("w4b2") => Ok(MmtShape::W4B2),
-            Ok("wg") => Ok(MmtShape::Wg),
+            Err(_) | Ok("wg") => Ok(MmtShape::Wg),
             Ok(v) => Err(CudaError::Invalid(format!(
                 "MUSER_CUDA_MMT={v}: expected w8, w8b2, w4b2 or wg"
             ))),

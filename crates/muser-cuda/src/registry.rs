@@ -207,8 +207,10 @@ pub struct Registry {
     /// (-DMVR_AHEAD, `MUSER_CUDA_MVR_AHEAD`). Launch and schedule only: the same numbers.
     pub mvr_rows: u32,
     pub mvr_ahead: u32,
-    /// The shape of the f16 prefill tiles on Q4H (`mmt_q4h_*`, `MUSER_CUDA_MMT`); Q6H's is
-    /// always `MmtShape::W8`. Launch and schedule only: the same numbers.
+    /// The shape of the f16 prefill tiles (`MUSER_CUDA_MMT`): `MmtShape::Wg` (default) puts the
+    /// matrices of at least `mmw_min` row groups on the warpgroup tiles `mmw_*`; the `mmt_*`
+    /// shapes act on Q4H (Q6H's is always `MmtShape::W8`). Launch and schedule only: the same
+    /// numbers.
     pub mmt: MmtShape,
     /// The chain count S of the f16 route's matrices with at least 1024 row groups (FFN gate /
     /// up, the output projection): 2 (route id `mv=mvh-s2`; the default since 2026-12-02, H200:

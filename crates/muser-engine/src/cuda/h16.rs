@@ -1,6 +1,7 @@
 //! What the f16 route (`MUSER_CUDA_ACTS=f16`; docs/cuda.md "The f16 route") can run, checked
-//! before a session starts: its matmul kernels (`mvh_*` for 1–8 tokens and packed rows, `mmt_*`
-//! / `mmh_*` for prefill; matvec_h16.cu, mmt_h16.cu) read Q4_K and Q6_K weights in the Q4H /
+//! before a session starts: its matmul kernels (`mvh_*` for 1–8 tokens and packed rows, `mmw_*`
+//! / `mmt_*` / `mmh_*` for prefill; matvec_h16.cu, mmt_h16.cu, mmw_h16.cu) read Q4_K and Q6_K
+//! weights in the Q4H /
 //! Q6H layouts, whole 256-value blocks, rows in groups of 16; the activations go through
 //! `act_h16` or the fused twins (`MUSER_CUDA_FUSE`): `residual_norm_h16`, and with
 //! `MUSER_CUDA_H16_EW=fused` also `sigmoid_gate_h16`, `swiglu_h16` / `geglu_h16`; the attention
@@ -34,6 +35,13 @@ const INTEGER_ROUTE_SWITCHES: [&str; 18] = [
     "MUSER_CUDA_MVR",
 ];
 
+/// The f16 route's own switches: on another route they would change nothing.
+const F16_ROUTE_SWITCHES: [&str; 3] = [
+    "MUSER_CUDA_MMT",
+    "MUSER_CUDA_MMW_MIN",
+    "MUSER_CUDA_H16_WIDE_S",
+];
+
 fn refuse(what: impl std::fmt::Display) -> Result<(), EngineError> {
     Err(EngineError::Config(format!("MUSER_CUDA_ACTS=f16: {what}")))
 }
@@ -61,6 +69,14 @@ pub fn check_options(model: &Model, opts: &mut CudaOptions) -> Result<(), Engine
         ));
     }
     if opts.acts != Acts::F16 {
+        if let Some(name) = F16_ROUTE_SWITCHES
+            .iter()
+            .find(|n| std::env::var_os(n).is_some())
+        {
+            return Err(EngineError::Config(format!(
+                "{name} acts on the f16 route's kernels only (MUSER_CUDA_ACTS=f16)"
+            )));
+        }
         return Ok(());
     }
     if let Some(name) = INTEGER_ROUTE_SWITCHES

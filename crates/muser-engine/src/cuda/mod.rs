@@ -530,6 +530,7 @@ impl<'m> CudaSession<'m> {
                 ),
                 (Acts::F16, _) => match self.reg.mmt {
                     MmtShape::W8 => "mmt+mmh".to_string(),
+                    MmtShape::Wg if self.reg.mmw_min == 0 => "mmt-wg0+mmh".to_string(),
                     m => format!("mmt-{}+mmh", m.label()),
                 },
                 _ => "t8".to_string(),
