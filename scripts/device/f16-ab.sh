@@ -7,8 +7,9 @@
 #     MUSER_CUDA_MMT=w4b2 and with MUSER_CUDA_H16_WIDE_S=4 (its 1025-group shape takes S = 2 by
 #     default), and `cuda_route`'s f16 tests with each (the tiny model's matrices stay under 1024
 #     groups: there S changes nothing) (~4 min); carry .device/tests/kernels_h16, .device/tests/cuda_route.
-#   PART=bench: `mvh_bench` and Muser-only pp512 / tg128 on the forge for the default f16 shape
-#     (w8, S = 2), w4b2 and wide S = 4 (~2 min); carry .device/muser, .device/mvh_bench.
+#   PART=bench: `mvh_bench` and Muser-only pp512 / tg128 on the forge for the `w8` tiles (S = 2),
+#     w4b2 and wide S = 4 (~2 min; the warpgroup tiles, the default since b4f3c72 / 5d58431, have
+#     their own script: mmw-ab.sh); carry .device/muser, .device/mvh_bench.
 # Usage: PART=tests|bench bash scripts/device/f16-ab.sh OUTDIR
 set -uo pipefail
 out=${1:?outdir}

@@ -19,12 +19,15 @@ MUSER_CUDA_MMT=wg MUSER_CUDA_DEADLINE_S=120 timeout 150 $T/cuda_route --test-thr
   > "$out/cuda_route-wg.txt" 2>&1
 echo "cuda_route f16 wg rc=$?"; grep -E "^test |test result|panicked|f16 route vs" "$out/cuda_route-wg.txt"
 for v in w8 wg; do
-  MUSER_CUDA_MMT=$v MUSER_CUDA_MMW_MIN=0 timeout 90 .device/mvh_bench > "$out/mvh-$v.txt" 2>&1
+  # wg: every matrix on mmw (MUSER_CUDA_MMW_MIN acts on wg only)
+  [ $v = wg ] && export MUSER_CUDA_MMW_MIN=0 || unset MUSER_CUDA_MMW_MIN
+  MUSER_CUDA_MMT=$v timeout 90 .device/mvh_bench > "$out/mvh-$v.txt" 2>&1
   echo "mvh_bench $v rc=$?"; grep -E "nt 512:" "$out/mvh-$v.txt" | grep -E "Mmt|Mmw"
 done
 while [ ! -f "$HOME/forge.done" ]; do sleep 2; done
 for v in w8:1024 wg:1024 wg:0; do
-  MUSER_CUDA_MMT=${v%%:*} MUSER_CUDA_MMW_MIN=${v#*:} MUSER_CUDA_ACTS=f16 timeout 120 .device/muser bench -m "$HOME/full.gguf" \
+  mm=${v%%:*}; min=${v#*:}; [ $mm = wg ] && export MUSER_CUDA_MMW_MIN=$min || unset MUSER_CUDA_MMW_MIN
+  MUSER_CUDA_MMT=$mm MUSER_CUDA_ACTS=f16 timeout 120 .device/muser bench -m "$HOME/full.gguf" \
     --backend cuda -p 512 -n 32 -r 2 > "$out/bench-${v%%:*}${v#*:}.txt" 2>&1
   echo "bench $v rc=$?"; grep -E "pp512|tg32|route" "$out/bench-${v%%:*}${v#*:}.txt"
 done

@@ -415,6 +415,12 @@ impl Registry {
         let mvr_ahead = env_choice("MUSER_CUDA_MVR_AHEAD", 0, &[0, 1])?;
         let mmt = MmtShape::from_env()?;
         let mmw_min = env_choice("MUSER_CUDA_MMW_MIN", 1024, &[0, 1024])?;
+        if mmt != MmtShape::Wg && std::env::var_os("MUSER_CUDA_MMW_MIN").is_some() {
+            return Err(CudaError::Invalid(format!(
+                "MUSER_CUDA_MMW_MIN acts on the warpgroup tiles only (MUSER_CUDA_MMT=wg, not {})",
+                mmt.label()
+            )));
+        }
         let h16_wide_s = env_choice("MUSER_CUDA_H16_WIDE_S", 2, &[2, 4])?;
         if mva_ahead == 2 && mva_wstages > 0 {
             return Err(CudaError::Invalid(

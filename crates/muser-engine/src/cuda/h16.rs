@@ -1,8 +1,8 @@
 //! What the f16 route (`MUSER_CUDA_ACTS=f16`; docs/cuda.md "The f16 route") can run, checked
 //! before a session starts: its matmul kernels (`mvh_*` for 1–8 tokens and packed rows, `mmw_*`
 //! / `mmt_*` / `mmh_*` for prefill; matvec_h16.cu, mmt_h16.cu, mmw_h16.cu) read Q4_K and Q6_K
-//! weights in the Q4H /
-//! Q6H layouts, whole 256-value blocks, rows in groups of 16; the activations go through
+//! weights in the Q4H / Q6H layouts, whole 256-value blocks, rows in groups of 16; the
+//! activations go through
 //! `act_h16` or the fused twins (`MUSER_CUDA_FUSE`): `residual_norm_h16`, and with
 //! `MUSER_CUDA_H16_EW=fused` also `sigmoid_gate_h16`, `swiglu_h16` / `geglu_h16`; the attention
 //! combine has none. Anything else — another weight type, a switch of the integer routes' kernels — is a
