@@ -356,6 +356,15 @@ mod tests {
             compile_module(m, Math::Strict, "sm_90a", &m.source(), &extra)
                 .unwrap_or_else(|e| panic!("{e}"));
         }
+        let m = Module::MmwH16;
+        compile_module(
+            m,
+            Math::Strict,
+            "sm_90a",
+            &m.source(),
+            &["-DMMW_WG=2".to_string()],
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
         let m = Module::MmqA16;
         let extra = [
             "-DMMQ_WN=2".to_string(),

@@ -13,9 +13,9 @@ use crate::registry::{Kernel, Registry};
 const MMT_GROUPS: u32 = 8;
 const MMT_TOK: u32 = 64;
 const MMT_THREADS: u32 = 256;
-/// The warpgroup tiles of `mmw_*` (mmw_h16.cu, `MmtShape::Wg`): warpgroups per block (64 rows
-/// each), tokens per block, stages and bytes per stage (MMW_WG, MMW_TOK, MMW_STAGES, MMW_STAGE).
-const MMW_WG: u32 = 3;
+/// The warpgroup tiles of `mmw_*` (mmw_h16.cu, `MmtShape::Wg`): tokens per block, stages and
+/// bytes per stage (MMW_TOK, MMW_STAGES, MMW_STAGE); the warpgroups per block (64 rows each) are
+/// `Registry::mmw_wg` (-DMMW_WG).
 const MMW_TOK: u32 = 128;
 const MMW_STAGES: usize = 3;
 const MMW_STAGE: usize = 65536 + 4096;
@@ -166,11 +166,11 @@ impl Registry {
             };
             let dims = crate::launch::Dims {
                 grid: (
-                    ((n_out / 16) as u32).div_ceil(4 * MMW_WG),
+                    ((n_out / 16) as u32).div_ceil(4 * self.mmw_wg),
                     (n_tok as u32).div_ceil(MMW_TOK),
                     1,
                 ),
-                block: 128 * MMW_WG,
+                block: 128 * self.mmw_wg,
                 smem: self.mmt.smem(w) as u32,
             };
             return (kernels[self.h16_chains(n_out).1], dims);

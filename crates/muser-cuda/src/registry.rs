@@ -222,6 +222,10 @@ pub struct Registry {
     /// (`MUSER_CUDA_MMW_MIN`: 1024, FFN gate / up and the output projection; 0, every tiled
     /// matrix); the others keep `mmt_*` as `W8`. Launch only: the same bits.
     pub mmw_min: u32,
+    /// Warpgroups per block of the warpgroup tiles (`MUSER_CUDA_MMW_WG`: 3, the measured default
+    /// — the prototype's 429 µs on FFN gate / up against 566–580 at 2 — or 2, more blocks for the
+    /// 4096- and 6656-row matrices: not yet measured). Launch only: the same bits.
+    pub mmw_wg: u32,
     functions: HashMap<(Kernel, Math), CudaFunction>,
     modules: Vec<CompiledModule>,
     _loaded: Vec<Arc<CudaModule>>,
@@ -415,11 +419,14 @@ impl Registry {
         let mvr_ahead = env_choice("MUSER_CUDA_MVR_AHEAD", 0, &[0, 1])?;
         let mmt = MmtShape::from_env()?;
         let mmw_min = env_choice("MUSER_CUDA_MMW_MIN", 1024, &[0, 1024])?;
-        if mmt != MmtShape::Wg && std::env::var_os("MUSER_CUDA_MMW_MIN").is_some() {
-            return Err(CudaError::Invalid(format!(
-                "MUSER_CUDA_MMW_MIN acts on the warpgroup tiles only (MUSER_CUDA_MMT=wg, not {})",
-                mmt.label()
-            )));
+        let mmw_wg = env_choice("MUSER_CUDA_MMW_WG", 3, &[2, 3])?;
+        for name in ["MUSER_CUDA_MMW_MIN", "MUSER_CUDA_MMW_WG"] {
+            if mmt != MmtShape::Wg && std::env::var_os(name).is_some() {
+                return Err(CudaError::Invalid(format!(
+                    "{name} acts on the warpgroup tiles only (MUSER_CUDA_MMT=wg, not {})",
+                    mmt.label()
+                )));
+            }
         }
         let h16_wide_s = env_choice("MUSER_CUDA_H16_WIDE_S", 2, &[2, 4])?;
         if mva_ahead == 2 && mva_wstages > 0 {
@@ -477,6 +484,9 @@ impl Registry {
                 if m == Module::MatvecA8 {
                     extra.push(format!("-DMVR_ROWS={mvr_rows}"));
                     extra.push(format!("-DMVR_AHEAD={mvr_ahead}"));
+                }
+                if m == Module::MmwH16 {
+                    extra.push(format!("-DMMW_WG={mmw_wg}"));
                 }
                 if m == Module::MmtH16 {
                     // Q4H's tile shape (`MmtShape::params`: the stages `MmtShape::smem` sizes the
@@ -564,6 +574,7 @@ impl Registry {
             mmt,
             h16_wide_s,
             mmw_min,
+            mmw_wg,
             mva_warps,
             mvb_warps,
             functions,

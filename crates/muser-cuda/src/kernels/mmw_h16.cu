@@ -26,7 +26,10 @@
 //   n_out % 16 == 0, K % 256 == 0, 16-byte aligned W, XN and sums, the sm_90a target;
 //   dynamic shared memory MMW_STAGES · MMW_STAGE bytes (`Registry::mmt_plan`).
 
+// Warpgroups per block: the registry's -DMMW_WG (`MUSER_CUDA_MMW_WG`, 3 by default).
+#ifndef MMW_WG
 #define MMW_WG 3
+#endif
 #define MMW_TOK 128
 #define MMW_STAGES 3
 #define MMW_XBYTES 65536                       // 128 tokens × 256 f16

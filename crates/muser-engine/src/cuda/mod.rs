@@ -530,7 +530,11 @@ impl<'m> CudaSession<'m> {
                 ),
                 (Acts::F16, _) => match self.reg.mmt {
                     MmtShape::W8 => "mmt+mmh".to_string(),
-                    MmtShape::Wg if self.reg.mmw_min == 0 => "mmt-wg0+mmh".to_string(),
+                    MmtShape::Wg => format!(
+                        "mmt-wg{}{}+mmh",
+                        if self.reg.mmw_min == 0 { "0" } else { "" },
+                        if self.reg.mmw_wg == 3 { "" } else { "-x2" }
+                    ),
                     m => format!("mmt-{}+mmh", m.label()),
                 },
                 _ => "t8".to_string(),
