@@ -6,7 +6,8 @@
 # MUSER_CUDA_MMW_MIN=0; set MMW_WG=2 in the environment to test that shape) and the f16
 # `cuda_route` tests with wg, `mvh_bench` for w8 and for every matrix on mmw at 3 and 2
 # warpgroups per block, then Muser-only pp512 / tg32 on the forge at w8, wg (mmw from 1024 row
-# groups, the default), wg on every matrix, and that at 2 warpgroups (~6 min). Usage: bash scripts/device/mmw-ab.sh OUTDIR
+# groups, the default), wg on every matrix, that at 2 warpgroups, and the split tiles
+# (MUSER_CUDA_MMW_SPLIT=1: FFN down and O as one block per (tile, chain), then the fold) (~7 min). Usage: bash scripts/device/mmw-ab.sh OUTDIR
 set -uo pipefail
 out=${1:?outdir}
 T=.device/tests
@@ -17,12 +18,17 @@ MUSER_CUDA_MMT=wg MUSER_CUDA_MMW_MIN=0 MUSER_CUDA_MMW_WG=${MMW_WG:-3} MUSER_CUDA
   timeout 240 $T/kernels_h16 --test-threads 1 \
   > "$out/kernels_h16-wg.txt" 2>&1
 echo "kernels_h16 wg rc=$?"; grep -E "^test |test result|panicked|differ" "$out/kernels_h16-wg.txt" | head -20
+# The split tiles on the test's 128- and 416-group shapes (mmw on the 1025-group one).
+MUSER_CUDA_MMT=wg MUSER_CUDA_MMW_SPLIT=1 MUSER_CUDA_DEADLINE_S=120 timeout 240 $T/kernels_h16 \
+  --test-threads 1 > "$out/kernels_h16-wgs.txt" 2>&1
+echo "kernels_h16 wg split rc=$?"; grep -E "^test |test result|panicked" "$out/kernels_h16-wgs.txt"
 MUSER_CUDA_MMT=wg MUSER_CUDA_DEADLINE_S=120 timeout 150 $T/cuda_route --test-threads 1 --nocapture f16 \
   > "$out/cuda_route-wg.txt" 2>&1
 echo "cuda_route f16 wg rc=$?"; grep -E "^test |test result|panicked|f16 route vs" "$out/cuda_route-wg.txt"
 # Each variant: a tag and its environment (MUSER_CUDA_MMW_* act on MUSER_CUDA_MMT=wg only).
 V_KERN=("w8|MUSER_CUDA_MMT=w8" "wg0|MUSER_CUDA_MMT=wg MUSER_CUDA_MMW_MIN=0"
-        "wg0x2|MUSER_CUDA_MMT=wg MUSER_CUDA_MMW_MIN=0 MUSER_CUDA_MMW_WG=2")
+        "wg0x2|MUSER_CUDA_MMT=wg MUSER_CUDA_MMW_MIN=0 MUSER_CUDA_MMW_WG=2"
+        "wgs|MUSER_CUDA_MMT=wg MUSER_CUDA_MMW_SPLIT=1")
 for v in "${V_KERN[@]}"; do
   tag=${v%%|*}
   env ${v#*|} timeout 90 .device/mvh_bench > "$out/mvh-$tag.txt" 2>&1
@@ -30,7 +36,8 @@ for v in "${V_KERN[@]}"; do
 done
 while [ ! -f "$HOME/forge.done" ]; do sleep 2; done
 V_RUN=("w8|MUSER_CUDA_MMT=w8" "wg|MUSER_CUDA_MMT=wg" "wg0|MUSER_CUDA_MMT=wg MUSER_CUDA_MMW_MIN=0"
-       "wg0x2|MUSER_CUDA_MMT=wg MUSER_CUDA_MMW_MIN=0 MUSER_CUDA_MMW_WG=2")
+       "wg0x2|MUSER_CUDA_MMT=wg MUSER_CUDA_MMW_MIN=0 MUSER_CUDA_MMW_WG=2"
+       "wgs|MUSER_CUDA_MMT=wg MUSER_CUDA_MMW_SPLIT=1")
 for v in "${V_RUN[@]}"; do
   tag=${v%%|*}
   env ${v#*|} MUSER_CUDA_ACTS=f16 timeout 120 .device/muser bench -m "$HOME/full.gguf" \

@@ -7,14 +7,15 @@
 //! (`mmh_*`, `Registry::mmh_plan`) and shared-memory tiles (`mmt_*`, `Registry::mmt_plan`) — at
 //! 128 and 512 tokens, with their f16 tensor-core TFLOPS (with `MUSER_CUDA_MMT=wg` the warpgroup
 //! tiles `mmw_*`, fed the constant activations as they are: every value is 1.0, so fragment and
-//! natural order are the same bytes; the engine's `h16_natural` pass before them is not timed);
+//! natural order are the same bytes; the engine's `h16_natural` pass before them is not timed;
+//! with `MUSER_CUDA_MMW_SPLIT=1` the split tiles and their fold, timed together);
 //! `mmq_bench --a8` gives the A8 prefill kernels.
 //!
 //! `cargo run --release -p muser-cuda --example mvh_bench`
 
 use muser_cuda::device::Event;
 use muser_cuda::launch::launch;
-use muser_cuda::{q4h, q6h, Gpu, HWeights, KArgs, Math, Module, Registry};
+use muser_cuda::{q4h, q6h, Gpu, HWeights, KArgs, Kernel, Math, Module, Registry};
 
 const COPIES: usize = 4;
 
@@ -88,9 +89,18 @@ fn main() {
                 'r' => reg.mmh_plan(fmt, n_out, nt),
                 _ => reg.mmt_plan(fmt, n_out, nt),
             };
+            // With MUSER_CUDA_MMW_SPLIT=1 the split warpgroup tiles and their fold, timed together.
+            let split = (kind == 't')
+                .then(|| reg.mmw_split_plan(fmt, n_out, nt))
+                .flatten();
+            let scratch = split.map(|sp| {
+                gpu.alloc(sp.scratch_floats * 4, "split sums")
+                    .expect("alloc")
+            });
+            let (kernel, dims) = split.map_or((kernel, dims), |sp| (sp.kernel, sp.dims));
             let f = reg.get(kernel, Math::Strict);
             let go = |i: usize| {
-                let args = KArgs::new()
+                let mut args = KArgs::new()
                     .ptr(copies[i % COPIES].ptr())
                     .int(n_out)
                     .int(k)
@@ -102,6 +112,23 @@ fn main() {
                     .ptr(y.ptr())
                     .int(n_out)
                     .int(nt);
+                if let (Some(sp), Some(p)) = (split, scratch.as_ref()) {
+                    args = args.ptr(p.ptr());
+                    launch(f, dims, gpu.stream(), args).expect("launch");
+                    let fold = KArgs::new()
+                        .ptr(p.ptr())
+                        .int(sp.chains as usize)
+                        .int(k / 256)
+                        .int(n_out)
+                        .int(nt)
+                        .ptr(inv.ptr())
+                        .f32(1.0)
+                        .ptr(y.ptr())
+                        .int(n_out);
+                    let ff = reg.get(Kernel::MmwFold, Math::Strict);
+                    launch(ff, sp.fold_dims, gpu.stream(), fold).expect("launch");
+                    return;
+                }
                 launch(f, dims, gpu.stream(), args).expect("launch");
             };
             let reps = if nt > 8 { 10 } else { 200 };

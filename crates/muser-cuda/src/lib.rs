@@ -42,7 +42,7 @@ pub use device::{DeviceBuffer, Gpu, GpuInfo, Stream};
 pub use error::CudaError;
 pub use graph::{Graph, GraphMode};
 pub use launch::KArgs;
-pub use plan_h16::{HWeights, MmtShape};
+pub use plan_h16::{HWeights, MmtShape, MmwSplit};
 pub use registry::{
     Kernel, Math, Module, PackedPlan, Registry, MMQ_ROWS, MMV_PAIR_MAX_TOKENS, MMV_PAIR_ROWS,
     MMV_ROWS, SMEM_OPTIN_MAX,

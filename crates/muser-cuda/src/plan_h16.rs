@@ -104,6 +104,19 @@ impl MmtShape {
     }
 }
 
+/// A launch of the split warpgroup tiles (`Registry::mmw_split_plan`): `kernel` over `dims` (grid
+/// z = the chain) with the arguments of `mmt_*` and then the scratch `P`
+/// [`chains`][n_tok][n_out] f32, then `mmw_fold` over `fold_dims` (arguments: P, chains, the
+/// matrix's super-blocks, n_out, n_tok, XINV, w_inv, Y, ldy).
+#[derive(Clone, Copy, Debug)]
+pub struct MmwSplit {
+    pub kernel: Kernel,
+    pub dims: crate::launch::Dims,
+    pub chains: u32,
+    pub fold_dims: crate::launch::Dims,
+    pub scratch_floats: usize,
+}
+
 /// Threads per block of `act_h16` (matvec_h16.cu): one thread per 32-value unit.
 pub const ACT_H16_THREADS: u32 = 128;
 /// Threads per block of the fused `*_h16` element-wise kernels (elementwise.cu): one block per
@@ -230,6 +243,60 @@ impl Registry {
             smem: 0,
         };
         (kernels[i], dims)
+    }
+
+    /// The split warpgroup tiles for `n_tok` tokens over a matrix of `n_out` rows, where they
+    /// apply (`MUSER_CUDA_MMW_SPLIT=1` with `MmtShape::Wg`, from 128 row groups to below
+    /// `mmw_min`); the caller runs the matrix alone, so the scratch is free.
+    pub fn mmw_split_plan(&self, w: HWeights, n_out: usize, n_tok: usize) -> Option<MmwSplit> {
+        use Kernel::*;
+        let groups = n_out / 16;
+        if !(self.mmw_split && self.mmt == MmtShape::Wg)
+            || groups < 128
+            || groups >= self.mmw_min as usize
+        {
+            return None;
+        }
+        // Below 1024 row groups S is 4, 8 or 16 (`h16_chains`).
+        let s = self.h16_chains(n_out).0;
+        let kernel = match (w, s) {
+            (HWeights::Q4H, 4) => MmwsQ4hS4,
+            (HWeights::Q4H, 8) => MmwsQ4hS8,
+            (HWeights::Q4H, _) => MmwsQ4hS16,
+            (HWeights::Q6H, 4) => MmwsQ6hS4,
+            (HWeights::Q6H, 8) => MmwsQ6hS8,
+            (HWeights::Q6H, _) => MmwsQ6hS16,
+        };
+        let outputs = n_tok * n_out;
+        Some(MmwSplit {
+            kernel,
+            dims: crate::launch::Dims {
+                grid: (
+                    (groups as u32).div_ceil(4 * self.mmw_wg),
+                    (n_tok as u32).div_ceil(MMW_TOK),
+                    s,
+                ),
+                block: 128 * self.mmw_wg,
+                smem: self.mmt.smem(w) as u32,
+            },
+            chains: s,
+            fold_dims: crate::launch::Dims {
+                grid: ((outputs as u32).div_ceil(256), 1, 1),
+                block: 256,
+                smem: 0,
+            },
+            scratch_floats: s as usize * outputs,
+        })
+    }
+
+    /// Scratch f32 values the split tiles need for up to `n_tok` tokens over any of `n_outs`
+    /// (0 when they do not apply).
+    pub fn mmw_split_floats(&self, n_outs: impl Iterator<Item = usize>, n_tok: usize) -> usize {
+        n_outs
+            .filter_map(|n| self.mmw_split_plan(HWeights::Q4H, n, n_tok))
+            .map(|p| p.scratch_floats)
+            .max()
+            .unwrap_or(0)
     }
 
     /// Whether the prefill tiles of a matrix of `n_out` rows ([`Registry::mmt_plan`]) are the

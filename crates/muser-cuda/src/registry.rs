@@ -108,6 +108,11 @@ kernels! {
     MmwQ4hS8 => MmwH16, "mmw_q4h_s8"; MmwQ4hS16 => MmwH16, "mmw_q4h_s16";
     MmwQ6hS2 => MmwH16, "mmw_q6h_s2"; MmwQ6hS4 => MmwH16, "mmw_q6h_s4";
     MmwQ6hS8 => MmwH16, "mmw_q6h_s8"; MmwQ6hS16 => MmwH16, "mmw_q6h_s16";
+    MmwsQ4hS4 => MmwH16, "mmws_q4h_s4"; MmwsQ4hS8 => MmwH16, "mmws_q4h_s8";
+    MmwsQ4hS16 => MmwH16, "mmws_q4h_s16";
+    MmwsQ6hS4 => MmwH16, "mmws_q6h_s4"; MmwsQ6hS8 => MmwH16, "mmws_q6h_s8";
+    MmwsQ6hS16 => MmwH16, "mmws_q6h_s16";
+    MmwFold => MmwH16, "mmw_fold";
     RmsnormRows => Norm, "rmsnorm_rows";
     EmbedFinish => Norm, "embed_finish";
     ResidualNorm => Norm, "residual_norm";
@@ -226,6 +231,11 @@ pub struct Registry {
     /// — the prototype's 429 µs on FFN gate / up against 566–580 at 2 — or 2, more blocks for the
     /// 4096- and 6656-row matrices: not yet measured). Launch only: the same bits.
     pub mmw_wg: u32,
+    /// With `MmtShape::Wg`: the matrices below `mmw_min` row groups (from 128) on the split
+    /// warpgroup tiles — one block per (tile, chain), the chains' sums through scratch, then
+    /// `mmw_fold` (`MUSER_CUDA_MMW_SPLIT=1`; [`Registry::mmw_split_plan`]) — where the engine runs
+    /// the matrix alone (no graph branch beside it). Launch only: the same bits. Not yet measured.
+    pub mmw_split: bool,
     functions: HashMap<(Kernel, Math), CudaFunction>,
     modules: Vec<CompiledModule>,
     _loaded: Vec<Arc<CudaModule>>,
@@ -420,7 +430,12 @@ impl Registry {
         let mmt = MmtShape::from_env()?;
         let mmw_min = env_choice("MUSER_CUDA_MMW_MIN", 1024, &[0, 1024])?;
         let mmw_wg = env_choice("MUSER_CUDA_MMW_WG", 3, &[2, 3])?;
-        for name in ["MUSER_CUDA_MMW_MIN", "MUSER_CUDA_MMW_WG"] {
+        let mmw_split = env_choice("MUSER_CUDA_MMW_SPLIT", 0, &[0, 1])? == 1;
+        for name in [
+            "MUSER_CUDA_MMW_MIN",
+            "MUSER_CUDA_MMW_WG",
+            "MUSER_CUDA_MMW_SPLIT",
+        ] {
             if mmt != MmtShape::Wg && std::env::var_os(name).is_some() {
                 return Err(CudaError::Invalid(format!(
                     "{name} acts on the warpgroup tiles only (MUSER_CUDA_MMT=wg, not {})",
@@ -575,6 +590,7 @@ impl Registry {
             h16_wide_s,
             mmw_min,
             mmw_wg,
+            mmw_split,
             mva_warps,
             mvb_warps,
             functions,

@@ -3,8 +3,9 @@
 //! f32-accumulation distance of the exact value of their own f16 operands
 //! (`h16::mvh_reference_*`), close to the exact product of the GGUF weights and the f32
 //! activations, and give each token the same bits whatever the token count and the other tokens
-//! — and the prefill kernels (`mmh_*`, `mmt_*`, or with `MUSER_CUDA_MMT=wg` the warpgroup tiles
-//! `mmw_*` after `h16_natural`) the same bits as the decode ones. Without a
+//! — and the prefill kernels (`mmh_*`, `mmt_*`, the warpgroup tiles `mmw_*` after `h16_natural`,
+//! with `MUSER_CUDA_MMW_SPLIT=1` the split tiles `mmws_*` and `mmw_fold`) the same bits as the
+//! decode ones. Without a
 //! CUDA device every test says "skipping: no CUDA device" (CI); `scripts/device/cuda-tests.sh` runs it on the H200.
 
 use muser_cuda::h16::{self, H16Row};
@@ -108,8 +109,12 @@ fn mvh_on_device(
         Mm::Tile => reg.mmt_plan(fmt, n_out, n_tok),
     };
     let (y, yp) = guarded(gpu, n_tok * n_out);
+    // With `MUSER_CUDA_MMW_SPLIT=1` the split warpgroup tiles (scratch, then the fold).
+    let split = matches!(kind, Mm::Tile)
+        .then(|| reg.mmw_split_plan(fmt, n_out, n_tok))
+        .flatten();
     // The warpgroup tiles (`MUSER_CUDA_MMT=wg`) read the activations in natural order.
-    let natural = matches!(kind, Mm::Tile) && reg.mmt_natural(n_out);
+    let natural = matches!(kind, Mm::Tile) && (reg.mmt_natural(n_out) || split.is_some());
     let xn = natural.then(|| {
         let xn = gpu.alloc(n_tok * k * 2 + 256, "xn").expect("alloc");
         let args = KArgs::new()
@@ -138,6 +143,38 @@ fn mvh_on_device(
         .ptr(yp)
         .int(n_out)
         .int(n_tok);
+    if let Some(sp) = split {
+        let p = gpu
+            .alloc(sp.scratch_floats * 4 + 256, "split sums")
+            .expect("alloc");
+        let args = args.ptr(p.ptr());
+        launch(
+            reg.get(sp.kernel, Math::Strict),
+            sp.dims,
+            gpu.stream(),
+            args,
+        )
+        .expect("mmws");
+        let fold = KArgs::new()
+            .ptr(p.ptr())
+            .int(sp.chains as usize)
+            .int(k / 256)
+            .int(n_out)
+            .int(n_tok)
+            .ptr(acts[3].ptr())
+            .f32(2f32.powi(-exp))
+            .ptr(yp)
+            .int(n_out);
+        launch(
+            reg.get(Kernel::MmwFold, Math::Strict),
+            sp.fold_dims,
+            gpu.stream(),
+            fold,
+        )
+        .expect("mmw_fold");
+        gpu.wait("mmws").expect("wait");
+        return read_guarded(gpu, &y, n_tok * n_out, "mvh output");
+    }
     launch(reg.get(kernel, Math::Strict), dims, gpu.stream(), args).expect("mvh");
     gpu.wait("mvh").expect("wait");
     read_guarded(gpu, &y, n_tok * n_out, "mvh output")

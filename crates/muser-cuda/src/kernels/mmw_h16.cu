@@ -100,25 +100,31 @@ __device__ __forceinline__ void mmw_cp16(u32 dst, const void* src) {
 }
 
 // The super-block after s in chain order (w, w + S, …, then w + 1, …); nsb when none is left.
-template <int S>
+template <int S, bool SPLIT>
 __device__ __forceinline__ int mmw_next(int s, int nsb) {
     if (s + S < nsb) return s + S;
+    if (SPLIT) return nsb;  // a split block runs one chain
     const int w = s % S + 1;
     return w < S && w < nsb ? w : nsb;
 }
 
-template <class F, int S>
+// SPLIT: the block runs chain blockIdx.z alone and stores its sums unscaled in P [S][n_tok][n_out]
+// (`mmw_fold` adds the chains in order and scales: the same operations as the in-block fold).
+template <class F, int S, bool SPLIT>
 __device__ __forceinline__ void mmw_body(const u8* __restrict__ W, int n_out, int K,
                                          const u16* __restrict__ XN, const u16* __restrict__ XSUM,
                                          const u16* __restrict__ XSUM16,
                                          const float* __restrict__ XINV, float w_inv,
-                                         float* __restrict__ Y, int ldy, int n_tok) {
+                                         float* __restrict__ Y, int ldy, int n_tok,
+                                         float* __restrict__ P) {
     constexpr int THREADS = 128 * MMW_WG;
     constexpr int SUMB = F::SUM_WORDS * 4;  // sum bytes per (token, super-block): 16 or 32
     constexpr int SC = SUMB / 16;           // their 16-byte chunks (k halves of the min step)
     extern __shared__ __align__(1024) u8 mmw_smem[];
     const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t4 = lane & 3;
     const int nsb = K / 256, n_groups = n_out / 16;
+    const int w0 = SPLIT ? (int)blockIdx.z : 0;  // the first chain
+    if (w0 >= nsb) return;  // an empty chain (SPLIT): the fold adds +0 for it
     const size_t pieces = (size_t)n_groups * nsb;
     const int grp = 4 * MMW_WG * blockIdx.x + warp, gld = min(grp, n_groups - 1);
     const int tok0 = MMW_TOK * blockIdx.y;
@@ -147,12 +153,12 @@ __device__ __forceinline__ void mmw_body(const u8* __restrict__ W, int n_out, in
         piece_at<F>(W, pieces, (size_t)gld * nsb + sb, p0, p1, p2);
         F::template load_at<true>(p0, p1, p2, lane, g, t4, r);
     };
-    int cs = 0, cslot = 0;  // the copy's next super-block and stage
+    int cs = w0, cslot = 0;  // the copy's next super-block and stage
 #pragma unroll
     for (int i = 0; i < MMW_STAGES - 1; ++i) {
         if (cs < nsb) {
             copy(cslot, cs);
-            cs = mmw_next<S>(cs, nsb);
+            cs = mmw_next<S, SPLIT>(cs, nsb);
             cslot = cslot + 1 == MMW_STAGES ? 0 : cslot + 1;
         }
         asm volatile("cp.async.commit_group;\n" ::);
@@ -167,16 +173,17 @@ __device__ __forceinline__ void mmw_body(const u8* __restrict__ W, int n_out, in
         return grp < n_groups && tok0 + 8 * c + 2 * t4 + (e & 1) < n_tok;
     };
     typename F::Regs cur, nxt;
-    int s = 0, w = 0, left = w < nsb ? (nsb - w + S - 1) / S : 0, slot = 0;
-    load(0, cur);
-    for (int it = 0; it < nsb; ++it) {
-        const int sn = mmw_next<S>(s, nsb);
+    int s = w0, w = w0, left = (nsb - w0 + S - 1) / S, slot = 0;
+    const int steps = SPLIT ? left : nsb;
+    load(w0, cur);
+    for (int it = 0; it < steps; ++it) {
+        const int sn = mmw_next<S, SPLIT>(s, nsb);
         if (sn < nsb) load(sn, nxt);
         asm volatile("cp.async.wait_group %0;\n" ::"n"(MMW_STAGES - 2));
         __syncthreads();  // super-block `it` landed for every thread; the stage before is free
         if (cs < nsb) {
             copy(cslot, cs);
-            cs = mmw_next<S>(cs, nsb);
+            cs = mmw_next<S, SPLIT>(cs, nsb);
             cslot = cslot + 1 == MMW_STAGES ? 0 : cslot + 1;
         }
         asm volatile("cp.async.commit_group;\n" ::);
@@ -201,7 +208,7 @@ __device__ __forceinline__ void mmw_body(const u8* __restrict__ W, int n_out, in
                                   : wg_desc(st + MMW_XBYTES, 128, 256));
         wg_commit();
         wg_wait<0>();
-        if (--left == 0) {
+        if (!SPLIT && --left == 0) {
             // Fold the finished chain w and the empty ones after it (each adds +0, as in mvh);
             // after the last chain the product with XINV[t] · w_inv too. The running total is
             // the thread's own outputs in Y; 16 of them per pass, loads first.
@@ -233,6 +240,29 @@ __device__ __forceinline__ void mmw_body(const u8* __restrict__ W, int n_out, in
         s = sn;
     }
     asm volatile("cp.async.wait_group 0;\n" ::);
+    if (SPLIT) {
+#pragma unroll
+        for (int c = 0; c < 16; ++c)
+#pragma unroll
+            for (int e = 0; e < 4; ++e)
+                if (mine(c, e))
+                    P[((size_t)w0 * n_tok + tok0 + 8 * c + 2 * t4 + (e & 1)) * n_out + 16 * grp + g +
+                      8 * (e >> 1)] = acc[4 * c + e];
+    }
+}
+
+// The split tiles' fold: Y[t][r] = (((P[0] + P[1]) + P[2]) + …) · (XINV[t] · w_inv), a chain past
+// the matrix's super-blocks (w >= nsb: never written) added as +0 — mvh's and mmt's operations.
+// One thread per output.
+extern "C" __global__ void mmw_fold(const float* P, int S, int nsb, int n_out, int n_tok,
+                                    const float* XINV, float w_inv, float* Y, int ldy) {
+    PDL_ENTRY()
+    const size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x, n = (size_t)n_tok * n_out;
+    if (i >= n) return;
+    const int t = (int)(i / n_out), r = (int)(i % n_out);
+    float v = P[i];
+    for (int w = 1; w < S; ++w) v = __fadd_rn(v, w < nsb ? P[(size_t)w * n + i] : 0.f);
+    Y[(size_t)t * ldy + r] = __fmul_rn(v, __fmul_rn(XINV[t], w_inv));
 }
 
 #define MMW_KERNEL(NAME, F, S)                                                                  \
@@ -240,7 +270,16 @@ __device__ __forceinline__ void mmw_body(const u8* __restrict__ W, int n_out, in
         NAME(const u8* W, int n_out, int K, const u16* XN, const u16* XSUM, const u16* XSUM16,  \
              const float* XINV, float w_inv, float* Y, int ldy, int n_tok) {                    \
         PDL_ENTRY()                                                                             \
-        mmw_body<F, S>(W, n_out, K, XN, XSUM, XSUM16, XINV, w_inv, Y, ldy, n_tok);              \
+        mmw_body<F, S, false>(W, n_out, K, XN, XSUM, XSUM16, XINV, w_inv, Y, ldy, n_tok,        \
+                              nullptr);                                                         \
+    }
+// The split tiles (`MUSER_CUDA_MMW_SPLIT`): grid z = chain, the chains' sums into P, then mmw_fold.
+#define MMWS_KERNEL(NAME, F, S)                                                                 \
+    extern "C" __global__ void __launch_bounds__(128 * MMW_WG, 1)                               \
+        NAME(const u8* W, int n_out, int K, const u16* XN, const u16* XSUM, const u16* XSUM16,  \
+             const float* XINV, float w_inv, float* Y, int ldy, int n_tok, float* P) {          \
+        PDL_ENTRY()                                                                             \
+        mmw_body<F, S, true>(W, n_out, K, XN, XSUM, XSUM16, XINV, w_inv, Y, ldy, n_tok, P);     \
     }
 MMW_KERNEL(mmw_q4h_s2, FmtQ4H, 2)
 MMW_KERNEL(mmw_q4h_s4, FmtQ4H, 4)
@@ -250,3 +289,9 @@ MMW_KERNEL(mmw_q6h_s2, FmtQ6H, 2)
 MMW_KERNEL(mmw_q6h_s4, FmtQ6H, 4)
 MMW_KERNEL(mmw_q6h_s8, FmtQ6H, 8)
 MMW_KERNEL(mmw_q6h_s16, FmtQ6H, 16)
+MMWS_KERNEL(mmws_q4h_s4, FmtQ4H, 4)
+MMWS_KERNEL(mmws_q4h_s8, FmtQ4H, 8)
+MMWS_KERNEL(mmws_q4h_s16, FmtQ4H, 16)
+MMWS_KERNEL(mmws_q6h_s4, FmtQ6H, 4)
+MMWS_KERNEL(mmws_q6h_s8, FmtQ6H, 8)
+MMWS_KERNEL(mmws_q6h_s16, FmtQ6H, 16)

@@ -36,10 +36,11 @@ const INTEGER_ROUTE_SWITCHES: [&str; 18] = [
 ];
 
 /// The f16 route's own switches: on another route they would change nothing.
-const F16_ROUTE_SWITCHES: [&str; 4] = [
+const F16_ROUTE_SWITCHES: [&str; 5] = [
     "MUSER_CUDA_MMT",
     "MUSER_CUDA_MMW_MIN",
     "MUSER_CUDA_MMW_WG",
+    "MUSER_CUDA_MMW_SPLIT",
     "MUSER_CUDA_H16_WIDE_S",
 ];
 

@@ -7,7 +7,7 @@
 //! is `forward.rs`.
 
 use muser_cuda::launch::{launch, A16Matmul, Dims};
-use muser_cuda::{CudaError, KArgs, Kernel, PackedPlan, Registry, MMV_PAIR_MAX_TOKENS};
+use muser_cuda::{CudaError, HWeights, KArgs, Kernel, PackedPlan, Registry, MMV_PAIR_MAX_TOKENS};
 
 use super::weights::{A8OneToken, DevMatrix, TypeKernels};
 use super::{Acts, BatchMm, CudaSession};
@@ -23,6 +23,8 @@ impl<'m> CudaSession<'m> {
     /// With A16 / A8 activations (`acts`: the route's, or the attention projections' —
     /// `CudaOptions::qkv`) `x` must already be quantized into the activation buffers in that
     /// format (`quantize`). `packed`: the tokens are packed decode rows of several sequences.
+    /// `alone`: no graph branch runs beside this matmul (the f16 route's split tiles may use
+    /// their scratch).
     #[allow(clippy::too_many_arguments)]
     fn mv(
         &self,
@@ -33,9 +35,10 @@ impl<'m> CudaSession<'m> {
         n: usize,
         packed: bool,
         acts: Acts,
+        alone: bool,
     ) -> Result<(), CudaError> {
         if acts == Acts::F16 {
-            return self.mv_h16(s, m, (y, ldy), n);
+            return self.mv_h16(s, m, (y, ldy), n, alone);
         }
         let ks = m.kernels().expect("checked at upload");
         if acts == Acts::A8 {
@@ -224,6 +227,7 @@ impl<'m> CudaSession<'m> {
         m: &DevMatrix,
         (y, ldy): (u64, usize),
         n: usize,
+        alone: bool,
     ) -> Result<(), CudaError> {
         let (fmt, exp) = m.h16.ok_or_else(|| {
             CudaError::Invalid(format!(
@@ -244,6 +248,37 @@ impl<'m> CudaSession<'m> {
             self.reg.mmh_plan(fmt, m.n_out, n)
         };
         let h = &self.b.h16;
+        if let Some(sp) = (tiles && alone)
+            .then(|| self.reg.mmw_split_plan(fmt, m.n_out, n))
+            .flatten()
+        {
+            // The split warpgroup tiles: each chain's sums into the scratch, then the fold.
+            let args = KArgs::new()
+                .ptr(m.ptr)
+                .int(m.n_out)
+                .int(m.n_in)
+                .ptr(h.xn.ptr())
+                .ptr(h.xsum.ptr())
+                .ptr(h.xsum16.ptr())
+                .ptr(h.xinv.ptr())
+                .f32(2f32.powi(-exp))
+                .ptr(y)
+                .int(ldy)
+                .int(n)
+                .ptr(h.split.ptr());
+            launch(self.f(sp.kernel), sp.dims, s, args)?;
+            let fold = KArgs::new()
+                .ptr(h.split.ptr())
+                .int(sp.chains as usize)
+                .int(m.n_in / 256)
+                .int(m.n_out)
+                .int(n)
+                .ptr(h.xinv.ptr())
+                .f32(2f32.powi(-exp))
+                .ptr(y)
+                .int(ldy);
+            return launch(self.f(Kernel::MmwFold), sp.fold_dims, s, fold);
+        }
         // The warpgroup tiles read the activations in natural order (`project` wrote XN).
         let xh = if tiles && self.reg.mmt_natural(m.n_out) {
             h.xn.ptr()
@@ -394,9 +429,12 @@ impl<'m> CudaSession<'m> {
             self.quantize(self.gpu.stream(), x, k, n, acts)?;
         }
         if acts == Acts::F16
-            && outs
-                .iter()
-                .any(|(m, _, _)| Self::h16_tiles(m, n) && self.reg.mmt_natural(m.n_out))
+            && outs.iter().any(|(m, _, _)| {
+                Self::h16_tiles(m, n)
+                    && (self.reg.mmt_natural(m.n_out)
+                        || (outs.len() == 1
+                            && self.reg.mmw_split_plan(HWeights::Q4H, m.n_out, n).is_some()))
+            })
         {
             // The warpgroup tiles' input in natural order, once before the branches fork.
             let h = &self.b.h16;
@@ -411,8 +449,9 @@ impl<'m> CudaSession<'m> {
         let mut branches: Vec<Branch<'_>> = outs
             .iter()
             .map(|&(m, y, ldy)| {
-                Box::new(move |st: Stream| self.mv(st, m, x, (y, ldy), n, packed, acts))
-                    as Branch<'_>
+                Box::new(move |st: Stream| {
+                    self.mv(st, m, x, (y, ldy), n, packed, acts, outs.len() == 1)
+                }) as Branch<'_>
             })
             .collect();
         let mut refs: Vec<&mut dyn FnMut(Stream) -> Result<(), CudaError>> = branches

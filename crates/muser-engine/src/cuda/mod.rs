@@ -93,6 +93,7 @@ struct H16Bufs {
     xsum: DeviceBuffer,   // [C][k_max/32] f16: 32-value sums
     xsum16: DeviceBuffer, // [C][k_max/16] f16: 16-value sums
     xinv: DeviceBuffer,   // [C] f32: each row's inverse power of two
+    split: DeviceBuffer,  // [S][C][n_out] f32: the split warpgroup tiles' chain sums (or 4 bytes)
 }
 
 impl H16Bufs {
@@ -203,7 +204,7 @@ pub fn vram_plan(model: &Model, opts: &CudaOptions) -> VramPlan {
                 + k_max(model) / 2
                 + k_max(model) / 16
                 + if opts.acts == Acts::F16 {
-                    h16_words(k_max(model))
+                    h16_words(k_max(model)) + split_bound(model)
                 } else {
                     0
                 }),
@@ -214,6 +215,22 @@ pub fn vram_plan(model: &Model, opts: &CudaOptions) -> VramPlan {
         kv: kv as u64,
         scratch: scratch as u64,
     }
+}
+
+/// f32 words per row the split warpgroup tiles' scratch may take (`MUSER_CUDA_MMW_SPLIT=1`): at
+/// most 8 chains of the widest matrix of 128 to 1023 row groups (`Registry::mmw_split_plan`
+/// sizes the buffer exactly).
+fn split_bound(model: &Model) -> usize {
+    if std::env::var("MUSER_CUDA_MMW_SPLIT").as_deref() != Ok("1") {
+        return 0;
+    }
+    let w = &model.weights;
+    std::iter::once(&w.output)
+        .chain(w.layers.iter().flat_map(|l| l.matrices()))
+        .map(|m| m.n_out)
+        .filter(|n| (128..1024).contains(&(n / 16)))
+        .max()
+        .map_or(0, |n| 8 * n)
 }
 
 /// The matmul weights' device layouts for `opts`.
@@ -410,7 +427,16 @@ impl<'m> CudaSession<'m> {
             })
             .collect::<Result<Vec<_>, muser_cuda::CudaError>>()?;
         let n_super = opts.n_ctx.div_ceil(opts.attn_super);
-        let b = alloc_bufs(&gpu, model, &opts, n_super)?;
+        let split_floats = if opts.acts == Acts::F16 {
+            let w = &model.weights;
+            let n_outs = std::iter::once(&w.output)
+                .chain(w.layers.iter().flat_map(|l| l.matrices()))
+                .map(|m| m.n_out);
+            reg.mmw_split_floats(n_outs, bufs_rows(&opts))
+        } else {
+            0
+        };
+        let b = alloc_bufs(&gpu, model, &opts, n_super, split_floats)?;
         let attn_prefill = if opts.attn_mt {
             AttnShape::prefill(gqa, c.head_dim, c.head_dim_v)
         } else {
@@ -531,9 +557,10 @@ impl<'m> CudaSession<'m> {
                 (Acts::F16, _) => match self.reg.mmt {
                     MmtShape::W8 => "mmt+mmh".to_string(),
                     MmtShape::Wg => format!(
-                        "mmt-wg{}{}+mmh",
+                        "mmt-wg{}{}{}+mmh",
                         if self.reg.mmw_min == 0 { "0" } else { "" },
-                        if self.reg.mmw_wg == 3 { "" } else { "-x2" }
+                        if self.reg.mmw_wg == 3 { "" } else { "-x2" },
+                        if self.reg.mmw_split { "-split" } else { "" }
                     ),
                     m => format!("mmt-{}+mmh", m.label()),
                 },
@@ -617,6 +644,7 @@ fn alloc_bufs(
     model: &Model,
     opts: &CudaOptions,
     n_super: usize,
+    split_floats: usize,
 ) -> Result<Bufs, muser_cuda::CudaError> {
     let c = &model.config;
     let ch = bufs_rows(opts);
@@ -665,6 +693,7 @@ fn alloc_bufs(
                 xsum: gpu.alloc(ch * k / 32 * 2, "f16 32-value sums")?,
                 xsum16: gpu.alloc(ch * k / 16 * 2, "f16 16-value sums")?,
                 xinv: f(1, "f16 inverse scales")?,
+                split: gpu.alloc(bytes_f32(split_floats.max(1)), "split tiles' chain sums")?,
             }
         } else {
             H16Bufs {
@@ -673,6 +702,7 @@ fn alloc_bufs(
                 xsum: gpu.alloc(4, "f16 sums (unused)")?,
                 xsum16: gpu.alloc(4, "f16 sums (unused)")?,
                 xinv: gpu.alloc(4, "f16 scales (unused)")?,
+                split: gpu.alloc(4, "split tiles' chain sums (unused)")?,
             }
         },
         rope,
