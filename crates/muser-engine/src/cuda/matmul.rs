@@ -248,39 +248,11 @@ impl<'m> CudaSession<'m> {
             self.reg.mmh_plan(fmt, m.n_out, n)
         };
         let h = &self.b.h16;
-        if let Some(sp) = (tiles && alone)
+        let split = (tiles && alone)
             .then(|| self.reg.mmw_split_plan(fmt, m.n_out, n))
-            .flatten()
-        {
-            // The split warpgroup tiles: each chain's sums into the scratch, then the fold.
-            let args = KArgs::new()
-                .ptr(m.ptr)
-                .int(m.n_out)
-                .int(m.n_in)
-                .ptr(h.xn.ptr())
-                .ptr(h.xsum.ptr())
-                .ptr(h.xsum16.ptr())
-                .ptr(h.xinv.ptr())
-                .f32(2f32.powi(-exp))
-                .ptr(y)
-                .int(ldy)
-                .int(n)
-                .ptr(h.split.ptr());
-            launch(self.f(sp.kernel), sp.dims, s, args)?;
-            let fold = KArgs::new()
-                .ptr(h.split.ptr())
-                .int(sp.chains as usize)
-                .int(m.n_in / 256)
-                .int(m.n_out)
-                .int(n)
-                .ptr(h.xinv.ptr())
-                .f32(2f32.powi(-exp))
-                .ptr(y)
-                .int(ldy);
-            return launch(self.f(Kernel::MmwFold), sp.fold_dims, s, fold);
-        }
+            .flatten();
         // The warpgroup tiles read the activations in natural order (`project` wrote XN).
-        let xh = if tiles && self.reg.mmt_natural(m.n_out) {
+        let xh = if tiles && (split.is_some() || self.reg.mmt_natural(m.n_out)) {
             h.xn.ptr()
         } else {
             h.xh.ptr()
@@ -297,6 +269,21 @@ impl<'m> CudaSession<'m> {
             .ptr(y)
             .int(ldy)
             .int(n);
+        if let Some(sp) = split {
+            // The split warpgroup tiles: each chain's sums into the scratch, then the fold.
+            launch(self.f(sp.kernel), sp.dims, s, args.ptr(h.split.ptr()))?;
+            let fold = KArgs::new()
+                .ptr(h.split.ptr())
+                .int(sp.chains as usize)
+                .int(m.n_in / 256)
+                .int(m.n_out)
+                .int(n)
+                .ptr(h.xinv.ptr())
+                .f32(2f32.powi(-exp))
+                .ptr(y)
+                .int(ldy);
+            return launch(self.f(Kernel::MmwFold), sp.fold_dims, s, fold);
+        }
         launch(self.f(kern), dims, s, args)
     }
 
