@@ -25,6 +25,11 @@
 //   Rows past n_out and tokens past n_tok read the last valid ones and store nothing. Needs
 //   n_out % 16 == 0, K % 256 == 0, 16-byte aligned W, XN and sums, the sm_90a target;
 //   dynamic shared memory MMW_STAGES · MMW_STAGE bytes (`Registry::mmt_plan`).
+//
+// mmws_{q4h,q6h}_s{4,8,16} (`MUSER_CUDA_MMW_SPLIT=1`, `Registry::mmw_split_plan`): the same tile
+//   for chain blockIdx.z alone, its sums stored unscaled in P [S][n_tok][n_out]; mmw_fold then
+//   adds the chains in order and scales — the same operations as the in-block fold, so the same
+//   bits, with S times the blocks (for matrices too small to fill the GPU with whole tiles).
 
 // Warpgroups per block: the registry's -DMMW_WG (`MUSER_CUDA_MMW_WG`, 3 by default).
 #ifndef MMW_WG
