@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The f16 route on the H200 (docs/cuda.md, "The f16 route"), one call of
+# The f16 route on the H200 (docs/cuda-f16.md), one call of
 # about 6 minutes, alone on the GPU, after scripts/device/build-device.sh here and
 # scripts/device/cuda-setup.sh there (the full-size forge): the kernel tests, a clean
 # mvh_bench beside the A8 kernels' benchmarks on the same shapes, the engine route's device

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Experiment (issue 5, docs/cuda.md "The f16 route", Next item 1): Hopper warpgroup MMA for the
+# Experiment (issue 5, docs/cuda-f16.md, Next item 1): Hopper warpgroup MMA for the
 # f16 prefill tiles — bit identity against mma.sync on the same chains, and FFN gate / up's speed
 # at 512 tokens (scripts/device/experiments/wgmma_tile.cu's header). Needs nvcc on the device.
 # VARIANTS: name:defines (commas for spaces), e.g. "wg2:-DWG=2 wg3:-DWG=3 r2:-DWG=2,-DRING2=2".

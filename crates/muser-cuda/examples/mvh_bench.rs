@@ -115,16 +115,7 @@ fn main() {
                 if let (Some(sp), Some(p)) = (split, scratch.as_ref()) {
                     args = args.ptr(p.ptr());
                     launch(f, dims, gpu.stream(), args).expect("launch");
-                    let fold = KArgs::new()
-                        .ptr(p.ptr())
-                        .int(sp.chains as usize)
-                        .int(k / 256)
-                        .int(n_out)
-                        .int(nt)
-                        .ptr(inv.ptr())
-                        .f32(1.0)
-                        .ptr(y.ptr())
-                        .int(n_out);
+                    let fold = sp.fold_args(p.ptr(), k, n_out, nt, inv.ptr(), 1.0, y.ptr(), n_out);
                     let ff = reg.get(Kernel::MmwFold, Math::Strict);
                     launch(ff, sp.fold_dims, gpu.stream(), fold).expect("launch");
                     return;

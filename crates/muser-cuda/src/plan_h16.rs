@@ -117,6 +117,35 @@ pub struct MmwSplit {
     pub scratch_floats: usize,
 }
 
+impl MmwSplit {
+    /// `mmw_fold`'s arguments: the scratch `p`, the matrix's `k` inputs and `n_out` rows, `n_tok`
+    /// tokens, the activations' inverses `xinv`, the weights' `w_inv`, the output `y` (row
+    /// stride `ldy` f32).
+    #[allow(clippy::too_many_arguments)]
+    pub fn fold_args(
+        &self,
+        p: u64,
+        k: usize,
+        n_out: usize,
+        n_tok: usize,
+        xinv: u64,
+        w_inv: f32,
+        y: u64,
+        ldy: usize,
+    ) -> crate::KArgs {
+        crate::KArgs::new()
+            .ptr(p)
+            .int(self.chains as usize)
+            .int(k / 256)
+            .int(n_out)
+            .int(n_tok)
+            .ptr(xinv)
+            .f32(w_inv)
+            .ptr(y)
+            .int(ldy)
+    }
+}
+
 /// Threads per block of `act_h16` (matvec_h16.cu): one thread per 32-value unit.
 pub const ACT_H16_THREADS: u32 = 128;
 /// Threads per block of the fused `*_h16` element-wise kernels (elementwise.cu): one block per
@@ -177,15 +206,7 @@ impl Registry {
                 HWeights::Q4H => [MmwQ4hS2, MmwQ4hS4, MmwQ4hS8, MmwQ4hS16],
                 HWeights::Q6H => [MmwQ6hS2, MmwQ6hS4, MmwQ6hS8, MmwQ6hS16],
             };
-            let dims = crate::launch::Dims {
-                grid: (
-                    ((n_out / 16) as u32).div_ceil(4 * self.mmw_wg),
-                    (n_tok as u32).div_ceil(MMW_TOK),
-                    1,
-                ),
-                block: 128 * self.mmw_wg,
-                smem: self.mmt.smem(w) as u32,
-            };
+            let dims = self.mmw_dims(w, n_out, n_tok, 1);
             return (kernels[self.h16_chains(n_out).1], dims);
         }
         // `Wg` below its matrices' size: the `mmt_*` kernels as compiled, `W8`'s.
@@ -270,15 +291,7 @@ impl Registry {
         let outputs = n_tok * n_out;
         Some(MmwSplit {
             kernel,
-            dims: crate::launch::Dims {
-                grid: (
-                    (groups as u32).div_ceil(4 * self.mmw_wg),
-                    (n_tok as u32).div_ceil(MMW_TOK),
-                    s,
-                ),
-                block: 128 * self.mmw_wg,
-                smem: self.mmt.smem(w) as u32,
-            },
+            dims: self.mmw_dims(w, n_out, n_tok, s),
             chains: s,
             fold_dims: crate::launch::Dims {
                 grid: ((outputs as u32).div_ceil(256), 1, 1),
@@ -287,6 +300,26 @@ impl Registry {
             },
             scratch_floats: s as usize * outputs,
         })
+    }
+
+    /// The launch of the warpgroup tiles (`mmw_*`, `mmws_*`): 4 · `mmw_wg` row groups × 128
+    /// tokens per block, `chains` blocks along z (1 unless split), the stages' shared memory.
+    fn mmw_dims(
+        &self,
+        w: HWeights,
+        n_out: usize,
+        n_tok: usize,
+        chains: u32,
+    ) -> crate::launch::Dims {
+        crate::launch::Dims {
+            grid: (
+                ((n_out / 16) as u32).div_ceil(4 * self.mmw_wg),
+                (n_tok as u32).div_ceil(MMW_TOK),
+                chains,
+            ),
+            block: 128 * self.mmw_wg,
+            smem: self.mmt.smem(w) as u32,
+        }
     }
 
     /// Scratch f32 values the split tiles need for up to `n_tok` tokens over any of `n_outs`

@@ -155,16 +155,16 @@ fn mvh_on_device(
             args,
         )
         .expect("mmws");
-        let fold = KArgs::new()
-            .ptr(p.ptr())
-            .int(sp.chains as usize)
-            .int(k / 256)
-            .int(n_out)
-            .int(n_tok)
-            .ptr(acts[3].ptr())
-            .f32(2f32.powi(-exp))
-            .ptr(yp)
-            .int(n_out);
+        let fold = sp.fold_args(
+            p.ptr(),
+            k,
+            n_out,
+            n_tok,
+            acts[3].ptr(),
+            2f32.powi(-exp),
+            yp,
+            n_out,
+        );
         launch(
             reg.get(Kernel::MmwFold, Math::Strict),
             sp.fold_dims,

@@ -120,6 +120,13 @@ pub struct Weights {
     pub layers: Vec<LayerWeights>,
 }
 
+impl Weights {
+    /// Every matmul weight: the output projection, then each layer's matrices.
+    pub fn matrices(&self) -> impl Iterator<Item = &Matrix> {
+        std::iter::once(&self.output).chain(self.layers.iter().flat_map(|l| l.matrices()))
+    }
+}
+
 /// A loaded model.
 pub struct Model {
     pub gguf: Arc<Gguf>,
@@ -261,11 +268,7 @@ impl Model {
     /// embedding row (norm vectors are negligible). Benchmarks divide it by the token time.
     pub fn decode_weight_bytes(&self) -> u64 {
         let w = &self.weights;
-        let matrices = w.layers.iter().flat_map(|l| l.matrices());
-        let total: u64 = std::iter::once(&w.output)
-            .chain(matrices)
-            .map(|m| m.file_range().1 as u64)
-            .sum();
+        let total: u64 = w.matrices().map(|m| m.file_range().1 as u64).sum();
         total + w.token_embd.row_bytes as u64
     }
 

@@ -1,4 +1,4 @@
-// wgmma_tile.cu — experiment (issue 5, docs/cuda.md "The f16 route", Next item 1): can the f16
+// wgmma_tile.cu — experiment (issue 5, docs/cuda-f16.md, Next item 1): can the f16
 // route's prefill tiles move from mma.sync.m16n8k16 (one warp per 16-row group, B fragments from
 // shared memory through LDS: ~250 TFLOPS, `mmt_h16.cu`) to Hopper's warpgroup MMA
 // (wgmma.mma_async m64n128k16: A — the Q4H weights dequantized in registers, exactly as

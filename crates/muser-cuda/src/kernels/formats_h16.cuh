@@ -41,6 +41,11 @@ __device__ __forceinline__ void mma_h16(float (&d)[4], const u32 (&a)[4], u32 b0
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
+// 16 bytes from global memory into shared memory (`dst`: a shared address), asynchronously.
+__device__ __forceinline__ void h16_cp16(u32 dst, const void* src) {
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(dst), "l"(src));
+}
+
 // A load from global memory through the read-only path (G) or from anywhere (shared memory).
 template <bool G, class T>
 __device__ __forceinline__ T ldx(const T* p) {

@@ -38,10 +38,6 @@
 #define MMT_STAGES 3
 #endif
 
-__device__ __forceinline__ void mmt_cp16(u32 dst, const void* src) {
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(dst), "l"(src));
-}
-
 // Super-blocks of chain w of a K of nsb super-blocks.
 __device__ __forceinline__ int mmt_chain_len(int w, int nsb, int S) {
     return w < nsb ? (nsb - w + S - 1) / S : 0;
@@ -118,16 +114,16 @@ struct MmtCopy {
 #pragma unroll
         for (int k = 0; k < T::Q_CH; ++k) {
             const int c = tid + THREADS * k;
-            mmt_cp16(st + (c / (F::S0 / 16)) * T::PIECE + (c % (F::S0 / 16)) * 16,
+            h16_cp16(st + (c / (F::S0 / 16)) * T::PIECE + (c % (F::S0 / 16)) * 16,
                      q[k] + (size_t)s * F::S0);
         }
 #pragma unroll
-        for (int k = 0; k < T::R_CH; ++k) mmt_cp16(st + rdst[k], r[k] + (size_t)s * rstep[k]);
+        for (int k = 0; k < T::R_CH; ++k) h16_cp16(st + rdst[k], r[k] + (size_t)s * rstep[k]);
 #pragma unroll
         for (int k = 0; k < T::X_CH; ++k)
-            mmt_cp16(st + T::X_OFF + ((tid >> 5) + (THREADS / 32) * k) * MMT_XROW + lane * 16,
+            h16_cp16(st + T::X_OFF + ((tid >> 5) + (THREADS / 32) * k) * MMT_XROW + lane * 16,
                      x[k] + 512 * s);
-        if (tid < T::SUM_T) mmt_cp16(st + T::S_OFF + tid * 16, sm + (size_t)s * T::SUMB);
+        if (tid < T::SUM_T) h16_cp16(st + T::S_OFF + tid * 16, sm + (size_t)s * T::SUMB);
     }
 };
 

@@ -100,10 +100,6 @@ __device__ __forceinline__ void wg_wait() {
 __device__ __forceinline__ u64 wg_desc(u32 addr, u32 kb, u32 nb) {
     return (u64)((addr & 0x3FFFF) >> 4) | ((u64)(kb >> 4) << 16) | ((u64)(nb >> 4) << 32);
 }
-__device__ __forceinline__ void mmw_cp16(u32 dst, const void* src) {
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(dst), "l"(src));
-}
-
 // The super-block after s in chain order (w, w + S, …, then w + 1, …); nsb when none is left.
 template <int S, bool SPLIT>
 __device__ __forceinline__ int mmw_next(int s, int nsb) {
@@ -144,12 +140,12 @@ __device__ __forceinline__ void mmw_body(const u8* __restrict__ W, int n_out, in
         const u32 st = smem0 + slot * MMW_STAGE;
         for (int id = tid; id < MMW_TOK * 32; id += THREADS) {
             const int c = id >> 7, tl = id & 127, tok = min(tok0 + tl, n_tok - 1);
-            mmw_cp16(st + ((tl >> 3) * 32 + c) * 128 + (tl & 7) * 16,
+            h16_cp16(st + ((tl >> 3) * 32 + c) * 128 + (tl & 7) * 16,
                      XN + (size_t)tok * K + 256 * sb + 8 * c);
         }
         for (int id = tid; id < MMW_TOK * SC; id += THREADS) {
             const int c = id >> 7, tl = id & 127, tok = min(tok0 + tl, n_tok - 1);
-            mmw_cp16(st + MMW_XBYTES + ((tl >> 3) * SC + c) * 128 + (tl & 7) * 16,
+            h16_cp16(st + MMW_XBYTES + ((tl >> 3) * SC + c) * 128 + (tl & 7) * 16,
                      sums + ((size_t)tok * nsb + sb) * SUMB + 16 * c);
         }
     };

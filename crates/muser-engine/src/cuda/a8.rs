@@ -39,7 +39,7 @@ pub fn resolve_default(model: &Model, opts: &mut CudaOptions) {
 /// Every matmul weight of `model` has A8 kernels; else the first that does not, as a message.
 fn weights_fit(model: &Model) -> Result<(), String> {
     let w = &model.weights;
-    for m in std::iter::once(&w.output).chain(w.layers.iter().flat_map(|l| l.matrices())) {
+    for m in w.matrices() {
         let ok = match m.ty {
             GgmlType::Q4_K | GgmlType::Q5_K | GgmlType::Q8_0 | GgmlType::Q5_0 => true,
             GgmlType::Q6_K => m.n_in.is_multiple_of(256),

@@ -91,7 +91,7 @@ pub fn check_options(model: &Model, opts: &mut CudaOptions) -> Result<(), Engine
     }
     opts.q6_pad = false; // Q6_K goes up in Q6H
     let w = &model.weights;
-    for m in std::iter::once(&w.output).chain(w.layers.iter().flat_map(|l| l.matrices())) {
+    for m in w.matrices() {
         let ok = matches!(m.ty, GgmlType::Q4_K | GgmlType::Q6_K)
             && m.n_in.is_multiple_of(256)
             && m.n_out.is_multiple_of(16);

@@ -7,7 +7,7 @@
 //! is `forward.rs`.
 
 use muser_cuda::launch::{launch, A16Matmul, Dims};
-use muser_cuda::{CudaError, HWeights, KArgs, Kernel, PackedPlan, Registry, MMV_PAIR_MAX_TOKENS};
+use muser_cuda::{CudaError, KArgs, Kernel, MmwSplit, PackedPlan, Registry, MMV_PAIR_MAX_TOKENS};
 
 use super::weights::{A8OneToken, DevMatrix, TypeKernels};
 use super::{Acts, BatchMm, CudaSession};
@@ -248,11 +248,9 @@ impl<'m> CudaSession<'m> {
             self.reg.mmh_plan(fmt, m.n_out, n)
         };
         let h = &self.b.h16;
-        let split = (tiles && alone)
-            .then(|| self.reg.mmw_split_plan(fmt, m.n_out, n))
-            .flatten();
+        let split = self.h16_split(m, n, alone);
         // The warpgroup tiles read the activations in natural order (`project` wrote XN).
-        let xh = if tiles && (split.is_some() || self.reg.mmt_natural(m.n_out)) {
+        let xh = if self.h16_reads_xn(m, n, alone) {
             h.xn.ptr()
         } else {
             h.xh.ptr()
@@ -272,16 +270,16 @@ impl<'m> CudaSession<'m> {
         if let Some(sp) = split {
             // The split warpgroup tiles: each chain's sums into the scratch, then the fold.
             launch(self.f(sp.kernel), sp.dims, s, args.ptr(h.split.ptr()))?;
-            let fold = KArgs::new()
-                .ptr(h.split.ptr())
-                .int(sp.chains as usize)
-                .int(m.n_in / 256)
-                .int(m.n_out)
-                .int(n)
-                .ptr(h.xinv.ptr())
-                .f32(2f32.powi(-exp))
-                .ptr(y)
-                .int(ldy);
+            let fold = sp.fold_args(
+                h.split.ptr(),
+                m.n_in,
+                m.n_out,
+                n,
+                h.xinv.ptr(),
+                2f32.powi(-exp),
+                y,
+                ldy,
+            );
             return launch(self.f(Kernel::MmwFold), sp.fold_dims, s, fold);
         }
         launch(self.f(kern), dims, s, args)
@@ -291,6 +289,22 @@ impl<'m> CudaSession<'m> {
     /// kernels or prefill rows).
     fn h16_tiles(m: &DevMatrix, n: usize) -> bool {
         n > 8 && m.n_out / 16 >= 128
+    }
+
+    /// The split warpgroup tiles' plan for `n` tokens through `m`, where they apply (`alone`: no
+    /// graph branch beside the matmul, so their scratch is free).
+    fn h16_split(&self, m: &DevMatrix, n: usize, alone: bool) -> Option<MmwSplit> {
+        let (fmt, _) = m.h16?;
+        (Self::h16_tiles(m, n) && alone)
+            .then(|| self.reg.mmw_split_plan(fmt, m.n_out, n))
+            .flatten()
+    }
+
+    /// Whether `n` tokens through `m` read the f16 activations in natural order (XN: the
+    /// warpgroup tiles, whole or split).
+    fn h16_reads_xn(&self, m: &DevMatrix, n: usize, alone: bool) -> bool {
+        Self::h16_tiles(m, n)
+            && (self.reg.mmt_natural(m.n_out) || self.h16_split(m, n, alone).is_some())
     }
 
     /// `n` packed decode rows on the packed kernels `kp` ((staged, unstaged) per 2, 4, 8 rows),
@@ -416,12 +430,9 @@ impl<'m> CudaSession<'m> {
             self.quantize(self.gpu.stream(), x, k, n, acts)?;
         }
         if acts == Acts::F16
-            && outs.iter().any(|(m, _, _)| {
-                Self::h16_tiles(m, n)
-                    && (self.reg.mmt_natural(m.n_out)
-                        || (outs.len() == 1
-                            && self.reg.mmw_split_plan(HWeights::Q4H, m.n_out, n).is_some()))
-            })
+            && outs
+                .iter()
+                .any(|(m, _, _)| self.h16_reads_xn(m, n, outs.len() == 1))
         {
             // The warpgroup tiles' input in natural order, once before the branches fork.
             let h = &self.b.h16;

@@ -224,9 +224,9 @@ fn split_bound(model: &Model) -> usize {
     if std::env::var("MUSER_CUDA_MMW_SPLIT").as_deref() != Ok("1") {
         return 0;
     }
-    let w = &model.weights;
-    std::iter::once(&w.output)
-        .chain(w.layers.iter().flat_map(|l| l.matrices()))
+    model
+        .weights
+        .matrices()
         .map(|m| m.n_out)
         .filter(|n| (128..1024).contains(&(n / 16)))
         .max()
@@ -428,10 +428,7 @@ impl<'m> CudaSession<'m> {
             .collect::<Result<Vec<_>, muser_cuda::CudaError>>()?;
         let n_super = opts.n_ctx.div_ceil(opts.attn_super);
         let split_floats = if opts.acts == Acts::F16 {
-            let w = &model.weights;
-            let n_outs = std::iter::once(&w.output)
-                .chain(w.layers.iter().flat_map(|l| l.matrices()))
-                .map(|m| m.n_out);
+            let n_outs = model.weights.matrices().map(|m| m.n_out);
             reg.mmw_split_floats(n_outs, bufs_rows(&opts))
         } else {
             0

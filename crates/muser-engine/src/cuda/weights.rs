@@ -325,7 +325,7 @@ fn layout(model: &Model, lay: Layouts) -> (Vec<ArenaSlice>, usize, Vec<Src<'_>>)
     // matrix feeds the matmuls, in Q6_K-P where `padded` (a tied output = the token table then
     // goes up twice, once per layout).
     add(&w.token_embd, Dev::Gguf, &mut srcs);
-    for m in std::iter::once(&w.output).chain(w.layers.iter().flat_map(|l| l.matrices())) {
+    for m in w.matrices() {
         add(m, dev_layout(m, lay), &mut srcs);
     }
     srcs.push(Src::Floats(&w.output_norm));
