@@ -77,6 +77,8 @@ pub enum Module {
     MmtH16,
     /// The f16 route's prefill tiles on the warpgroup MMA (`MUSER_CUDA_MMT=wg`; sm_90a).
     MmwH16,
+    /// The f16 route's attention partials on the tensor cores (`MUSER_CUDA_H16_ATTN=mma`).
+    AttnH16,
     Norm,
     Rope,
     Attention,
@@ -85,7 +87,7 @@ pub enum Module {
 
 impl Module {
     /// Every module.
-    pub const ALL: [Module; 16] = [
+    pub const ALL: [Module; 17] = [
         Module::Matvec,
         Module::MatvecA16,
         Module::MatvecPacked,
@@ -98,6 +100,7 @@ impl Module {
         Module::MatvecH16,
         Module::MmtH16,
         Module::MmwH16,
+        Module::AttnH16,
         Module::Norm,
         Module::Rope,
         Module::Attention,
@@ -127,6 +130,7 @@ impl Module {
             Module::MatvecH16 => "matvec_h16.cu",
             Module::MmtH16 => "mmt_h16.cu",
             Module::MmwH16 => "mmw_h16.cu",
+            Module::AttnH16 => "attn_h16.cu",
             Module::Norm => "norm.cu",
             Module::Rope => "rope.cu",
             Module::Attention => "attention.cu",
@@ -148,6 +152,7 @@ impl Module {
             Module::MatvecH16 => include_str!("kernels/matvec_h16.cu"),
             Module::MmtH16 => include_str!("kernels/mmt_h16.cu"),
             Module::MmwH16 => include_str!("kernels/mmw_h16.cu"),
+            Module::AttnH16 => include_str!("kernels/attn_h16.cu"),
             Module::Norm => include_str!("kernels/norm.cu"),
             Module::Rope => include_str!("kernels/rope.cu"),
             Module::Attention => include_str!("kernels/attention.cu"),
@@ -169,7 +174,9 @@ impl Module {
             }
             Module::Norm | Module::Elementwise => ACT_H16,
             Module::MatvecH16 => return format!("{COMMON}\n{ACT_H16}\n{FORMATS_H16}\n{body}"),
-            Module::MmtH16 | Module::MmwH16 => return format!("{COMMON}\n{FORMATS_H16}\n{body}"),
+            Module::MmtH16 | Module::MmwH16 | Module::AttnH16 => {
+                return format!("{COMMON}\n{FORMATS_H16}\n{body}")
+            }
             _ => "",
         };
         format!("{COMMON}\n{formats}\n{body}")

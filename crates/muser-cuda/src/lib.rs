@@ -20,6 +20,7 @@
 //! `include_str!`. The model layer (`muser-engine`) composes these pieces into a forward pass.
 
 pub mod arena;
+pub mod attn_h16;
 pub mod compile;
 pub mod device;
 pub mod error;

@@ -131,6 +131,7 @@ kernels! {
     QkNormRopeKv => Rope, "qk_norm_rope_kv";
     AttnPartial => Attention, "attn_partial";
     AttnPartialMt => Attention, "attn_partial_mt";
+    AttnH16D64 => AttnH16, "attn_h16_d64"; AttnH16D128 => AttnH16, "attn_h16_d128";
     AttnCombine => Attention, "attn_combine";
     AttnCombineQ => Attention, "attn_combine_q";
     AttnCombineQ8 => Attention, "attn_combine_q8";
@@ -229,12 +230,16 @@ pub struct Registry {
     pub mmw_min: u32,
     /// Warpgroups per block of the warpgroup tiles (`MUSER_CUDA_MMW_WG`: 3, the measured default
     /// — the prototype's 429 µs on FFN gate / up against 566–580 at 2 — or 2, more blocks for the
-    /// 4096- and 6656-row matrices: not yet measured). Launch only: the same bits.
+    /// 4096- and 6656-row matrices: slower, pp512 3057.6 vs 3375.6 with every tiled matrix on
+    /// `mmw`, eb802ec, docs/receipts/cuda-mmw-split-eb802ec.txt). Launch only: the same bits.
     pub mmw_wg: u32,
     /// With `MmtShape::Wg`: the matrices below `mmw_min` row groups (from 128) on the split
     /// warpgroup tiles — one block per (tile, chain), the chains' sums through scratch, then
-    /// `mmw_fold` (`MUSER_CUDA_MMW_SPLIT=1`; [`Registry::mmw_split_plan`]) — where the engine runs
-    /// the matrix alone (no graph branch beside it). Launch only: the same bits. Not yet measured.
+    /// `mmw_fold` (`MUSER_CUDA_MMW_SPLIT=1`, the default; [`Registry::mmw_split_plan`]) — where
+    /// the engine runs the matrix alone (no graph branch beside it: FFN down, O). Launch only:
+    /// the same bits (`kernels_h16`). H200, eb802ec, full forge: pp512 3837.1 vs 3751.4 tok/s
+    /// unsplit; `mvh_bench` 512 tokens, Q4H FFN down 464.6 vs 643.8 µs (`mmt`), Q6H 673.7 vs
+    /// 704.8, O 142.1 vs 142.5 (docs/receipts/cuda-mmw-split-eb802ec.txt).
     pub mmw_split: bool,
     functions: HashMap<(Kernel, Math), CudaFunction>,
     modules: Vec<CompiledModule>,
@@ -430,7 +435,7 @@ impl Registry {
         let mmt = MmtShape::from_env()?;
         let mmw_min = env_choice("MUSER_CUDA_MMW_MIN", 1024, &[0, 1024])?;
         let mmw_wg = env_choice("MUSER_CUDA_MMW_WG", 3, &[2, 3])?;
-        let mmw_split = env_choice("MUSER_CUDA_MMW_SPLIT", 0, &[0, 1])? == 1;
+        let mmw_split = env_choice("MUSER_CUDA_MMW_SPLIT", 1, &[0, 1])? == 1;
         for name in [
             "MUSER_CUDA_MMW_MIN",
             "MUSER_CUDA_MMW_WG",

@@ -1,16 +1,56 @@
-//! The attention kernels (attention.cu) on the device: split attention and its combines against
-//! an f64 softmax over the f16 cache, the decode and prefill kernels against each other bit for
-//! bit, the fused combines against the unfused pairs. Harness and what the guards catch:
+//! The attention kernels (attention.cu, attn_h16.cu) on the device: split attention and its
+//! combines against an f64 softmax over the f16 cache, the decode and prefill kernels against each
+//! other bit for bit, the fused combines against the unfused pairs. Harness and what the guards catch:
 //! `cuda_support` (and `cuda_kernels.rs`'s header). Without a CUDA device the test prints
 //! "skipping: no CUDA device" and returns (CI).
 
 mod cuda_support;
 
 use half::f16;
+use muser_cuda::attn_h16::AttnH16Shape;
 use muser_cuda::launch::{AttnShape, ATTN_MT_TOKENS, SMEM_DEFAULT_MAX};
 use muser_cuda::{KArgs, Kernel};
 
 use cuda_support::*;
+
+/// softmax(scale · q·k) · v in f64 over positions lo..=pos (cache row p % cap), per token and
+/// head: `[n_tok][nh * hdv]`.
+fn reference(
+    q: &[f32],
+    kc: &[f16],
+    vc: &[f16],
+    (nh, nkv, hd, hdv): (usize, usize, usize, usize),
+    (window, cap, pos0, n_tok): (usize, usize, usize, usize),
+) -> Vec<f32> {
+    let (gqa, kvw, vw, aw) = (nh / nkv, nkv * hd, nkv * hdv, nh * hdv);
+    let scale = 1.0 / (hd as f32).sqrt();
+    let mut want = vec![0f32; n_tok * aw];
+    let win = if window > 0 { window } else { usize::MAX };
+    for t in 0..n_tok {
+        let pos = pos0 + t;
+        let lo = (pos + 1).saturating_sub(win);
+        for h in 0..nh {
+            let kh = h / gqa;
+            let qh = &q[(t * nh + h) * hd..(t * nh + h + 1) * hd];
+            let s: Vec<f64> = (lo..=pos)
+                .map(|p| {
+                    let kr = &kc[(p % cap) * kvw + kh * hd..][..hd];
+                    let prod = |(&a, b): (&f32, &f16)| f64::from(a) * f64::from(b.to_f32());
+                    f64::from(scale) * qh.iter().zip(kr).map(prod).sum::<f64>()
+                })
+                .collect();
+            let m = s.iter().fold(f64::NEG_INFINITY, |m, &v| m.max(v));
+            let e: Vec<f64> = s.iter().map(|v| (v - m).exp()).collect();
+            let z: f64 = e.iter().sum();
+            for j in 0..hdv {
+                let v = |p: usize| f64::from(vc[(p % cap) * vw + kh * hdv + j].to_f32());
+                let acc: f64 = (lo..=pos).zip(&e).map(|(p, &w)| w * v(p)).sum();
+                want[t * aw + h * hdv + j] = (acc / z) as f32;
+            }
+        }
+    }
+    want
+}
 
 /// attn_partial + attn_combine against an f64 softmax over the f16 cache, for key-block sizes
 /// 32 and 512 and every heads-per-block that divides the GQA ratio (bit-identical to each
@@ -43,32 +83,7 @@ fn attention_matches_an_f64_softmax_and_fused_combines_are_exact() {
             let gate = rand_vec(n_tok * aw, 24, -4.0, 4.0);
             let (qd, kd, vd, gd) = (d.input(&q), d.input(&kc), d.input(&vc), d.input(&gate));
             let sp = d.step(pos0, n_tok);
-            // Reference: softmax(scale · q·k) · v in f64 over positions lo..=pos (row p % cap).
-            let mut want = vec![0f32; n_tok * aw];
-            let win = if window > 0 { window } else { usize::MAX };
-            for t in 0..n_tok {
-                let pos = pos0 + t;
-                let lo = (pos + 1).saturating_sub(win);
-                for h in 0..nh {
-                    let kh = h / gqa;
-                    let qh = &q[(t * nh + h) * hd..(t * nh + h + 1) * hd];
-                    let s: Vec<f64> = (lo..=pos)
-                        .map(|p| {
-                            let kr = &kc[(p % cap) * kvw + kh * hd..][..hd];
-                            let prod = |(&a, b): (&f32, &f16)| f64::from(a) * f64::from(b.to_f32());
-                            f64::from(scale) * qh.iter().zip(kr).map(prod).sum::<f64>()
-                        })
-                        .collect();
-                    let m = s.iter().fold(f64::NEG_INFINITY, |m, &v| m.max(v));
-                    let e: Vec<f64> = s.iter().map(|v| (v - m).exp()).collect();
-                    let z: f64 = e.iter().sum();
-                    for j in 0..hdv {
-                        let v = |p: usize| f64::from(vc[(p % cap) * vw + kh * hdv + j].to_f32());
-                        let acc: f64 = (lo..=pos).zip(&e).map(|(p, &w)| w * v(p)).sum();
-                        want[t * aw + h * hdv + j] = (acc / z) as f32;
-                    }
-                }
-            }
+            let want = reference(&q, &kc, &vc, (nh, nkv, hd, hdv), (window, cap, pos0, n_tok));
             let want_scale = row_max(&want, hdv);
             for super_len in [32usize, 512] {
                 let n_super = (pos0 + n_tok - 1) / super_len + 2; // one block past the last visible
@@ -201,6 +216,113 @@ fn attention_matches_an_f64_softmax_and_fused_combines_are_exact() {
                     same_quants(&quants, &cpu_a16(&gaq, aw), &format!("{what} (CPU)"));
                 }
                 eprintln!("{what}: fused combines ok");
+            }
+        }
+    }
+}
+
+/// The f16 route's tensor-core partials (`attn_h16_*`, attn_h16.cu): one token per block
+/// (decode) and every prefill shape (several tokens per block sharing each K/V tile, tokens
+/// whose visible ranges differ inside one warp when the GQA ratio is below 16, two warps a token
+/// above) give the same Op / Mp / Lp bits; combined by `attn_combine`, within 4e-3 of each
+/// row's largest value of the f64 softmax (f16 queries and probabilities, f32 sums).
+#[test]
+fn attention_h16_decode_and_prefill_agree_bit_for_bit() {
+    let Some(d) = device() else { return };
+    for (nh, nkv, hd) in [
+        (32usize, 2usize, 128usize),
+        (8, 2, 128),
+        (4, 2, 64),
+        (32, 1, 64),
+    ] {
+        let gqa = nh / nkv;
+        let (kvw, aw) = (nkv * hd, nh * hd);
+        let scale = 1.0 / (hd as f32).sqrt();
+        for (window, cap, pos0, n_tok) in [
+            (0usize, 1100usize, 1040usize, 3usize),
+            (0, 64, 61, 3),
+            (16, 64, 190, 3),
+            (0, 1100, 1000, 45),
+            (16, 64, 190, 40),
+            (0, 600, 0, 70),
+        ] {
+            let q = rand_vec(n_tok * nh * hd, 31, -4.0, 4.0);
+            let to_f16 = |v: Vec<f32>| -> Vec<f16> { v.into_iter().map(f16::from_f32).collect() };
+            let kc = to_f16(rand_vec(cap * kvw, 32, -1.0, 1.0));
+            let vc = to_f16(rand_vec(cap * kvw, 33, -1.0, 1.0));
+            let (qd, kd, vd) = (d.input(&q), d.input(&kc), d.input(&vc));
+            let sp = d.step(pos0, n_tok);
+            let want = reference(&q, &kc, &vc, (nh, nkv, hd, hd), (window, cap, pos0, n_tok));
+            let want_scale = row_max(&want, hd);
+            for super_len in [32usize, 128, 512] {
+                let n_super = (pos0 + n_tok - 1) / super_len + 2;
+                let slots = n_tok * nh * n_super;
+                let what = format!(
+                    "attn_h16, heads {nh}/{nkv} of {hd}, window {window}, cap {cap}, \
+                     pos {pos0}+{n_tok}, super {super_len}"
+                );
+                let dec = AttnH16Shape::decode(gqa, hd, hd).expect("64 / 128");
+                let pre = AttnH16Shape::prefill(gqa, hd, hd).expect("64 / 128");
+                // Prefill shapes: the default, and one token per block on the prefill warps.
+                let shapes = [dec, pre, pre.one_token_per_block()];
+                let mut first: Option<Vec<u32>> = None;
+                let mut parts = None;
+                for shape in shapes {
+                    let op = d.guarded(slots * hd * 4);
+                    let (mp, lp) = (d.guarded(slots * 4), d.guarded(slots * 4));
+                    let args = KArgs::new()
+                        .ptr(qd.ptr())
+                        .ptr(kd.ptr())
+                        .ptr(vd.ptr())
+                        .int(cap)
+                        .int(window)
+                        .f32(scale)
+                        .int(nh)
+                        .int(nkv)
+                        .int(n_super)
+                        .int(super_len)
+                        .int(shape.tokens)
+                        .ptr(op.ptr)
+                        .ptr(mp.ptr)
+                        .ptr(lp.ptr)
+                        .ptr(sp.ptr());
+                    let dims = shape.dims(n_super, nkv, n_tok + SPARE);
+                    let grid = [dims.grid.0, dims.grid.1, dims.grid.2].map(|v| v as usize);
+                    d.go(
+                        shape.kernel,
+                        grid,
+                        dims.block as usize,
+                        dims.smem as usize,
+                        args,
+                    );
+                    let mut got: Vec<u32> = d.read(&op, "Op");
+                    got.extend(d.read::<u32>(&mp, "Mp"));
+                    got.extend(d.read::<u32>(&lp, "Lp"));
+                    match &first {
+                        None => first = Some(got),
+                        Some(f0) => {
+                            same(&got, f0, &format!("Op|Mp|Lp, {shape:?} vs decode, {what}"))
+                        }
+                    }
+                    parts.get_or_insert((op, mp, lp));
+                }
+                let (op, mp, lp) = parts.expect("a shape ran");
+                let a = d.guarded(n_tok * aw * 4);
+                let args = KArgs::new()
+                    .ptr(op.ptr)
+                    .ptr(mp.ptr)
+                    .ptr(lp.ptr)
+                    .int(window)
+                    .int(nh)
+                    .int(hd)
+                    .int(n_super)
+                    .int(super_len)
+                    .ptr(a.ptr)
+                    .ptr(sp.ptr());
+                d.go(Kernel::AttnCombine, [nh, n_tok + SPARE, 1], 32, 0, args);
+                let ga = d.read::<f32>(&a, "A");
+                close(&ga, &want, 4e-3, |i| want_scale[i], &what);
+                eprintln!("{what}: decode == prefill shapes, close to f64");
             }
         }
     }

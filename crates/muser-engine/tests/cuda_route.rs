@@ -252,8 +252,9 @@ fn f16_route_refuses_what_it_has_no_kernels_for() {
 
 /// The f16 route on the forged Q4_K_M mix: bit-identical logits across chunk sizes (its decode
 /// kernels for chunks of up to 8 tokens, its prefill kernels above), decode graph or eager,
-/// serial capture, and the fused residual norm (`residual_norm_h16`) and element-wise twins or
-/// act_h16 after the plain kernels; far closer to the f64 oracle than the A8 route (the f64 probe: KL 3.9e-5 on
+/// serial capture, one attention token per block, and the fused residual norm
+/// (`residual_norm_h16`) and element-wise twins or act_h16 after the plain kernels; the same with
+/// the f32 attention kernels (`MUSER_CUDA_H16_ATTN=f32`) instead of the tensor-core ones; far closer to the f64 oracle than the A8 route (the f64 probe: KL 3.9e-5 on
 /// tiny with f16 activations and f16-rounded weights, A8 1.5e-2).
 #[test]
 fn cuda_f16_route_is_deterministic_and_tracks_the_oracle() {
@@ -283,6 +284,10 @@ fn cuda_f16_route_is_deterministic_and_tracks_the_oracle() {
                 f16(7, |o| o.mode = GraphMode::Serial),
             ),
             ("chunk 9 (prefill kernels on 9 tokens)", f16(9, |_| {})),
+            (
+                "attention one token per block (attn_mt off), chunk 512",
+                f16(512, |o| o.attn_mt = false),
+            ),
             ("fused norm, chunk 512", f16(512, |o| o.fuse = true)),
             (
                 "fused norm, chunk 1, decode graph",
@@ -312,12 +317,29 @@ fn cuda_f16_route_is_deterministic_and_tracks_the_oracle() {
         ],
         "f16 route",
     );
-    let c = muser_engine::metrics::compare(&want, &base, nv);
-    eprintln!(
-        "f16 route vs oracle: KL {:.3e} top-1 {:.4}",
-        c.mean_kl, c.top1
+    // The f32 attention kernels instead of the tensor-core ones (other numbers, same contract).
+    let no_mma = |o: &mut CudaOptions| o.h16_attn_mma = false;
+    let f32_attn = f16(512, no_mma);
+    same_bits(
+        &f32_attn,
+        [
+            ("f32 attention, chunk 1, decode graph", f16(1, no_mma)),
+            ("f32 attention, chunk 9", f16(9, no_mma)),
+        ],
+        "f16 route, f32 attention",
     );
-    assert!(c.mean_kl < 1e-3, "f16 route KL {} vs the oracle", c.mean_kl);
+    for (what, got) in [("tensor-core", &base), ("f32", &f32_attn)] {
+        let c = muser_engine::metrics::compare(&want, got, nv);
+        eprintln!(
+            "f16 route vs oracle ({what} attention): KL {:.3e} top-1 {:.4}",
+            c.mean_kl, c.top1
+        );
+        assert!(
+            c.mean_kl < 1e-3,
+            "f16 route ({what} attention) KL {}",
+            c.mean_kl
+        );
+    }
 }
 
 /// The activation format's default is resolved per model before any device work: A8 where every

@@ -160,16 +160,27 @@ impl<'m> CudaSession<'m> {
         )?;
         prof.mark("embed+norm", s)?;
 
-        // Decode (and `MUSER_CUDA_ATTN_MT=0`): one query token per block; prefill: eight.
-        let (attn_kernel, attn_shape) =
-            match (n > 1 && !packed && self.opts.attn_mt, self.attn_prefill) {
-                (true, Some(shape)) => (Kernel::AttnPartialMt, shape),
-                _ => (
-                    Kernel::AttnPartial,
-                    AttnShape::decode(self.attn_hpb(), c.head_dim, c.head_dim_v),
-                ),
-            };
-        let attn_dims = attn_shape.dims(self.n_super, c.n_head, n, c.head_dim, c.head_dim_v);
+        // Decode (and `MUSER_CUDA_ATTN_MT=0`): one query token per block; prefill: eight (the
+        // f32 kernels) or `AttnH16Shape::prefill`'s (the f16 route's tensor-core kernels).
+        let prefill_shape = n > 1 && !packed && self.opts.attn_mt;
+        let (attn_kernel, attn_dims, attn_last) = match self.attn_h16 {
+            Some((dec, pre)) => {
+                let shape = if prefill_shape { pre } else { dec };
+                let dims = shape.dims(self.n_super, c.n_head_kv, n);
+                (shape.kernel, dims, shape.tokens)
+            }
+            None => {
+                let (kernel, shape) = match (prefill_shape, self.attn_prefill) {
+                    (true, Some(shape)) => (Kernel::AttnPartialMt, shape),
+                    _ => (
+                        Kernel::AttnPartial,
+                        AttnShape::decode(self.attn_hpb(), c.head_dim, c.head_dim_v),
+                    ),
+                };
+                let dims = shape.dims(self.n_super, c.n_head, n, c.head_dim, c.head_dim_v);
+                (kernel, dims, shape.bufs)
+            }
+        };
         assert!(
             attn_dims.smem as usize <= SMEM_DEFAULT_MAX,
             "attention tile does not fit 48 KiB of shared memory"
@@ -224,20 +235,27 @@ impl<'m> CudaSession<'m> {
             } else {
                 0
             };
-            launch(
-                self.f(attn_kernel),
-                attn_dims,
-                s,
-                KArgs::new()
-                    .ptr(b.q.ptr())
-                    .ptr(kv.k.ptr())
-                    .ptr(kv.v.ptr())
-                    .int(kv.cap)
-                    .int(window)
-                    .f32(c.attn_scale)
-                    .int(c.n_head)
-                    .int(c.n_head_kv)
-                    .int(c.head_dim)
+            // attn_partial / _mt: (…, hd, hd_v, n_super, super_len, Op, Mp, Lp, step, nbuf);
+            // attn_h16_*: (…, n_super, super_len, tokens per block, Op, Mp, Lp, step).
+            let args = KArgs::new()
+                .ptr(b.q.ptr())
+                .ptr(kv.k.ptr())
+                .ptr(kv.v.ptr())
+                .int(kv.cap)
+                .int(window)
+                .f32(c.attn_scale)
+                .int(c.n_head)
+                .int(c.n_head_kv);
+            let args = if self.attn_h16.is_some() {
+                args.int(self.n_super)
+                    .int(self.opts.attn_super)
+                    .int(attn_last)
+                    .ptr(b.op.ptr())
+                    .ptr(b.mp.ptr())
+                    .ptr(b.lp.ptr())
+                    .ptr(step)
+            } else {
+                args.int(c.head_dim)
                     .int(c.head_dim_v)
                     .int(self.n_super)
                     .int(self.opts.attn_super)
@@ -245,8 +263,9 @@ impl<'m> CudaSession<'m> {
                     .ptr(b.mp.ptr())
                     .ptr(b.lp.ptr())
                     .ptr(step)
-                    .int(attn_shape.bufs),
-            )?;
+                    .int(attn_last)
+            };
+            launch(self.f(attn_kernel), attn_dims, s, args)?;
             // Fused (the default, MUSER_CUDA_FUSE; strict activation math): combine, gate and quantize
             // in one kernel. Otherwise combine, then the gate (fused with the quantization or
             // not), or the projection quantizes.

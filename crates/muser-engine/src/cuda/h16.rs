@@ -5,9 +5,11 @@
 //! activations go through
 //! `act_h16` or the fused twins (`MUSER_CUDA_FUSE`): `residual_norm_h16`, and with
 //! `MUSER_CUDA_H16_EW=fused` also `sigmoid_gate_h16`, `swiglu_h16` / `geglu_h16`; the attention
-//! combine has none. Anything else — another weight type, a switch of the integer routes' kernels — is a
+//! combine has none. Attention runs on the tensor cores (`attn_h16_*`, heads of 64 or 128;
+//! `MUSER_CUDA_H16_ATTN=f32`: the f32 kernels). Anything else — another weight type, a switch of the integer routes' kernels — is a
 //! configuration error naming what to change, never a silent switch to another route.
 
+use muser_cuda::attn_h16::AttnH16Shape;
 use muser_gguf::GgmlType;
 
 use super::options::{Acts, CudaOptions};
@@ -36,7 +38,8 @@ const INTEGER_ROUTE_SWITCHES: [&str; 18] = [
 ];
 
 /// The f16 route's own switches: on another route they would change nothing.
-const F16_ROUTE_SWITCHES: [&str; 5] = [
+const F16_ROUTE_SWITCHES: [&str; 6] = [
+    "MUSER_CUDA_H16_ATTN",
     "MUSER_CUDA_MMT",
     "MUSER_CUDA_MMW_MIN",
     "MUSER_CUDA_MMW_WG",
@@ -88,6 +91,26 @@ pub fn check_options(model: &Model, opts: &mut CudaOptions) -> Result<(), Engine
         return refuse(format!(
             "{name} acts on the integer routes' kernels only (unset it, or MUSER_CUDA_ACTS=a8)"
         ));
+    }
+    match std::env::var("MUSER_CUDA_H16_ATTN").as_deref() {
+        Err(_) | Ok("mma" | "f32") => {}
+        Ok(v) => return refuse(format!("MUSER_CUDA_H16_ATTN={v}: expected mma or f32")),
+    }
+    let c = &model.config;
+    if opts.h16_attn_mma {
+        if !AttnH16Shape::supports(c.head_dim, c.head_dim_v) {
+            return refuse(format!(
+                "heads of {} keys / {} values: the tensor-core attention takes 64 / 64 or \
+                 128 / 128 (MUSER_CUDA_H16_ATTN=f32 runs the f32 kernels)",
+                c.head_dim, c.head_dim_v
+            ));
+        }
+        if std::env::var_os("MUSER_CUDA_ATTN_HPB").is_some() {
+            return refuse(
+                "MUSER_CUDA_ATTN_HPB shapes the f32 attention kernels only (the tensor-core \
+                 attention puts a token's heads in one MMA; or MUSER_CUDA_H16_ATTN=f32)",
+            );
+        }
     }
     opts.q6_pad = false; // Q6_K goes up in Q6H
     let w = &model.weights;

@@ -34,6 +34,7 @@ pub mod weights;
 
 use std::time::Instant;
 
+use muser_cuda::attn_h16::AttnH16Shape;
 use muser_cuda::graph::Fork;
 use muser_cuda::launch::AttnShape;
 use muser_cuda::profile::PhaseProfiler;
@@ -135,6 +136,9 @@ pub struct CudaSession<'m> {
     /// Prefill attention shape (`attn_partial_mt`), None: prefill uses decode's kernel
     /// (`MUSER_CUDA_ATTN_MT=0`, or head_dim too wide for its tiles; the route identity says).
     attn_prefill: Option<AttnShape>,
+    /// The f16 route's tensor-core attention (`MUSER_CUDA_H16_ATTN=mma`): its decode shape and
+    /// its prefill shape (decode's with `MUSER_CUDA_ATTN_MT=0`); None: the f32 kernels above.
+    attn_h16: Option<(AttnH16Shape, AttnH16Shape)>,
     /// Positions seen, per sequence slot.
     n_past: Vec<usize>,
     /// Decode graphs by row count (index 1: one token; 2..=MAX_BATCH: packed rows).
@@ -407,6 +411,9 @@ impl<'m> CudaSession<'m> {
         }
         if opts.acts == Acts::F16 {
             modules.extend([Module::MatvecH16, Module::MmtH16, Module::MmwH16]);
+            if opts.h16_attn_mma {
+                modules.push(Module::AttnH16);
+            }
         }
         let reg = Registry::build_modules(&gpu, &modules)?;
         check_q6_switches(&reg, opts.q6_pad)?;
@@ -439,6 +446,17 @@ impl<'m> CudaSession<'m> {
         } else {
             None
         };
+        // Shapes exist for the head sizes h16::check_options let through.
+        let attn_h16 = (opts.acts == Acts::F16 && opts.h16_attn_mma)
+            .then(|| {
+                let dec = AttnH16Shape::decode(gqa, c.head_dim, c.head_dim_v)?;
+                let pre = match opts.attn_mt {
+                    true => AttnH16Shape::prefill(gqa, c.head_dim, c.head_dim_v)?,
+                    false => dec,
+                };
+                Some((dec, pre))
+            })
+            .flatten();
         let load_report = format!(
             "CUDA {} (sm_{}{}, driver {}): kernels compiled in {:.0} ms ({}), weights {:.2} GB uploaded in {:.2} s ({:.1} GB/s), KV {:.1} MB, scratch {:.1} MB",
             gpu.info.name,
@@ -464,6 +482,7 @@ impl<'m> CudaSession<'m> {
             opts,
             n_super,
             attn_prefill,
+            attn_h16,
             n_past: vec![0; n_seq],
             graphs: (0..=MAX_BATCH).map(|_| None).collect(),
             fork: Fork::new()?,
@@ -495,7 +514,7 @@ impl<'m> CudaSession<'m> {
     /// What produced the numbers: route parameters and the kernel registry's SHA-256.
     pub fn route_identity(&self) -> String {
         format!(
-            "cuda:acts={}{},w={},kv=f16,attn=f32/s{}h{}{},mv={},mm={}{},fuse={},act_math={},graph={}{},mode={},kernels={}",
+            "cuda:acts={}{},w={},kv=f16,attn={},mv={},mm={}{},fuse={},act_math={},graph={}{},mode={},kernels={}",
             self.opts.acts.name(),
             if self.opts.acts == Acts::A8 && self.opts.qkv() == Acts::A16 {
                 "-qkv16"
@@ -507,9 +526,7 @@ impl<'m> CudaSession<'m> {
                 (_, true) => "q6p",
                 (_, false) => "gguf",
             },
-            self.opts.attn_super,
-            self.attn_hpb(),
-            if self.attn_prefill.is_some() { "-mt" } else { "" },
+            self.attn_label(),
             match self.opts.acts {
                 Acts::A16 if self.opts.pipe => format!(
                     "{}{}{}{}",
@@ -601,6 +618,24 @@ impl<'m> CudaSession<'m> {
     /// The model this session runs.
     pub fn model(&self) -> &'m Model {
         self.model
+    }
+
+    /// The attention in the route identity: `f32/s{keys per partial}h{heads per block}[-mt]`,
+    /// or the f16 route's tensor-core kernels `h16mma/s{keys}t{prefill tokens per block}`.
+    fn attn_label(&self) -> String {
+        match self.attn_h16 {
+            Some((_, pre)) => format!("h16mma/s{}t{}", self.opts.attn_super, pre.tokens),
+            None => format!(
+                "f32/s{}h{}{}",
+                self.opts.attn_super,
+                self.attn_hpb(),
+                if self.attn_prefill.is_some() {
+                    "-mt"
+                } else {
+                    ""
+                }
+            ),
+        }
     }
 
     /// Query heads per attention block (the GQA ratio unless `MUSER_CUDA_ATTN_HPB` says less).

@@ -71,6 +71,12 @@ pub struct CudaOptions {
     /// default; `MUSER_CUDA_ATTN_MT=0` for A/B: one token per block, as decode). Launch shape
     /// only: bit-identical partials (device test).
     pub attn_mt: bool,
+    /// On the f16 route, attention on the tensor cores (`attn_h16_*`: f16 queries and
+    /// probabilities, f32 sums; `MUSER_CUDA_H16_ATTN=mma`, the default) or on the f32 kernels
+    /// every other route runs (`MUSER_CUDA_H16_ATTN=f32`). Different numbers (both
+    /// deterministic; decode and prefill the same bits in either); any other route refuses
+    /// the switch.
+    pub h16_attn_mma: bool,
     /// Sequence slots (each its own K/V rings and position; `decode_batch` packs up to
     /// `MAX_BATCH` of them into one step). 1 for a single-sequence session.
     pub n_seq: usize,
@@ -182,6 +188,7 @@ impl CudaOptions {
             attn_super: env_usize("MUSER_CUDA_ATTN_SUPER").unwrap_or(ATTN_SUPER),
             attn_hpb: env_usize("MUSER_CUDA_ATTN_HPB").unwrap_or(0),
             attn_mt: std::env::var("MUSER_CUDA_ATTN_MT").as_deref() != Ok("0"),
+            h16_attn_mma: std::env::var("MUSER_CUDA_H16_ATTN").as_deref() != Ok("f32"),
             acts: match std::env::var("MUSER_CUDA_ACTS").as_deref() {
                 Ok("f32") => Acts::F32,
                 Ok("f16") => Acts::F16,

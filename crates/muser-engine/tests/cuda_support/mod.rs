@@ -8,7 +8,7 @@ use std::fmt::Debug;
 
 use bytemuck::{Pod, Zeroable};
 use muser_cuda::launch::{launch, Dims};
-use muser_cuda::{DeviceBuffer, Gpu, KArgs, Kernel, Math, Registry};
+use muser_cuda::{DeviceBuffer, Gpu, KArgs, Kernel, Math, Module, Registry};
 use muser_quant::a16::{self, BlockA16};
 
 pub const GUARD: usize = 256; // 4-byte words each side of every output
@@ -30,7 +30,10 @@ pub fn device() -> Option<Dev> {
         return None;
     }
     let gpu = Gpu::open(0).expect("open GPU");
-    let reg = Registry::build(&gpu).expect("registry");
+    // The engine's modules and the f16 route's tensor-core attention (attn_h16.cu).
+    let mut modules = Module::ENGINE.to_vec();
+    modules.push(Module::AttnH16);
+    let reg = Registry::build_modules(&gpu, &modules).expect("registry");
     Some(Dev { gpu, reg })
 }
 

@@ -1,0 +1,271 @@
+// attn_h16.cu — the f16 route's attention partials on the tensor cores (MUSER_CUDA_H16_ATTN=mma,
+// the f16 route's default): the same split of the key range as attention.cu (super-blocks of
+// `super_len` keys, tiles of 32 at absolute boundaries, online softmax tile by tile) and the same
+// partial buffers, so attention.cu's combines merge them unchanged. What differs is the
+// arithmetic of one tile, done by mma.sync.m16n8k16 (f16 × f16 → f32) on rows of 16 queries:
+//
+//   q16 = f16(q) (round to nearest); S = q16 · K (f32, the 16-value k-steps in ascending d, each
+//   one MMA); s = S · scale; row max over the tile's visible keys; corr = exp(m − m_new);
+//   p16 = f16(exp(s − m_new)) (0 for a key the row does not see); l = l · corr + Σ p16 (each
+//   lane's 8 values in order, then the quad's butterfly); O = O · corr, then O += P16 · V (the
+//   two 16-key k-steps in order).
+//
+// A row is one (query token, query head) of the block's KV head; the MMA's rows are
+// independent, so which rows share a warp or a block is launch only: a query's partial depends on
+// its position, its head and the cache alone. Decode (and packed rows: each row its own
+// sequence) launches one token per block; prefill `tpb` tokens of one sequence per block, so one
+// K/V tile load serves `tpb` · gqa rows. A row that sees none of a tile in a block that loads it
+// keeps its state: corr = 1 and P = 0 (its MMA adds exact zeros). Keys a row does not see enter
+// its P·V as p = 0 against the tile's rows (zero-filled outside the block's union) — the same
+// bits as long as V is finite (device test `attention_h16_decode_and_prefill_agree_bit_for_bit`).
+//
+// Q:  [n_tok][n_head*HD] f32
+// Kc: [n_seq][cap][n_head_kv*HD] f16   Vc: [n_seq][cap][n_head_kv*HDV] f16
+// Op: [n_tok][n_head][n_super][HDV] f32; Mp, Lp: [n_tok][n_head][n_super] f32 (attention.cu)
+// Grid (n_super, n_head_kv, ceil(n_tok / tpb)), block W warps (16·W >= tpb · gqa rows:
+// row R = local token R / gqa, head R % gqa). Shared memory: two K tiles [32][HD + 8] and two V
+// tiles [32][HDV + 8] f16 (rows 16-byte aligned; the 8-value pad keeps ldmatrix conflict-free).
+
+#define AH_TILE 32
+
+// 16 bytes global → shared, asynchronously; `ok` false writes zeros (cp.async zero fill).
+__device__ __forceinline__ void ah_cp16(u32 dst, const void* src, bool ok) {
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src),
+                 "r"(ok ? 16 : 0));
+}
+__device__ __forceinline__ void ah_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+template <int N>
+__device__ __forceinline__ void ah_wait() {
+    asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
+}
+__device__ __forceinline__ void ldsm_x4(u32 addr, u32 (&r)[4]) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(addr));
+}
+__device__ __forceinline__ void ldsm_x4_t(u32 addr, u32 (&r)[4]) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(addr));
+}
+// Two floats as an f16 pair (low half first), each rounded to nearest.
+__device__ __forceinline__ u32 ah_pack(float lo, float hi) {
+    return (u32)f2h(lo) | ((u32)f2h(hi) << 16);
+}
+
+// One tile's K and V rows ts..ts+31 (rows outside [u0, u1] zero-filled) into buffer `buf`.
+template <int HD, int HDV>
+__device__ __forceinline__ void ah_tile_copy(u32 ks, u32 vs, const u16* Kc, const u16* Vc,
+                                             int cap, int kw, int vw, int kvh, int ts, int u0,
+                                             int u1) {
+    constexpr int KC = HD / 8, VC = HDV / 8;  // 16-byte chunks per row
+    for (int i = threadIdx.x; i < AH_TILE * (KC + VC); i += blockDim.x) {
+        const bool isk = i < AH_TILE * KC;
+        const int ii = isk ? i : i - AH_TILE * KC, cw = isk ? KC : VC;
+        const int j = ii / cw, ch = ii % cw, p = ts + j;
+        const bool ok = p >= u0 && p <= u1;
+        const u64 row = ok ? (u64)(p % cap) : 0;
+        if (isk)
+            ah_cp16(ks + (u32)(j * (HD + 8) + 8 * ch) * 2, Kc + row * kw + kvh * HD + 8 * ch, ok);
+        else
+            ah_cp16(vs + (u32)(j * (HDV + 8) + 8 * ch) * 2, Vc + row * vw + kvh * HDV + 8 * ch,
+                    ok);
+    }
+    ah_commit();
+}
+
+template <int HD, int HDV>
+__device__ __forceinline__ void attn_h16_body(const float* Q, const u16* Kc, const u16* Vc,
+                                              int cap, int window, float scale, int n_head,
+                                              int n_head_kv, int n_super, int super_len, int tpb,
+                                              float* Op, float* Mp, float* Lp,
+                                              const StepParams* sp) {
+    constexpr int KT = HD / 16;   // k-steps of Q·K
+    constexpr int NV = HDV / 8;   // 8-column tiles of the output
+    constexpr int KST = HD + 8, VST = HDV + 8;
+    extern __shared__ __align__(16) u16 ah_smem[];
+    const int lane = threadIdx.x & 31, w = threadIdx.x >> 5, g = lane >> 2, c = lane & 3;
+    const int sb = blockIdx.x, kvh = blockIdx.y, tb = blockIdx.z * tpb;
+    const int gqa = n_head / n_head_kv, n_tok = (int)sp->n_tok, S = super_len;
+    if (tb >= n_tok) return;
+    if (sp->per_row && tpb != 1) __trap();  // packed rows are different sequences: one per block
+    const int t_last = min(tb + tpb, n_tok) - 1;
+    // The block's union of visible keys in this super-block (consecutive tokens of one sequence:
+    // their ranges overlap, so the union is one interval).
+    const int pos_f = (int)step_pos(sp, tb), pos_l = (int)step_pos(sp, t_last);
+    const int u0 = max(window > 0 ? max(0, pos_f - window + 1) : 0, sb * S);
+    const int u1 = min(pos_l, sb * S + S - 1);
+    if (u0 > u1) return;  // block-uniform
+    const u64 seq_base = (u64)step_seq(sp, tb) * (u64)cap;
+    const int kw = n_head_kv * HD, vw = n_head_kv * HDV;
+    Kc += seq_base * (u64)kw;
+    Vc += seq_base * (u64)vw;
+    // This lane's two rows (g and g + 8 of the warp's 16): token, head, visible keys [b0, b1].
+    int tok[2], head[2], b0[2], b1[2];
+#pragma unroll
+    for (int e = 0; e < 2; ++e) {
+        const int R = w * 16 + g + 8 * e, i = R / gqa, t = tb + i;
+        tok[e] = t;
+        head[e] = kvh * gqa + R % gqa;
+        b0[e] = 1;
+        b1[e] = 0;
+        if (i < tpb && t < n_tok) {
+            const int pos = (int)step_pos(sp, t);
+            const int lo = window > 0 ? max(0, pos - window + 1) : 0;
+            b0[e] = max(lo, sb * S);
+            b1[e] = min(pos, sb * S + S - 1);
+        }
+    }
+    // Q in f16 A fragments: qa[kk] = rows (g, g + 8), columns 16 kk + 2c (+1) and + 8.
+    u32 qa[KT][4];
+#pragma unroll
+    for (int kk = 0; kk < KT; ++kk) {
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+            float2 lo = make_float2(0.f, 0.f), hi = lo;
+            if (b0[e] <= b1[e]) {
+                const float* q = Q + ((size_t)tok[e] * n_head + head[e]) * HD + 16 * kk + 2 * c;
+                lo = *(const float2*)q;
+                hi = *(const float2*)(q + 8);
+            }
+            qa[kk][e] = ah_pack(lo.x, lo.y);
+            qa[kk][2 + e] = ah_pack(hi.x, hi.y);
+        }
+    }
+    const u32 sbase = (u32)__cvta_generic_to_shared(ah_smem);
+    const u32 kbytes = AH_TILE * KST * 2, vbytes = AH_TILE * VST * 2;
+    const u32 kbuf0 = sbase, vbuf0 = sbase + 2 * kbytes;
+    const int tA = sb * S + ((u0 - sb * S) / AH_TILE) * AH_TILE;
+    const int tB = sb * S + ((u1 - sb * S) / AH_TILE) * AH_TILE;
+    ah_tile_copy<HD, HDV>(kbuf0, vbuf0, Kc, Vc, cap, kw, vw, kvh, tA, u0, u1);
+    float m[2] = {-MUSER_INF, -MUSER_INF}, l[2] = {0.f, 0.f};
+    float acc[NV][4];
+#pragma unroll
+    for (int j = 0; j < NV; ++j)
+#pragma unroll
+        for (int r = 0; r < 4; ++r) acc[j][r] = 0.f;
+    // ldmatrix row addresses (bytes within a tile): lane i feeds row i % 8 of matrix i / 8.
+    const int mi = lane >> 3, mr = lane & 7;
+    // K (non-transposed, B of Q·K): matrix mi = keys 8j + mr, d 16kk + 8 mi (two k-steps per x4).
+    const u32 koff = (u32)(mr * KST + 8 * mi) * 2;
+    // V (transposed, B of P·V): matrix mi = keys 16kk + mr + 8 (mi & 1), columns 8 (jn + mi / 2).
+    const u32 voff = (u32)((mr + 8 * (mi & 1)) * VST + 8 * (mi >> 1)) * 2;
+    for (int ts = tA, it = 0; ts <= tB; ts += AH_TILE, ++it) {
+        const int buf = it & 1;
+        if (ts + AH_TILE <= tB) {
+            ah_tile_copy<HD, HDV>(kbuf0 + (buf ^ 1) * kbytes, vbuf0 + (buf ^ 1) * vbytes, Kc, Vc,
+                                  cap, kw, vw, kvh, ts + AH_TILE, u0, u1);
+            ah_wait<1>();
+        } else {
+            ah_wait<0>();
+        }
+        __syncthreads();
+        const u32 ks = kbuf0 + buf * kbytes, vs = vbuf0 + buf * vbytes;
+        int k0[2], k1[2];
+        bool see[2];
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+            k0[e] = max(b0[e], ts);
+            k1[e] = min(b1[e], ts + AH_TILE - 1);
+            see[e] = k0[e] <= k1[e];
+        }
+        if (__any_sync(0xffffffffu, see[0] || see[1])) {
+            float s[4][4];
+#pragma unroll
+            for (int j = 0; j < 4; ++j) {
+#pragma unroll
+                for (int r = 0; r < 4; ++r) s[j][r] = 0.f;
+#pragma unroll
+                for (int kk = 0; kk < KT; kk += 2) {
+                    u32 b[4];
+                    ldsm_x4(ks + koff + (u32)(8 * j * KST + 16 * kk) * 2, b);
+                    mma_h16(s[j], qa[kk], b[0], b[1]);
+                    mma_h16(s[j], qa[kk + 1], b[2], b[3]);
+                }
+            }
+            float corr[2];
+            u32 pa[2][4];
+#pragma unroll
+            for (int e = 0; e < 2; ++e) {
+                float mx = -MUSER_INF;
+#pragma unroll
+                for (int j = 0; j < 4; ++j)
+#pragma unroll
+                    for (int q = 0; q < 2; ++q) {
+                        const int key = ts + 8 * j + 2 * c + q;
+                        const bool valid = see[e] && key >= k0[e] && key <= k1[e];
+                        const float sc = valid ? s[j][2 * e + q] * scale : -MUSER_INF;
+                        s[j][2 * e + q] = sc;
+                        mx = fmaxf(mx, sc);
+                    }
+                mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+                mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+                const float m_new = see[e] ? fmaxf(m[e], mx) : m[e];
+                corr[e] = see[e] ? expf(m[e] - m_new) : 1.f;
+                float rs = 0.f;
+                u16 ph[4][2];
+#pragma unroll
+                for (int j = 0; j < 4; ++j)
+#pragma unroll
+                    for (int q = 0; q < 2; ++q) {
+                        const float sc = s[j][2 * e + q];
+                        ph[j][q] = sc == -MUSER_INF ? (u16)0 : f2h(expf(sc - m_new));
+                        rs += h2f(ph[j][q]);
+                    }
+                rs += __shfl_xor_sync(0xffffffffu, rs, 1);
+                rs += __shfl_xor_sync(0xffffffffu, rs, 2);
+                if (see[e]) {
+                    l[e] = l[e] * corr[e] + rs;
+                    m[e] = m_new;
+                }
+                // P as the A fragments of P·V: k-step kk2 = keys 16 kk2 + 2c (+1) and + 8.
+#pragma unroll
+                for (int kk2 = 0; kk2 < 2; ++kk2) {
+                    pa[kk2][e] = (u32)ph[2 * kk2][0] | ((u32)ph[2 * kk2][1] << 16);
+                    pa[kk2][2 + e] = (u32)ph[2 * kk2 + 1][0] | ((u32)ph[2 * kk2 + 1][1] << 16);
+                }
+            }
+#pragma unroll
+            for (int jn = 0; jn < NV; jn += 2) {
+#pragma unroll
+                for (int r = 0; r < 4; ++r) {
+                    acc[jn][r] *= corr[r >> 1];
+                    acc[jn + 1][r] *= corr[r >> 1];
+                }
+#pragma unroll
+                for (int kk2 = 0; kk2 < 2; ++kk2) {
+                    u32 b[4];
+                    ldsm_x4_t(vs + voff + (u32)(16 * kk2 * VST + 8 * jn) * 2, b);
+                    mma_h16(acc[jn], pa[kk2], b[0], b[1]);
+                    mma_h16(acc[jn + 1], pa[kk2], b[2], b[3]);
+                }
+            }
+        }
+        __syncthreads();  // every warp is done with this buffer before it is refilled
+    }
+#pragma unroll
+    for (int e = 0; e < 2; ++e) {
+        if (b0[e] > b1[e]) continue;
+        const size_t slot = ((size_t)tok[e] * n_head + head[e]) * n_super + sb;
+#pragma unroll
+        for (int jn = 0; jn < NV; ++jn)
+            *(float2*)(Op + slot * HDV + 8 * jn + 2 * c) =
+                make_float2(acc[jn][2 * e], acc[jn][2 * e + 1]);
+        if (c == 0) {
+            Mp[slot] = m[e];
+            Lp[slot] = l[e];
+        }
+    }
+}
+
+#define ATTN_H16(NAME, HD, HDV)                                                                 \
+    extern "C" __global__ void NAME(const float* Q, const u16* Kc, const u16* Vc, int cap,      \
+                                    int window, float scale, int n_head, int n_head_kv,          \
+                                    int n_super, int super_len, int tpb, float* Op, float* Mp,   \
+                                    float* Lp, const StepParams* sp) {                           \
+        PDL_ENTRY()                                                                              \
+        attn_h16_body<HD, HDV>(Q, Kc, Vc, cap, window, scale, n_head, n_head_kv, n_super,        \
+                               super_len, tpb, Op, Mp, Lp, sp);                                  \
+    }
+ATTN_H16(attn_h16_d64, 64, 64)
+ATTN_H16(attn_h16_d128, 128, 128)
