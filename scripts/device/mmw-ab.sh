@@ -6,8 +6,9 @@
 # MUSER_CUDA_MMW_MIN=0; set MMW_WG=2 in the environment to test that shape) and the f16
 # `cuda_route` tests with wg, `mvh_bench` for w8 and for every matrix on mmw at 3 and 2
 # warpgroups per block, then Muser-only pp512 / tg32 on the forge at w8, wg (mmw from 1024 row
-# groups, the default), wg on every matrix, that at 2 warpgroups, and the split tiles
-# (MUSER_CUDA_MMW_SPLIT=1: FFN down and O as one block per (tile, chain), then the fold) (~7 min). Usage: bash scripts/device/mmw-ab.sh OUTDIR
+# groups, unsplit), wg on every matrix, that at 2 warpgroups, and the split tiles (the default
+# since session 25, MUSER_CUDA_MMW_SPLIT=1: FFN down and O as one block per (tile, chain), then
+# the fold) (~7 min). Usage: bash scripts/device/mmw-ab.sh OUTDIR
 set -uo pipefail
 out=${1:?outdir}
 T=.device/tests
@@ -35,7 +36,7 @@ for v in "${V_KERN[@]}"; do
   echo "mvh_bench $tag rc=$?"; grep -E "nt 512:" "$out/mvh-$tag.txt" | grep -E "Mmt|Mmw"
 done
 while [ ! -f "$HOME/forge.done" ]; do sleep 2; done
-V_RUN=("w8|MUSER_CUDA_MMT=w8" "wg|MUSER_CUDA_MMT=wg" "wg0|MUSER_CUDA_MMT=wg MUSER_CUDA_MMW_MIN=0"
+V_RUN=("w8|MUSER_CUDA_MMT=w8" "wg|MUSER_CUDA_MMT=wg MUSER_CUDA_MMW_SPLIT=0" "wg0|MUSER_CUDA_MMT=wg MUSER_CUDA_MMW_MIN=0"
        "wg0x2|MUSER_CUDA_MMT=wg MUSER_CUDA_MMW_MIN=0 MUSER_CUDA_MMW_WG=2"
        "wgs|MUSER_CUDA_MMT=wg MUSER_CUDA_MMW_SPLIT=1")
 for v in "${V_RUN[@]}"; do

@@ -8,7 +8,7 @@
 //! 128 and 512 tokens, with their f16 tensor-core TFLOPS (with `MUSER_CUDA_MMT=wg` the warpgroup
 //! tiles `mmw_*`, fed the constant activations as they are: every value is 1.0, so fragment and
 //! natural order are the same bytes; the engine's `h16_natural` pass before them is not timed;
-//! with `MUSER_CUDA_MMW_SPLIT=1` the split tiles and their fold, timed together);
+//! with `MUSER_CUDA_MMW_SPLIT=1`, the default, the split tiles and their fold, timed together);
 //! `mmq_bench --a8` gives the A8 prefill kernels.
 //!
 //! `cargo run --release -p muser-cuda --example mvh_bench`
@@ -89,7 +89,7 @@ fn main() {
                 'r' => reg.mmh_plan(fmt, n_out, nt),
                 _ => reg.mmt_plan(fmt, n_out, nt),
             };
-            // With MUSER_CUDA_MMW_SPLIT=1 the split warpgroup tiles and their fold, timed together.
+            // With MUSER_CUDA_MMW_SPLIT=1 (the default) the split tiles and their fold, timed together.
             let split = (kind == 't')
                 .then(|| reg.mmw_split_plan(fmt, n_out, nt))
                 .flatten();

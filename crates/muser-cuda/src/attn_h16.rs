@@ -2,16 +2,21 @@
 //! `attn_h16_d128`, kernels/attn_h16.cu; `MUSER_CUDA_H16_ATTN=mma`). A shape is launch only: the
 //! MMA's rows are independent, so which (token, head) rows share a warp or a block never changes
 //! a row's bits — decode (one token per block, packed rows included) and prefill (`tokens`
-//! consecutive tokens of one sequence per block) give every query the same partial.
+//! consecutive tokens of one sequence per block) give every query the same partial, whatever
+//! the number of tiles in flight.
 
 use crate::launch::Dims;
 use crate::registry::Kernel;
 
 /// Keys per tile (`AH_TILE` in attn_h16.cu).
 const TILE: usize = 32;
-/// Warps per prefill block (each 16 rows of (token, head)): 4 warps over the real model's 16
-/// heads per KV head is 4 tokens per block.
-const PREFILL_WARPS: usize = 4;
+/// Warps per block (each 16 rows of (token, head)): 4 warps over the real model's 16 heads per
+/// KV head is 4 prefill tokens per block; a decode block's extra warps only share the copies.
+const WARPS: usize = 4;
+/// Tiles in flight: decode takes a default super-block's 4 tiles at once (69.6 KB of shared
+/// memory at 128-value heads: opted in), prefill double-buffers (34.8 KB).
+const DECODE_BUFS: usize = 4;
+const PREFILL_BUFS: usize = 2;
 
 /// One launch shape of `attn_h16_*`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -21,6 +26,8 @@ pub struct AttnH16Shape {
     pub warps: usize,
     /// Query tokens per block (1 for decode and packed rows).
     pub tokens: usize,
+    /// K / V tiles in flight (the ring's buffers, 1..=4).
+    pub bufs: usize,
     hd: usize,
 }
 
@@ -39,25 +46,36 @@ impl AttnH16Shape {
         Self::kernel(hd, hd_v).is_some()
     }
 
-    /// One token per block: ⌈gqa / 16⌉ warps.
+    /// One token per block.
     pub fn decode(gqa: usize, hd: usize, hd_v: usize) -> Option<AttnH16Shape> {
         Some(AttnH16Shape {
             kernel: Self::kernel(hd, hd_v)?,
-            warps: gqa.div_ceil(16),
+            warps: WARPS.max(gqa.div_ceil(16)),
             tokens: 1,
+            bufs: DECODE_BUFS,
             hd,
         })
     }
 
-    /// As many tokens per block as `PREFILL_WARPS` warps hold (at least one).
+    /// As many tokens per block as the warps hold (at least one).
     pub fn prefill(gqa: usize, hd: usize, hd_v: usize) -> Option<AttnH16Shape> {
-        let warps = PREFILL_WARPS.max(gqa.div_ceil(16));
+        let warps = WARPS.max(gqa.div_ceil(16));
         Some(AttnH16Shape {
             kernel: Self::kernel(hd, hd_v)?,
             warps,
             tokens: (16 * warps / gqa).max(1),
+            bufs: PREFILL_BUFS,
             hd,
         })
+    }
+
+    /// The same block with `bufs` tiles in flight (1..=4; launch only).
+    pub fn with_bufs(self, bufs: usize) -> AttnH16Shape {
+        assert!(
+            (1..=4).contains(&bufs),
+            "attn_h16 takes 1..=4 tiles in flight"
+        );
+        AttnH16Shape { bufs, ..self }
     }
 
     /// The same warps with one token per block (decode's row placement on prefill's block).
@@ -65,9 +83,9 @@ impl AttnH16Shape {
         AttnH16Shape { tokens: 1, ..self }
     }
 
-    /// Two K and two V tiles of `TILE` rows, each row padded by 8 values.
+    /// `bufs` K and `bufs` V tiles of `TILE` rows, each row padded by 8 values.
     pub fn smem(&self) -> usize {
-        2 * 2 * TILE * (self.hd + 8) * 2
+        2 * self.bufs * TILE * (self.hd + 8) * 2
     }
 
     /// Grid `(n_super, n_head_kv, ⌈n_tok / tokens⌉)`.
@@ -90,13 +108,14 @@ mod tests {
         // The real model: 16 heads per KV head, one warp per decoded token, four tokens per
         // prefill block; a 4:1 model packs 4 tokens per warp; 32:1 needs two warps a token.
         let d = AttnH16Shape::decode(16, 128, 128).expect("128");
-        assert_eq!((d.warps, d.tokens, d.smem()), (1, 1, 34816));
+        assert_eq!((d.warps, d.tokens, d.smem()), (4, 1, 69632));
         let p = AttnH16Shape::prefill(16, 128, 128).expect("128");
-        assert_eq!((p.warps, p.tokens), (4, 4));
+        assert_eq!((p.warps, p.tokens, p.smem()), (4, 4, 34816));
         assert_eq!(AttnH16Shape::prefill(4, 64, 64).map(|s| s.tokens), Some(16));
         let wide = AttnH16Shape::prefill(32, 128, 128).expect("128");
         assert_eq!((wide.warps, wide.tokens), (4, 2));
-        assert_eq!(AttnH16Shape::decode(32, 128, 128).map(|s| s.warps), Some(2));
+        assert_eq!(AttnH16Shape::decode(32, 128, 128).map(|s| s.warps), Some(4));
+        assert_eq!(AttnH16Shape::decode(128, 64, 64).map(|s| s.warps), Some(8));
         // Every row of a block's tokens has a warp row.
         for (s, gqa) in [(d, 16), (p, 16), (wide, 32)] {
             assert!(16 * s.warps >= s.tokens * gqa, "{s:?}");

@@ -540,8 +540,9 @@ impl Registry {
                         // The one-token decode kernels' weight ring (`t1_plan`) beside the
                         // staged activations and the lane-sum scratch.
                         Some((mva_warps * mva_rows) as usize * 36 * 4)
-                    } else if matches!(m, Module::MmtH16 | Module::MmwH16) {
-                        // The prefill tiles' stages (`MmtShape::smem`), no static shared memory.
+                    } else if matches!(m, Module::MmtH16 | Module::MmwH16 | Module::AttnH16) {
+                        // The prefill tiles' stages (`MmtShape::smem`), the attention's tiles in
+                        // flight (`AttnH16Shape::smem`), no static shared memory.
                         Some(0)
                     } else if matches!(m, Module::MatvecPacked | Module::MatvecPackedA8)
                         && k.symbol().starts_with("mvs_")

@@ -109,7 +109,7 @@ fn mvh_on_device(
         Mm::Tile => reg.mmt_plan(fmt, n_out, n_tok),
     };
     let (y, yp) = guarded(gpu, n_tok * n_out);
-    // With `MUSER_CUDA_MMW_SPLIT=1` the split warpgroup tiles (scratch, then the fold).
+    // With `MUSER_CUDA_MMW_SPLIT=1` (the default) the split tiles (scratch, then the fold).
     let split = matches!(kind, Mm::Tile)
         .then(|| reg.mmw_split_plan(fmt, n_out, n_tok))
         .flatten();

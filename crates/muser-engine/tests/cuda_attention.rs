@@ -224,7 +224,7 @@ fn attention_matches_an_f64_softmax_and_fused_combines_are_exact() {
 /// The f16 route's tensor-core partials (`attn_h16_*`, attn_h16.cu): one token per block
 /// (decode) and every prefill shape (several tokens per block sharing each K/V tile, tokens
 /// whose visible ranges differ inside one warp when the GQA ratio is below 16, two warps a token
-/// above) give the same Op / Mp / Lp bits; combined by `attn_combine`, within 4e-3 of each
+/// above), with 1, 2 or 4 tiles in flight, give the same Op / Mp / Lp bits; combined by `attn_combine`, within 4e-3 of each
 /// row's largest value of the f64 softmax (f16 queries and probabilities, f32 sums).
 #[test]
 fn attention_h16_decode_and_prefill_agree_bit_for_bit() {
@@ -263,8 +263,16 @@ fn attention_h16_decode_and_prefill_agree_bit_for_bit() {
                 );
                 let dec = AttnH16Shape::decode(gqa, hd, hd).expect("64 / 128");
                 let pre = AttnH16Shape::prefill(gqa, hd, hd).expect("64 / 128");
-                // Prefill shapes: the default, and one token per block on the prefill warps.
-                let shapes = [dec, pre, pre.one_token_per_block()];
+                // Decode with 2 tiles in flight, the prefill shapes: the default, one token per
+                // block on the prefill warps, 4 and 1 tiles in flight.
+                let shapes = [
+                    dec,
+                    dec.with_bufs(2),
+                    pre,
+                    pre.one_token_per_block(),
+                    pre.with_bufs(4),
+                    pre.with_bufs(1),
+                ];
                 let mut first: Option<Vec<u32>> = None;
                 let mut parts = None;
                 for shape in shapes {
@@ -282,6 +290,7 @@ fn attention_h16_decode_and_prefill_agree_bit_for_bit() {
                         .int(n_super)
                         .int(super_len)
                         .int(shape.tokens)
+                        .int(shape.bufs)
                         .ptr(op.ptr)
                         .ptr(mp.ptr)
                         .ptr(lp.ptr)

@@ -23,8 +23,9 @@
 // Kc: [n_seq][cap][n_head_kv*HD] f16   Vc: [n_seq][cap][n_head_kv*HDV] f16
 // Op: [n_tok][n_head][n_super][HDV] f32; Mp, Lp: [n_tok][n_head][n_super] f32 (attention.cu)
 // Grid (n_super, n_head_kv, ceil(n_tok / tpb)), block W warps (16·W >= tpb · gqa rows:
-// row R = local token R / gqa, head R % gqa). Shared memory: two K tiles [32][HD + 8] and two V
-// tiles [32][HDV + 8] f16 (rows 16-byte aligned; the 8-value pad keeps ldmatrix conflict-free).
+// row R = local token R / gqa, head R % gqa). Shared memory: a ring of `nbuf` (>= 2) K tiles
+// [32][HD + 8], then `nbuf` V tiles [32][HDV + 8] f16 (rows 16-byte aligned; the 8-value pad
+// keeps ldmatrix conflict-free); decode takes a super-block's tiles in flight at once.
 
 #define AH_TILE 32
 
@@ -78,7 +79,7 @@ template <int HD, int HDV>
 __device__ __forceinline__ void attn_h16_body(const float* Q, const u16* Kc, const u16* Vc,
                                               int cap, int window, float scale, int n_head,
                                               int n_head_kv, int n_super, int super_len, int tpb,
-                                              float* Op, float* Mp, float* Lp,
+                                              int nbuf, float* Op, float* Mp, float* Lp,
                                               const StepParams* sp) {
     constexpr int KT = HD / 16;   // k-steps of Q·K
     constexpr int NV = HDV / 8;   // 8-column tiles of the output
@@ -89,6 +90,7 @@ __device__ __forceinline__ void attn_h16_body(const float* Q, const u16* Kc, con
     const int gqa = n_head / n_head_kv, n_tok = (int)sp->n_tok, S = super_len;
     if (tb >= n_tok) return;
     if (sp->per_row && tpb != 1) __trap();  // packed rows are different sequences: one per block
+    if (nbuf < 1 || nbuf > 4) __trap();     // the ring's waits below count up to 3 pending tiles
     const int t_last = min(tb + tpb, n_tok) - 1;
     // The block's union of visible keys in this super-block (consecutive tokens of one sequence:
     // their ranges overlap, so the union is one interval).
@@ -134,10 +136,16 @@ __device__ __forceinline__ void attn_h16_body(const float* Q, const u16* Kc, con
     }
     const u32 sbase = (u32)__cvta_generic_to_shared(ah_smem);
     const u32 kbytes = AH_TILE * KST * 2, vbytes = AH_TILE * VST * 2;
-    const u32 kbuf0 = sbase, vbuf0 = sbase + 2 * kbytes;
+    const u32 kbuf0 = sbase, vbuf0 = sbase + nbuf * kbytes;
     const int tA = sb * S + ((u0 - sb * S) / AH_TILE) * AH_TILE;
     const int tB = sb * S + ((u1 - sb * S) / AH_TILE) * AH_TILE;
-    ah_tile_copy<HD, HDV>(kbuf0, vbuf0, Kc, Vc, cap, kw, vw, kvh, tA, u0, u1);
+    const int ntiles = (tB - tA) / AH_TILE + 1;
+    // A ring of `nbuf` tiles: tile i in buffer i % nbuf, the first min(nbuf, ntiles) copies in
+    // flight at once, each later one issued as soon as its buffer's tile is done.
+    int issued = 0;
+    for (; issued < min(nbuf, ntiles); ++issued)
+        ah_tile_copy<HD, HDV>(kbuf0 + issued * kbytes, vbuf0 + issued * vbytes, Kc, Vc, cap, kw,
+                              vw, kvh, tA + issued * AH_TILE, u0, u1);
     float m[2] = {-MUSER_INF, -MUSER_INF}, l[2] = {0.f, 0.f};
     float acc[NV][4];
 #pragma unroll
@@ -150,14 +158,14 @@ __device__ __forceinline__ void attn_h16_body(const float* Q, const u16* Kc, con
     const u32 koff = (u32)(mr * KST + 8 * mi) * 2;
     // V (transposed, B of P·V): matrix mi = keys 16kk + mr + 8 (mi & 1), columns 8 (jn + mi / 2).
     const u32 voff = (u32)((mr + 8 * (mi & 1)) * VST + 8 * (mi >> 1)) * 2;
-    for (int ts = tA, it = 0; ts <= tB; ts += AH_TILE, ++it) {
-        const int buf = it & 1;
-        if (ts + AH_TILE <= tB) {
-            ah_tile_copy<HD, HDV>(kbuf0 + (buf ^ 1) * kbytes, vbuf0 + (buf ^ 1) * vbytes, Kc, Vc,
-                                  cap, kw, vw, kvh, ts + AH_TILE, u0, u1);
-            ah_wait<1>();
-        } else {
-            ah_wait<0>();
+    for (int it = 0; it < ntiles; ++it) {
+        const int ts = tA + it * AH_TILE, buf = it % nbuf;
+        // Tile `it` has landed once at most (issued − it − 1) later groups are pending.
+        switch (min(issued - it - 1, 3)) {
+            case 0: ah_wait<0>(); break;
+            case 1: ah_wait<1>(); break;
+            case 2: ah_wait<2>(); break;
+            default: ah_wait<3>(); break;
         }
         __syncthreads();
         const u32 ks = kbuf0 + buf * kbytes, vs = vbuf0 + buf * vbytes;
@@ -242,6 +250,11 @@ __device__ __forceinline__ void attn_h16_body(const float* Q, const u16* Kc, con
             }
         }
         __syncthreads();  // every warp is done with this buffer before it is refilled
+        if (issued < ntiles) {
+            ah_tile_copy<HD, HDV>(kbuf0 + buf * kbytes, vbuf0 + buf * vbytes, Kc, Vc, cap, kw, vw,
+                                  kvh, tA + issued * AH_TILE, u0, u1);
+            ++issued;
+        }
     }
 #pragma unroll
     for (int e = 0; e < 2; ++e) {
@@ -261,11 +274,11 @@ __device__ __forceinline__ void attn_h16_body(const float* Q, const u16* Kc, con
 #define ATTN_H16(NAME, HD, HDV)                                                                 \
     extern "C" __global__ void NAME(const float* Q, const u16* Kc, const u16* Vc, int cap,      \
                                     int window, float scale, int n_head, int n_head_kv,          \
-                                    int n_super, int super_len, int tpb, float* Op, float* Mp,   \
-                                    float* Lp, const StepParams* sp) {                           \
+                                    int n_super, int super_len, int tpb, int nbuf, float* Op,    \
+                                    float* Mp, float* Lp, const StepParams* sp) {                \
         PDL_ENTRY()                                                                              \
         attn_h16_body<HD, HDV>(Q, Kc, Vc, cap, window, scale, n_head, n_head_kv, n_super,        \
-                               super_len, tpb, Op, Mp, Lp, sp);                                  \
+                               super_len, tpb, nbuf, Op, Mp, Lp, sp);                            \
     }
 ATTN_H16(attn_h16_d64, 64, 64)
 ATTN_H16(attn_h16_d128, 128, 128)

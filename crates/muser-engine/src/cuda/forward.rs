@@ -163,12 +163,15 @@ impl<'m> CudaSession<'m> {
         // Decode (and `MUSER_CUDA_ATTN_MT=0`): one query token per block; prefill: eight (the
         // f32 kernels) or `AttnH16Shape::prefill`'s (the f16 route's tensor-core kernels).
         let prefill_shape = n > 1 && !packed && self.opts.attn_mt;
-        let (attn_kernel, attn_dims, attn_last) = match self.attn_h16 {
-            Some((dec, pre)) => {
-                let shape = if prefill_shape { pre } else { dec };
-                let dims = shape.dims(self.n_super, c.n_head_kv, n);
-                (shape.kernel, dims, shape.tokens)
-            }
+        let h16_shape = self
+            .attn_h16
+            .map(|(dec, pre)| if prefill_shape { pre } else { dec });
+        let (attn_kernel, attn_dims, attn_bufs) = match h16_shape {
+            Some(shape) => (
+                shape.kernel,
+                shape.dims(self.n_super, c.n_head_kv, n),
+                shape.bufs,
+            ),
             None => {
                 let (kernel, shape) = match (prefill_shape, self.attn_prefill) {
                     (true, Some(shape)) => (Kernel::AttnPartialMt, shape),
@@ -178,13 +181,13 @@ impl<'m> CudaSession<'m> {
                     ),
                 };
                 let dims = shape.dims(self.n_super, c.n_head, n, c.head_dim, c.head_dim_v);
+                assert!(
+                    dims.smem as usize <= SMEM_DEFAULT_MAX,
+                    "attention tile does not fit 48 KiB of shared memory"
+                );
                 (kernel, dims, shape.bufs)
             }
         };
-        assert!(
-            attn_dims.smem as usize <= SMEM_DEFAULT_MAX,
-            "attention tile does not fit 48 KiB of shared memory"
-        );
         for (il, lw) in w.layers.iter().enumerate() {
             let h = b.h.ptr();
             let mut outs = vec![
@@ -236,7 +239,7 @@ impl<'m> CudaSession<'m> {
                 0
             };
             // attn_partial / _mt: (…, hd, hd_v, n_super, super_len, Op, Mp, Lp, step, nbuf);
-            // attn_h16_*: (…, n_super, super_len, tokens per block, Op, Mp, Lp, step).
+            // attn_h16_*: (…, n_super, super_len, tokens per block, bufs, Op, Mp, Lp, step).
             let args = KArgs::new()
                 .ptr(b.q.ptr())
                 .ptr(kv.k.ptr())
@@ -246,10 +249,11 @@ impl<'m> CudaSession<'m> {
                 .f32(c.attn_scale)
                 .int(c.n_head)
                 .int(c.n_head_kv);
-            let args = if self.attn_h16.is_some() {
+            let args = if let Some(shape) = h16_shape {
                 args.int(self.n_super)
                     .int(self.opts.attn_super)
-                    .int(attn_last)
+                    .int(shape.tokens)
+                    .int(attn_bufs)
                     .ptr(b.op.ptr())
                     .ptr(b.mp.ptr())
                     .ptr(b.lp.ptr())
@@ -263,7 +267,7 @@ impl<'m> CudaSession<'m> {
                     .ptr(b.mp.ptr())
                     .ptr(b.lp.ptr())
                     .ptr(step)
-                    .int(attn_last)
+                    .int(attn_bufs)
             };
             launch(self.f(attn_kernel), attn_dims, s, args)?;
             // Fused (the default, MUSER_CUDA_FUSE; strict activation math): combine, gate and quantize
