@@ -10,9 +10,7 @@
 set -uo pipefail
 out=${1:?outdir}
 T=.device/tests
-[ -f "$HOME/forge.done" ] || setsid nohup bash -c \
-  ".device/muser forge --preset full --seed 7 -o $HOME/full.gguf > $HOME/forge.log 2>&1; touch $HOME/forge.done" \
-  > /dev/null 2>&1 < /dev/null &
+bash scripts/device/forge-bg.sh
 MUSER_CUDA_DEADLINE_S=120 timeout 200 $T/cuda_attention --test-threads 1 --nocapture \
   > "$out/cuda_attention.txt" 2>&1
 echo "cuda_attention rc=$?"; grep -E "^test |test result|panicked" "$out/cuda_attention.txt"

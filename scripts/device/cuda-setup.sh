@@ -7,8 +7,6 @@ mkdir -p $HOME/llama $HOME/g
 cp .device/muser $HOME/muser
 [ -f $HOME/llama/llama-bench ] || [ -n "$(find $HOME/llama -name llama-bench)" ] || \
   cat .devllama/llama-cuda-sm90.tar.xz.part0* | xz -d | tar x -C $HOME/llama
-[ -f $HOME/forge.done ] || setsid nohup bash -c \
-  "$HOME/muser forge --preset full --seed 7 -o $HOME/full.gguf > $HOME/forge.log 2>&1; touch $HOME/forge.done" \
-  > /dev/null 2>&1 < /dev/null &
+bash scripts/device/forge-bg.sh $HOME/muser
 nvidia-smi --query-gpu=name,driver_version,memory.used --format=csv
 echo setup done

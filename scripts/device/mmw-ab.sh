@@ -12,9 +12,7 @@
 set -uo pipefail
 out=${1:?outdir}
 T=.device/tests
-[ -f "$HOME/forge.done" ] || setsid nohup bash -c \
-  ".device/muser forge --preset full --seed 7 -o $HOME/full.gguf > $HOME/forge.log 2>&1; touch $HOME/forge.done" \
-  > /dev/null 2>&1 < /dev/null &
+bash scripts/device/forge-bg.sh
 MUSER_CUDA_MMT=wg MUSER_CUDA_MMW_MIN=0 MUSER_CUDA_MMW_WG=${MMW_WG:-3} MUSER_CUDA_DEADLINE_S=120 \
   timeout 240 $T/kernels_h16 --test-threads 1 \
   > "$out/kernels_h16-wg.txt" 2>&1

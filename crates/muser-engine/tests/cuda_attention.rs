@@ -13,6 +13,26 @@ use muser_cuda::{KArgs, Kernel};
 
 use cuda_support::*;
 
+/// The steps every attention test runs, (window, cap, pos0, n_tok): full attention over a long
+/// cache (many tiles and key blocks), over a short one, and a 16-key window whose ring (64 rows)
+/// wraps in the step; prefill steps of 45 and 40 tokens: blocks of several tokens whose causal
+/// and window edges fall inside tiles, partial last blocks.
+const STEPS: [(usize, usize, usize, usize); 5] = [
+    (0, 1100, 1040, 3),
+    (0, 64, 61, 3),
+    (16, 64, 190, 3),
+    (0, 1100, 1000, 45),
+    (16, 64, 190, 40),
+];
+
+/// `n` cache values in [-1, 1), rounded to f16.
+fn f16_cache(n: usize, seed: u64) -> Vec<f16> {
+    rand_vec(n, seed, -1.0, 1.0)
+        .into_iter()
+        .map(f16::from_f32)
+        .collect()
+}
+
 /// softmax(scale · q·k) · v in f64 over positions lo..=pos (cache row p % cap), per token and
 /// head: `[n_tok][nh * hdv]`.
 fn reference(
@@ -65,21 +85,9 @@ fn attention_matches_an_f64_softmax_and_fused_combines_are_exact() {
         let gqa = nh / nkv;
         let (kvw, vw, aw) = (nkv * hd, nkv * hdv, nh * hdv);
         let scale = 1.0 / (hd as f32).sqrt();
-        // (window, cap, pos0, n_tok): full attention over a long cache (many tiles and key
-        // blocks), over a short one, and a 16-key window whose ring (64 rows) wraps in the step.
-        // Prefill steps of 45 and 40 tokens: blocks of eight tokens whose causal and window
-        // edges fall inside tiles, partial last blocks.
-        for (window, cap, pos0, n_tok) in [
-            (0usize, 1100usize, 1040usize, 3usize),
-            (0, 64, 61, 3),
-            (16, 64, 190, 3),
-            (0, 1100, 1000, 45),
-            (16, 64, 190, 40),
-        ] {
+        for (window, cap, pos0, n_tok) in STEPS {
             let q = rand_vec(n_tok * nh * hd, 21, -4.0, 4.0);
-            let to_f16 = |v: Vec<f32>| -> Vec<f16> { v.into_iter().map(f16::from_f32).collect() };
-            let kc = to_f16(rand_vec(cap * kvw, 22, -1.0, 1.0));
-            let vc = to_f16(rand_vec(cap * vw, 23, -1.0, 1.0));
+            let (kc, vc) = (f16_cache(cap * kvw, 22), f16_cache(cap * vw, 23));
             let gate = rand_vec(n_tok * aw, 24, -4.0, 4.0);
             let (qd, kd, vd, gd) = (d.input(&q), d.input(&kc), d.input(&vc), d.input(&gate));
             let sp = d.step(pos0, n_tok);
@@ -238,18 +246,11 @@ fn attention_h16_decode_and_prefill_agree_bit_for_bit() {
         let gqa = nh / nkv;
         let (kvw, aw) = (nkv * hd, nh * hd);
         let scale = 1.0 / (hd as f32).sqrt();
-        for (window, cap, pos0, n_tok) in [
-            (0usize, 1100usize, 1040usize, 3usize),
-            (0, 64, 61, 3),
-            (16, 64, 190, 3),
-            (0, 1100, 1000, 45),
-            (16, 64, 190, 40),
-            (0, 600, 0, 70),
-        ] {
+        // STEPS, then a 70-token prefill from position 0 (blocks of several tokens whose causal
+        // edges cut tiles from the first key on).
+        for (window, cap, pos0, n_tok) in STEPS.into_iter().chain([(0, 600, 0, 70)]) {
             let q = rand_vec(n_tok * nh * hd, 31, -4.0, 4.0);
-            let to_f16 = |v: Vec<f32>| -> Vec<f16> { v.into_iter().map(f16::from_f32).collect() };
-            let kc = to_f16(rand_vec(cap * kvw, 32, -1.0, 1.0));
-            let vc = to_f16(rand_vec(cap * kvw, 33, -1.0, 1.0));
+            let (kc, vc) = (f16_cache(cap * kvw, 32), f16_cache(cap * kvw, 33));
             let (qd, kd, vd) = (d.input(&q), d.input(&kc), d.input(&vc));
             let sp = d.step(pos0, n_tok);
             let want = reference(&q, &kc, &vc, (nh, nkv, hd, hd), (window, cap, pos0, n_tok));

@@ -30,11 +30,6 @@ __device__ __forceinline__ void cp_async8(void* dst, const void* src, bool ok) {
     asm volatile("cp.async.ca.shared.global [%0], [%1], 8, %2;\n" ::"r"(d), "l"(src),
                  "r"(ok ? 8 : 0));
 }
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
-template <int N>
-__device__ __forceinline__ void cp_async_wait() {
-    asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
-}
 
 // attn_partial's tiles: K [TILE][hd + 4] and V [TILE][hd_v + 4] f16 (the +4 pads keep the
 // 8-byte row reads of 32 lanes on distinct banks), `nbuf` (1 or 2) of them so the next tile's

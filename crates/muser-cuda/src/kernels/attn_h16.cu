@@ -34,11 +34,6 @@ __device__ __forceinline__ void ah_cp16(u32 dst, const void* src, bool ok) {
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src),
                  "r"(ok ? 16 : 0));
 }
-__device__ __forceinline__ void ah_commit() { asm volatile("cp.async.commit_group;\n" ::); }
-template <int N>
-__device__ __forceinline__ void ah_wait() {
-    asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
-}
 __device__ __forceinline__ void ldsm_x4(u32 addr, u32 (&r)[4]) {
     asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
                  : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
@@ -72,7 +67,7 @@ __device__ __forceinline__ void ah_tile_copy(u32 ks, u32 vs, const u16* Kc, cons
             ah_cp16(vs + (u32)(j * (HDV + 8) + 8 * ch) * 2, Vc + row * vw + kvh * HDV + 8 * ch,
                     ok);
     }
-    ah_commit();
+    cp_async_commit();
 }
 
 template <int HD, int HDV>
@@ -162,10 +157,10 @@ __device__ __forceinline__ void attn_h16_body(const float* Q, const u16* Kc, con
         const int ts = tA + it * AH_TILE, buf = it % nbuf;
         // Tile `it` has landed once at most (issued − it − 1) later groups are pending.
         switch (min(issued - it - 1, 3)) {
-            case 0: ah_wait<0>(); break;
-            case 1: ah_wait<1>(); break;
-            case 2: ah_wait<2>(); break;
-            default: ah_wait<3>(); break;
+            case 0: cp_async_wait<0>(); break;
+            case 1: cp_async_wait<1>(); break;
+            case 2: cp_async_wait<2>(); break;
+            default: cp_async_wait<3>(); break;
         }
         __syncthreads();
         const u32 ks = kbuf0 + buf * kbytes, vs = vbuf0 + buf * vbytes;

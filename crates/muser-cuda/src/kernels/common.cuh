@@ -31,6 +31,15 @@ __device__ __forceinline__ void pdl_trigger() {
     pdl_wait();     \
     pdl_trigger();
 
+// cp.async groups: close the copies issued so far into one group; wait until at most N groups
+// are still in flight (the wait is per thread: a barrier must follow before other threads'
+// copies are read).
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+template <int N>
+__device__ __forceinline__ void cp_async_wait() {
+    asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
+}
+
 // Per-step scalars, read from device memory so a captured graph replays without re-capture.
 // Two kinds of step (host image: `muser_cuda::launch::StepParams`, 80 bytes):
 // - one sequence (per_row == 0): token t sits at position pos0 + t of sequence seq0 (prefill
