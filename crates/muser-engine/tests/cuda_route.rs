@@ -209,7 +209,8 @@ fn a8_route_refuses_what_it_has_no_kernels_for() {
 }
 
 /// The f16 route (`MUSER_CUDA_ACTS=f16`) refuses, before any device work, what it has no
-/// kernels for: weights other than Q4_K / Q6_K; its element-wise twins are refused elsewhere.
+/// kernels for: weights other than Q4_K / Q6_K, heads its tensor-core attention has no kernel
+/// for; its element-wise twins are refused elsewhere.
 #[test]
 fn f16_route_refuses_what_it_has_no_kernels_for() {
     let refused = |m: &Model, set: &dyn Fn(&mut CudaOptions), what: &str, needle: &str| {
@@ -238,6 +239,21 @@ fn f16_route_refuses_what_it_has_no_kernels_for() {
             "Q4_K and Q6_K",
         );
     }
+    // Heads of 256 values: the tensor-core attention has kernels for 64 and 128 only.
+    let wide_heads = {
+        let mut cfg = muser_forge::ForgeConfig::preset("tiny").expect("tiny");
+        cfg.head_dim = 256;
+        let mut bytes = Vec::new();
+        muser_forge::forge(&cfg, &mut bytes, &mut |_| {}).expect("forge");
+        let gguf = muser_gguf::Gguf::from_bytes(bytes).expect("gguf");
+        Model::from_gguf(std::sync::Arc::new(gguf)).expect("model")
+    };
+    refused(
+        &wide_heads,
+        &|_| {},
+        "heads of 256",
+        "MUSER_CUDA_H16_ATTN=f32",
+    );
     // The f16 twins' switch on another route would change nothing.
     refused(
         &tiny_model(1),
@@ -254,8 +270,9 @@ fn f16_route_refuses_what_it_has_no_kernels_for() {
 /// kernels for chunks of up to 8 tokens, its prefill kernels above), decode graph or eager,
 /// serial capture, one attention token per block, and the fused residual norm
 /// (`residual_norm_h16`) and element-wise twins or act_h16 after the plain kernels; the same with
-/// the f32 attention kernels (`MUSER_CUDA_H16_ATTN=f32`) instead of the tensor-core ones; far closer to the f64 oracle than the A8 route (the f64 probe: KL 3.9e-5 on
-/// tiny with f16 activations and f16-rounded weights, A8 1.5e-2).
+/// the f32 attention kernels (`MUSER_CUDA_H16_ATTN=f32`) instead of the tensor-core ones; far
+/// closer to the f64 oracle than the A8 route (the f64 probe: KL 3.9e-5 on tiny with f16
+/// activations and f16-rounded weights, A8 1.5e-2).
 #[test]
 fn cuda_f16_route_is_deterministic_and_tracks_the_oracle() {
     if !has_device() {

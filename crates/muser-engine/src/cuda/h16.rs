@@ -6,7 +6,8 @@
 //! `act_h16` or the fused twins (`MUSER_CUDA_FUSE`): `residual_norm_h16`, and with
 //! `MUSER_CUDA_H16_EW=fused` also `sigmoid_gate_h16`, `swiglu_h16` / `geglu_h16`; the attention
 //! combine has none. Attention runs on the tensor cores (`attn_h16_*`, heads of 64 or 128;
-//! `MUSER_CUDA_H16_ATTN=f32`: the f32 kernels). Anything else — another weight type, a switch of the integer routes' kernels — is a
+//! `MUSER_CUDA_H16_ATTN=f32`: the f32 kernels). Anything else — another weight type, other head
+//! sizes on the tensor-core attention, a switch of the integer routes' kernels — is a
 //! configuration error naming what to change, never a silent switch to another route.
 
 use muser_cuda::attn_h16::AttnH16Shape;

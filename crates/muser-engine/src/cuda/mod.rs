@@ -446,17 +446,25 @@ impl<'m> CudaSession<'m> {
         } else {
             None
         };
-        // Shapes exist for the head sizes h16::check_options let through.
-        let attn_h16 = (opts.acts == Acts::F16 && opts.h16_attn_mma)
-            .then(|| {
-                let dec = AttnH16Shape::decode(gqa, c.head_dim, c.head_dim_v)?;
-                let pre = match opts.attn_mt {
-                    true => AttnH16Shape::prefill(gqa, c.head_dim, c.head_dim_v)?,
-                    false => dec,
-                };
-                Some((dec, pre))
-            })
-            .flatten();
+        // h16::check_options refused head sizes without a shape; should one slip through, the
+        // session fails instead of running the f32 kernels.
+        let attn_h16 = if opts.acts == Acts::F16 && opts.h16_attn_mma {
+            let no_shape = || {
+                EngineError::Config(format!(
+                    "the tensor-core attention has no kernel for heads of {} / {}",
+                    c.head_dim, c.head_dim_v
+                ))
+            };
+            let dec = AttnH16Shape::decode(gqa, c.head_dim, c.head_dim_v).ok_or_else(no_shape)?;
+            let pre = if opts.attn_mt {
+                AttnH16Shape::prefill(gqa, c.head_dim, c.head_dim_v).ok_or_else(no_shape)?
+            } else {
+                dec
+            };
+            Some((dec, pre))
+        } else {
+            None
+        };
         let load_report = format!(
             "CUDA {} (sm_{}{}, driver {}): kernels compiled in {:.0} ms ({}), weights {:.2} GB uploaded in {:.2} s ({:.1} GB/s), KV {:.1} MB, scratch {:.1} MB",
             gpu.info.name,
