@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
 # Where one decode token's time goes on a full-width 4-layer forge (same matrix shapes as the
 # full model): the phase profile, ncu per (kernel, grid) — the grid tells the matrices of one
-# kernel apart — and ncu's stall sections for the one-token matvecs of the FFN.
-# Usage: bash scripts/device/decode-profile.sh   (~3 min)
+# kernel apart — and ncu's stall sections for the one-token matvecs of the FFN. The route is the
+# environment's (MUSER_CUDA_ACTS=f16 for the f16 route); SECTIONS="kernel:launch-skip …" picks
+# the kernels whose stall sections are printed (default: the A8 route's, or with
+# MUSER_CUDA_ACTS=f16 the f16 route's).
+# Usage: [MUSER_CUDA_ACTS=f16] bash scripts/device/decode-profile.sh   (~3 min)
 set -uo pipefail
 M=$PWD/.device/muser
 F=$HOME/f4.gguf
@@ -15,8 +18,13 @@ MET=gpu__time_duration.sum,dram__throughput.avg.pct_of_peak_sustained_elapsed,dr
 echo "== ncu decode (eager, 2 tokens) per kernel and grid"
 MUSER_CUDA_GRAPH=0 $NCU --clock-control none --metrics $MET --csv --print-units base \
   $M bench -m $F --backend cuda -p 0 -n 2 -r 0 2>/dev/null | python3 scripts/device/ncu-summary.py --by-grid
-for k in "mvs_q4_k_t1 4" "mvs_q6_k_t1 1" "residual_norm_q 0" "attn_combine_q 0"; do
-  set -- $k
+if [ "${MUSER_CUDA_ACTS:-}" = f16 ]; then
+  DEF="mvh_q4h_s2:4 mvh_q6h_s4:1 residual_norm_h16:0 act_h16:0 attn_h16_d128:0 attn_combine:0"
+else
+  DEF="mvs_q4_k_t1:4 mvs_q6_k_t1:1 residual_norm_q:0 attn_combine_q:0"
+fi
+for k in ${SECTIONS:-$DEF}; do
+  set -- ${k%%:*} ${k##*:}
   echo "== ncu sections: $1 (launch-skip $2)"
   MUSER_CUDA_GRAPH=0 $NCU --clock-control none -k regex:"^$1\$" --launch-skip $2 --launch-count 1 \
     --section SpeedOfLight --section Occupancy --section WarpStateStats --section LaunchStats \
