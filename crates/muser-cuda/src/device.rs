@@ -202,6 +202,16 @@ impl Gpu {
         Ok(buf)
     }
 
+    /// Zero `bytes` at `ptr` on the main stream (stream-ordered; captured as a memset node
+    /// while the main stream records a graph).
+    pub fn zero(&self, ptr: u64, bytes: usize) -> Result<(), CudaError> {
+        self.bind()?;
+        // SAFETY: the caller passes a device range of at least `bytes` bytes owned by this
+        // context; the stream belongs to this context.
+        unsafe { result::memset_d8_async(ptr, 0, bytes, self.stream().raw()) }
+            .map_err(drv("cuMemsetD8Async"))
+    }
+
     /// Copy host data to `dst` on the main stream (stream-ordered). `src` must outlive the copy:
     /// callers wait (bounded) before dropping it, or pass long-lived data.
     pub fn upload<T: Copy>(&self, dst: u64, src: &[T]) -> Result<(), CudaError> {

@@ -87,7 +87,7 @@ kernels! {
     MvsQ6pA8T4 => MatvecPackedA8, "mvs_q6p_a8_t4"; MvpQ6pA8T4 => MatvecPackedA8, "mvp_q6p_a8_t4";
     MvsQ6pA8T8 => MatvecPackedA8, "mvs_q6p_a8_t8"; MvpQ6pA8T8 => MatvecPackedA8, "mvp_q6p_a8_t8";
     MmvQ4kA8 => MmvA8, "mmv_q4_k_a8"; MmvQ6pA8 => MmvA8, "mmv_q6p_a8";
-    ActH16 => MatvecH16, "act_h16";
+    ActH16 => MatvecH16, "act_h16"; ActH16M => MatvecH16, "act_h16_m";
     MvhQ4hS2 => MatvecH16, "mvh_q4h_s2"; MvhQ6hS2 => MatvecH16, "mvh_q6h_s2";
     MmhQ4hS2 => MatvecH16, "mmh_q4h_s2"; MmhQ6hS2 => MatvecH16, "mmh_q6h_s2";
     MmtQ4hS2 => MmtH16, "mmt_q4h_s2"; MmtQ6hS2 => MmtH16, "mmt_q6h_s2";
@@ -128,6 +128,9 @@ kernels! {
     SigmoidGateH16 => Elementwise, "sigmoid_gate_h16";
     SwigluH16 => Elementwise, "swiglu_h16";
     GegluH16 => Elementwise, "geglu_h16";
+    SigmoidGateM => Elementwise, "sigmoid_gate_m";
+    SwigluM => Elementwise, "swiglu_m";
+    GegluM => Elementwise, "geglu_m";
     QkNormRopeKv => Rope, "qk_norm_rope_kv";
     AttnPartial => Attention, "attn_partial";
     AttnPartialMt => Attention, "attn_partial_mt";

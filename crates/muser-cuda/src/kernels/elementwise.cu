@@ -41,6 +41,38 @@ extern "C" __global__ void geglu(float* G, const float* U, int width, const Step
     G[i] = ew_geglu(G[i], U[i]);
 }
 
+// The three above, also folding each row's largest magnitude into M[row] (the f16 route's
+// `MUSER_CUDA_H16_ROWMAX=1`: act_h16_m then reads it instead of rescanning the row). A NaN counts
+// as 0 and the maximum of non-negative floats is the maximum of their bits as unsigned integers
+// — atomicMax gives act_h16's scan value exactly, in any order. M is zeroed before the step.
+// Needs width % 32 == 0 (a warp never straddles two rows; whole warps pass EW_GUARD).
+__device__ __forceinline__ void ew_row_max(float r, u64 i, int width, u32* M) {
+    float a = r == r ? fabsf(r) : 0.f;
+    a = warp_max(a);
+    if ((threadIdx.x & 31) == 0) atomicMax(M + i / (u64)width, __float_as_uint(a));
+}
+extern "C" __global__ void sigmoid_gate_m(float* A, const float* G, int width,
+                                          const StepParams* sp, u32* M) {
+    EW_GUARD
+    const float r = ew_sigmoid_gate(A[i], G[i]);
+    A[i] = r;
+    ew_row_max(r, i, width, M);
+}
+extern "C" __global__ void swiglu_m(float* G, const float* U, int width, const StepParams* sp,
+                                    u32* M) {
+    EW_GUARD
+    const float r = ew_swiglu(G[i], U[i]);
+    G[i] = r;
+    ew_row_max(r, i, width, M);
+}
+extern "C" __global__ void geglu_m(float* G, const float* U, int width, const StepParams* sp,
+                                   u32* M) {
+    EW_GUARD
+    const float r = ew_geglu(G[i], U[i]);
+    G[i] = r;
+    ew_row_max(r, i, width, M);
+}
+
 extern "C" __global__ void scale_softcap(float* X, float scale, float cap, int width, int n_rows) {
     PDL_ENTRY()
     const u64 i = (u64)blockIdx.x * blockDim.x + threadIdx.x;

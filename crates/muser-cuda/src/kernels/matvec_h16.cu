@@ -22,7 +22,19 @@
 // One thread per 32-value unit, ACT_H16_THREADS units per block (blockIdx.x), one token per
 // blockIdx.y; each block reads its token's whole row for the row's largest magnitude (max is
 // exact, so every block finds the same power of two). 128 threads: the configuration of the
-// measured route (784bef7; docs/receipts/cuda-f16-route-02195bc.txt).
+// measured route (784bef7; docs/receipts/cuda-f16-route-02195bc.txt). act_h16_m: the same with
+// the row's largest magnitude read from M[t] (its producer's atomicMax, elementwise.cu's `_m`
+// kernels: the same value, so the same bits).
+__device__ __forceinline__ void act_h16_row(const float* x, int K, int t, float amax, u16* XH,
+                                            u16* XSUM, u16* XSUM16, float* XINV) {
+    const int sh = h16_shift(amax);
+    if (blockIdx.x == 0 && threadIdx.x == 0) XINV[t] = ldexpf(1.f, -sh);
+    const int u = blockIdx.x * blockDim.x + threadIdx.x;
+    if (u < K / 32)
+        h16_unit(x, u, ldexpf(1.f, sh), XH + (size_t)t * K, XSUM + (size_t)t * (K / 32),
+                 XSUM16 + (size_t)t * (K / 16));
+}
+
 extern "C" __global__ void __launch_bounds__(ACT_H16_THREADS)
     act_h16(const float* X, int ldx, int K, int n_tok, u16* XH, u16* XSUM, u16* XSUM16,
             float* XINV) {
@@ -36,12 +48,16 @@ extern "C" __global__ void __launch_bounds__(ACT_H16_THREADS)
         const float4 v = ((const float4*)x)[i];
         amax = fmaxf(fmaxf(amax, fabsf(v.x)), fmaxf(fabsf(v.y), fmaxf(fabsf(v.z), fabsf(v.w))));
     }
-    const int sh = h16_shift(h16_block_max(amax, red));
-    if (blockIdx.x == 0 && threadIdx.x == 0) XINV[t] = ldexpf(1.f, -sh);
-    const int u = blockIdx.x * blockDim.x + threadIdx.x;
-    if (u < K / 32)
-        h16_unit(x, u, ldexpf(1.f, sh), XH + (size_t)t * K, XSUM + (size_t)t * (K / 32),
-                 XSUM16 + (size_t)t * (K / 16));
+    act_h16_row(x, K, t, h16_block_max(amax, red), XH, XSUM, XSUM16, XINV);
+}
+
+extern "C" __global__ void __launch_bounds__(ACT_H16_THREADS)
+    act_h16_m(const float* X, int ldx, int K, int n_tok, u16* XH, u16* XSUM, u16* XSUM16,
+              float* XINV, const u32* M) {
+    PDL_ENTRY()
+    const int t = blockIdx.y;
+    if (t >= n_tok) return;
+    act_h16_row(X + (size_t)t * ldx, K, t, __uint_as_float(M[t]), XH, XSUM, XSUM16, XINV);
 }
 
 // The matmul: S warps per 16-row group, TG groups of 8 tokens per warp (blockIdx.y covers 8·TG

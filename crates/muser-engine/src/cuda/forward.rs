@@ -8,7 +8,7 @@ use muser_cuda::profile::PhaseProfiler;
 use muser_cuda::{CudaError, Graph, KArgs, Kernel, Math, Registry, StepParams, MAX_BATCH};
 
 use super::weights::kernels_for;
-use super::{Acts, CudaSession};
+use super::{bufs_rows, Acts, CudaSession};
 use crate::config::{FfnActivation, RopeMode};
 use crate::EngineError;
 
@@ -119,6 +119,15 @@ impl<'m> CudaSession<'m> {
         let fuse_combine = fuse && acts != Acts::F16;
         let fuse_ew = fuse && (acts != Acts::F16 || self.opts.h16_ew_fused);
         prof.begin(s)?;
+        // The f16 row maxima (`MUSER_CUDA_H16_ROWMAX=1`): every (layer, use) cell starts at 0.
+        let rowmax = acts == Acts::F16 && self.opts.h16_rowmax && !fuse_ew;
+        let cap_rows = bufs_rows(&self.opts);
+        let rowmax_cell =
+            |il: usize, usage: usize| b.h16.rowmax.ptr() + ((il * 2 + usage) * cap_rows * 4) as u64;
+        if rowmax {
+            self.gpu
+                .zero(b.h16.rowmax.ptr(), cap_rows * 2 * c.n_layer * 4)?;
+        }
         let kemb = kernels_for(w.token_embd.ty)
             .and_then(|k| k.embed)
             .expect("checked at upload (the token table is in GGUF's layout)");
@@ -320,12 +329,16 @@ impl<'m> CudaSession<'m> {
                     .ptr(step);
                 if fuse_ew {
                     self.ewq(Kernel::SigmoidGateQ, s, gate_args, aw, n, acts)?;
+                } else if rowmax {
+                    let m = rowmax_cell(il, 0);
+                    self.ew(Kernel::SigmoidGateM, s, gate_args.ptr(m), n * aw)?;
+                    self.act_h16_m(s, (b.a.ptr(), aw), aw, n, m)?;
                 } else {
                     self.ew(Kernel::SigmoidGate, s, gate_args, n * aw)?;
                 }
             }
             prof.mark("attention", s)?;
-            let a_quantized = fused_combine || (fuse_ew && lw.wgate.is_some());
+            let a_quantized = fused_combine || ((fuse_ew || rowmax) && lw.wgate.is_some());
             self.project(
                 (b.a.ptr(), aw),
                 aw,
@@ -349,11 +362,13 @@ impl<'m> CudaSession<'m> {
                 packed,
                 acts,
             )?;
-            let act = match (c.ffn_activation, fuse_ew) {
-                (FfnActivation::Silu, false) => Kernel::Swiglu,
-                (FfnActivation::GeluTanh, false) => Kernel::Geglu,
-                (FfnActivation::Silu, true) => Kernel::SwigluQ,
-                (FfnActivation::GeluTanh, true) => Kernel::GegluQ,
+            let act = match (c.ffn_activation, fuse_ew, rowmax) {
+                (FfnActivation::Silu, false, false) => Kernel::Swiglu,
+                (FfnActivation::GeluTanh, false, false) => Kernel::Geglu,
+                (FfnActivation::Silu, false, true) => Kernel::SwigluM,
+                (FfnActivation::GeluTanh, false, true) => Kernel::GegluM,
+                (FfnActivation::Silu, true, _) => Kernel::SwigluQ,
+                (FfnActivation::GeluTanh, true, _) => Kernel::GegluQ,
             };
             let act_args = KArgs::new()
                 .ptr(b.fg.ptr())
@@ -362,6 +377,10 @@ impl<'m> CudaSession<'m> {
                 .ptr(step);
             if fuse_ew {
                 self.ewq(act, s, act_args, c.n_ff, n, acts)?;
+            } else if rowmax {
+                let m = rowmax_cell(il, 1);
+                self.ew(act, s, act_args.ptr(m), n * c.n_ff)?;
+                self.act_h16_m(s, (b.fg.ptr(), c.n_ff), c.n_ff, n, m)?;
             } else {
                 self.ew(act, s, act_args, n * c.n_ff)?;
             }
@@ -371,7 +390,7 @@ impl<'m> CudaSession<'m> {
                 c.n_ff,
                 n,
                 &[(&lw.ffn_down, b.o.ptr(), e)],
-                fuse_ew,
+                fuse_ew || rowmax,
                 packed,
                 acts,
             )?;

@@ -39,8 +39,9 @@ const INTEGER_ROUTE_SWITCHES: [&str; 18] = [
 ];
 
 /// The f16 route's own switches: on another route they would change nothing.
-const F16_ROUTE_SWITCHES: [&str; 6] = [
+const F16_ROUTE_SWITCHES: [&str; 7] = [
     "MUSER_CUDA_H16_ATTN",
+    "MUSER_CUDA_H16_ROWMAX",
     "MUSER_CUDA_MMT",
     "MUSER_CUDA_MMW_MIN",
     "MUSER_CUDA_MMW_WG",
@@ -74,6 +75,11 @@ pub fn check_options(model: &Model, opts: &mut CudaOptions) -> Result<(), Engine
             "the f16 element-wise twins act on the f16 route only (MUSER_CUDA_ACTS=f16)".into(),
         ));
     }
+    if opts.h16_rowmax && opts.acts != Acts::F16 {
+        return Err(EngineError::Config(
+            "the f16 row maxima act on the f16 route only (MUSER_CUDA_ACTS=f16)".into(),
+        ));
+    }
     if opts.acts != Acts::F16 {
         if let Some(name) = F16_ROUTE_SWITCHES
             .iter()
@@ -92,6 +98,16 @@ pub fn check_options(model: &Model, opts: &mut CudaOptions) -> Result<(), Engine
         return refuse(format!(
             "{name} acts on the integer routes' kernels only (unset it, or MUSER_CUDA_ACTS=a8)"
         ));
+    }
+    match std::env::var("MUSER_CUDA_H16_ROWMAX").as_deref() {
+        Err(_) | Ok("0" | "1") => {}
+        Ok(v) => return refuse(format!("MUSER_CUDA_H16_ROWMAX={v}: expected 0 or 1")),
+    }
+    if opts.h16_rowmax && opts.h16_ew_fused {
+        return refuse(
+            "MUSER_CUDA_H16_ROWMAX=1 acts on the plain element-wise kernels; the fused twins \
+             (MUSER_CUDA_H16_EW=fused) write the f16 format themselves",
+        );
     }
     match std::env::var("MUSER_CUDA_H16_ATTN").as_deref() {
         Err(_) | Ok("mma" | "f32") => {}

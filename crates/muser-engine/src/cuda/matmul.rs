@@ -368,6 +368,26 @@ impl<'m> CudaSession<'m> {
         .args()
     }
 
+    /// The f16 route's activation step for `n` rows of `k` values (row stride `ldx`) whose
+    /// largest magnitudes its producer folded into `m` (`act_h16_m`: no rescan of the row).
+    pub(super) fn act_h16_m(
+        &self,
+        s: Stream,
+        (x, ldx): (u64, usize),
+        k: usize,
+        n: usize,
+        m: u64,
+    ) -> Result<(), CudaError> {
+        launch(
+            self.f(Kernel::ActH16M),
+            Registry::act_h16_dims(n, k),
+            s,
+            (self.b.h16)
+                .append(KArgs::new().ptr(x).int(ldx).int(k).int(n))
+                .ptr(m),
+        )
+    }
+
     /// Quantize `n` rows of `k` activations (row stride `ldx`) into the activation buffers
     /// in the format `acts` (A16 or A8; the f32 route reads activations directly).
     fn quantize(

@@ -95,6 +95,7 @@ struct H16Bufs {
     xsum16: DeviceBuffer, // [C][k_max/16] f16: 16-value sums
     xinv: DeviceBuffer,   // [C] f32: each row's inverse power of two
     split: DeviceBuffer,  // [S][C][n_out] f32: the split warpgroup tiles' chain sums (or 4 bytes)
+    rowmax: DeviceBuffer, // [n_layer][2][C] u32: each row's largest magnitude (gate, FFN)
 }
 
 impl H16Bufs {
@@ -107,9 +108,9 @@ impl H16Bufs {
     }
 }
 
-/// f32 words of `H16Bufs` per row (the VRAM plan).
-fn h16_words(k_max: usize) -> usize {
-    2 * (k_max / 2) + k_max / 64 + k_max / 32 + 1
+/// f32 words of `H16Bufs` per row (the VRAM plan; the split scratch apart).
+fn h16_words(k_max: usize, n_layer: usize) -> usize {
+    2 * (k_max / 2) + k_max / 64 + k_max / 32 + 1 + 2 * n_layer
 }
 
 /// Per layer f16 K/V rings, one per sequence: position p of sequence s at row s * cap + p % cap.
@@ -208,7 +209,7 @@ pub fn vram_plan(model: &Model, opts: &CudaOptions) -> VramPlan {
                 + k_max(model) / 2
                 + k_max(model) / 16
                 + if opts.acts == Acts::F16 {
-                    h16_words(k_max(model)) + split_bound(model)
+                    h16_words(k_max(model), c.n_layer) + split_bound(model)
                 } else {
                     0
                 }),
@@ -522,7 +523,7 @@ impl<'m> CudaSession<'m> {
     /// What produced the numbers: route parameters and the kernel registry's SHA-256.
     pub fn route_identity(&self) -> String {
         format!(
-            "cuda:acts={}{},w={},kv=f16,attn={},mv={},mm={}{},fuse={},act_math={},graph={}{},mode={},kernels={}",
+            "cuda:acts={}{},w={},kv=f16,attn={},mv={},mm={}{},fuse={}{},act_math={},graph={}{},mode={},kernels={}",
             self.opts.acts.name(),
             if self.opts.acts == Acts::A8 && self.opts.qkv() == Acts::A16 {
                 "-qkv16"
@@ -611,6 +612,11 @@ impl<'m> CudaSession<'m> {
                 (true, Acts::F16) if self.opts.h16_ew_fused => "norm+ew", // no combine twin
                 (true, Acts::F16) => "norm",
                 (true, _) => "on",
+            },
+            if self.opts.acts == Acts::F16 && self.opts.h16_rowmax {
+                "+max"
+            } else {
+                ""
             },
             self.opts.act_math.label(),
             if self.opts.graphs { "on" } else { "off" },
@@ -734,6 +740,7 @@ fn alloc_bufs(
                 xsum16: gpu.alloc(ch * k / 16 * 2, "f16 16-value sums")?,
                 xinv: f(1, "f16 inverse scales")?,
                 split: gpu.alloc(bytes_f32(split_floats.max(1)), "split tiles' chain sums")?,
+                rowmax: gpu.alloc(ch * 2 * c.n_layer * 4, "f16 row maxima")?,
             }
         } else {
             H16Bufs {
@@ -743,6 +750,7 @@ fn alloc_bufs(
                 xsum16: gpu.alloc(4, "f16 sums (unused)")?,
                 xinv: gpu.alloc(4, "f16 scales (unused)")?,
                 split: gpu.alloc(4, "split tiles' chain sums (unused)")?,
+                rowmax: gpu.alloc(4, "f16 row maxima (unused)")?,
             }
         },
         rope,

@@ -60,6 +60,12 @@ pub struct CudaOptions {
     /// `act_h16`. Same logits either way; the twins (one block per token) measured slower on the
     /// H200 (docs/cuda.md, "the f16 route"). Any other route refuses the switch.
     pub h16_ew_fused: bool,
+    /// On the f16 route with the plain element-wise kernels, those kernels also fold each row's
+    /// largest magnitude into a per-(layer, use) cell (`sigmoid_gate_m` / `swiglu_m` /
+    /// `geglu_m`, atomicMax on the bits) and `act_h16_m` reads it instead of rescanning the row
+    /// (`MUSER_CUDA_H16_ROWMAX=1`; default 0: not yet measured). The maximum is exact in any
+    /// order, so the same bits (device test `cuda_route`); the cells are zeroed once per step.
+    pub h16_rowmax: bool,
     /// Keys per attention partial block (`MUSER_CUDA_ATTN_SUPER`, a multiple of 32 in
     /// 32..=4096): the fixed partition of the key range (part of the numerics: every route
     /// of one session uses the same partition).
@@ -185,6 +191,7 @@ impl CudaOptions {
             fuse: std::env::var("MUSER_CUDA_FUSE").as_deref() != Ok("0"),
             fuse_explicit: std::env::var("MUSER_CUDA_FUSE").is_ok(),
             h16_ew_fused: std::env::var("MUSER_CUDA_H16_EW").as_deref() == Ok("fused"),
+            h16_rowmax: std::env::var("MUSER_CUDA_H16_ROWMAX").as_deref() == Ok("1"),
             attn_super: env_usize("MUSER_CUDA_ATTN_SUPER").unwrap_or(ATTN_SUPER),
             attn_hpb: env_usize("MUSER_CUDA_ATTN_HPB").unwrap_or(0),
             attn_mt: std::env::var("MUSER_CUDA_ATTN_MT").as_deref() != Ok("0"),
