@@ -51,27 +51,18 @@ __device__ __forceinline__ void ew_row_max(float r, u64 i, int width, u32* M) {
     a = warp_max(a);
     if ((threadIdx.x & 31) == 0) atomicMax(M + i / (u64)width, __float_as_uint(a));
 }
-extern "C" __global__ void sigmoid_gate_m(float* A, const float* G, int width,
-                                          const StepParams* sp, u32* M) {
-    EW_GUARD
-    const float r = ew_sigmoid_gate(A[i], G[i]);
-    A[i] = r;
-    ew_row_max(r, i, width, M);
-}
-extern "C" __global__ void swiglu_m(float* G, const float* U, int width, const StepParams* sp,
-                                    u32* M) {
-    EW_GUARD
-    const float r = ew_swiglu(G[i], U[i]);
-    G[i] = r;
-    ew_row_max(r, i, width, M);
-}
-extern "C" __global__ void geglu_m(float* G, const float* U, int width, const StepParams* sp,
-                                   u32* M) {
-    EW_GUARD
-    const float r = ew_geglu(G[i], U[i]);
-    G[i] = r;
-    ew_row_max(r, i, width, M);
-}
+// X = f(X, Y) element-wise, then the row maxima.
+#define EW_ROWMAX(NAME, F)                                                                     \
+    extern "C" __global__ void NAME(float* X, const float* Y, int width, const StepParams* sp, \
+                                    u32* M) {                                                  \
+        EW_GUARD                                                                               \
+        const float r = F(X[i], Y[i]);                                                         \
+        X[i] = r;                                                                              \
+        ew_row_max(r, i, width, M);                                                            \
+    }
+EW_ROWMAX(sigmoid_gate_m, ew_sigmoid_gate)
+EW_ROWMAX(swiglu_m, ew_swiglu)
+EW_ROWMAX(geglu_m, ew_geglu)
 
 extern "C" __global__ void scale_softcap(float* X, float scale, float cap, int width, int n_rows) {
     PDL_ENTRY()

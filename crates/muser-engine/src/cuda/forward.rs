@@ -332,7 +332,7 @@ impl<'m> CudaSession<'m> {
                 } else if rowmax {
                     let m = rowmax_cell(il, 0);
                     self.ew(Kernel::SigmoidGateM, s, gate_args.ptr(m), n * aw)?;
-                    self.act_h16_m(s, (b.a.ptr(), aw), aw, n, m)?;
+                    self.act_h16(s, (b.a.ptr(), aw), aw, n, Some(m))?;
                 } else {
                     self.ew(Kernel::SigmoidGate, s, gate_args, n * aw)?;
                 }
@@ -380,7 +380,7 @@ impl<'m> CudaSession<'m> {
             } else if rowmax {
                 let m = rowmax_cell(il, 1);
                 self.ew(act, s, act_args.ptr(m), n * c.n_ff)?;
-                self.act_h16_m(s, (b.fg.ptr(), c.n_ff), c.n_ff, n, m)?;
+                self.act_h16(s, (b.fg.ptr(), c.n_ff), c.n_ff, n, Some(m))?;
             } else {
                 self.ew(act, s, act_args, n * c.n_ff)?;
             }

@@ -368,24 +368,23 @@ impl<'m> CudaSession<'m> {
         .args()
     }
 
-    /// The f16 route's activation step for `n` rows of `k` values (row stride `ldx`) whose
-    /// largest magnitudes its producer folded into `m` (`act_h16_m`: no rescan of the row).
-    pub(super) fn act_h16_m(
+    /// The f16 route's activation step for `n` rows of `k` values (row stride `ldx`): `act_h16`
+    /// (each block scans the row for its largest magnitude) or, where the producer folded the
+    /// rows' largest magnitudes into `rowmax`, `act_h16_m` (no rescan; the same bits).
+    pub(super) fn act_h16(
         &self,
         s: Stream,
         (x, ldx): (u64, usize),
         k: usize,
         n: usize,
-        m: u64,
+        rowmax: Option<u64>,
     ) -> Result<(), CudaError> {
-        launch(
-            self.f(Kernel::ActH16M),
-            Registry::act_h16_dims(n, k),
-            s,
-            (self.b.h16)
-                .append(KArgs::new().ptr(x).int(ldx).int(k).int(n))
-                .ptr(m),
-        )
+        let args = (self.b.h16).append(KArgs::new().ptr(x).int(ldx).int(k).int(n));
+        let (kernel, args) = match rowmax {
+            Some(m) => (Kernel::ActH16M, args.ptr(m)),
+            None => (Kernel::ActH16, args),
+        };
+        launch(self.f(kernel), Registry::act_h16_dims(n, k), s, args)
     }
 
     /// Quantize `n` rows of `k` activations (row stride `ldx`) into the activation buffers
@@ -401,14 +400,7 @@ impl<'m> CudaSession<'m> {
         let kern = match acts {
             Acts::A16 => Kernel::QuantA16,
             Acts::A8 => Kernel::QuantA8,
-            Acts::F16 => {
-                return launch(
-                    self.f(Kernel::ActH16),
-                    Registry::act_h16_dims(n, k),
-                    s,
-                    (self.b.h16).append(KArgs::new().ptr(x).int(ldx).int(k).int(n)),
-                );
-            }
+            Acts::F16 => return self.act_h16(s, (x, ldx), k, n, None),
             _ => return Ok(()),
         };
         let b = &self.b;
