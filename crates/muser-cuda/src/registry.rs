@@ -138,6 +138,7 @@ kernels! {
     AttnCombine => Attention, "attn_combine";
     AttnCombineQ => Attention, "attn_combine_q";
     AttnCombineQ8 => Attention, "attn_combine_q8";
+    AttnCombineM => Attention, "attn_combine_m";
     SigmoidGate => Elementwise, "sigmoid_gate";
     Swiglu => Elementwise, "swiglu";
     Geglu => Elementwise, "geglu";

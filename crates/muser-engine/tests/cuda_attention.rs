@@ -77,7 +77,7 @@ fn reference(
 /// other); the prefill kernel attn_partial_mt (eight tokens per block, tiles shared across
 /// tokens whose visible ranges differ) bit-identical to attn_partial in every head shape;
 /// attn_combine_q without a gate == attn_combine + A16, with one == attn_combine →
-/// sigmoid_gate_q.
+/// sigmoid_gate_q; attn_combine_m the same outputs and each row's largest magnitude.
 #[test]
 fn attention_matches_an_f64_softmax_and_fused_combines_are_exact() {
     let Some(d) = device() else { return };
@@ -222,6 +222,29 @@ fn attention_matches_an_f64_softmax_and_fused_combines_are_exact() {
                     same_f32(&gaq, &want_a, &what);
                     same_quants(&quants, &want_q, &what);
                     same_quants(&quants, &cpu_a16(&gaq, aw), &format!("{what} (CPU)"));
+                    // attn_combine_m: the same outputs, and each row's largest magnitude.
+                    let (am, m) = (
+                        d.guarded(n_tok * aw * 4),
+                        d.guarded_from(&vec![0u32; n_tok]),
+                    );
+                    let args = combine_args()
+                        .ptr(am.ptr)
+                        .ptr(if gated { gd.ptr() } else { 0 })
+                        .ptr(sp.ptr())
+                        .ptr(m.ptr);
+                    d.go(Kernel::AttnCombineM, cgrid, 32, 0, args);
+                    let what = format!("attn_combine_m, {what}");
+                    same_f32(&d.read::<f32>(&am, &what), &want_a, &what);
+                    let want_m: Vec<u32> = want_a
+                        .chunks(aw)
+                        .map(|row| {
+                            let max =
+                                row.iter()
+                                    .fold(0f32, |m, v| if v.is_nan() { m } else { m.max(v.abs()) });
+                            max.to_bits()
+                        })
+                        .collect();
+                    same(&d.read::<u32>(&m, &what), &want_m, &what);
                 }
                 eprintln!("{what}: fused combines ok");
             }

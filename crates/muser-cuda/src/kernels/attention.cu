@@ -462,6 +462,40 @@ extern "C" __global__ void attn_combine(const float* Op, const float* Mp, const 
             A[(size_t)t * n_head * hd_v + (size_t)h * hd_v + lane + 32 * r] = acc[r] * inv;
 }
 
+// attn_combine and, with G, the output gate (attn_combine_q's formula: bit-identical to
+// sigmoid_gate in strict math), also folding each token's largest magnitude over its row of
+// n_head * hd_v values into M[t] (atomicMax on the bits, a NaN as 0: exact in any order; M zeroed
+// before the step) — the f16 route's row maxima (MUSER_CUDA_H16_ROWMAX=1), the same numbers as
+// attn_combine → sigmoid_gate_m. Needs hd_v % 32 == 0.
+extern "C" __global__ void attn_combine_m(const float* Op, const float* Mp, const float* Lp,
+                                          int window, int n_head, int hd_v, int n_super,
+                                          int super_len, float* A, const float* G,
+                                          const StepParams* sp, u32* M) {
+    PDL_ENTRY()
+    const int h = blockIdx.x, t = blockIdx.y, lane = threadIdx.x & 31;
+    if ((u32)t >= sp->n_tok) return;
+    const int pos = (int)step_pos(sp, t);
+    const size_t base = ((size_t)t * n_head + h) * n_super;
+    const unsigned rmask = combine_groups(hd_v);
+    float acc[8];
+    const float inv =
+        combine_head(Op, Mp, Lp, window, hd_v, n_super, super_len, pos, base, rmask, acc);
+    const size_t width = (size_t)n_head * hd_v;
+    float amax = 0.f;
+#pragma unroll
+    for (int r = 0; r < 8; ++r) {
+        if ((rmask >> r) & 1u) {
+            const size_t i = (size_t)t * width + (size_t)h * hd_v + 32 * r + lane;
+            float v = acc[r] * inv;
+            if (G) v = v / (1.0f + expf(-G[i]));
+            A[i] = v;
+            amax = fmaxf(amax, v == v ? fabsf(v) : 0.f);
+        }
+    }
+    amax = warp_max(amax);
+    if (lane == 0) atomicMax(M + t, __float_as_uint(amax));
+}
+
 // Needs hd_v % 32 == 0 (checked on the host). XQ/XS/XSUM rows are n_head*hd_v wide; the
 // quantization is the format XQ names (attn_combine_q: A16, attn_combine_q8: A8).
 template <class XE>

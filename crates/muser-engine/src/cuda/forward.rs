@@ -283,6 +283,8 @@ impl<'m> CudaSession<'m> {
             // in one kernel. Otherwise combine, then the gate (fused with the quantization or
             // not), or the projection quantizes.
             let fused_combine = fuse_combine && self.opts.act_math == Math::Strict;
+            // The f16 row maxima: the combine (and the gate, strict math) folds them.
+            let combine_m = rowmax && self.opts.act_math == Math::Strict;
             let combine_args = KArgs::new()
                 .ptr(b.op.ptr())
                 .ptr(b.mp.ptr())
@@ -313,6 +315,18 @@ impl<'m> CudaSession<'m> {
                         .ptr(b.xs.ptr())
                         .ptr(b.xsum.ptr()),
                 )?;
+            } else if combine_m {
+                let (gate, m) = (
+                    lw.wgate.as_ref().map_or(0, |_| b.gate.ptr()),
+                    rowmax_cell(il, 0),
+                );
+                launch(
+                    self.f(Kernel::AttnCombineM),
+                    combine_dims,
+                    s,
+                    combine_args.ptr(gate).ptr(step).ptr(m),
+                )?;
+                self.act_h16(s, (b.a.ptr(), aw), aw, n, Some(m))?;
             } else {
                 launch(
                     self.f(Kernel::AttnCombine),
@@ -321,7 +335,7 @@ impl<'m> CudaSession<'m> {
                     combine_args.ptr(step),
                 )?;
             }
-            if lw.wgate.is_some() && !fused_combine {
+            if lw.wgate.is_some() && !fused_combine && !combine_m {
                 let gate_args = KArgs::new()
                     .ptr(b.a.ptr())
                     .ptr(b.gate.ptr())
@@ -338,7 +352,8 @@ impl<'m> CudaSession<'m> {
                 }
             }
             prof.mark("attention", s)?;
-            let a_quantized = fused_combine || ((fuse_ew || rowmax) && lw.wgate.is_some());
+            let a_quantized =
+                fused_combine || combine_m || ((fuse_ew || rowmax) && lw.wgate.is_some());
             self.project(
                 (b.a.ptr(), aw),
                 aw,

@@ -60,9 +60,10 @@ pub struct CudaOptions {
     /// `act_h16`. Same logits either way; the twins (one block per token) measured slower on the
     /// H200 (docs/cuda.md, "the f16 route"). Any other route refuses the switch.
     pub h16_ew_fused: bool,
-    /// On the f16 route with the plain element-wise kernels, those kernels also fold each row's
-    /// largest magnitude into a per-(layer, use) cell (`sigmoid_gate_m` / `swiglu_m` /
-    /// `geglu_m`, atomicMax on the bits) and `act_h16_m` reads it instead of rescanning the row
+    /// On the f16 route with the plain element-wise kernels, the attention combine (with the
+    /// gate: `attn_combine_m`, strict math; else `sigmoid_gate_m`) and the FFN activation
+    /// (`swiglu_m` / `geglu_m`) also fold each row's largest magnitude into a per-(layer, use)
+    /// cell (atomicMax on the bits) and `act_h16_m` reads it instead of rescanning the row
     /// (`MUSER_CUDA_H16_ROWMAX=1`; default 0: not yet measured). The maximum is exact in any
     /// order, so the same bits (device test `cuda_route`); the cells are zeroed once per step.
     pub h16_rowmax: bool,
