@@ -444,18 +444,30 @@ __device__ __forceinline__ unsigned combine_groups(int hd_v) {
     return m;
 }
 
+// This block's merged head (blockIdx.x) of token blockIdx.y: its 32-value groups `rmask`, the
+// unnormalised sums `acc` and 1/L `inv`; false when the token is past the step.
+__device__ __forceinline__ bool combine_block(const float* Op, const float* Mp, const float* Lp,
+                                              int window, int n_head, int hd_v, int n_super,
+                                              int super_len, const StepParams* sp,
+                                              unsigned& rmask, float (&acc)[8], float& inv) {
+    const int h = blockIdx.x, t = blockIdx.y;
+    if ((u32)t >= sp->n_tok) return false;
+    const int pos = (int)step_pos(sp, t);
+    const size_t base = ((size_t)t * n_head + h) * n_super;
+    rmask = combine_groups(hd_v);
+    inv = combine_head(Op, Mp, Lp, window, hd_v, n_super, super_len, pos, base, rmask, acc);
+    return true;
+}
+
 extern "C" __global__ void attn_combine(const float* Op, const float* Mp, const float* Lp,
                                         int window, int n_head, int hd_v, int n_super,
                                         int super_len, float* A, const StepParams* sp) {
     PDL_ENTRY()
     const int h = blockIdx.x, t = blockIdx.y, lane = threadIdx.x & 31;
-    if ((u32)t >= sp->n_tok) return;
-    const int pos = (int)step_pos(sp, t);
-    const size_t base = ((size_t)t * n_head + h) * n_super;
-    const unsigned rmask = combine_groups(hd_v);
-    float acc[8];
-    const float inv =
-        combine_head(Op, Mp, Lp, window, hd_v, n_super, super_len, pos, base, rmask, acc);
+    unsigned rmask;
+    float acc[8], inv;
+    if (!combine_block(Op, Mp, Lp, window, n_head, hd_v, n_super, super_len, sp, rmask, acc, inv))
+        return;
 #pragma unroll
     for (int r = 0; r < 8; ++r)
         if ((rmask >> r) & 1u)
@@ -473,13 +485,10 @@ extern "C" __global__ void attn_combine_m(const float* Op, const float* Mp, cons
                                           const StepParams* sp, u32* M) {
     PDL_ENTRY()
     const int h = blockIdx.x, t = blockIdx.y, lane = threadIdx.x & 31;
-    if ((u32)t >= sp->n_tok) return;
-    const int pos = (int)step_pos(sp, t);
-    const size_t base = ((size_t)t * n_head + h) * n_super;
-    const unsigned rmask = combine_groups(hd_v);
-    float acc[8];
-    const float inv =
-        combine_head(Op, Mp, Lp, window, hd_v, n_super, super_len, pos, base, rmask, acc);
+    unsigned rmask;
+    float acc[8], inv;
+    if (!combine_block(Op, Mp, Lp, window, n_head, hd_v, n_super, super_len, sp, rmask, acc, inv))
+        return;
     const size_t width = (size_t)n_head * hd_v;
     float amax = 0.f;
 #pragma unroll
@@ -507,13 +516,10 @@ __device__ __forceinline__ void attn_combine_q_body(const float* Op, const float
                                                     int* XSUM) {
     PDL_ENTRY()
     const int h = blockIdx.x, t = blockIdx.y, lane = threadIdx.x & 31;
-    if ((u32)t >= sp->n_tok) return;
-    const int pos = (int)step_pos(sp, t);
-    const size_t base = ((size_t)t * n_head + h) * n_super;
-    const unsigned rmask = combine_groups(hd_v);
-    float acc[8];
-    const float inv =
-        combine_head(Op, Mp, Lp, window, hd_v, n_super, super_len, pos, base, rmask, acc);
+    unsigned rmask;
+    float acc[8], inv;
+    if (!combine_block(Op, Mp, Lp, window, n_head, hd_v, n_super, super_len, sp, rmask, acc, inv))
+        return;
     const size_t width = (size_t)n_head * hd_v;
 #pragma unroll
     for (int r = 0; r < 8; ++r) {

@@ -4,11 +4,12 @@
 //! decode graphs). Submodules: `options` (the session's options and route switches), `forward`
 //! (the launch sequence of one step), `sequences` (the slots' API: `eval_seq`, `decode_batch`),
 //! `weights` (upload and the kernel table per weight type), `a8` (what the A8 activation A/B
-//! can run).
-//! Numerics: weights stay quantized in the arena and are multiplied against **A16**
-//! activations (int16 quants with an f32 scale per 32 values, exact integer dot products; far
-//! closer to the f64 oracle than 8-bit activations), f64 norm reductions, f32 attention over
-//! f16 K/V with a fixed split of the key range (`attn_super` keys per partial).
+//! can run), `h16` (what the f16 route can run), `matmul` (the projections), `route_id` (the
+//! route identity).
+//! Numerics: weights stay quantized in the arena and are multiplied against A8 (the default
+//! where every matmul weight has A8 kernels), A16 or f16 activations (`options::Acts`), f64 norm
+//! reductions, attention over f16 K/V with a fixed split of the key range (`attn_super` keys
+//! per partial) — f32 kernels, or on the f16 route the tensor cores (attn_h16.cu).
 //! Invariants (BRIEF §2): a token's logits are a fixed function of the model, the token ids and
 //! its position — identical across runs, chunk sizes, eager vs graph replay and serial vs
 //! parallel capture (every kernel fixes its reduction order; see the `.cu` headers).
@@ -29,6 +30,7 @@ mod forward;
 mod h16;
 mod matmul;
 mod options;
+mod route_id;
 mod sequences;
 pub mod weights;
 
@@ -39,9 +41,7 @@ use muser_cuda::graph::Fork;
 use muser_cuda::launch::AttnShape;
 use muser_cuda::profile::PhaseProfiler;
 use muser_cuda::sched::AcceleratorScheduler;
-use muser_cuda::{
-    DeviceBuffer, Gpu, Graph, GraphMode, KArgs, MmtShape, Module, Registry, MAX_BATCH,
-};
+use muser_cuda::{DeviceBuffer, Gpu, Graph, KArgs, Module, Registry, MAX_BATCH};
 
 use crate::model::Model;
 use crate::EngineError;
@@ -501,155 +501,9 @@ impl<'m> CudaSession<'m> {
         })
     }
 
-    /// The pipelined one-token decode kernels' launch in the route identity: staging, rows and
-    /// blocks per SM, warps.
-    fn pipe_label(&self) -> String {
-        format!(
-            "pipe{}-rows{}-minb{}{}",
-            match (self.opts.xsmem, self.reg.stage_async) {
-                (true, false) => "-xsmem",
-                (true, true) => "-xsmem-async",
-                (false, _) => "",
-            },
-            self.reg.mva_rows,
-            self.reg.mva_minb,
-            match self.reg.mva_warps {
-                4 => String::new(),
-                w => format!("-warps{w}"),
-            }
-        )
-    }
-
-    /// What produced the numbers: route parameters and the kernel registry's SHA-256.
-    pub fn route_identity(&self) -> String {
-        format!(
-            "cuda:acts={}{},w={},kv=f16,attn={},mv={},mm={}{},fuse={}{},act_math={},graph={}{},mode={},kernels={}",
-            self.opts.acts.name(),
-            if self.opts.acts == Acts::A8 && self.opts.qkv() == Acts::A16 {
-                "-qkv16"
-            } else {
-                ""
-            },
-            match (self.opts.acts, self.opts.q6_pad) {
-                (Acts::F16, _) => "h16",
-                (_, true) => "q6p",
-                (_, false) => "gguf",
-            },
-            self.attn_label(),
-            match self.opts.acts {
-                Acts::A16 if self.opts.pipe => format!(
-                    "{}{}{}{}",
-                    self.pipe_label(),
-                    if self.reg.q6_lazy { "" } else { "-q6eager" },
-                    match (self.reg.mva_wstages, self.reg.mva_wstages_q6) {
-                        (0, 0) => String::new(),
-                        (a, b) => format!("-ring{a}.{b}"),
-                    },
-                    match (self.reg.mva_ahead, self.reg.mva_ahead_q6p) {
-                        (1, 1) => String::new(),
-                        (a, b) => format!("-ahead{a}.{b}"),
-                    }
-                ),
-                Acts::A16 => format!("rows{}-minb{}", self.reg.mva_rows, self.reg.mva_minb),
-                Acts::A8 => format!(
-                    "{}{}",
-                    self.pipe_label(),
-                    match (self.opts.mvr, self.reg.mvr_ahead) {
-                        (false, _) => String::new(),
-                        (true, 0) => format!("-mvr{}", self.reg.mvr_rows),
-                        (true, _) => format!("-mvr{}a", self.reg.mvr_rows),
-                    }
-                ),
-                Acts::F16 => match self.reg.h16_wide_s {
-                    4 => "mvh".to_string(),
-                    s => format!("mvh-s{s}"),
-                },
-                Acts::F32 | Acts::Invalid => "plain".to_string(),
-            },
-            match (self.opts.acts, self.opts.mmq) {
-                (Acts::A16 | Acts::A8, true) => format!(
-                    "mmq-n{}{}{}{}",
-                    self.reg.mmq_tokens,
-                    match self.reg.mmq_minb {
-                        1 => String::new(),
-                        b => format!("-minb{b}"),
-                    },
-                    if self.reg.mmq_cvt == 0 { "-magic" } else { "" },
-                    if self.reg.mmq_db == 1 { "-db" } else { "" }
-                ),
-                (Acts::F16, _) => match self.reg.mmt {
-                    MmtShape::W8 => "mmt+mmh".to_string(),
-                    MmtShape::Wg => format!(
-                        "mmt-wg{}{}{}+mmh",
-                        if self.reg.mmw_min == 0 { "0" } else { "" },
-                        if self.reg.mmw_wg == 3 { "" } else { "-x2" },
-                        if self.reg.mmw_split { "-split" } else { "" }
-                    ),
-                    m => format!("mmt-{}+mmh", m.label()),
-                },
-                _ => "t8".to_string(),
-            },
-            match (self.opts.n_seq, self.batch_packed()) {
-                (1, _) => String::new(),
-                (n, true) => format!(
-                    ",seqs={n}/packed-w{}-nt{}{}",
-                    self.reg.mvb_warps,
-                    self.opts.batch_nt,
-                    if self.opts.mmv_min <= self.n_past.len().min(MAX_BATCH) {
-                        format!(
-                            "-mmv{}{}",
-                            self.opts.mmv_min,
-                            if self.opts.mmv_pair { "p" } else { "" }
-                        )
-                    } else {
-                        String::new()
-                    }
-                ),
-                (n, false) => format!(",seqs={n}/mm"),
-            },
-            match (self.opts.fuse, self.opts.acts) {
-                (false, _) => "off",
-                (true, Acts::F16) if self.opts.h16_ew_fused => "norm+ew", // no combine twin
-                (true, Acts::F16) => "norm",
-                (true, _) => "on",
-            },
-            if self.opts.acts == Acts::F16 && self.opts.h16_rowmax {
-                "+max"
-            } else {
-                ""
-            },
-            self.opts.act_math.label(),
-            if self.opts.graphs { "on" } else { "off" },
-            if self.opts.pdl { "-pdl" } else { "" },
-            match self.opts.mode {
-                GraphMode::Parallel => "parallel",
-                GraphMode::Serial => "serial",
-            },
-            &self.reg.identity()[..16]
-        )
-    }
-
     /// The model this session runs.
     pub fn model(&self) -> &'m Model {
         self.model
-    }
-
-    /// The attention in the route identity: `f32/s{keys per partial}h{heads per block}[-mt]`,
-    /// or the f16 route's tensor-core kernels `h16mma/s{keys}t{prefill tokens per block}`.
-    fn attn_label(&self) -> String {
-        match self.attn_h16 {
-            Some((_, pre)) => format!("h16mma/s{}t{}", self.opts.attn_super, pre.tokens),
-            None => format!(
-                "f32/s{}h{}{}",
-                self.opts.attn_super,
-                self.attn_hpb(),
-                if self.attn_prefill.is_some() {
-                    "-mt"
-                } else {
-                    ""
-                }
-            ),
-        }
     }
 
     /// Query heads per attention block (the GQA ratio unless `MUSER_CUDA_ATTN_HPB` says less).

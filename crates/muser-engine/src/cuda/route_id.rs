@@ -1,0 +1,156 @@
+//! The route identity of a CUDA session (`CudaSession::route_identity`): every parameter that
+//! chooses kernels or numbers — activation format, weight layouts, attention, matmul kernels,
+//! fusion, graphs, batching — and the kernel registry's SHA-256, so a receipt says what ran.
+
+use muser_cuda::{GraphMode, MmtShape, MAX_BATCH};
+
+use super::options::Acts;
+use super::CudaSession;
+
+impl CudaSession<'_> {
+    /// The pipelined one-token decode kernels' launch in the route identity: staging, rows and
+    /// blocks per SM, warps.
+    fn pipe_label(&self) -> String {
+        format!(
+            "pipe{}-rows{}-minb{}{}",
+            match (self.opts.xsmem, self.reg.stage_async) {
+                (true, false) => "-xsmem",
+                (true, true) => "-xsmem-async",
+                (false, _) => "",
+            },
+            self.reg.mva_rows,
+            self.reg.mva_minb,
+            match self.reg.mva_warps {
+                4 => String::new(),
+                w => format!("-warps{w}"),
+            }
+        )
+    }
+
+    /// What produced the numbers: route parameters and the kernel registry's SHA-256.
+    pub fn route_identity(&self) -> String {
+        format!(
+            "cuda:acts={}{},w={},kv=f16,attn={},mv={},mm={}{},fuse={}{},act_math={},graph={}{},mode={},kernels={}",
+            self.opts.acts.name(),
+            if self.opts.acts == Acts::A8 && self.opts.qkv() == Acts::A16 {
+                "-qkv16"
+            } else {
+                ""
+            },
+            match (self.opts.acts, self.opts.q6_pad) {
+                (Acts::F16, _) => "h16",
+                (_, true) => "q6p",
+                (_, false) => "gguf",
+            },
+            self.attn_label(),
+            match self.opts.acts {
+                Acts::A16 if self.opts.pipe => format!(
+                    "{}{}{}{}",
+                    self.pipe_label(),
+                    if self.reg.q6_lazy { "" } else { "-q6eager" },
+                    match (self.reg.mva_wstages, self.reg.mva_wstages_q6) {
+                        (0, 0) => String::new(),
+                        (a, b) => format!("-ring{a}.{b}"),
+                    },
+                    match (self.reg.mva_ahead, self.reg.mva_ahead_q6p) {
+                        (1, 1) => String::new(),
+                        (a, b) => format!("-ahead{a}.{b}"),
+                    }
+                ),
+                Acts::A16 => format!("rows{}-minb{}", self.reg.mva_rows, self.reg.mva_minb),
+                Acts::A8 => format!(
+                    "{}{}",
+                    self.pipe_label(),
+                    match (self.opts.mvr, self.reg.mvr_ahead) {
+                        (false, _) => String::new(),
+                        (true, 0) => format!("-mvr{}", self.reg.mvr_rows),
+                        (true, _) => format!("-mvr{}a", self.reg.mvr_rows),
+                    }
+                ),
+                Acts::F16 => match self.reg.h16_wide_s {
+                    4 => "mvh".to_string(),
+                    s => format!("mvh-s{s}"),
+                },
+                Acts::F32 | Acts::Invalid => "plain".to_string(),
+            },
+            match (self.opts.acts, self.opts.mmq) {
+                (Acts::A16 | Acts::A8, true) => format!(
+                    "mmq-n{}{}{}{}",
+                    self.reg.mmq_tokens,
+                    match self.reg.mmq_minb {
+                        1 => String::new(),
+                        b => format!("-minb{b}"),
+                    },
+                    if self.reg.mmq_cvt == 0 { "-magic" } else { "" },
+                    if self.reg.mmq_db == 1 { "-db" } else { "" }
+                ),
+                (Acts::F16, _) => match self.reg.mmt {
+                    MmtShape::W8 => "mmt+mmh".to_string(),
+                    MmtShape::Wg => format!(
+                        "mmt-wg{}{}{}+mmh",
+                        if self.reg.mmw_min == 0 { "0" } else { "" },
+                        if self.reg.mmw_wg == 3 { "" } else { "-x2" },
+                        if self.reg.mmw_split { "-split" } else { "" }
+                    ),
+                    m => format!("mmt-{}+mmh", m.label()),
+                },
+                _ => "t8".to_string(),
+            },
+            match (self.opts.n_seq, self.batch_packed()) {
+                (1, _) => String::new(),
+                (n, true) => format!(
+                    ",seqs={n}/packed-w{}-nt{}{}",
+                    self.reg.mvb_warps,
+                    self.opts.batch_nt,
+                    if self.opts.mmv_min <= self.n_past.len().min(MAX_BATCH) {
+                        format!(
+                            "-mmv{}{}",
+                            self.opts.mmv_min,
+                            if self.opts.mmv_pair { "p" } else { "" }
+                        )
+                    } else {
+                        String::new()
+                    }
+                ),
+                (n, false) => format!(",seqs={n}/mm"),
+            },
+            match (self.opts.fuse, self.opts.acts) {
+                (false, _) => "off",
+                (true, Acts::F16) if self.opts.h16_ew_fused => "norm+ew", // no combine twin
+                (true, Acts::F16) => "norm",
+                (true, _) => "on",
+            },
+            if self.opts.acts == Acts::F16 && self.opts.h16_rowmax {
+                "+max"
+            } else {
+                ""
+            },
+            self.opts.act_math.label(),
+            if self.opts.graphs { "on" } else { "off" },
+            if self.opts.pdl { "-pdl" } else { "" },
+            match self.opts.mode {
+                GraphMode::Parallel => "parallel",
+                GraphMode::Serial => "serial",
+            },
+            &self.reg.identity()[..16]
+        )
+    }
+
+    /// The attention in the route identity: `f32/s{keys per partial}h{heads per block}[-mt]`,
+    /// or the f16 route's tensor-core kernels `h16mma/s{keys}t{prefill tokens per block}`.
+    fn attn_label(&self) -> String {
+        match self.attn_h16 {
+            Some((_, pre)) => format!("h16mma/s{}t{}", self.opts.attn_super, pre.tokens),
+            None => format!(
+                "f32/s{}h{}{}",
+                self.opts.attn_super,
+                self.attn_hpb(),
+                if self.attn_prefill.is_some() {
+                    "-mt"
+                } else {
+                    ""
+                }
+            ),
+        }
+    }
+}
