@@ -203,9 +203,8 @@ impl Gpu {
     }
 
     /// Zero `bytes` at `ptr` on the main stream (stream-ordered; captured as a memset node
-    /// while the main stream records a graph).
+    /// while the main stream records a graph). Like `upload`, on a thread bound to the context.
     pub fn zero(&self, ptr: u64, bytes: usize) -> Result<(), CudaError> {
-        self.bind()?;
         // SAFETY: the caller passes a device range of at least `bytes` bytes owned by this
         // context; the stream belongs to this context.
         unsafe { result::memset_d8_async(ptr, 0, bytes, self.stream().raw()) }
