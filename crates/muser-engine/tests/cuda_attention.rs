@@ -9,7 +9,7 @@ mod cuda_support;
 use half::f16;
 use muser_cuda::attn_h16::AttnH16Shape;
 use muser_cuda::launch::{AttnShape, ATTN_MT_TOKENS, SMEM_DEFAULT_MAX};
-use muser_cuda::{KArgs, Kernel};
+use muser_cuda::{DeviceBuffer, KArgs, Kernel};
 
 use cuda_support::*;
 
@@ -24,6 +24,26 @@ const STEPS: [(usize, usize, usize, usize); 5] = [
     (0, 1100, 1000, 45),
     (16, 64, 190, 40),
 ];
+
+/// The arguments every attention partial kernel starts with: Q, K cache, V cache, cap, window,
+/// scale, heads, KV heads.
+fn partial_head(
+    (q, k, v): (&DeviceBuffer, &DeviceBuffer, &DeviceBuffer),
+    cap: usize,
+    window: usize,
+    scale: f32,
+    (nh, nkv): (usize, usize),
+) -> KArgs {
+    KArgs::new()
+        .ptr(q.ptr())
+        .ptr(k.ptr())
+        .ptr(v.ptr())
+        .int(cap)
+        .int(window)
+        .f32(scale)
+        .int(nh)
+        .int(nkv)
+}
 
 /// `n` cache values in [-1, 1), rounded to f16.
 fn f16_cache(n: usize, seed: u64) -> Vec<f16> {
@@ -101,15 +121,7 @@ fn attention_matches_an_f64_softmax_and_fused_combines_are_exact() {
                      pos {pos0}+{n_tok}, super {super_len}"
                 );
                 let partial_args = |op: u64, mp: u64, lp: u64, bufs: usize| {
-                    KArgs::new()
-                        .ptr(qd.ptr())
-                        .ptr(kd.ptr())
-                        .ptr(vd.ptr())
-                        .int(cap)
-                        .int(window)
-                        .f32(scale)
-                        .int(nh)
-                        .int(nkv)
+                    partial_head((&qd, &kd, &vd), cap, window, scale, (nh, nkv))
                         .int(hd)
                         .int(hdv)
                         .int(n_super)
@@ -302,15 +314,7 @@ fn attention_h16_decode_and_prefill_agree_bit_for_bit() {
                 for shape in shapes {
                     let op = d.guarded(slots * hd * 4);
                     let (mp, lp) = (d.guarded(slots * 4), d.guarded(slots * 4));
-                    let args = KArgs::new()
-                        .ptr(qd.ptr())
-                        .ptr(kd.ptr())
-                        .ptr(vd.ptr())
-                        .int(cap)
-                        .int(window)
-                        .f32(scale)
-                        .int(nh)
-                        .int(nkv)
+                    let args = partial_head((&qd, &kd, &vd), cap, window, scale, (nh, nkv))
                         .int(n_super)
                         .int(super_len)
                         .int(shape.tokens)

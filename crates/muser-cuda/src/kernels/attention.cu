@@ -459,6 +459,13 @@ __device__ __forceinline__ bool combine_block(const float* Op, const float* Mp, 
     return true;
 }
 
+// One merged output value, gated when G is given: sigmoid_gate's formula (bit-identical to it
+// in strict math).
+__device__ __forceinline__ float combine_out(float acc, float inv, const float* G, size_t i) {
+    const float v = acc * inv;
+    return G ? v / (1.0f + expf(-G[i])) : v;
+}
+
 extern "C" __global__ void attn_combine(const float* Op, const float* Mp, const float* Lp,
                                         int window, int n_head, int hd_v, int n_super,
                                         int super_len, float* A, const StepParams* sp) {
@@ -495,8 +502,7 @@ extern "C" __global__ void attn_combine_m(const float* Op, const float* Mp, cons
     for (int r = 0; r < 8; ++r) {
         if ((rmask >> r) & 1u) {
             const size_t i = (size_t)t * width + (size_t)h * hd_v + 32 * r + lane;
-            float v = acc[r] * inv;
-            if (G) v = v / (1.0f + expf(-G[i]));
+            const float v = combine_out(acc[r], inv, G, i);
             A[i] = v;
             amax = fmaxf(amax, v == v ? fabsf(v) : 0.f);
         }
@@ -526,8 +532,7 @@ __device__ __forceinline__ void attn_combine_q_body(const float* Op, const float
         if ((rmask >> r) & 1u) {
             const size_t i0 = (size_t)h * hd_v + 32 * r;  // this group's first value in the row
             const size_t i = (size_t)t * width + i0 + lane;
-            float v = acc[r] * inv;
-            if (G) v = v / (1.0f + expf(-G[i]));
+            const float v = combine_out(acc[r], inv, G, i);
             A[i] = v;
             quant_group(v, XQ + (size_t)t * width + i0, XS + (size_t)t * (width / 32) + i0 / 32,
                         XSUM + (size_t)t * (width / 32) + i0 / 32);
