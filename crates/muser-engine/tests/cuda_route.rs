@@ -254,16 +254,6 @@ fn f16_route_refuses_what_it_has_no_kernels_for() {
         "heads of 256",
         "MUSER_CUDA_H16_ATTN=f32",
     );
-    // The row maxima on another route would change nothing.
-    refused(
-        &tiny_model(1),
-        &|o| {
-            o.acts = Acts::A16;
-            o.h16_rowmax = true;
-        },
-        "the row maxima on A16",
-        "row maxima",
-    );
     // The f16 twins' switch on another route would change nothing.
     refused(
         &tiny_model(1),
@@ -278,8 +268,8 @@ fn f16_route_refuses_what_it_has_no_kernels_for() {
 
 /// The f16 route on the forged Q4_K_M mix: bit-identical logits across chunk sizes (its decode
 /// kernels for chunks of up to 8 tokens, its prefill kernels above), decode graph or eager,
-/// serial capture, one attention token per block, the row maxima folded by the element-wise
-/// kernels (`MUSER_CUDA_H16_ROWMAX=1`), and the fused residual norm
+/// serial capture, one attention token per block, without the row maxima the element-wise
+/// kernels fold (`MUSER_CUDA_H16_ROWMAX=0`: act_h16 rescans the row), and the fused residual norm
 /// (`residual_norm_h16`) and element-wise twins or act_h16 after the plain kernels; the same with
 /// the f32 attention kernels (`MUSER_CUDA_H16_ATTN=f32`) instead of the tensor-core ones; far
 /// closer to the f64 oracle than the A8 route (the f64 probe: KL 3.9e-5 on tiny with f16
@@ -317,12 +307,12 @@ fn cuda_f16_route_is_deterministic_and_tracks_the_oracle() {
                 f16(512, |o| o.attn_mt = false),
             ),
             (
-                "row maxima from the element-wise kernels, chunk 512",
-                f16(512, |o| o.h16_rowmax = true),
+                "no row maxima (act_h16 rescans), chunk 512",
+                f16(512, |o| o.h16_rowmax = false),
             ),
             (
-                "row maxima, chunk 1, decode graph",
-                f16(1, |o| o.h16_rowmax = true),
+                "no row maxima, chunk 1, decode graph",
+                f16(1, |o| o.h16_rowmax = false),
             ),
             ("fused norm, chunk 512", f16(512, |o| o.fuse = true)),
             (

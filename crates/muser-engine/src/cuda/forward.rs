@@ -119,8 +119,8 @@ impl<'m> CudaSession<'m> {
         let fuse_combine = fuse && acts != Acts::F16;
         let fuse_ew = fuse && (acts != Acts::F16 || self.opts.h16_ew_fused);
         prof.begin(s)?;
-        // The f16 row maxima (`MUSER_CUDA_H16_ROWMAX=1`): every (layer, use) cell starts at 0.
-        let rowmax = acts == Acts::F16 && self.opts.h16_rowmax && !fuse_ew;
+        // The f16 row maxima (`MUSER_CUDA_H16_ROWMAX`): every (layer, use) cell starts at 0.
+        let rowmax = self.opts.h16_rowmax_on();
         let cap_rows = bufs_rows(&self.opts);
         let rowmax_cell =
             |il: usize, usage: usize| b.h16.rowmax.ptr() + ((il * 2 + usage) * cap_rows * 4) as u64;

@@ -75,11 +75,6 @@ pub fn check_options(model: &Model, opts: &mut CudaOptions) -> Result<(), Engine
             "the f16 element-wise twins act on the f16 route only (MUSER_CUDA_ACTS=f16)".into(),
         ));
     }
-    if opts.h16_rowmax && opts.acts != Acts::F16 {
-        return Err(EngineError::Config(
-            "the f16 row maxima act on the f16 route only (MUSER_CUDA_ACTS=f16)".into(),
-        ));
-    }
     if opts.acts != Acts::F16 {
         if let Some(name) = F16_ROUTE_SWITCHES
             .iter()
@@ -103,7 +98,7 @@ pub fn check_options(model: &Model, opts: &mut CudaOptions) -> Result<(), Engine
         Err(_) | Ok("0" | "1") => {}
         Ok(v) => return refuse(format!("MUSER_CUDA_H16_ROWMAX={v}: expected 0 or 1")),
     }
-    if opts.h16_rowmax && opts.h16_ew_fused {
+    if std::env::var("MUSER_CUDA_H16_ROWMAX").as_deref() == Ok("1") && opts.h16_ew_fused {
         return refuse(
             "MUSER_CUDA_H16_ROWMAX=1 acts on the plain element-wise kernels; the fused twins \
              (MUSER_CUDA_H16_EW=fused) write the f16 format themselves",

@@ -63,9 +63,12 @@ pub struct CudaOptions {
     /// On the f16 route with the plain element-wise kernels, the attention combine (with the
     /// gate: `attn_combine_m`, strict math; else `sigmoid_gate_m`) and the FFN activation
     /// (`swiglu_m` / `geglu_m`) also fold each row's largest magnitude into a per-(layer, use)
-    /// cell (atomicMax on the bits) and `act_h16_m` reads it instead of rescanning the row
-    /// (`MUSER_CUDA_H16_ROWMAX=1`; default 0: not yet measured). The maximum is exact in any
-    /// order, so the same bits (device test `cuda_route`); the cells are zeroed once per step.
+    /// cell (atomicMax on the bits, merged per block first) and `act_h16_m` reads it instead of
+    /// rescanning the row (`MUSER_CUDA_H16_ROWMAX`, default 1; `0` for A/B: H200, full forge,
+    /// session 26, tg128 117.05 / 116.91 vs 110.12 / 111.52 tok/s, pp512 4422 / 4411 vs
+    /// 4405 / 4402). The maximum is exact in any order, so the same bits (device test
+    /// `cuda_route`); the cells are zeroed once per step. In effect where
+    /// [`CudaOptions::h16_rowmax_on`] says.
     pub h16_rowmax: bool,
     /// Keys per attention partial block (`MUSER_CUDA_ATTN_SUPER`, a multiple of 32 in
     /// 32..=4096): the fixed partition of the key range (part of the numerics: every route
@@ -175,6 +178,13 @@ impl CudaOptions {
         }
     }
 
+    /// Whether the f16 row maxima are in effect: `h16_rowmax` on the f16 route with the plain
+    /// element-wise kernels (the fused twins, `h16_ew_fused` with `fuse`, write the f16 format
+    /// themselves).
+    pub fn h16_rowmax_on(&self) -> bool {
+        self.acts == Acts::F16 && self.h16_rowmax && !(self.fuse && self.h16_ew_fused)
+    }
+
     pub fn new(n_ctx: usize, chunk: usize) -> CudaOptions {
         CudaOptions {
             n_ctx,
@@ -192,7 +202,7 @@ impl CudaOptions {
             fuse: std::env::var("MUSER_CUDA_FUSE").as_deref() != Ok("0"),
             fuse_explicit: std::env::var("MUSER_CUDA_FUSE").is_ok(),
             h16_ew_fused: std::env::var("MUSER_CUDA_H16_EW").as_deref() == Ok("fused"),
-            h16_rowmax: std::env::var("MUSER_CUDA_H16_ROWMAX").as_deref() == Ok("1"),
+            h16_rowmax: std::env::var("MUSER_CUDA_H16_ROWMAX").as_deref() != Ok("0"),
             attn_super: env_usize("MUSER_CUDA_ATTN_SUPER").unwrap_or(ATTN_SUPER),
             attn_hpb: env_usize("MUSER_CUDA_ATTN_HPB").unwrap_or(0),
             attn_mt: std::env::var("MUSER_CUDA_ATTN_MT").as_deref() != Ok("0"),

@@ -120,7 +120,7 @@ impl CudaSession<'_> {
                 (true, Acts::F16) => "norm",
                 (true, _) => "on",
             },
-            if self.opts.acts == Acts::F16 && self.opts.h16_rowmax {
+            if self.opts.h16_rowmax_on() {
                 "+max"
             } else {
                 ""
