@@ -11,7 +11,8 @@
 //! with `MUSER_CUDA_MMW_SPLIT=1`, the default, the split tiles and their fold, timed together);
 //! `mmq_bench --a8` gives the A8 prefill kernels.
 //!
-//! `cargo run --release -p muser-cuda --example mvh_bench`
+//! `cargo run --release -p muser-cuda --example mvh_bench [-- --decode]` (`--decode`: the decode
+//! kernels only)
 
 use muser_cuda::device::Event;
 use muser_cuda::launch::launch;
@@ -27,6 +28,8 @@ fn main() {
             std::process::exit(2);
         }
     }
+    // `--decode`: the decode kernels (1 to 8 tokens) only.
+    let decode_only = std::env::args().any(|a| a == "--decode");
     let gpu = Gpu::open(0).expect("open GPU");
     let reg = Registry::build_modules(&gpu, &[Module::MatvecH16, Module::MmtH16, Module::MmwH16])
         .expect("registry");
@@ -55,7 +58,11 @@ fn main() {
         .expect("upload"); // 16.0
     gpu.upload(inv.ptr(), &vec![1f32; tmax]).expect("upload");
     let y = gpu.alloc(tmax * 65536 * 4, "y").expect("alloc");
-    println!("mvh_bench: f16 route matmuls, {COPIES} copies per matrix");
+    println!(
+        "mvh_bench: f16 route matmuls, {COPIES} copies per matrix, decode weight ring {} \
+         (MUSER_CUDA_MVH_BULK)",
+        reg.mvh_bulk
+    );
     for (name, fmt, k, n_out) in shapes {
         // Random quant bytes and fixed scales: a valid layout needs no GGUF source.
         let (len, dsc_at, gguf_bits) = match fmt {
@@ -80,9 +87,10 @@ fn main() {
                 d
             })
             .collect();
+        let prefill: &[usize] = if decode_only { &[] } else { &[128, 512] };
         let runs = [(1usize, 'd'), (2, 'd'), (4, 'd'), (8, 'd')]
             .into_iter()
-            .chain([128, 512].into_iter().flat_map(|nt| [(nt, 'r'), (nt, 't')]));
+            .chain(prefill.iter().flat_map(|&nt| [(nt, 'r'), (nt, 't')]));
         for (nt, kind) in runs {
             let (kernel, dims) = match kind {
                 'd' => reg.mvh_plan(fmt, n_out, nt),

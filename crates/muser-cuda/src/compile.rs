@@ -363,6 +363,17 @@ mod tests {
             compile_module(m, Math::Strict, "sm_90a", &m.source(), &extra)
                 .unwrap_or_else(|e| panic!("{e}"));
         }
+        let m = Module::MatvecH16;
+        for d in [2, 4] {
+            compile_module(
+                m,
+                Math::Strict,
+                "sm_90a",
+                &m.source(),
+                &[format!("-DMVH_BULK={d}")],
+            )
+            .unwrap_or_else(|e| panic!("{e}"));
+        }
         let m = Module::MmwH16;
         compile_module(
             m,

@@ -241,6 +241,27 @@ impl Registry {
         }
     }
 
+    /// Dynamic shared memory of a decode matmul block of `s` warps over format `w`: the bulk-copy
+    /// ring, `s` warps × D' stages × the piece's bytes (matvec_h16.cu `mvh_bulk_stages`: D' =
+    /// `mvh_bulk`, fewer where the block would pass 200 KiB, at least 2); 0 without the ring.
+    pub fn mvh_bulk_smem(&self, w: HWeights, s: u32) -> usize {
+        if self.mvh_bulk == 0 {
+            return 0;
+        }
+        let pb: usize = match w {
+            HWeights::Q4H => 2048 + 256 + 256,
+            HWeights::Q6H => 2048 + 1024 + 512,
+        };
+        let s = s as usize;
+        let cap = 200 * 1024 / (s * pb);
+        let d = if (self.mvh_bulk as usize) < cap {
+            self.mvh_bulk as usize
+        } else {
+            cap.max(2)
+        };
+        s * d * pb
+    }
+
     fn h16_plan(
         &self,
         w: HWeights,
@@ -261,7 +282,11 @@ impl Registry {
         let dims = crate::launch::Dims {
             grid: (groups, (n_tok as u32).div_ceil(per_block), 1),
             block: 32 * s,
-            smem: 0,
+            smem: if prefill {
+                0
+            } else {
+                self.mvh_bulk_smem(w, s) as u32
+            },
         };
         (kernels[i], dims)
     }

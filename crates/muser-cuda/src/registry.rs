@@ -228,6 +228,10 @@ pub struct Registry {
     /// (`MUSER_CUDA_H16_WIDE_S=4`, `mv=mvh`). Every kernel of the route takes S from
     /// `h16_chains`, so decode and prefill keep the same bits — but S is part of the numbers.
     pub h16_wide_s: u32,
+    /// Stages of the f16 decode matmuls' bulk-copy weight ring (`-DMVH_BULK`,
+    /// `MUSER_CUDA_MVH_BULK=0|2|3|4`; 0 = the next piece in registers, matvec_h16.cu). The same
+    /// pieces in the same order, so the same bits.
+    pub mvh_bulk: u32,
     /// With `MmtShape::Wg`: the fewest row groups a matrix needs for the warpgroup tiles
     /// (`MUSER_CUDA_MMW_MIN`: 1024, FFN gate / up and the output projection; 0, every tiled
     /// matrix); the others keep `mmt_*` as `W8`. Launch only: the same bits.
@@ -453,6 +457,7 @@ impl Registry {
             }
         }
         let h16_wide_s = env_choice("MUSER_CUDA_H16_WIDE_S", 2, &[2, 4])?;
+        let mvh_bulk = env_choice("MUSER_CUDA_MVH_BULK", 0, &[0, 2, 3, 4])?;
         if mva_ahead == 2 && mva_wstages > 0 {
             return Err(CudaError::Invalid(
                 "MUSER_CUDA_MVA_AHEAD=2 and MUSER_CUDA_MVA_WSTAGES: the Q4_K decode kernel \
@@ -509,6 +514,9 @@ impl Registry {
                     extra.push(format!("-DMVR_ROWS={mvr_rows}"));
                     extra.push(format!("-DMVR_AHEAD={mvr_ahead}"));
                 }
+                if m == Module::MatvecH16 {
+                    extra.push(format!("-DMVH_BULK={mvh_bulk}"));
+                }
                 if m == Module::MmwH16 {
                     extra.push(format!("-DMMW_WG={mmw_wg}"));
                 }
@@ -544,6 +552,10 @@ impl Registry {
                         // The one-token decode kernels' weight ring (`t1_plan`) beside the
                         // staged activations and the lane-sum scratch.
                         Some((mva_warps * mva_rows) as usize * 36 * 4)
+                    } else if mvh_bulk > 0 && k.symbol().starts_with("mvh_") {
+                        // The bulk-copy ring (`Registry::mvh_bulk_smem`) beside the barriers
+                        // and the chains' partial sums (at most 16 warps).
+                        Some(16 * 4 * 8 + 16 * 32 * 4 * 4)
                     } else if matches!(m, Module::MmtH16 | Module::MmwH16 | Module::AttnH16) {
                         // The prefill tiles' stages (`MmtShape::smem`), the attention's tiles in
                         // flight (`AttnH16Shape::smem`), no static shared memory.
@@ -598,6 +610,7 @@ impl Registry {
             mvr_ahead,
             mmt,
             h16_wide_s,
+            mvh_bulk,
             mmw_min,
             mmw_wg,
             mmw_split,

@@ -60,9 +60,76 @@ extern "C" __global__ void __launch_bounds__(ACT_H16_THREADS)
     act_h16_row(X + (size_t)t * ldx, K, t, __uint_as_float(M[t]), XH, XSUM, XSUM16, XINV);
 }
 
+// One piece (group G, super-block s) of the matmul on its registers `r`: the four loads' tiles,
+// then the min MMA, into the TG token groups' accumulators (tokens tok0 + 8n + g per lane).
+template <class F, int TG>
+__device__ __forceinline__ void mvh_piece(const typename F::Regs& r, int s, int K, int nsb,
+                                          const u16* __restrict__ XH, const u32* sums, int tok0,
+                                          int n_tok, int g, int t4, float (&acc)[TG][4]) {
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+        u32 a[4][4];
+        F::frags(r, j, a);
+#pragma unroll
+        for (int n = 0; n < TG; ++n) {
+            const int tok = tok0 + 8 * n + g;  // this lane's B column
+            uint4 xa = make_uint4(0, 0, 0, 0), xb = xa;
+            if (tok < n_tok) {
+                const uint4* xp = (const uint4*)(XH + (size_t)tok * K) + 2 * t4 + (size_t)(4 * s + j) * 8;
+                xa = __ldg(xp);
+                xb = __ldg(xp + 1);
+            }
+            const u32 xs[8] = {xa.x, xa.y, xa.z, xa.w, xb.x, xb.y, xb.z, xb.w};
+#pragma unroll
+            for (int i = 0; i < 4; ++i) mma_h16(acc[n], a[i], xs[2 * i], xs[2 * i + 1]);
+        }
+    }
+    u32 am[4];
+    F::min_a(r, t4, am);
+#pragma unroll
+    for (int n = 0; n < TG; ++n) {
+        const int tok = tok0 + 8 * n + g;
+        u32 b0 = 0u, b1 = 0u;
+        if (tok < n_tok)
+            F::template min_b<true>(sums + ((size_t)tok * nsb + s) * F::SUM_WORDS, t4, b0, b1);
+        mma_h16(acc[n], am, b0, b1);
+    }
+}
+
+// The S warps' chains added in warp order by warp 0 (through `part`), scaled and stored.
+template <int S, int TG>
+__device__ __forceinline__ void mvh_finish(float (&acc)[TG][4], float (&part)[S][32][TG][4],
+                                           int G, int tok0, int n_tok,
+                                           const float* __restrict__ XINV, float w_inv,
+                                           float* __restrict__ Y, int ldy) {
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t4 = lane & 3;
+#pragma unroll
+    for (int n = 0; n < TG; ++n)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) part[warp][lane][n][e] = acc[n][e];
+    __syncthreads();
+    if (warp != 0) return;
+#pragma unroll
+    for (int w = 1; w < S; ++w)
+#pragma unroll
+        for (int n = 0; n < TG; ++n)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) acc[n][e] = __fadd_rn(acc[n][e], part[w][lane][n][e]);
+    const int r0 = 16 * G + g;
+#pragma unroll
+    for (int n = 0; n < TG; ++n)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+            const int row = r0 + 8 * (e >> 1), t = tok0 + 8 * n + 2 * t4 + (e & 1);
+            if (t < n_tok)
+                Y[(size_t)t * ldy + row] = __fmul_rn(acc[n][e], __fmul_rn(XINV[t], w_inv));
+        }
+}
+
 // The matmul: S warps per 16-row group, TG groups of 8 tokens per warp (blockIdx.y covers 8·TG
 // tokens). Every output's MMA sequence is the same for any TG — one A fragment feeds the TG
-// token groups' MMAs — so decode (TG = 1) and prefill (TG = 4) give the same bits.
+// token groups' MMAs — so decode (TG = 1) and prefill (TG = 4) give the same bits. The weights
+// one piece ahead in registers.
 template <class F, int S, int TG>
 __device__ __forceinline__ void mvh_body(const u8* __restrict__ W, int n_out, int K,
                                          const u16* __restrict__ XH, const u16* __restrict__ XSUM,
@@ -91,57 +158,106 @@ __device__ __forceinline__ void mvh_body(const u8* __restrict__ W, int n_out, in
     for (; s < nsb; s += S) {
         typename F::Regs rn;
         if (s + S < nsb) load(s + S, rn);
-#pragma unroll
-        for (int j = 0; j < 4; ++j) {
-            u32 a[4][4];
-            F::frags(r, j, a);
-#pragma unroll
-            for (int n = 0; n < TG; ++n) {
-                const int tok = tok0 + 8 * n + g;  // this lane's B column
-                uint4 xa = make_uint4(0, 0, 0, 0), xb = xa;
-                if (tok < n_tok) {
-                    const uint4* xp = (const uint4*)(XH + (size_t)tok * K) + 2 * t4 + (size_t)(4 * s + j) * 8;
-                    xa = __ldg(xp);
-                    xb = __ldg(xp + 1);
-                }
-                const u32 xs[8] = {xa.x, xa.y, xa.z, xa.w, xb.x, xb.y, xb.z, xb.w};
-#pragma unroll
-                for (int i = 0; i < 4; ++i) mma_h16(acc[n], a[i], xs[2 * i], xs[2 * i + 1]);
-            }
-        }
-        u32 am[4];
-        F::min_a(r, t4, am);
-#pragma unroll
-        for (int n = 0; n < TG; ++n) {
-            const int tok = tok0 + 8 * n + g;
-            u32 b0 = 0u, b1 = 0u;
-            if (tok < n_tok)
-                F::template min_b<true>(sums + ((size_t)tok * nsb + s) * F::SUM_WORDS, t4, b0, b1);
-            mma_h16(acc[n], am, b0, b1);
-        }
+        mvh_piece<F, TG>(r, s, K, nsb, XH, sums, tok0, n_tok, g, t4, acc);
         r = rn;
     }
+    mvh_finish<S, TG>(acc, part, G, tok0, n_tok, XINV, w_inv, Y, ldy);
+}
+
+// ---- The decode matmul with its weights streamed by bulk copies (MVH_BULK = D >= 2 stages,
+// `MUSER_CUDA_MVH_BULK`): the same pieces, order and arithmetic as mvh_body (the same bits),
+// but each warp's next D − 1 pieces are in flight as cp.async.bulk copies into its ring of D
+// stages in dynamic shared memory ([S warps][D' stages][piece bytes], D' = mvh_bulk_stages),
+// completing on one mbarrier per stage, instead of one piece ahead in registers. Lane 0 issues
+// a piece's three section copies; the first D' − 1 are issued before the PDL wait (weights:
+// no kernel writes them). A stage is refilled one iteration after it was read (after the
+// warp's __syncwarp and a proxy fence).
+#ifndef MVH_BULK
+#define MVH_BULK 0
+#endif
+// The stages of an S-warp block of format F: MVH_BULK, fewer where S · D pieces would pass
+// 200 KiB (the host's `Registry::mvh_bulk_smem` mirrors it).
+template <class F, int S>
+__device__ constexpr int mvh_bulk_stages() {
+    constexpr int pb = F::S0 + F::S1 + F::S2, cap = 200 * 1024 / (S * pb);
+    return MVH_BULK < cap ? MVH_BULK : (cap < 2 ? 2 : cap);
+}
+__device__ __forceinline__ u32 smem_addr(const void* p) { return (u32)__cvta_generic_to_shared(p); }
+__device__ __forceinline__ void mbar_init(u32 bar) {
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(bar) : "memory");
+}
+__device__ __forceinline__ void mbar_expect(u32 bar, u32 bytes) {
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(bar), "r"(bytes)
+                 : "memory");
+}
+__device__ __forceinline__ void mbar_wait(u32 bar, u32 parity) {
+    u32 done = 0;
+    while (!done)
+        asm volatile(
+            "{\n .reg .pred p;\n mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
+            " selp.u32 %0, 1, 0, p;\n}"
+            : "=r"(done)
+            : "r"(bar), "r"(parity)
+            : "memory");
+}
+__device__ __forceinline__ void bulk_copy(u32 dst, const void* src, u32 bytes, u32 bar) {
+    asm volatile(
+        "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(dst),
+        "l"(src), "r"(bytes), "r"(bar)
+        : "memory");
+}
+
+template <class F, int S>
+__device__ __forceinline__ void mvh_bulk_body(const u8* __restrict__ W, int n_out, int K,
+                                              const u16* __restrict__ XH,
+                                              const u16* __restrict__ XSUM,
+                                              const u16* __restrict__ XSUM16,
+                                              const float* __restrict__ XINV, float w_inv,
+                                              float* __restrict__ Y, int ldy, int n_tok) {
+    constexpr int D = mvh_bulk_stages<F, S>(), PB = F::S0 + F::S1 + F::S2;
+    extern __shared__ __align__(128) u8 mvh_ring[];  // [S][D][PB]
+    __shared__ __align__(8) unsigned long long bars[S][D];
+    __shared__ float part[S][32][1][4];
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t4 = lane & 3;
+    const int G = blockIdx.x, nsb = K / 256;
+    const size_t pieces = (size_t)(n_out / 16) * nsb;
+    const int tok0 = 8 * blockIdx.y;
+    u8* ring = mvh_ring + (size_t)warp * D * PB;
+    const u32 bar0 = smem_addr(&bars[warp][0]);
+    const int n_c = warp < nsb ? (nsb - warp + S - 1) / S : 0;  // this warp's chain length
+    if (lane == 0) {
 #pragma unroll
-    for (int n = 0; n < TG; ++n)
+        for (int d = 0; d < D; ++d) mbar_init(bar0 + 8 * d);
+        asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+    }
+    __syncwarp();
+    // Piece c of the chain (super-block warp + c·S) into stage c % D.
+    auto issue = [&](int c) {
+        if (lane != 0 || c >= n_c) return;
+        const u8 *p0, *p1, *p2;
+        piece_at<F>(W, pieces, (size_t)G * nsb + warp + (size_t)c * S, p0, p1, p2);
+        const u32 bar = bar0 + 8 * (c % D), dst = smem_addr(ring + (c % D) * PB);
+        mbar_expect(bar, PB);
+        bulk_copy(dst, p0, F::S0, bar);
+        bulk_copy(dst + F::S0, p1, F::S1, bar);
+        bulk_copy(dst + F::S0 + F::S1, p2, F::S2, bar);
+    };
 #pragma unroll
-        for (int e = 0; e < 4; ++e) part[warp][lane][n][e] = acc[n][e];
-    __syncthreads();
-    if (warp != 0) return;
-#pragma unroll
-    for (int w = 1; w < S; ++w)
-#pragma unroll
-        for (int n = 0; n < TG; ++n)
-#pragma unroll
-            for (int e = 0; e < 4; ++e) acc[n][e] = __fadd_rn(acc[n][e], part[w][lane][n][e]);
-    const int r0 = 16 * G + g;
-#pragma unroll
-    for (int n = 0; n < TG; ++n)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) {
-            const int row = r0 + 8 * (e >> 1), t = tok0 + 8 * n + 2 * t4 + (e & 1);
-            if (t < n_tok)
-                Y[(size_t)t * ldy + row] = __fmul_rn(acc[n][e], __fmul_rn(XINV[t], w_inv));
-        }
+    for (int c = 0; c < D - 1; ++c) issue(c);
+    PDL_ENTRY()
+    float acc[1][4] = {{0.f, 0.f, 0.f, 0.f}};
+    const u32* sums = (const u32*)F::sums(XSUM, XSUM16);
+    for (int c = 0; c < n_c; ++c) {
+        if (c > 0 && lane == 0) asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+        issue(c + D - 1);  // the stage read in iteration c − 1
+        mbar_wait(bar0 + 8 * (c % D), (c / D) & 1);
+        const u8* st = ring + (c % D) * PB;
+        typename F::Regs r;
+        F::template load_at<false>(st, st + F::S0, st + F::S0 + F::S1, lane, g, t4, r);
+        __syncwarp();
+        mvh_piece<F, 1>(r, warp + c * S, K, nsb, XH, sums, tok0, n_tok, g, t4, acc);
+    }
+    mvh_finish<S, 1>(acc, part, G, tok0, n_tok, XINV, w_inv, Y, ldy);
 }
 
 #define MVH_KERNEL(NAME, F, S, TG)                                                               \
@@ -151,15 +267,25 @@ __device__ __forceinline__ void mvh_body(const u8* __restrict__ W, int n_out, in
         PDL_ENTRY()                                                                              \
         mvh_body<F, S, TG>(W, n_out, K, XH, XSUM, XSUM16, XINV, w_inv, Y, ldy, n_tok);           \
     }
+#if MVH_BULK > 0
+#define MVH_DECODE(NAME, F, S)                                                                   \
+    extern "C" __global__ void __launch_bounds__(32 * S)                                         \
+        NAME(const u8* W, int n_out, int K, const u16* XH, const u16* XSUM, const u16* XSUM16,   \
+             const float* XINV, float w_inv, float* Y, int ldy, int n_tok) {                     \
+        mvh_bulk_body<F, S>(W, n_out, K, XH, XSUM, XSUM16, XINV, w_inv, Y, ldy, n_tok);          \
+    }
+#else
+#define MVH_DECODE(NAME, F, S) MVH_KERNEL(NAME, F, S, 1)
+#endif
 // Decode and packed rows: 8 tokens per block row.
-MVH_KERNEL(mvh_q4h_s2, FmtQ4H, 2, 1)
-MVH_KERNEL(mvh_q6h_s2, FmtQ6H, 2, 1)
-MVH_KERNEL(mvh_q4h_s4, FmtQ4H, 4, 1)
-MVH_KERNEL(mvh_q4h_s8, FmtQ4H, 8, 1)
-MVH_KERNEL(mvh_q4h_s16, FmtQ4H, 16, 1)
-MVH_KERNEL(mvh_q6h_s4, FmtQ6H, 4, 1)
-MVH_KERNEL(mvh_q6h_s8, FmtQ6H, 8, 1)
-MVH_KERNEL(mvh_q6h_s16, FmtQ6H, 16, 1)
+MVH_DECODE(mvh_q4h_s2, FmtQ4H, 2)
+MVH_DECODE(mvh_q6h_s2, FmtQ6H, 2)
+MVH_DECODE(mvh_q4h_s4, FmtQ4H, 4)
+MVH_DECODE(mvh_q4h_s8, FmtQ4H, 8)
+MVH_DECODE(mvh_q4h_s16, FmtQ4H, 16)
+MVH_DECODE(mvh_q6h_s4, FmtQ6H, 4)
+MVH_DECODE(mvh_q6h_s8, FmtQ6H, 8)
+MVH_DECODE(mvh_q6h_s16, FmtQ6H, 16)
 // Prefill: 32 tokens per block row (the prototype's best, docs/receipts/cuda-hmma-prototype.txt).
 MVH_KERNEL(mmh_q4h_s2, FmtQ4H, 2, 4)
 MVH_KERNEL(mmh_q6h_s2, FmtQ6H, 2, 4)

@@ -39,7 +39,7 @@ const INTEGER_ROUTE_SWITCHES: [&str; 18] = [
 ];
 
 /// The f16 route's own switches: on another route they would change nothing.
-const F16_ROUTE_SWITCHES: [&str; 7] = [
+const F16_ROUTE_SWITCHES: [&str; 8] = [
     "MUSER_CUDA_H16_ATTN",
     "MUSER_CUDA_H16_ROWMAX",
     "MUSER_CUDA_MMT",
@@ -47,6 +47,7 @@ const F16_ROUTE_SWITCHES: [&str; 7] = [
     "MUSER_CUDA_MMW_WG",
     "MUSER_CUDA_MMW_SPLIT",
     "MUSER_CUDA_H16_WIDE_S",
+    "MUSER_CUDA_MVH_BULK",
 ];
 
 fn refuse(what: impl std::fmt::Display) -> Result<(), EngineError> {

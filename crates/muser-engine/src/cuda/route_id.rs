@@ -67,10 +67,17 @@ impl CudaSession<'_> {
                         (true, _) => format!("-mvr{}a", self.reg.mvr_rows),
                     }
                 ),
-                Acts::F16 => match self.reg.h16_wide_s {
-                    4 => "mvh".to_string(),
-                    s => format!("mvh-s{s}"),
-                },
+                Acts::F16 => format!(
+                    "{}{}",
+                    match self.reg.h16_wide_s {
+                        4 => "mvh".to_string(),
+                        s => format!("mvh-s{s}"),
+                    },
+                    match self.reg.mvh_bulk {
+                        0 => String::new(),
+                        d => format!("-bulk{d}"),
+                    }
+                ),
                 Acts::F32 | Acts::Invalid => "plain".to_string(),
             },
             match (self.opts.acts, self.opts.mmq) {
