@@ -91,7 +91,7 @@ fn batched_decode_equals_each_sequence_alone() {
         }),
         (
             "packed, programmatic dependent launch",
-            |o: &mut CudaOptions| o.pdl = true,
+            |o: &mut CudaOptions| o.pdl = Some(true),
         ),
         ("packed, Q6_K in GGUF's layout", |o: &mut CudaOptions| {
             o.q6_pad = false
@@ -115,7 +115,7 @@ fn batched_decode_equals_each_sequence_alone() {
             "tensor-core packed rows from two rows, programmatic dependent launch",
             |o: &mut CudaOptions| {
                 o.mmv_min = 2;
-                o.pdl = true
+                o.pdl = Some(true)
             },
         ),
         ("tensor-core matmuls, graphs", |o: &mut CudaOptions| {

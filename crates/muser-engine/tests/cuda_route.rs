@@ -99,19 +99,19 @@ fn cuda_route_tracks_the_oracle_and_is_deterministic() {
             ),
             (
                 "programmatic dependent launch, chunk 512",
-                run_with(&m, &toks, 512, |o| o.pdl = true),
+                run_with(&m, &toks, 512, |o| o.pdl = Some(true)),
             ),
             (
                 "programmatic dependent launch, fused, chunk 1, decode graph",
                 run_with(&m, &toks, 1, |o| {
-                    o.pdl = true;
+                    o.pdl = Some(true);
                     o.fuse = true;
                 }),
             ),
             (
                 "programmatic dependent launch, chunk 1, eager",
                 run_with(&m, &toks, 1, |o| {
-                    o.pdl = true;
+                    o.pdl = Some(true);
                     o.graphs = false;
                 }),
             ),
@@ -142,7 +142,7 @@ fn cuda_route_tracks_the_oracle_and_is_deterministic() {
             (
                 "programmatic dependent launch, chunk 1, serial graph",
                 run_with(&m, &toks, 1, |o| {
-                    o.pdl = true;
+                    o.pdl = Some(true);
                     o.mode = GraphMode::Serial;
                 }),
             ),
@@ -269,7 +269,8 @@ fn f16_route_refuses_what_it_has_no_kernels_for() {
 /// The f16 route on the forged Q4_K_M mix: bit-identical logits across chunk sizes (its decode
 /// kernels for chunks of up to 8 tokens, its prefill kernels above), decode graph or eager,
 /// serial capture, one attention token per block, without the row maxima the element-wise
-/// kernels fold (`MUSER_CUDA_H16_ROWMAX=0`: act_h16 rescans the row), and the fused residual norm
+/// kernels fold (`MUSER_CUDA_H16_ROWMAX=0`: act_h16 rescans the row), without programmatic
+/// dependent launch (the f16 route's default), and the fused residual norm
 /// (`residual_norm_h16`) and element-wise twins or act_h16 after the plain kernels; the same with
 /// the f32 attention kernels (`MUSER_CUDA_H16_ATTN=f32`) instead of the tensor-core ones; far
 /// closer to the f64 oracle than the A8 route (the f64 probe: KL 3.9e-5 on tiny with f16
@@ -313,6 +314,14 @@ fn cuda_f16_route_is_deterministic_and_tracks_the_oracle() {
             (
                 "no row maxima, chunk 1, decode graph",
                 f16(1, |o| o.h16_rowmax = false),
+            ),
+            (
+                "without programmatic dependent launch, chunk 1, decode graph",
+                f16(1, |o| o.pdl = Some(false)),
+            ),
+            (
+                "without programmatic dependent launch, chunk 512",
+                f16(512, |o| o.pdl = Some(false)),
             ),
             ("fused norm, chunk 512", f16(512, |o| o.fuse = true)),
             (

@@ -378,7 +378,7 @@ impl<'m> CudaSession<'m> {
         }
         a8::check_options(model, &opts)?;
         let gpu = Gpu::open(0)?;
-        gpu.set_pdl(opts.pdl);
+        gpu.set_pdl(opts.pdl_on());
         let plan = vram_plan(model, &opts);
         let (free, total) = gpu.mem_info()?;
         if plan.total() > free {

@@ -107,11 +107,12 @@ pub struct CudaOptions {
     /// numbers, slower (H200, 75dee43): 4 rows 2.13× one sequence vs 2.28× with the 8-column
     /// tiles; `mvb_bench` 4-row pass 303.6 vs 294.5 µs per layer (docs/cuda.md).
     pub mmv_pair: bool,
-    /// Launch kernels with programmatic dependent launch (`MUSER_CUDA_PDL=1`, default off):
-    /// each kernel may start while the previous one in its stream/graph runs, issue its
-    /// weight loads, and wait for it (`griddepcontrol.wait`) before touching anything it
-    /// wrote (`Gpu::set_pdl`). Timing only: the same kernels and arithmetic.
-    pub pdl: bool,
+    /// Launch kernels with programmatic dependent launch (`MUSER_CUDA_PDL=0|1`; `None`: the
+    /// route's default, [`CudaOptions::pdl_on`]): each kernel may start while the previous one
+    /// in its stream/graph runs, issue its weight loads, and wait for it
+    /// (`griddepcontrol.wait`) before touching anything it wrote (`Gpu::set_pdl`). Timing
+    /// only: the same kernels and arithmetic.
+    pub pdl: Option<bool>,
     /// A8 one-token decode on the register-resident kernels (`mvr_*_a8_t1`, where K <= 8192;
     /// `MUSER_CUDA_MVR=1`, A8 only; rows per warp `MUSER_CUDA_MVR_ROWS`). Same numbers.
     pub mvr: bool,
@@ -185,6 +186,14 @@ impl CudaOptions {
         self.acts == Acts::F16 && self.h16_rowmax && !(self.fuse && self.h16_ew_fused)
     }
 
+    /// Whether kernels launch with programmatic dependent launch: `pdl` where set, else on the
+    /// f16 route only. H200, full forge, session 26 (alternating, one call): f16 tg128
+    /// **124.93 / 124.65 vs 120.54 / 121.30** off, pp512 4473.5 vs 4434.7; the A8 route
+    /// (2026-12-01): tg64 +0.4% in the parallel graph, pp512 −2% — off there.
+    pub fn pdl_on(&self) -> bool {
+        self.pdl.unwrap_or(self.acts == Acts::F16)
+    }
+
     pub fn new(n_ctx: usize, chunk: usize) -> CudaOptions {
         CudaOptions {
             n_ctx,
@@ -228,7 +237,11 @@ impl CudaOptions {
             batch_nt: env_usize("MUSER_CUDA_BATCH_NT").unwrap_or(4),
             mmv_min: env_usize("MUSER_CUDA_MMV_MIN").unwrap_or(3),
             mmv_pair: std::env::var("MUSER_CUDA_MMV_PAIR").as_deref() == Ok("1"),
-            pdl: std::env::var("MUSER_CUDA_PDL").as_deref() == Ok("1"),
+            pdl: match std::env::var("MUSER_CUDA_PDL").as_deref() {
+                Ok("1") => Some(true),
+                Ok("0") => Some(false),
+                _ => None,
+            },
             mvr: std::env::var("MUSER_CUDA_MVR").as_deref() == Ok("1"),
             q6_pad: std::env::var("MUSER_CUDA_Q6_PAD").as_deref() != Ok("0"),
             q6_pad_explicit: std::env::var("MUSER_CUDA_Q6_PAD").is_ok(),

@@ -134,7 +134,7 @@ impl CudaSession<'_> {
             },
             self.opts.act_math.label(),
             if self.opts.graphs { "on" } else { "off" },
-            if self.opts.pdl { "-pdl" } else { "" },
+            if self.opts.pdl_on() { "-pdl" } else { "" },
             match self.opts.mode {
                 GraphMode::Parallel => "parallel",
                 GraphMode::Serial => "serial",
