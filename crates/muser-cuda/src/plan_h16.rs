@@ -231,14 +231,16 @@ impl Registry {
     }
 
     /// The chain count S of a matrix of `n_out` rows (part of its numbers) and its index in the
-    /// kernel lists: 2 or 4 (`h16_wide_s`) from 1024 row groups, 4 from 400, 8 from 128, 16 below.
+    /// kernel lists: `h16_wide_s` (2) from 1024 row groups, `h16_mid_s` (4) from 400,
+    /// `h16_narrow_s` (8) from 128, 16 below.
     pub fn h16_chains(&self, n_out: usize) -> (u32, usize) {
-        match n_out / 16 {
-            1024.. if self.h16_wide_s == 2 => (2, 0),
-            400.. => (4, 1),
-            128.. => (8, 2),
-            _ => (16, 3),
-        }
+        let s = match n_out / 16 {
+            1024.. => self.h16_wide_s,
+            400.. => self.h16_mid_s,
+            128.. => self.h16_narrow_s,
+            _ => 16,
+        };
+        (s, s.trailing_zeros() as usize - 1)
     }
 
     /// Dynamic shared memory of a decode matmul block of `s` warps over format `w`: the bulk-copy

@@ -228,10 +228,21 @@ pub struct Registry {
     /// (`MUSER_CUDA_H16_WIDE_S=4`, `mv=mvh`). Every kernel of the route takes S from
     /// `h16_chains`, so decode and prefill keep the same bits — but S is part of the numbers.
     pub h16_wide_s: u32,
+    /// The chain count S of the f16 route's matrices with 400 to 1023 row groups (the attention
+    /// output, FFN down): 4 (default) or 8 (`MUSER_CUDA_H16_MID_S`), and with 128 to 399 (Q,
+    /// the attention gate): 8 (default) or 16 (`MUSER_CUDA_H16_NARROW_S`). Part of the numbers
+    /// as `h16_wide_s`; A/B switches for the decode matmuls' chain length (the prototype's
+    /// figures at 98 registers: docs/receipts/cuda-hmma-prototype.txt).
+    pub h16_mid_s: u32,
+    pub h16_narrow_s: u32,
     /// Stages of the f16 decode matmuls' bulk-copy weight ring (`-DMVH_BULK`,
     /// `MUSER_CUDA_MVH_BULK=0|2|3|4`; 0 = the next piece in registers, matvec_h16.cu). The same
     /// pieces in the same order, so the same bits.
     pub mvh_bulk: u32,
+    /// The f16 matmuls (`mvh_*`, `mmh_*`) request their first weight piece before the PDL wait
+    /// (`-DMVH_EARLY`, `MUSER_CUDA_MVH_EARLY=1`; default 0 until measured). The same loads, so
+    /// the same bits.
+    pub mvh_early: u32,
     /// With `MmtShape::Wg`: the fewest row groups a matrix needs for the warpgroup tiles
     /// (`MUSER_CUDA_MMW_MIN`: 1024, FFN gate / up and the output projection; 0, every tiled
     /// matrix); the others keep `mmt_*` as `W8`. Launch only: the same bits.
@@ -458,6 +469,9 @@ impl Registry {
         }
         let h16_wide_s = env_choice("MUSER_CUDA_H16_WIDE_S", 2, &[2, 4])?;
         let mvh_bulk = env_choice("MUSER_CUDA_MVH_BULK", 0, &[0, 2, 3, 4])?;
+        let mvh_early = env_choice("MUSER_CUDA_MVH_EARLY", 0, &[0, 1])?;
+        let h16_mid_s = env_choice("MUSER_CUDA_H16_MID_S", 4, &[4, 8])?;
+        let h16_narrow_s = env_choice("MUSER_CUDA_H16_NARROW_S", 8, &[8, 16])?;
         if mva_ahead == 2 && mva_wstages > 0 {
             return Err(CudaError::Invalid(
                 "MUSER_CUDA_MVA_AHEAD=2 and MUSER_CUDA_MVA_WSTAGES: the Q4_K decode kernel \
@@ -516,6 +530,7 @@ impl Registry {
                 }
                 if m == Module::MatvecH16 {
                     extra.push(format!("-DMVH_BULK={mvh_bulk}"));
+                    extra.push(format!("-DMVH_EARLY={mvh_early}"));
                 }
                 if m == Module::MmwH16 {
                     extra.push(format!("-DMMW_WG={mmw_wg}"));
@@ -610,7 +625,10 @@ impl Registry {
             mvr_ahead,
             mmt,
             h16_wide_s,
+            h16_mid_s,
+            h16_narrow_s,
             mvh_bulk,
+            mvh_early,
             mmw_min,
             mmw_wg,
             mmw_split,

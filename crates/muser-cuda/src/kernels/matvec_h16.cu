@@ -16,6 +16,14 @@
 //   in warp order. Each output's operations depend on (K, S) only — not on the token count or
 //   the other columns — so 1 token and 8 give the same bits; S per matrix is the host's
 //   (`Registry::mvh_plan`). Needs n_out % 16 == 0, K % 256 == 0, 16-byte aligned W and XH.
+//   The decode kernels hold the next piece in registers, or with MVH_BULK a ring of bulk copies
+//   in shared memory (mvh_bulk_body); the same pieces in the same order either way.
+
+// Whether mvh_body requests its first piece before the PDL wait (-DMVH_EARLY,
+// `MUSER_CUDA_MVH_EARLY=1`; the same loads, so the same bits). The bulk ring always does.
+#ifndef MVH_EARLY
+#define MVH_EARLY 0
+#endif
 
 #define ACT_H16_THREADS 128
 
@@ -154,7 +162,14 @@ __device__ __forceinline__ void mvh_body(const u8* __restrict__ W, int n_out, in
     };
     typename F::Regs r;
     int s = warp;
+#if MVH_EARLY
+    // The first piece's weights (no kernel writes them) requested before the PDL wait.
     if (s < nsb) load(s, r);
+    PDL_ENTRY()
+#else
+    PDL_ENTRY()
+    if (s < nsb) load(s, r);
+#endif
     for (; s < nsb; s += S) {
         typename F::Regs rn;
         if (s + S < nsb) load(s + S, rn);
@@ -264,7 +279,6 @@ __device__ __forceinline__ void mvh_bulk_body(const u8* __restrict__ W, int n_ou
     extern "C" __global__ void __launch_bounds__(32 * S)                                         \
         NAME(const u8* W, int n_out, int K, const u16* XH, const u16* XSUM, const u16* XSUM16,   \
              const float* XINV, float w_inv, float* Y, int ldy, int n_tok) {                     \
-        PDL_ENTRY()                                                                              \
         mvh_body<F, S, TG>(W, n_out, K, XH, XSUM, XSUM16, XINV, w_inv, Y, ldy, n_tok);           \
     }
 #if MVH_BULK > 0

@@ -39,7 +39,7 @@ const INTEGER_ROUTE_SWITCHES: [&str; 18] = [
 ];
 
 /// The f16 route's own switches: on another route they would change nothing.
-const F16_ROUTE_SWITCHES: [&str; 8] = [
+const F16_ROUTE_SWITCHES: [&str; 11] = [
     "MUSER_CUDA_H16_ATTN",
     "MUSER_CUDA_H16_ROWMAX",
     "MUSER_CUDA_MMT",
@@ -48,6 +48,9 @@ const F16_ROUTE_SWITCHES: [&str; 8] = [
     "MUSER_CUDA_MMW_SPLIT",
     "MUSER_CUDA_H16_WIDE_S",
     "MUSER_CUDA_MVH_BULK",
+    "MUSER_CUDA_H16_MID_S",
+    "MUSER_CUDA_H16_NARROW_S",
+    "MUSER_CUDA_MVH_EARLY",
 ];
 
 fn refuse(what: impl std::fmt::Display) -> Result<(), EngineError> {

@@ -68,14 +68,19 @@ impl CudaSession<'_> {
                     }
                 ),
                 Acts::F16 => format!(
-                    "{}{}",
+                    "{}{}{}",
                     match self.reg.h16_wide_s {
                         4 => "mvh".to_string(),
                         s => format!("mvh-s{s}"),
                     },
-                    match self.reg.mvh_bulk {
-                        0 => String::new(),
-                        d => format!("-bulk{d}"),
+                    match (self.reg.h16_mid_s, self.reg.h16_narrow_s) {
+                        (4, 8) => String::new(),
+                        (m, n) => format!("-m{m}n{n}"),
+                    },
+                    match (self.reg.mvh_bulk, self.reg.mvh_early) {
+                        (0, 0) => String::new(),
+                        (0, _) => "-early".to_string(),
+                        (d, _) => format!("-bulk{d}"),
                     }
                 ),
                 Acts::F32 | Acts::Invalid => "plain".to_string(),
