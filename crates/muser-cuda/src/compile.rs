@@ -374,6 +374,14 @@ mod tests {
             )
             .unwrap_or_else(|e| panic!("{e}"));
         }
+        compile_module(
+            m,
+            Math::Strict,
+            "sm_90a",
+            &m.source(),
+            &["-DMVH_EARLY=1".to_string()],
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
         let m = Module::MmwH16;
         compile_module(
             m,
