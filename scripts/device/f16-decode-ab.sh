@@ -6,15 +6,17 @@
 #                            neutral without PDL: 120.78 vs 120.96)
 #   MUSER_CUDA_H16_MID_S=8   8 chains for the attention output and FFN down (part of the numbers)
 #   MUSER_CUDA_H16_NARROW_S=16  16 chains for Q and the attention gate (part of the numbers)
-# First cuda_route's f16 test with the chain counts raised (decode and prefill kernels must
-# still agree bit for bit) and with MVH_EARLY, then mvh_bench --decode per chain setting, then
+#   MUSER_CUDA_H16_GLU=1     the FFN's gate, up and SwiGLU in one decode launch (same bits)
+# First cuda_route's f16 test (its variants include H16_GLU=1) with the chain counts raised
+# (decode and prefill kernels must still agree bit for bit), with MVH_EARLY, and as built, then mvh_bench --decode per chain setting, then
 # pp512 / tg128 on the full forge per variant, the default first and last (Muser only).
 # Carry .device/muser, .device/mvh_bench, .device/tests/cuda_route.
-# Usage: bash scripts/device/f16-decode-ab.sh OUTDIR   (~8 min)
+# Usage: bash scripts/device/f16-decode-ab.sh OUTDIR   (~9 min)
 set -uo pipefail
 out=${1:?outdir}
 bash scripts/device/forge-bg.sh
-for v in "MUSER_CUDA_H16_MID_S=8 MUSER_CUDA_H16_NARROW_S=16" "MUSER_CUDA_MVH_EARLY=1"; do
+for v in "MUSER_CUDA_H16_MID_S=8 MUSER_CUDA_H16_NARROW_S=16" "MUSER_CUDA_MVH_EARLY=1" \
+  "MUSER_CUDA_H16_GLU=0"; do
   env $v MUSER_CUDA_DEADLINE_S=120 timeout 200 .device/tests/cuda_route --test-threads 1 \
     --nocapture f16 > "$out/cuda_route.txt" 2>&1
   echo "cuda_route f16 ($v) rc=$?"; grep -E "test result|panicked|vs oracle" "$out/cuda_route.txt"
@@ -25,8 +27,9 @@ for v in "" "MUSER_CUDA_H16_MID_S=8" "MUSER_CUDA_H16_NARROW_S=16"; do
   echo "== mvh_bench ${v:-default} rc=$?"; grep -E "nt 1:" "$out/mvh.txt"
 done
 while [ ! -f "$HOME/forge.done" ]; do sleep 2; done
-for v in "" "MUSER_CUDA_MVH_EARLY=1" "MUSER_CUDA_MVH_BULK=2" "MUSER_CUDA_H16_MID_S=8" \
-  "MUSER_CUDA_H16_NARROW_S=16" "MUSER_CUDA_MVH_EARLY=1" ""; do
+for v in "" "MUSER_CUDA_H16_GLU=1" "MUSER_CUDA_MVH_EARLY=1" "MUSER_CUDA_MVH_BULK=2" \
+  "MUSER_CUDA_H16_MID_S=8" "MUSER_CUDA_H16_NARROW_S=16" "MUSER_CUDA_H16_GLU=1" \
+  "MUSER_CUDA_H16_GLU=1 MUSER_CUDA_MVH_EARLY=1" ""; do
   env MUSER_CUDA_ACTS=f16 $v timeout 150 .device/muser bench -m "$HOME/full.gguf" --backend cuda \
     -p 512 -n 128 -r 2 > "$out/bench.txt" 2>&1
   echo "${v:-default}: $(grep -E "pp512|tg128" "$out/bench.txt" | tr -s ' ' | cut -d'(' -f1 | tr '\n' ' ') $(grep -o "mv=[^,]*" "$out/bench.txt")"

@@ -387,6 +387,44 @@ impl Registry {
         }
     }
 
+    /// The FFN's gate and up matmuls with their SwiGLU in one decode launch (`mvh_glu_*`,
+    /// matvec_h16.cu) for `n_tok` tokens over two `w` matrices of `n_out` rows: 2S warps per
+    /// 16-row group (S from `h16_chains`, so the same bits as two `mvh_plan` launches and the
+    /// swiglu kernel), one block row per 8 tokens (2S ≤ 32 warps: S ≤ 16). `None` for more
+    /// than 8 tokens (prefill) or with the bulk-copy ring (`mvh_bulk`, which these kernels do
+    /// not have). Arguments: Wg, Wu, n_out, K, XH, XSUM, XSUM16, XINV, gate's w_inv, up's
+    /// w_inv, Y, ldy, n_tok, M (the row maxima cells).
+    pub fn mvh_glu_plan(
+        &self,
+        w: HWeights,
+        n_out: usize,
+        n_tok: usize,
+    ) -> Option<(Kernel, crate::launch::Dims)> {
+        use Kernel::*;
+        if n_tok > 8 || self.mvh_bulk != 0 {
+            return None;
+        }
+        let s = self.h16_chains(n_out).0;
+        let kernel = match (w, s) {
+            (HWeights::Q4H, 2) => MvhGluQ4hS2,
+            (HWeights::Q4H, 4) => MvhGluQ4hS4,
+            (HWeights::Q4H, 8) => MvhGluQ4hS8,
+            (HWeights::Q4H, _) => MvhGluQ4hS16,
+            (HWeights::Q6H, 2) => MvhGluQ6hS2,
+            (HWeights::Q6H, 4) => MvhGluQ6hS4,
+            (HWeights::Q6H, 8) => MvhGluQ6hS8,
+            (HWeights::Q6H, _) => MvhGluQ6hS16,
+        };
+        Some((
+            kernel,
+            crate::launch::Dims {
+                grid: ((n_out / 16) as u32, (n_tok as u32).div_ceil(8), 1),
+                block: 64 * s,
+                smem: 0,
+            },
+        ))
+    }
+
     /// The launch of `act_h16` over `n_tok` tokens of `k` values: one thread per 32-value unit,
     /// one block row per token.
     pub fn act_h16_dims(n_tok: usize, k: usize) -> crate::launch::Dims {

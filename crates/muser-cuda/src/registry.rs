@@ -88,6 +88,10 @@ kernels! {
     MvsQ6pA8T8 => MatvecPackedA8, "mvs_q6p_a8_t8"; MvpQ6pA8T8 => MatvecPackedA8, "mvp_q6p_a8_t8";
     MmvQ4kA8 => MmvA8, "mmv_q4_k_a8"; MmvQ6pA8 => MmvA8, "mmv_q6p_a8";
     ActH16 => MatvecH16, "act_h16"; ActH16M => MatvecH16, "act_h16_m";
+    MvhGluQ4hS2 => MatvecH16, "mvh_glu_q4h_s2"; MvhGluQ4hS4 => MatvecH16, "mvh_glu_q4h_s4";
+    MvhGluQ6hS2 => MatvecH16, "mvh_glu_q6h_s2"; MvhGluQ6hS4 => MatvecH16, "mvh_glu_q6h_s4";
+    MvhGluQ4hS8 => MatvecH16, "mvh_glu_q4h_s8"; MvhGluQ4hS16 => MatvecH16, "mvh_glu_q4h_s16";
+    MvhGluQ6hS8 => MatvecH16, "mvh_glu_q6h_s8"; MvhGluQ6hS16 => MatvecH16, "mvh_glu_q6h_s16";
     MvhQ4hS2 => MatvecH16, "mvh_q4h_s2"; MvhQ6hS2 => MatvecH16, "mvh_q6h_s2";
     MmhQ4hS2 => MatvecH16, "mmh_q4h_s2"; MmhQ6hS2 => MatvecH16, "mmh_q6h_s2";
     MmtQ4hS2 => MmtH16, "mmt_q4h_s2"; MmtQ6hS2 => MmtH16, "mmt_q6h_s2";

@@ -270,7 +270,8 @@ fn f16_route_refuses_what_it_has_no_kernels_for() {
 /// kernels for chunks of up to 8 tokens, its prefill kernels above), decode graph or eager,
 /// serial capture, one attention token per block, without the row maxima the element-wise
 /// kernels fold (`MUSER_CUDA_H16_ROWMAX=0`: act_h16 rescans the row), without programmatic
-/// dependent launch (the f16 route's default), and the fused residual norm
+/// dependent launch (the f16 route's default), the FFN's gate, up and SwiGLU in one decode
+/// launch (`MUSER_CUDA_H16_GLU=1`), and the fused residual norm
 /// (`residual_norm_h16`) and element-wise twins or act_h16 after the plain kernels; the same with
 /// the f32 attention kernels (`MUSER_CUDA_H16_ATTN=f32`) instead of the tensor-core ones; far
 /// closer to the f64 oracle than the A8 route (the f64 probe: KL 3.9e-5 on tiny with f16
@@ -314,6 +315,17 @@ fn cuda_f16_route_is_deterministic_and_tracks_the_oracle() {
             (
                 "no row maxima, chunk 1, decode graph",
                 f16(1, |o| o.h16_rowmax = false),
+            ),
+            (
+                "gate, up and SwiGLU in one decode launch, chunk 1, decode graph",
+                f16(1, |o| o.h16_glu = true),
+            ),
+            (
+                "gate, up and SwiGLU in one decode launch, chunk 7, eager",
+                f16(7, |o| {
+                    o.h16_glu = true;
+                    o.graphs = false;
+                }),
             ),
             (
                 "without programmatic dependent launch, chunk 1, decode graph",

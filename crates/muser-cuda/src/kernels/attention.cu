@@ -463,7 +463,7 @@ __device__ __forceinline__ bool combine_block(const float* Op, const float* Mp, 
 // in strict math).
 __device__ __forceinline__ float combine_out(float acc, float inv, const float* G, size_t i) {
     const float v = acc * inv;
-    return G ? v / (1.0f + expf(-G[i])) : v;
+    return G ? ew_sigmoid_gate(v, G[i]) : v;
 }
 
 extern "C" __global__ void attn_combine(const float* Op, const float* Mp, const float* Lp,

@@ -13,6 +13,20 @@ typedef unsigned long long u64;
 
 #define MUSER_INF __int_as_float(0x7f800000)
 
+// The per-element activation formulas, one definition for every kernel that applies them
+// (elementwise.cu's kernels, the attention combine's gate, matvec_h16.cu's fused FFN epilogue):
+// the same expression compiled under the same math options gives the same bits.
+__device__ __forceinline__ float tanh_exp(float y) {
+    const float e = expf(2.0f * fabsf(y));
+    return copysignf(1.0f - 2.0f / (e + 1.0f), y);
+}
+__device__ __forceinline__ float ew_sigmoid_gate(float a, float g) { return a / (1.0f + expf(-g)); }
+__device__ __forceinline__ float ew_swiglu(float x, float u) { return x / (1.0f + expf(-x)) * u; }
+__device__ __forceinline__ float ew_geglu(float x, float u) {
+    const float K = 0.7978846f;
+    return 0.5f * x * (1.0f + tanh_exp(K * (x + 0.044715f * x * x * x))) * u;
+}
+
 // Programmatic dependent launch (sm_90; host: `Gpu::set_pdl`, `MUSER_CUDA_PDL`). A kernel
 // launched with the attribute may start while the previous kernel of its stream/graph still
 // runs. Invariant of every Muser kernel: each thread calls pdl_wait() before it reads anything

@@ -8,18 +8,8 @@
 // scale_softcap: X[i] = cap * tanh(X[i] * scale / cap)  (cap <= 0: X[i] *= scale)
 // `width` is the row width; rows beyond sp->n_tok are not touched.
 
-__device__ __forceinline__ float tanh_exp(float y) {
-    const float e = expf(2.0f * fabsf(y));
-    return copysignf(1.0f - 2.0f / (e + 1.0f), y);
-}
-
-// The per-element formulas, one definition for the plain and the fused kernels.
-__device__ __forceinline__ float ew_sigmoid_gate(float a, float g) { return a / (1.0f + expf(-g)); }
-__device__ __forceinline__ float ew_swiglu(float x, float u) { return x / (1.0f + expf(-x)) * u; }
-__device__ __forceinline__ float ew_geglu(float x, float u) {
-    const float K = 0.7978846f;
-    return 0.5f * x * (1.0f + tanh_exp(K * (x + 0.044715f * x * x * x))) * u;
-}
+// The per-element formulas (ew_sigmoid_gate, ew_swiglu, ew_geglu): common.cuh, one definition
+// for these kernels and the fused matmul epilogue (matvec_h16.cu mvh_glu_*).
 
 #define EW_GUARD                                                         \
     PDL_ENTRY()                                                          \

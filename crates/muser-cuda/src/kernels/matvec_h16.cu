@@ -179,6 +179,114 @@ __device__ __forceinline__ void mvh_body(const u8* __restrict__ W, int n_out, in
     mvh_finish<S, TG>(acc, part, G, tok0, n_tok, XINV, w_inv, Y, ldy);
 }
 
+// ---- The FFN's gate and up matmuls and its SwiGLU in one decode launch (`MUSER_CUDA_H16_GLU=1`,
+// up to 8 tokens per block row): a block of 2S warps holds one 16-row group of both matrices —
+// warps 0..S−1 gate's S chains, warps S..2S−1 up's — each chain mvh_body's arithmetic, each
+// matrix's chains added in warp order as mvh_finish does and scaled by its own w_inv, so gate and
+// up are the values the two mvh launches give. Warp 0 then writes ew_swiglu(gate, up) to Y (the
+// swiglu kernel's formula; strict math only — the host refuses the launch for fast-math
+// activations) and folds each token's largest magnitude over the block's 16 rows into M[t]
+// (atomicMax on the bits of non-negative floats, a NaN as 0: the row maxima of
+// elementwise.cu's swiglu_m, exact in any order; M zeroed before the step). Y never holds
+// the up projection.
+template <class F, int S>
+__device__ __forceinline__ void mvh_glu_body(const u8* __restrict__ Wg, const u8* __restrict__ Wu,
+                                             int n_out, int K, const u16* __restrict__ XH,
+                                             const u16* __restrict__ XSUM,
+                                             const u16* __restrict__ XSUM16,
+                                             const float* __restrict__ XINV, float winv_g,
+                                             float winv_u, float* __restrict__ Y, int ldy,
+                                             int n_tok, u32* __restrict__ M) {
+    __shared__ float part[2 * S][32][4];
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t4 = lane & 3;
+    const int G = blockIdx.x, nsb = K / 256, c = warp % S;
+    const u8* W = warp < S ? Wg : Wu;
+    const size_t pieces = (size_t)(n_out / 16) * nsb;
+    const int tok0 = 8 * blockIdx.y;
+    float acc[1][4] = {{0.f, 0.f, 0.f, 0.f}};
+    const u32* sums = (const u32*)F::sums(XSUM, XSUM16);
+    auto load = [&](int sb, typename F::Regs& rr) {
+        const u8 *p0, *p1, *p2;
+        piece_at<F>(W, pieces, (size_t)G * nsb + sb, p0, p1, p2);
+        F::template load_at<true>(p0, p1, p2, lane, g, t4, rr);
+    };
+    typename F::Regs r;
+    int s = c;
+#if MVH_EARLY
+    if (s < nsb) load(s, r);
+    PDL_ENTRY()
+#else
+    PDL_ENTRY()
+    if (s < nsb) load(s, r);
+#endif
+    for (; s < nsb; s += S) {
+        typename F::Regs rn;
+        if (s + S < nsb) load(s + S, rn);
+        mvh_piece<F, 1>(r, s, K, nsb, XH, sums, tok0, n_tok, g, t4, acc);
+        r = rn;
+    }
+#pragma unroll
+    for (int e = 0; e < 4; ++e) part[warp][lane][e] = acc[0][e];
+    __syncthreads();
+    if (warp != 0) return;
+    float ag[4], au[4];
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+        ag[e] = part[0][lane][e];
+        au[e] = part[S][lane][e];
+    }
+#pragma unroll
+    for (int w = 1; w < S; ++w)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+            ag[e] = __fadd_rn(ag[e], part[w][lane][e]);
+            au[e] = __fadd_rn(au[e], part[S + w][lane][e]);
+        }
+    const int r0 = 16 * G + g;
+    float mx[2] = {0.f, 0.f};  // tokens tok0 + 2·t4 + 0 / 1
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+        const int row = r0 + 8 * (e >> 1), t = tok0 + 2 * t4 + (e & 1);
+        if (t < n_tok) {
+            const float yg = __fmul_rn(ag[e], __fmul_rn(XINV[t], winv_g));
+            const float yu = __fmul_rn(au[e], __fmul_rn(XINV[t], winv_u));
+            const float v = ew_swiglu(yg, yu);
+            Y[(size_t)t * ldy + row] = v;
+            mx[e & 1] = fmaxf(mx[e & 1], v == v ? fabsf(v) : 0.f);
+        }
+    }
+    // Each token's maximum over the 8 lanes of its t4 (g = 0..7: lane bits 2..4).
+#pragma unroll
+    for (int o = 4; o < 32; o <<= 1) {
+        mx[0] = fmaxf(mx[0], __shfl_xor_sync(0xffffffffu, mx[0], o));
+        mx[1] = fmaxf(mx[1], __shfl_xor_sync(0xffffffffu, mx[1], o));
+    }
+    if (g == 0) {
+#pragma unroll
+        for (int k = 0; k < 2; ++k) {
+            const int t = tok0 + 2 * t4 + k;
+            if (t < n_tok) atomicMax(M + t, __float_as_uint(mx[k]));
+        }
+    }
+}
+
+#define MVH_GLU_KERNEL(NAME, F, S)                                                                \
+    extern "C" __global__ void __launch_bounds__(64 * S)                                          \
+        NAME(const u8* Wg, const u8* Wu, int n_out, int K, const u16* XH, const u16* XSUM,        \
+             const u16* XSUM16, const float* XINV, float winv_g, float winv_u, float* Y, int ldy, \
+             int n_tok, u32* M) {                                                                 \
+        mvh_glu_body<F, S>(Wg, Wu, n_out, K, XH, XSUM, XSUM16, XINV, winv_g, winv_u, Y, ldy,      \
+                           n_tok, M);                                                             \
+    }
+MVH_GLU_KERNEL(mvh_glu_q4h_s2, FmtQ4H, 2)
+MVH_GLU_KERNEL(mvh_glu_q4h_s4, FmtQ4H, 4)
+MVH_GLU_KERNEL(mvh_glu_q6h_s2, FmtQ6H, 2)
+MVH_GLU_KERNEL(mvh_glu_q6h_s4, FmtQ6H, 4)
+MVH_GLU_KERNEL(mvh_glu_q4h_s8, FmtQ4H, 8)
+MVH_GLU_KERNEL(mvh_glu_q4h_s16, FmtQ4H, 16)
+MVH_GLU_KERNEL(mvh_glu_q6h_s8, FmtQ6H, 8)
+MVH_GLU_KERNEL(mvh_glu_q6h_s16, FmtQ6H, 16)
+
 // ---- The decode matmul with its weights streamed by bulk copies (MVH_BULK = D >= 2 stages,
 // `MUSER_CUDA_MVH_BULK`): the same pieces, order and arithmetic as mvh_body (the same bits),
 // but each warp's next D − 1 pieces are in flight as cp.async.bulk copies into its ring of D

@@ -365,39 +365,59 @@ impl<'m> CudaSession<'m> {
             )?;
             self.residual_norm(s, n, lw.post_attn_norm, lw.ffn_norm, fuse, acts)?;
             prof.mark("attn out+norm", s)?;
-            self.project(
-                (h, e),
-                e,
-                n,
-                &[
-                    (&lw.ffn_gate, b.fg.ptr(), c.n_ff),
-                    (&lw.ffn_up, b.fu.ptr(), c.n_ff),
-                ],
-                fuse,
-                packed,
-                acts,
-            )?;
-            let act = match (c.ffn_activation, fuse_ew, rowmax) {
-                (FfnActivation::Silu, false, false) => Kernel::Swiglu,
-                (FfnActivation::GeluTanh, false, false) => Kernel::Geglu,
-                (FfnActivation::Silu, false, true) => Kernel::SwigluM,
-                (FfnActivation::GeluTanh, false, true) => Kernel::GegluM,
-                (FfnActivation::Silu, true, _) => Kernel::SwigluQ,
-                (FfnActivation::GeluTanh, true, _) => Kernel::GegluQ,
-            };
-            let act_args = KArgs::new()
-                .ptr(b.fg.ptr())
-                .ptr(b.fu.ptr())
-                .int(c.n_ff)
-                .ptr(step);
-            if fuse_ew {
-                self.ewq(act, s, act_args, c.n_ff, n, acts)?;
-            } else if rowmax {
-                let m = rowmax_cell(il, 1);
-                self.ew(act, s, act_args.ptr(m), n * c.n_ff)?;
-                self.act_h16(s, (b.fg.ptr(), c.n_ff), c.n_ff, n, Some(m))?;
+            // The f16 decode FFN's gate, up and SwiGLU in one launch where it applies
+            // (`MUSER_CUDA_H16_GLU=1`: strict math, SiLU, the row maxima on; decode steps).
+            let glu = self.opts.h16_glu
+                && rowmax
+                && c.ffn_activation == FfnActivation::Silu
+                && self.opts.act_math == Math::Strict
+                && self.glu_h16(
+                    s,
+                    (h, e),
+                    e,
+                    n,
+                    (&lw.ffn_gate, &lw.ffn_up),
+                    (b.fg.ptr(), c.n_ff),
+                    fuse,
+                    rowmax_cell(il, 1),
+                )?;
+            if glu {
+                self.act_h16(s, (b.fg.ptr(), c.n_ff), c.n_ff, n, Some(rowmax_cell(il, 1)))?;
             } else {
-                self.ew(act, s, act_args, n * c.n_ff)?;
+                self.project(
+                    (h, e),
+                    e,
+                    n,
+                    &[
+                        (&lw.ffn_gate, b.fg.ptr(), c.n_ff),
+                        (&lw.ffn_up, b.fu.ptr(), c.n_ff),
+                    ],
+                    fuse,
+                    packed,
+                    acts,
+                )?;
+                let act = match (c.ffn_activation, fuse_ew, rowmax) {
+                    (FfnActivation::Silu, false, false) => Kernel::Swiglu,
+                    (FfnActivation::GeluTanh, false, false) => Kernel::Geglu,
+                    (FfnActivation::Silu, false, true) => Kernel::SwigluM,
+                    (FfnActivation::GeluTanh, false, true) => Kernel::GegluM,
+                    (FfnActivation::Silu, true, _) => Kernel::SwigluQ,
+                    (FfnActivation::GeluTanh, true, _) => Kernel::GegluQ,
+                };
+                let act_args = KArgs::new()
+                    .ptr(b.fg.ptr())
+                    .ptr(b.fu.ptr())
+                    .int(c.n_ff)
+                    .ptr(step);
+                if fuse_ew {
+                    self.ewq(act, s, act_args, c.n_ff, n, acts)?;
+                } else if rowmax {
+                    let m = rowmax_cell(il, 1);
+                    self.ew(act, s, act_args.ptr(m), n * c.n_ff)?;
+                    self.act_h16(s, (b.fg.ptr(), c.n_ff), c.n_ff, n, Some(m))?;
+                } else {
+                    self.ew(act, s, act_args, n * c.n_ff)?;
+                }
             }
             prof.mark("ffn gate+up", s)?;
             self.project(

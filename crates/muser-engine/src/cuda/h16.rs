@@ -11,9 +11,11 @@
 //! configuration error naming what to change, never a silent switch to another route.
 
 use muser_cuda::attn_h16::AttnH16Shape;
+use muser_cuda::Math;
 use muser_gguf::GgmlType;
 
 use super::options::{Acts, CudaOptions};
+use crate::config::FfnActivation;
 use crate::{EngineError, Model};
 
 /// The integer routes' switches: each acts on kernels the f16 route never launches.
@@ -39,7 +41,7 @@ const INTEGER_ROUTE_SWITCHES: [&str; 18] = [
 ];
 
 /// The f16 route's own switches: on another route they would change nothing.
-const F16_ROUTE_SWITCHES: [&str; 11] = [
+const F16_ROUTE_SWITCHES: [&str; 12] = [
     "MUSER_CUDA_H16_ATTN",
     "MUSER_CUDA_H16_ROWMAX",
     "MUSER_CUDA_MMT",
@@ -51,6 +53,7 @@ const F16_ROUTE_SWITCHES: [&str; 11] = [
     "MUSER_CUDA_H16_MID_S",
     "MUSER_CUDA_H16_NARROW_S",
     "MUSER_CUDA_MVH_EARLY",
+    "MUSER_CUDA_H16_GLU",
 ];
 
 fn refuse(what: impl std::fmt::Display) -> Result<(), EngineError> {
@@ -107,6 +110,29 @@ pub fn check_options(model: &Model, opts: &mut CudaOptions) -> Result<(), Engine
             "MUSER_CUDA_H16_ROWMAX=1 acts on the plain element-wise kernels; the fused twins \
              (MUSER_CUDA_H16_EW=fused) write the f16 format themselves",
         );
+    }
+    match std::env::var("MUSER_CUDA_H16_GLU").as_deref() {
+        Err(_) | Ok("0" | "1") => {}
+        Ok(v) => return refuse(format!("MUSER_CUDA_H16_GLU={v}: expected 0 or 1")),
+    }
+    if opts.h16_glu {
+        // The fused FFN launch's epilogue is swiglu_m's: a session where it could never run
+        // refuses the switch.
+        if !opts.h16_rowmax_on() {
+            return refuse(
+                "MUSER_CUDA_H16_GLU=1 folds the row maxima (MUSER_CUDA_H16_ROWMAX=1 with the \
+                 plain element-wise kernels)",
+            );
+        }
+        if opts.act_math != Math::Strict {
+            return refuse(
+                "MUSER_CUDA_H16_GLU=1 applies the SwiGLU in strict math (unset \
+                 MUSER_CUDA_FAST_ACT)",
+            );
+        }
+        if model.config.ffn_activation != FfnActivation::Silu {
+            return refuse("MUSER_CUDA_H16_GLU=1 fuses SwiGLU; this model's FFN is GeGLU");
+        }
     }
     match std::env::var("MUSER_CUDA_H16_ATTN").as_deref() {
         Err(_) | Ok("mma" | "f32") => {}

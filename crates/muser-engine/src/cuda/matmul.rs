@@ -285,6 +285,56 @@ impl<'m> CudaSession<'m> {
         launch(self.f(kern), dims, s, args)
     }
 
+    /// The FFN's gate and up projections of `n` decode tokens (`x`, `k` values a row) in one
+    /// launch (`mvh_glu_*`, `MUSER_CUDA_H16_GLU=1`) that also applies the SwiGLU — writing it
+    /// to `y` — and folds each token's largest magnitude into the row-maxima cells `m`; the
+    /// same bits as the two `mvh` launches and `swiglu_m` (strict math: the caller's check).
+    /// Queues nothing and returns false where no such launch exists (more than 8 tokens, a
+    /// chain count or layout pair without a kernel).
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn glu_h16(
+        &self,
+        s: Stream,
+        x: (u64, usize),
+        k: usize,
+        n: usize,
+        (gate, up): (&DevMatrix, &DevMatrix),
+        (y, ldy): (u64, usize),
+        prequantized: bool,
+        m: u64,
+    ) -> Result<bool, CudaError> {
+        let (Some((fg, eg)), Some((fu, eu))) = (gate.h16, up.h16) else {
+            return Ok(false);
+        };
+        if fg != fu || gate.n_out != up.n_out || gate.n_in != up.n_in {
+            return Ok(false);
+        }
+        let Some((kernel, dims)) = self.reg.mvh_glu_plan(fg, gate.n_out, n) else {
+            return Ok(false);
+        };
+        if !prequantized {
+            self.quantize(s, x, k, n, Acts::F16)?;
+        }
+        let h = &self.b.h16;
+        let args = KArgs::new()
+            .ptr(gate.ptr)
+            .ptr(up.ptr)
+            .int(gate.n_out)
+            .int(gate.n_in)
+            .ptr(h.xh.ptr())
+            .ptr(h.xsum.ptr())
+            .ptr(h.xsum16.ptr())
+            .ptr(h.xinv.ptr())
+            .f32(2f32.powi(-eg))
+            .f32(2f32.powi(-eu))
+            .ptr(y)
+            .int(ldy)
+            .int(n)
+            .ptr(m);
+        launch(self.f(kernel), dims, s, args)?;
+        Ok(true)
+    }
+
     /// Whether the f16 route runs `n` tokens through `m` on the prefill tiles (else decode
     /// kernels or prefill rows).
     fn h16_tiles(m: &DevMatrix, n: usize) -> bool {

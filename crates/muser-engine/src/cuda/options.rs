@@ -70,6 +70,11 @@ pub struct CudaOptions {
     /// `cuda_route`); the cells are zeroed once per step. In effect where
     /// [`CudaOptions::h16_rowmax_on`] says.
     pub h16_rowmax: bool,
+    /// On the f16 route with the row maxima, strict math and a SwiGLU FFN, decode steps run the
+    /// FFN's gate and up projections and the SwiGLU in one launch (`mvh_glu_*`, matvec_h16.cu;
+    /// `MUSER_CUDA_H16_GLU=1`, default 0: built in session 26, not yet measured). The same bits
+    /// as the two launches and `swiglu_m` (device test `cuda_route`).
+    pub h16_glu: bool,
     /// Keys per attention partial block (`MUSER_CUDA_ATTN_SUPER`, a multiple of 32 in
     /// 32..=4096): the fixed partition of the key range (part of the numerics: every route
     /// of one session uses the same partition).
@@ -212,6 +217,7 @@ impl CudaOptions {
             fuse_explicit: std::env::var("MUSER_CUDA_FUSE").is_ok(),
             h16_ew_fused: std::env::var("MUSER_CUDA_H16_EW").as_deref() == Ok("fused"),
             h16_rowmax: std::env::var("MUSER_CUDA_H16_ROWMAX").as_deref() != Ok("0"),
+            h16_glu: std::env::var("MUSER_CUDA_H16_GLU").as_deref() == Ok("1"),
             attn_super: env_usize("MUSER_CUDA_ATTN_SUPER").unwrap_or(ATTN_SUPER),
             attn_hpb: env_usize("MUSER_CUDA_ATTN_HPB").unwrap_or(0),
             attn_mt: std::env::var("MUSER_CUDA_ATTN_MT").as_deref() != Ok("0"),

@@ -132,10 +132,11 @@ impl CudaSession<'_> {
                 (true, Acts::F16) => "norm",
                 (true, _) => "on",
             },
-            if self.opts.h16_rowmax_on() {
-                "+max"
-            } else {
-                ""
+            match (self.opts.h16_rowmax_on(), self.opts.h16_glu) {
+                (false, _) => "",
+                (true, false) => "+max",
+                // Accepted only where it runs (`h16::check_options`): decode steps.
+                (true, true) => "+max+glu",
             },
             self.opts.act_math.label(),
             if self.opts.graphs { "on" } else { "off" },
