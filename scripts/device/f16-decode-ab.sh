@@ -10,7 +10,8 @@
 # First cuda_route's f16 test (its variants include H16_GLU=1) with the chain counts raised
 # (decode and prefill kernels must still agree bit for bit), with MVH_EARLY, and as built, then mvh_bench --decode per chain setting, then
 # pp512 / tg128 on the full forge per variant, the default first and last (Muser only).
-# Carry .device/muser, .device/mvh_bench, .device/tests/cuda_route.
+# Carry .device/muser, .device/mvh_bench, .device/tests/cuda_route (and with FULL_TESTS=1
+# .device/tests/cuda_batched).
 # Usage: bash scripts/device/f16-decode-ab.sh OUTDIR   (~9 min)
 set -uo pipefail
 out=${1:?outdir}
@@ -34,3 +35,12 @@ for v in "" "MUSER_CUDA_H16_GLU=1" "MUSER_CUDA_MVH_EARLY=1" "MUSER_CUDA_MVH_BULK
     -p 512 -n 128 -r 2 > "$out/bench.txt" 2>&1
   echo "${v:-default}: $(grep -E "pp512|tg128" "$out/bench.txt" | tr -s ' ' | cut -d'(' -f1 | tr '\n' ' ') $(grep -o "mv=[^,]*" "$out/bench.txt")"
 done
+# FULL_TESTS=1 (carry .device/tests/cuda_batched too): every cuda_route and cuda_batched test on
+# the commit as built — the default route's combine now takes its gate from common.cuh's
+# ew_sigmoid_gate (the same expression), and f16 batched rows launch with PDL by default.
+if [ -n "${FULL_TESTS:-}" ]; then
+  for t in cuda_route cuda_batched; do
+    MUSER_CUDA_DEADLINE_S=120 timeout 400 .device/tests/$t --test-threads 1 > "$out/$t-full.txt" 2>&1
+    echo "$t (all) rc=$?"; grep -E "test result|panicked" "$out/$t-full.txt"
+  done
+fi
