@@ -481,11 +481,11 @@ extern "C" __global__ void attn_combine(const float* Op, const float* Mp, const 
             A[(size_t)t * n_head * hd_v + (size_t)h * hd_v + lane + 32 * r] = acc[r] * inv;
 }
 
-// attn_combine and, with G, the output gate (attn_combine_q's formula: bit-identical to
-// sigmoid_gate in strict math), also folding each token's largest magnitude over its row of
-// n_head * hd_v values into M[t] (atomicMax on the bits, a NaN as 0: exact in any order; M zeroed
-// before the step) — the f16 route's row maxima (MUSER_CUDA_H16_ROWMAX=1), the same numbers as
-// attn_combine → sigmoid_gate_m. Needs hd_v % 32 == 0.
+// attn_combine and, with G, the output gate (ew_sigmoid_gate: bit-identical to sigmoid_gate in
+// strict math), also folding each token's largest magnitude over its row of n_head * hd_v
+// values into M[t] (atomicMax on the bits, a NaN as 0: exact in any order; M zeroed before the
+// step) — the f16 route's row maxima (MUSER_CUDA_H16_ROWMAX, on by default), the same numbers
+// as attn_combine → sigmoid_gate_m. Needs hd_v % 32 == 0.
 extern "C" __global__ void attn_combine_m(const float* Op, const float* Mp, const float* Lp,
                                           int window, int n_head, int hd_v, int n_super,
                                           int super_len, float* A, const float* G,

@@ -32,8 +32,8 @@ extern "C" __global__ void geglu(float* G, const float* U, int width, const Step
 }
 
 // The three above, also folding each row's largest magnitude into M[row] (the f16 route's
-// `MUSER_CUDA_H16_ROWMAX=1`: act_h16_m then reads it instead of rescanning the row). A NaN counts
-// as 0 and the maximum of non-negative floats is the maximum of their bits as unsigned integers
+// `MUSER_CUDA_H16_ROWMAX`, on by default: act_h16_m then reads it instead of rescanning the
+// row). A NaN counts as 0 and the maximum of non-negative floats is the maximum of their bits as unsigned integers
 // — atomicMax gives act_h16's scan value exactly, in any order. M is zeroed before the step.
 // The block first merges its warps' maxima per row and then issues one atomic per row it
 // touches: one atomic per warp put 624 per row of a 512-token FFN step on the same L2 line and

@@ -120,7 +120,7 @@ pub fn check_options(model: &Model, opts: &mut CudaOptions) -> Result<(), Engine
         // refuses the switch.
         if !opts.h16_rowmax_on() {
             return refuse(
-                "MUSER_CUDA_H16_GLU=1 folds the row maxima (MUSER_CUDA_H16_ROWMAX=1 with the \
+                "MUSER_CUDA_H16_GLU=1 folds the row maxima (MUSER_CUDA_H16_ROWMAX, on by default, with the \
                  plain element-wise kernels)",
             );
         }
