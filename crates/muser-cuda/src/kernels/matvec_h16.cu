@@ -134,36 +134,23 @@ __device__ __forceinline__ void mvh_finish(float (&acc)[TG][4], float (&part)[S]
         }
 }
 
-// The matmul: S warps per 16-row group, TG groups of 8 tokens per warp (blockIdx.y covers 8·TG
-// tokens). Every output's MMA sequence is the same for any TG — one A fragment feeds the TG
-// token groups' MMAs — so decode (TG = 1) and prefill (TG = 4) give the same bits. The weights
-// one piece ahead in registers.
+// One warp's chain: super-blocks c, c + S, c + 2S, … of row group G of W (`pieces` pieces) into
+// `acc`, the next piece one ahead in registers. The PDL wait is here: before the first load, or
+// after it with MVH_EARLY (weights: no kernel writes them).
 template <class F, int S, int TG>
-__device__ __forceinline__ void mvh_body(const u8* __restrict__ W, int n_out, int K,
-                                         const u16* __restrict__ XH, const u16* __restrict__ XSUM,
-                                         const u16* __restrict__ XSUM16,
-                                         const float* __restrict__ XINV, float w_inv,
-                                         float* __restrict__ Y, int ldy, int n_tok) {
-    __shared__ float part[S][32][TG][4];
-    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t4 = lane & 3;
-    const int G = blockIdx.x, nsb = K / 256;
-    const size_t pieces = (size_t)(n_out / 16) * nsb;
-    const int tok0 = 8 * TG * blockIdx.y;
-    float acc[TG][4];
-#pragma unroll
-    for (int n = 0; n < TG; ++n)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) acc[n][e] = 0.f;
-    const u32* sums = (const u32*)F::sums(XSUM, XSUM16);
+__device__ __forceinline__ void mvh_chain(const u8* __restrict__ W, size_t pieces, int G, int nsb,
+                                          int c, int K, const u16* __restrict__ XH,
+                                          const u32* sums, int tok0, int n_tok,
+                                          float (&acc)[TG][4]) {
+    const int lane = threadIdx.x & 31, g = lane >> 2, t4 = lane & 3;
     auto load = [&](int sb, typename F::Regs& rr) {
         const u8 *p0, *p1, *p2;
         piece_at<F>(W, pieces, (size_t)G * nsb + sb, p0, p1, p2);
         F::template load_at<true>(p0, p1, p2, lane, g, t4, rr);
     };
     typename F::Regs r;
-    int s = warp;
+    int s = c;
 #if MVH_EARLY
-    // The first piece's weights (no kernel writes them) requested before the PDL wait.
     if (s < nsb) load(s, r);
     PDL_ENTRY()
 #else
@@ -176,6 +163,30 @@ __device__ __forceinline__ void mvh_body(const u8* __restrict__ W, int n_out, in
         mvh_piece<F, TG>(r, s, K, nsb, XH, sums, tok0, n_tok, g, t4, acc);
         r = rn;
     }
+}
+
+// The matmul: S warps per 16-row group, TG groups of 8 tokens per warp (blockIdx.y covers 8·TG
+// tokens). Every output's MMA sequence is the same for any TG — one A fragment feeds the TG
+// token groups' MMAs — so decode (TG = 1) and prefill (TG = 4) give the same bits. The weights
+// one piece ahead in registers.
+template <class F, int S, int TG>
+__device__ __forceinline__ void mvh_body(const u8* __restrict__ W, int n_out, int K,
+                                         const u16* __restrict__ XH, const u16* __restrict__ XSUM,
+                                         const u16* __restrict__ XSUM16,
+                                         const float* __restrict__ XINV, float w_inv,
+                                         float* __restrict__ Y, int ldy, int n_tok) {
+    __shared__ float part[S][32][TG][4];
+    const int warp = threadIdx.x >> 5;
+    const int G = blockIdx.x, nsb = K / 256;
+    const size_t pieces = (size_t)(n_out / 16) * nsb;
+    const int tok0 = 8 * TG * blockIdx.y;
+    float acc[TG][4];
+#pragma unroll
+    for (int n = 0; n < TG; ++n)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) acc[n][e] = 0.f;
+    mvh_chain<F, S, TG>(W, pieces, G, nsb, warp, K, XH, (const u32*)F::sums(XSUM, XSUM16), tok0,
+                        n_tok, acc);
     mvh_finish<S, TG>(acc, part, G, tok0, n_tok, XINV, w_inv, Y, ldy);
 }
 
@@ -199,32 +210,13 @@ __device__ __forceinline__ void mvh_glu_body(const u8* __restrict__ Wg, const u8
                                              int n_tok, u32* __restrict__ M) {
     __shared__ float part[2 * S][32][4];
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t4 = lane & 3;
-    const int G = blockIdx.x, nsb = K / 256, c = warp % S;
+    const int G = blockIdx.x, nsb = K / 256;
     const u8* W = warp < S ? Wg : Wu;
     const size_t pieces = (size_t)(n_out / 16) * nsb;
     const int tok0 = 8 * blockIdx.y;
     float acc[1][4] = {{0.f, 0.f, 0.f, 0.f}};
-    const u32* sums = (const u32*)F::sums(XSUM, XSUM16);
-    auto load = [&](int sb, typename F::Regs& rr) {
-        const u8 *p0, *p1, *p2;
-        piece_at<F>(W, pieces, (size_t)G * nsb + sb, p0, p1, p2);
-        F::template load_at<true>(p0, p1, p2, lane, g, t4, rr);
-    };
-    typename F::Regs r;
-    int s = c;
-#if MVH_EARLY
-    if (s < nsb) load(s, r);
-    PDL_ENTRY()
-#else
-    PDL_ENTRY()
-    if (s < nsb) load(s, r);
-#endif
-    for (; s < nsb; s += S) {
-        typename F::Regs rn;
-        if (s + S < nsb) load(s + S, rn);
-        mvh_piece<F, 1>(r, s, K, nsb, XH, sums, tok0, n_tok, g, t4, acc);
-        r = rn;
-    }
+    mvh_chain<F, S, 1>(W, pieces, G, nsb, warp % S, K, XH, (const u32*)F::sums(XSUM, XSUM16),
+                       tok0, n_tok, acc);
 #pragma unroll
     for (int e = 0; e < 4; ++e) part[warp][lane][e] = acc[0][e];
     __syncthreads();

@@ -315,16 +315,14 @@ impl<'m> CudaSession<'m> {
         if !prequantized {
             self.quantize(s, x, k, n, Acts::F16)?;
         }
-        let h = &self.b.h16;
-        let args = KArgs::new()
-            .ptr(gate.ptr)
-            .ptr(up.ptr)
-            .int(gate.n_out)
-            .int(gate.n_in)
-            .ptr(h.xh.ptr())
-            .ptr(h.xsum.ptr())
-            .ptr(h.xsum16.ptr())
-            .ptr(h.xinv.ptr())
+        let args = (self.b.h16)
+            .append(
+                KArgs::new()
+                    .ptr(gate.ptr)
+                    .ptr(up.ptr)
+                    .int(gate.n_out)
+                    .int(gate.n_in),
+            )
             .f32(2f32.powi(-eg))
             .f32(2f32.powi(-eu))
             .ptr(y)
