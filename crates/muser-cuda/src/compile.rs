@@ -379,7 +379,7 @@ mod tests {
             Math::Strict,
             "sm_90a",
             &m.source(),
-            &["-DMVH_EARLY=1".to_string()],
+            &["-DMVH_EARLY=0".to_string()],
         )
         .unwrap_or_else(|e| panic!("{e}"));
         let m = Module::MmwH16;

@@ -244,8 +244,9 @@ pub struct Registry {
     /// pieces in the same order, so the same bits.
     pub mvh_bulk: u32,
     /// The f16 matmuls (`mvh_*`, `mmh_*`) request their first weight piece before the PDL wait
-    /// (`-DMVH_EARLY`, `MUSER_CUDA_MVH_EARLY=1`; default 0 until measured). The same loads, so
-    /// the same bits.
+    /// (`-DMVH_EARLY`, `MUSER_CUDA_MVH_EARLY=0|1`, default 1: H200, full forge, session 27, f16
+    /// tg128 126.47 vs 125.70 / 125.84 off, with the fused FFN launch 127.88 vs 127.32). The
+    /// same loads, so the same bits.
     pub mvh_early: u32,
     /// With `MmtShape::Wg`: the fewest row groups a matrix needs for the warpgroup tiles
     /// (`MUSER_CUDA_MMW_MIN`: 1024, FFN gate / up and the output projection; 0, every tiled
@@ -473,7 +474,7 @@ impl Registry {
         }
         let h16_wide_s = env_choice("MUSER_CUDA_H16_WIDE_S", 2, &[2, 4])?;
         let mvh_bulk = env_choice("MUSER_CUDA_MVH_BULK", 0, &[0, 2, 3, 4])?;
-        let mvh_early = env_choice("MUSER_CUDA_MVH_EARLY", 0, &[0, 1])?;
+        let mvh_early = env_choice("MUSER_CUDA_MVH_EARLY", 1, &[0, 1])?;
         let h16_mid_s = env_choice("MUSER_CUDA_H16_MID_S", 4, &[4, 8])?;
         let h16_narrow_s = env_choice("MUSER_CUDA_H16_NARROW_S", 8, &[8, 16])?;
         if mva_ahead == 2 && mva_wstages > 0 {

@@ -317,13 +317,13 @@ fn cuda_f16_route_is_deterministic_and_tracks_the_oracle() {
                 f16(1, |o| o.h16_rowmax = false),
             ),
             (
-                "gate, up and SwiGLU in one decode launch, chunk 1, decode graph",
-                f16(1, |o| o.h16_glu = true),
+                "gate, up and SwiGLU in two launches and swiglu_m, chunk 1, decode graph",
+                f16(1, |o| o.h16_glu = Some(false)),
             ),
             (
-                "gate, up and SwiGLU in one decode launch, chunk 7, eager",
+                "gate, up and SwiGLU in two launches and swiglu_m, chunk 7, eager",
                 f16(7, |o| {
-                    o.h16_glu = true;
+                    o.h16_glu = Some(false);
                     o.graphs = false;
                 }),
             ),

@@ -20,9 +20,10 @@
 //   in shared memory (mvh_bulk_body); the same pieces in the same order either way.
 
 // Whether mvh_body requests its first piece before the PDL wait (-DMVH_EARLY,
-// `MUSER_CUDA_MVH_EARLY=1`; the same loads, so the same bits). The bulk ring always does.
+// `MUSER_CUDA_MVH_EARLY`, 1 by default; the same loads, so the same bits). The bulk ring always
+// does.
 #ifndef MVH_EARLY
-#define MVH_EARLY 0
+#define MVH_EARLY 1
 #endif
 
 #define ACT_H16_THREADS 128

@@ -366,9 +366,9 @@ impl<'m> CudaSession<'m> {
             self.residual_norm(s, n, lw.post_attn_norm, lw.ffn_norm, fuse, acts)?;
             prof.mark("attn out+norm", s)?;
             // The f16 decode FFN's gate, up and SwiGLU in one launch where it applies
-            // (`MUSER_CUDA_H16_GLU=1`, accepted by `h16::check_options` only with the row
+            // (`MUSER_CUDA_H16_GLU`, on by default where `h16::check_options` finds the row
             // maxima, strict math and SiLU; decode steps).
-            let glu = self.opts.h16_glu
+            let glu = self.opts.h16_glu_on()
                 && self.glu_h16(
                     s,
                     (h, e),

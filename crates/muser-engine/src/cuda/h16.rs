@@ -115,24 +115,24 @@ pub fn check_options(model: &Model, opts: &mut CudaOptions) -> Result<(), Engine
         Err(_) | Ok("0" | "1") => {}
         Ok(v) => return refuse(format!("MUSER_CUDA_H16_GLU={v}: expected 0 or 1")),
     }
-    if opts.h16_glu {
-        // The fused FFN launch's epilogue is swiglu_m's: a session where it could never run
-        // refuses the switch.
-        if !opts.h16_rowmax_on() {
-            return refuse(
-                "MUSER_CUDA_H16_GLU=1 folds the row maxima (MUSER_CUDA_H16_ROWMAX, on by default, with the \
-                 plain element-wise kernels)",
-            );
-        }
-        if opts.act_math != Math::Strict {
-            return refuse(
-                "MUSER_CUDA_H16_GLU=1 applies the SwiGLU in strict math (unset \
-                 MUSER_CUDA_FAST_ACT)",
-            );
-        }
-        if model.config.ffn_activation != FfnActivation::Silu {
-            return refuse("MUSER_CUDA_H16_GLU=1 fuses SwiGLU; this model's FFN is GeGLU");
-        }
+    // The fused FFN launch's epilogue is swiglu_m's: it needs the row maxima, strict math and
+    // a SwiGLU FFN. Asked for where it could never run, refused; unset, on where it can.
+    let glu_blocker = if !opts.h16_rowmax_on() {
+        Some(
+            "MUSER_CUDA_H16_GLU=1 folds the row maxima (MUSER_CUDA_H16_ROWMAX, on by default, with the \
+             plain element-wise kernels)",
+        )
+    } else if opts.act_math != Math::Strict {
+        Some("MUSER_CUDA_H16_GLU=1 applies the SwiGLU in strict math (unset MUSER_CUDA_FAST_ACT)")
+    } else if model.config.ffn_activation != FfnActivation::Silu {
+        Some("MUSER_CUDA_H16_GLU=1 fuses SwiGLU; this model's FFN is GeGLU")
+    } else {
+        None
+    };
+    match (opts.h16_glu, glu_blocker) {
+        (Some(true), Some(why)) => return refuse(why),
+        (None, blocker) => opts.h16_glu = Some(blocker.is_none()),
+        _ => {}
     }
     match std::env::var("MUSER_CUDA_H16_ATTN").as_deref() {
         Err(_) | Ok("mma" | "f32") => {}

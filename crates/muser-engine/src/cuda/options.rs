@@ -72,9 +72,12 @@ pub struct CudaOptions {
     pub h16_rowmax: bool,
     /// On the f16 route with the row maxima, strict math and a SwiGLU FFN, decode steps run the
     /// FFN's gate and up projections and the SwiGLU in one launch (`mvh_glu_*`, matvec_h16.cu;
-    /// `MUSER_CUDA_H16_GLU=1`, default 0: built in session 26, not yet measured). The same bits
-    /// as the two launches and `swiglu_m` (device test `cuda_route`).
-    pub h16_glu: bool,
+    /// `MUSER_CUDA_H16_GLU=0|1`; unset, `h16::check_options` turns it on wherever those
+    /// conditions hold). The same bits as the two launches and `swiglu_m` (device test
+    /// `cuda_route`). H200, full forge, session 27 (one call): f16 tg128 **127.32 vs
+    /// 125.70 / 125.84** off, pp512 4484.7 vs 4482.3 (decode only). In effect where
+    /// [`CudaOptions::h16_glu_on`] says.
+    pub h16_glu: Option<bool>,
     /// Keys per attention partial block (`MUSER_CUDA_ATTN_SUPER`, a multiple of 32 in
     /// 32..=4096): the fixed partition of the key range (part of the numerics: every route
     /// of one session uses the same partition).
@@ -191,6 +194,12 @@ impl CudaOptions {
         self.acts == Acts::F16 && self.h16_rowmax && !(self.fuse && self.h16_ew_fused)
     }
 
+    /// Whether the f16 decode FFN runs gate, up and SwiGLU in one launch: `h16_glu` as resolved
+    /// by `h16::check_options` (which refuses `Some(true)` where the launch cannot run).
+    pub fn h16_glu_on(&self) -> bool {
+        self.acts == Acts::F16 && self.h16_glu == Some(true)
+    }
+
     /// Whether kernels launch with programmatic dependent launch: `pdl` where set, else on the
     /// f16 route only. H200, full forge, session 26 (alternating, one call): f16 tg128
     /// **124.93 / 124.65 vs 120.54 / 121.30** off, pp512 4473.5 vs 4434.7; the A8 route
@@ -217,7 +226,12 @@ impl CudaOptions {
             fuse_explicit: std::env::var("MUSER_CUDA_FUSE").is_ok(),
             h16_ew_fused: std::env::var("MUSER_CUDA_H16_EW").as_deref() == Ok("fused"),
             h16_rowmax: std::env::var("MUSER_CUDA_H16_ROWMAX").as_deref() != Ok("0"),
-            h16_glu: std::env::var("MUSER_CUDA_H16_GLU").as_deref() == Ok("1"),
+            h16_glu: match std::env::var("MUSER_CUDA_H16_GLU").as_deref() {
+                Ok("1") => Some(true),
+                Ok("0") => Some(false),
+                // Anything else is refused by `h16::check_options` on the f16 route.
+                _ => None,
+            },
             attn_super: env_usize("MUSER_CUDA_ATTN_SUPER").unwrap_or(ATTN_SUPER),
             attn_hpb: env_usize("MUSER_CUDA_ATTN_HPB").unwrap_or(0),
             attn_mt: std::env::var("MUSER_CUDA_ATTN_MT").as_deref() != Ok("0"),

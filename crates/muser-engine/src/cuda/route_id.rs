@@ -78,8 +78,8 @@ impl CudaSession<'_> {
                         (m, n) => format!("-m{m}n{n}"),
                     },
                     match (self.reg.mvh_bulk, self.reg.mvh_early) {
-                        (0, 0) => String::new(),
-                        (0, _) => "-early".to_string(),
+                        (0, 0) => "-late".to_string(),
+                        (0, _) => String::new(),
                         (d, _) => format!("-bulk{d}"),
                     }
                 ),
@@ -132,7 +132,7 @@ impl CudaSession<'_> {
                 (true, Acts::F16) => "norm",
                 (true, _) => "on",
             },
-            match (self.opts.h16_rowmax_on(), self.opts.h16_glu) {
+            match (self.opts.h16_rowmax_on(), self.opts.h16_glu_on()) {
                 (false, _) => "",
                 (true, false) => "+max",
                 // Accepted only where it runs (`h16::check_options`): decode steps.
