@@ -382,6 +382,14 @@ mod tests {
             &["-DMVH_EARLY=0".to_string()],
         )
         .unwrap_or_else(|e| panic!("{e}"));
+        compile_module(
+            m,
+            Math::Strict,
+            "sm_90a",
+            &m.source(),
+            &["-DMVH_EARLY=4".to_string()],
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
         let m = Module::MmwH16;
         compile_module(
             m,

@@ -245,8 +245,10 @@ pub struct Registry {
     pub mvh_bulk: u32,
     /// The f16 matmuls (`mvh_*`, `mmh_*`) request their first weight piece before the PDL wait
     /// (`-DMVH_EARLY`, `MUSER_CUDA_MVH_EARLY=0|1`, default 1: H200, full forge, session 27, f16
-    /// tg128 126.47 vs 125.70 / 125.84 off, with the fused FFN launch 127.88 vs 127.32). The
-    /// same loads, so the same bits.
+    /// tg128 126.47 vs 125.70 / 125.84 off, with the fused FFN launch 127.88 vs 127.32); N > 1
+    /// (2, 3, 4, 6, 8) also prefetches each chain's next N − 1 pieces into L2 before the wait:
+    /// not kept (12-layer full-width forge, session 27, tg128 431.40 / 432.87 / 421.04 at
+    /// N = 2 / 4 / 8 vs 436.57 at 1). The same loads, so the same bits.
     pub mvh_early: u32,
     /// With `MmtShape::Wg`: the fewest row groups a matrix needs for the warpgroup tiles
     /// (`MUSER_CUDA_MMW_MIN`: 1024, FFN gate / up and the output projection; 0, every tiled
@@ -474,7 +476,7 @@ impl Registry {
         }
         let h16_wide_s = env_choice("MUSER_CUDA_H16_WIDE_S", 2, &[2, 4])?;
         let mvh_bulk = env_choice("MUSER_CUDA_MVH_BULK", 0, &[0, 2, 3, 4])?;
-        let mvh_early = env_choice("MUSER_CUDA_MVH_EARLY", 1, &[0, 1])?;
+        let mvh_early = env_choice("MUSER_CUDA_MVH_EARLY", 1, &[0, 1, 2, 3, 4, 6, 8])?;
         let h16_mid_s = env_choice("MUSER_CUDA_H16_MID_S", 4, &[4, 8])?;
         let h16_narrow_s = env_choice("MUSER_CUDA_H16_NARROW_S", 8, &[8, 16])?;
         if mva_ahead == 2 && mva_wstages > 0 {

@@ -19,12 +19,25 @@
 //   The decode kernels hold the next piece in registers, or with MVH_BULK a ring of bulk copies
 //   in shared memory (mvh_bulk_body); the same pieces in the same order either way.
 
-// Whether mvh_body requests its first piece before the PDL wait (-DMVH_EARLY,
-// `MUSER_CUDA_MVH_EARLY`, 1 by default; the same loads, so the same bits). The bulk ring always
-// does.
+// The pieces each decode chain requests before the PDL wait (-DMVH_EARLY, `MUSER_CUDA_MVH_EARLY`,
+// 1 by default): 0 none, 1 its first piece into registers, N > 1 also its next N − 1 pieces into
+// L2 (cp.async.bulk.prefetch, lane 0) — so a launch waiting on the previous kernel's tail keeps
+// the memory busy with its own weights. The same loads, so the same bits. The bulk ring always
+// requests its first D − 1 pieces early.
 #ifndef MVH_EARLY
 #define MVH_EARLY 1
 #endif
+
+// A hint: piece `piece` of W's three sections into L2 (no kernel writes weights; 16-byte aligned
+// sections of 16-byte multiples: FmtQ4H / FmtQ6H's S0, S1, S2).
+template <class F>
+__device__ __forceinline__ void prefetch_piece_l2(const u8* W, size_t pieces, size_t piece) {
+    const u8 *p0, *p1, *p2;
+    piece_at<F>(W, pieces, piece, p0, p1, p2);
+    asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(p0), "n"(F::S0) : "memory");
+    asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(p1), "n"(F::S1) : "memory");
+    asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(p2), "n"(F::S2) : "memory");
+}
 
 #define ACT_H16_THREADS 128
 
@@ -137,7 +150,7 @@ __device__ __forceinline__ void mvh_finish(float (&acc)[TG][4], float (&part)[S]
 
 // One warp's chain: super-blocks c, c + S, c + 2S, … of row group G of W (`pieces` pieces) into
 // `acc`, the next piece one ahead in registers. The PDL wait is here: before the first load, or
-// after it with MVH_EARLY (weights: no kernel writes them).
+// after it (and MVH_EARLY − 1 L2 prefetches) with MVH_EARLY (weights: no kernel writes them).
 template <class F, int S, int TG>
 __device__ __forceinline__ void mvh_chain(const u8* __restrict__ W, size_t pieces, int G, int nsb,
                                           int c, int K, const u16* __restrict__ XH,
@@ -153,6 +166,13 @@ __device__ __forceinline__ void mvh_chain(const u8* __restrict__ W, size_t piece
     int s = c;
 #if MVH_EARLY
     if (s < nsb) load(s, r);
+#if MVH_EARLY > 1
+    if (lane == 0) {
+#pragma unroll
+        for (int k = 1; k < MVH_EARLY; ++k)
+            if (s + k * S < nsb) prefetch_piece_l2<F>(W, pieces, (size_t)G * nsb + s + k * S);
+    }
+#endif
     PDL_ENTRY()
 #else
     PDL_ENTRY()

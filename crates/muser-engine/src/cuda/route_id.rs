@@ -79,7 +79,8 @@ impl CudaSession<'_> {
                     },
                     match (self.reg.mvh_bulk, self.reg.mvh_early) {
                         (0, 0) => "-late".to_string(),
-                        (0, _) => String::new(),
+                        (0, 1) => String::new(),
+                        (0, n) => format!("-early{n}"),
                         (d, _) => format!("-bulk{d}"),
                     }
                 ),
