@@ -172,7 +172,7 @@ impl Module {
             Module::MmvA16 | Module::MmvA8 => {
                 return format!("{COMMON}\n{FORMATS_A16}\n{MMA_INT8}\n{MMV}\n{body}")
             }
-            Module::Norm | Module::Elementwise => ACT_H16,
+            Module::Norm | Module::Elementwise | Module::Attention => ACT_H16,
             Module::MatvecH16 => return format!("{COMMON}\n{ACT_H16}\n{FORMATS_H16}\n{body}"),
             Module::MmtH16 | Module::MmwH16 | Module::AttnH16 => {
                 return format!("{COMMON}\n{FORMATS_H16}\n{body}")

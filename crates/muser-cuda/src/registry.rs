@@ -143,6 +143,7 @@ kernels! {
     AttnCombineQ => Attention, "attn_combine_q";
     AttnCombineQ8 => Attention, "attn_combine_q8";
     AttnCombineM => Attention, "attn_combine_m";
+    AttnCombineH16 => Attention, "attn_combine_h16";
     SigmoidGate => Elementwise, "sigmoid_gate";
     Swiglu => Elementwise, "swiglu";
     Geglu => Elementwise, "geglu";

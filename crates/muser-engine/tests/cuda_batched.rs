@@ -183,6 +183,13 @@ fn batched_decode_equals_each_sequence_alone() {
             o.acts = Acts::F16;
             o.graphs = false
         }),
+        (
+            "f16, the combine's last block writes the activations",
+            |o: &mut CudaOptions| {
+                o.acts = Acts::F16;
+                o.h16_combine_act = true
+            },
+        ),
     ] {
         let want: Vec<Vec<Vec<f32>>> = (0..n_seq)
             .map(|i| alone(&m, &prompts[i], &conts[i], set))

@@ -328,6 +328,21 @@ fn cuda_f16_route_is_deterministic_and_tracks_the_oracle() {
                 }),
             ),
             (
+                "the combine's last block writes the f16 activations, chunk 1, decode graph",
+                f16(1, |o| o.h16_combine_act = true),
+            ),
+            (
+                "the combine's last block writes the f16 activations, chunk 512",
+                f16(512, |o| o.h16_combine_act = true),
+            ),
+            (
+                "the combine's last block writes the f16 activations, chunk 7, eager",
+                f16(7, |o| {
+                    o.h16_combine_act = true;
+                    o.graphs = false;
+                }),
+            ),
+            (
                 "without programmatic dependent launch, chunk 1, decode graph",
                 f16(1, |o| o.pdl = Some(false)),
             ),

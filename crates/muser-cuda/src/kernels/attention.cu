@@ -486,16 +486,16 @@ extern "C" __global__ void attn_combine(const float* Op, const float* Mp, const 
 // values into M[t] (atomicMax on the bits, a NaN as 0: exact in any order; M zeroed before the
 // step) — the f16 route's row maxima (MUSER_CUDA_H16_ROWMAX, on by default), the same numbers
 // as attn_combine → sigmoid_gate_m. Needs hd_v % 32 == 0.
-extern "C" __global__ void attn_combine_m(const float* Op, const float* Mp, const float* Lp,
-                                          int window, int n_head, int hd_v, int n_super,
-                                          int super_len, float* A, const float* G,
-                                          const StepParams* sp, u32* M) {
-    PDL_ENTRY()
+// The body of attn_combine_m: false when the token is past the step.
+__device__ __forceinline__ bool combine_m_body(const float* Op, const float* Mp, const float* Lp,
+                                               int window, int n_head, int hd_v, int n_super,
+                                               int super_len, float* A, const float* G,
+                                               const StepParams* sp, u32* M) {
     const int h = blockIdx.x, t = blockIdx.y, lane = threadIdx.x & 31;
     unsigned rmask;
     float acc[8], inv;
     if (!combine_block(Op, Mp, Lp, window, n_head, hd_v, n_super, super_len, sp, rmask, acc, inv))
-        return;
+        return false;
     const size_t width = (size_t)n_head * hd_v;
     float amax = 0.f;
 #pragma unroll
@@ -509,6 +509,54 @@ extern "C" __global__ void attn_combine_m(const float* Op, const float* Mp, cons
     }
     amax = warp_max(amax);
     if (lane == 0) atomicMax(M + t, __float_as_uint(amax));
+    return true;
+}
+
+extern "C" __global__ void attn_combine_m(const float* Op, const float* Mp, const float* Lp,
+                                          int window, int n_head, int hd_v, int n_super,
+                                          int super_len, float* A, const float* G,
+                                          const StepParams* sp, u32* M) {
+    PDL_ENTRY()
+    combine_m_body(Op, Mp, Lp, window, n_head, hd_v, n_super, super_len, A, G, sp, M);
+}
+
+// attn_combine_m, then the f16 route's activations of the token's row in the token's last block
+// to finish (`MUSER_CUDA_H16_COMBINE_ACT=1`): every block fences its writes of A and M and takes
+// a ticket from T[t] (zeroed before the step, like M); the block taking ticket n_head − 1 reads
+// the row and M[t] through L2 and writes XH / XSUM / XSUM16 / XINV with act_h16_m's arithmetic
+// (h16_shift of M[t], h16_unit_vals per 32-value unit) — the same bits as attn_combine_m followed
+// by act_h16_m, one launch fewer. Grid (n_head, n_tok), any multiple of 32 threads; needs
+// hd_v % 32 == 0 (the host's check for every combine).
+extern "C" __global__ void attn_combine_h16(const float* Op, const float* Mp, const float* Lp,
+                                            int window, int n_head, int hd_v, int n_super,
+                                            int super_len, float* A, const float* G,
+                                            const StepParams* sp, u32* M, u32* T, u16* XH,
+                                            u16* XSUM, u16* XSUM16, float* XINV) {
+    __shared__ int last;
+    PDL_ENTRY()
+    const int t = blockIdx.y;
+    if (!combine_m_body(Op, Mp, Lp, window, n_head, hd_v, n_super, super_len, A, G, sp, M))
+        return;  // the whole block: t is past the step
+    __threadfence();  // this thread's A and M writes before the block's ticket
+    __syncthreads();
+    if (threadIdx.x == 0) last = atomicAdd(T + t, 1u) == (u32)gridDim.x - 1;
+    __syncthreads();
+    if (!last) return;
+    __threadfence();  // the other blocks' writes (their tickets came first) before the reads
+    const int K = n_head * hd_v;
+    const int sh = h16_shift(__uint_as_float(__ldcg(M + t)));
+    if (threadIdx.x == 0) XINV[t] = ldexpf(1.f, -sh);
+    const float* x = A + (size_t)t * K;
+    for (int u = threadIdx.x; u < K / 32; u += blockDim.x) {
+        float v[32];
+#pragma unroll
+        for (int q = 0; q < 8; ++q) {
+            const float4 f = __ldcg((const float4*)(x + 32 * u) + q);
+            v[4 * q] = f.x, v[4 * q + 1] = f.y, v[4 * q + 2] = f.z, v[4 * q + 3] = f.w;
+        }
+        h16_unit_vals(v, u, ldexpf(1.f, sh), XH + (size_t)t * K, XSUM + (size_t)t * (K / 32),
+                      XSUM16 + (size_t)t * (K / 16));
+    }
 }
 
 // Needs hd_v % 32 == 0 (checked on the host). XQ/XS/XSUM rows are n_head*hd_v wide; the

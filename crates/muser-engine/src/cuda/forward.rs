@@ -119,14 +119,16 @@ impl<'m> CudaSession<'m> {
         let fuse_combine = fuse && acts != Acts::F16;
         let fuse_ew = fuse && (acts != Acts::F16 || self.opts.h16_ew_fused);
         prof.begin(s)?;
-        // The f16 row maxima (`MUSER_CUDA_H16_ROWMAX`): every (layer, use) cell starts at 0.
+        // The f16 row maxima (`MUSER_CUDA_H16_ROWMAX`) and the combine's tickets
+        // (`MUSER_CUDA_H16_COMBINE_ACT`): every (layer, use) cell starts at 0 (uses: 0 the
+        // attention output's maximum, 1 the FFN's, 2 the combine's tickets).
         let rowmax = self.opts.h16_rowmax_on();
         let cap_rows = bufs_rows(&self.opts);
         let rowmax_cell =
-            |il: usize, usage: usize| b.h16.rowmax.ptr() + ((il * 2 + usage) * cap_rows * 4) as u64;
+            |il: usize, usage: usize| b.h16.rowmax.ptr() + ((il * 3 + usage) * cap_rows * 4) as u64;
         if rowmax {
             self.gpu
-                .zero(b.h16.rowmax.ptr(), cap_rows * 2 * c.n_layer * 4)?;
+                .zero(b.h16.rowmax.ptr(), cap_rows * 3 * c.n_layer * 4)?;
         }
         let kemb = kernels_for(w.token_embd.ty)
             .and_then(|k| k.embed)
@@ -314,6 +316,20 @@ impl<'m> CudaSession<'m> {
                         .ptr(b.xq.ptr())
                         .ptr(b.xs.ptr())
                         .ptr(b.xsum.ptr()),
+                )?;
+            } else if combine_m && self.opts.h16_combine_act_on() {
+                // The combine's last block per token writes the f16 activations.
+                let gate = lw.wgate.as_ref().map_or(0, |_| b.gate.ptr());
+                let args = combine_args
+                    .ptr(gate)
+                    .ptr(step)
+                    .ptr(rowmax_cell(il, 0))
+                    .ptr(rowmax_cell(il, 2));
+                launch(
+                    self.f(Kernel::AttnCombineH16),
+                    combine_dims,
+                    s,
+                    b.h16.append(args),
                 )?;
             } else if combine_m {
                 let (gate, m) = (

@@ -41,7 +41,7 @@ const INTEGER_ROUTE_SWITCHES: [&str; 18] = [
 ];
 
 /// The f16 route's own switches: on another route they would change nothing.
-const F16_ROUTE_SWITCHES: [&str; 12] = [
+const F16_ROUTE_SWITCHES: [&str; 13] = [
     "MUSER_CUDA_H16_ATTN",
     "MUSER_CUDA_H16_ROWMAX",
     "MUSER_CUDA_MMT",
@@ -54,6 +54,7 @@ const F16_ROUTE_SWITCHES: [&str; 12] = [
     "MUSER_CUDA_H16_NARROW_S",
     "MUSER_CUDA_MVH_EARLY",
     "MUSER_CUDA_H16_GLU",
+    "MUSER_CUDA_H16_COMBINE_ACT",
 ];
 
 fn refuse(what: impl std::fmt::Display) -> Result<(), EngineError> {
@@ -133,6 +134,17 @@ pub fn check_options(model: &Model, opts: &mut CudaOptions) -> Result<(), Engine
         (Some(true), Some(why)) => return refuse(why),
         (None, blocker) => opts.h16_glu = Some(blocker.is_none()),
         _ => {}
+    }
+    match std::env::var("MUSER_CUDA_H16_COMBINE_ACT").as_deref() {
+        Err(_) | Ok("0" | "1") => {}
+        Ok(v) => return refuse(format!("MUSER_CUDA_H16_COMBINE_ACT={v}: expected 0 or 1")),
+    }
+    if opts.h16_combine_act && !opts.h16_combine_act_on() {
+        return refuse(
+            "MUSER_CUDA_H16_COMBINE_ACT=1 extends the combine that folds the row maxima (on by \
+             default, with the plain element-wise kernels) in strict math (unset \
+             MUSER_CUDA_FAST_ACT)",
+        );
     }
     match std::env::var("MUSER_CUDA_H16_ATTN").as_deref() {
         Err(_) | Ok("mma" | "f32") => {}

@@ -95,7 +95,7 @@ struct H16Bufs {
     xsum16: DeviceBuffer, // [C][k_max/16] f16: 16-value sums
     xinv: DeviceBuffer,   // [C] f32: each row's inverse power of two
     split: DeviceBuffer,  // [S][C][n_out] f32: the split warpgroup tiles' chain sums (or 4 bytes)
-    rowmax: DeviceBuffer, // [n_layer][2][C] u32: each row's largest magnitude (gate, FFN)
+    rowmax: DeviceBuffer, // [n_layer][3][C] u32: each row's largest magnitude (gate, FFN), combine tickets
 }
 
 impl H16Bufs {
@@ -110,7 +110,7 @@ impl H16Bufs {
 
 /// f32 words of `H16Bufs` per row (the VRAM plan; the split scratch apart).
 fn h16_words(k_max: usize, n_layer: usize) -> usize {
-    2 * (k_max / 2) + k_max / 64 + k_max / 32 + 1 + 2 * n_layer
+    2 * (k_max / 2) + k_max / 64 + k_max / 32 + 1 + 3 * n_layer
 }
 
 /// Per layer f16 K/V rings, one per sequence: position p of sequence s at row s * cap + p % cap.
@@ -594,7 +594,7 @@ fn alloc_bufs(
                 xsum16: gpu.alloc(ch * k / 16 * 2, "f16 16-value sums")?,
                 xinv: f(1, "f16 inverse scales")?,
                 split: gpu.alloc(bytes_f32(split_floats.max(1)), "split tiles' chain sums")?,
-                rowmax: gpu.alloc(ch * 2 * c.n_layer * 4, "f16 row maxima")?,
+                rowmax: gpu.alloc(ch * 3 * c.n_layer * 4, "f16 row maxima and combine tickets")?,
             }
         } else {
             H16Bufs {

@@ -78,6 +78,12 @@ pub struct CudaOptions {
     /// 125.70 / 125.84** off, pp512 4484.7 vs 4482.3 (decode only). In effect where
     /// [`CudaOptions::h16_glu_on`] says.
     pub h16_glu: Option<bool>,
+    /// On the f16 route with the row maxima and strict math, the attention combine's last block
+    /// per token also writes the row's f16 activations (`attn_combine_h16`, attention.cu;
+    /// `MUSER_CUDA_H16_COMBINE_ACT=1`, default 0: built in session 27, not yet measured) instead
+    /// of an `act_h16_m` launch after it. The same bits (device test `cuda_route`). In effect
+    /// where [`CudaOptions::h16_combine_act_on`] says.
+    pub h16_combine_act: bool,
     /// Keys per attention partial block (`MUSER_CUDA_ATTN_SUPER`, a multiple of 32 in
     /// 32..=4096): the fixed partition of the key range (part of the numerics: every route
     /// of one session uses the same partition).
@@ -200,6 +206,12 @@ impl CudaOptions {
         self.acts == Acts::F16 && self.h16_glu == Some(true)
     }
 
+    /// Whether the attention combine writes the f16 activations itself: `h16_combine_act` with
+    /// the row maxima and strict math (`h16::check_options` refuses it elsewhere).
+    pub fn h16_combine_act_on(&self) -> bool {
+        self.h16_combine_act && self.h16_rowmax_on() && self.act_math == Math::Strict
+    }
+
     /// Whether kernels launch with programmatic dependent launch: `pdl` where set, else on the
     /// f16 route only. H200, full forge, session 26 (alternating, one call): f16 tg128
     /// **124.93 / 124.65 vs 120.54 / 121.30** off, pp512 4473.5 vs 4434.7; the A8 route
@@ -232,6 +244,7 @@ impl CudaOptions {
                 // Anything else is refused by `h16::check_options` on the f16 route.
                 _ => None,
             },
+            h16_combine_act: std::env::var("MUSER_CUDA_H16_COMBINE_ACT").as_deref() == Ok("1"),
             attn_super: env_usize("MUSER_CUDA_ATTN_SUPER").unwrap_or(ATTN_SUPER),
             attn_hpb: env_usize("MUSER_CUDA_ATTN_HPB").unwrap_or(0),
             attn_mt: std::env::var("MUSER_CUDA_ATTN_MT").as_deref() != Ok("0"),

@@ -133,11 +133,17 @@ impl CudaSession<'_> {
                 (true, Acts::F16) => "norm",
                 (true, _) => "on",
             },
-            match (self.opts.h16_rowmax_on(), self.opts.h16_glu_on()) {
-                (false, _) => "",
-                (true, false) => "+max",
+            match (
+                self.opts.h16_rowmax_on(),
+                self.opts.h16_glu_on(),
+                self.opts.h16_combine_act_on(),
+            ) {
+                (false, _, _) => "",
+                (true, false, false) => "+max",
+                (true, false, true) => "+max+cact",
                 // Accepted only where it runs (`h16::check_options`): decode steps.
-                (true, true) => "+max+glu",
+                (true, true, false) => "+max+glu",
+                (true, true, true) => "+max+glu+cact",
             },
             self.opts.act_math.label(),
             if self.opts.graphs { "on" } else { "off" },
