@@ -92,6 +92,8 @@ kernels! {
     MvhGluQ6hS2 => MatvecH16, "mvh_glu_q6h_s2"; MvhGluQ6hS4 => MatvecH16, "mvh_glu_q6h_s4";
     MvhGluQ4hS8 => MatvecH16, "mvh_glu_q4h_s8"; MvhGluQ4hS16 => MatvecH16, "mvh_glu_q4h_s16";
     MvhGluQ6hS8 => MatvecH16, "mvh_glu_q6h_s8"; MvhGluQ6hS16 => MatvecH16, "mvh_glu_q6h_s16";
+    // An experiment's kernel (the `mvh_persist` example), not launched by the engine.
+    MvhPersistQ4hS4 => MatvecH16, "mvh_persist_q4h_s4";
     MvhQ4hS2 => MatvecH16, "mvh_q4h_s2"; MvhQ6hS2 => MatvecH16, "mvh_q6h_s2";
     MmhQ4hS2 => MatvecH16, "mmh_q4h_s2"; MmhQ6hS2 => MatvecH16, "mmh_q6h_s2";
     MmtQ4hS2 => MmtH16, "mmt_q4h_s2"; MmtQ6hS2 => MmtH16, "mmt_q6h_s2";
