@@ -60,8 +60,9 @@ fn main() {
     let gpu = Gpu::open(0).expect("open GPU");
     let reg = Registry::build_modules(&gpu, &[Module::MatvecH16]).expect("registry");
     let (e, q, ff) = (6656usize, 4096usize, 19968usize);
-    let shapes = [(e, q), (q, e), (e, ff), (e, ff), (ff, e)]; // (K, n_out)
-                                                              // Activations: every value 1.0 (sums 32 / 16), one token.
+    // (K, n_out) of a layer's matrices.
+    let shapes = [(e, q), (q, e), (e, ff), (e, ff), (ff, e)];
+    // Activations: every value 1.0 (sums 32 / 16), one token.
     let xh = gpu.alloc(ff * 2, "xh").expect("alloc");
     let xs = gpu.alloc(ff / 32 * 2, "xsum").expect("alloc");
     let xs16 = gpu.alloc(ff / 16 * 2, "xsum16").expect("alloc");
@@ -123,7 +124,9 @@ fn main() {
         .collect();
     let d_desc = gpu.alloc(desc.len() * 8, "phases").expect("alloc");
     gpu.upload(d_desc.ptr(), &desc).expect("upload");
+    // [0]: the barrier's arrivals (zeroed before each launch), [1]: the timeout flag (once).
     let bar = gpu.alloc(8, "barrier").expect("alloc");
+    gpu.zero(bar.ptr(), 8).expect("zero");
     let fp = reg.get(Kernel::MvhPersistQ4hS4, Math::Strict);
     // SAFETY: `fp` is a loaded kernel of this context (the registry's); 128 threads, no dynamic
     // shared memory — the launch below.
@@ -140,7 +143,7 @@ fn main() {
     .expect("SM count");
     let blocks = (arg("--per-sm", per_sm as usize) * sms as usize) as u32;
     let persist = || {
-        gpu.zero(bar.ptr(), 8)?;
+        gpu.zero(bar.ptr(), 4)?;
         let args = KArgs::new()
             .ptr(d_desc.ptr())
             .int(phases.len())
@@ -192,7 +195,8 @@ fn main() {
         .expect("download");
     if flag[1] != 0 {
         println!(
-            "persist: a barrier wait timed out (blocks not all resident?): its figures are void"
+            "persist: a barrier wait timed out in some run (blocks not all resident?): its \
+             figures and outputs are void"
         );
     }
     let mut differ = [0usize; 2];

@@ -364,32 +364,21 @@ mod tests {
                 .unwrap_or_else(|e| panic!("{e}"));
         }
         let m = Module::MatvecH16;
-        for d in [2, 4] {
+        for define in [
+            "-DMVH_BULK=2",
+            "-DMVH_BULK=4",
+            "-DMVH_EARLY=0",
+            "-DMVH_EARLY=4",
+        ] {
             compile_module(
                 m,
                 Math::Strict,
                 "sm_90a",
                 &m.source(),
-                &[format!("-DMVH_BULK={d}")],
+                &[define.to_string()],
             )
             .unwrap_or_else(|e| panic!("{e}"));
         }
-        compile_module(
-            m,
-            Math::Strict,
-            "sm_90a",
-            &m.source(),
-            &["-DMVH_EARLY=0".to_string()],
-        )
-        .unwrap_or_else(|e| panic!("{e}"));
-        compile_module(
-            m,
-            Math::Strict,
-            "sm_90a",
-            &m.source(),
-            &["-DMVH_EARLY=4".to_string()],
-        )
-        .unwrap_or_else(|e| panic!("{e}"));
         let m = Module::MmwH16;
         compile_module(
             m,

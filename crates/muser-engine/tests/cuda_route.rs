@@ -270,8 +270,10 @@ fn f16_route_refuses_what_it_has_no_kernels_for() {
 /// kernels for chunks of up to 8 tokens, its prefill kernels above), decode graph or eager,
 /// serial capture, one attention token per block, without the row maxima the element-wise
 /// kernels fold (`MUSER_CUDA_H16_ROWMAX=0`: act_h16 rescans the row), without programmatic
-/// dependent launch (the f16 route's default), the FFN's gate, up and SwiGLU in one decode
-/// launch (`MUSER_CUDA_H16_GLU=1`), and the fused residual norm
+/// dependent launch (the f16 route's default), the FFN's gate, up and SwiGLU in two launches
+/// and swiglu_m instead of one (`MUSER_CUDA_H16_GLU=0`; one by default), the attention
+/// combine's last block writing the f16 activations (`MUSER_CUDA_H16_COMBINE_ACT=1`), and the
+/// fused residual norm
 /// (`residual_norm_h16`) and element-wise twins or act_h16 after the plain kernels; the same with
 /// the f32 attention kernels (`MUSER_CUDA_H16_ATTN=f32`) instead of the tensor-core ones; far
 /// closer to the f64 oracle than the A8 route (the f64 probe: KL 3.9e-5 on tiny with f16
