@@ -97,7 +97,9 @@ fn reference(
 /// other); the prefill kernel attn_partial_mt (eight tokens per block, tiles shared across
 /// tokens whose visible ranges differ) bit-identical to attn_partial in every head shape;
 /// attn_combine_q without a gate == attn_combine + A16, with one == attn_combine →
-/// sigmoid_gate_q; attn_combine_m the same outputs and each row's largest magnitude.
+/// sigmoid_gate_q; attn_combine_m the same outputs and each row's largest magnitude;
+/// attn_combine_h16 those and, from each token's last block, the row's f16 activations as
+/// `muser_cuda::h16::act_reference` makes them.
 #[test]
 fn attention_matches_an_f64_softmax_and_fused_combines_are_exact() {
     let Some(d) = device() else { return };
@@ -257,6 +259,50 @@ fn attention_matches_an_f64_softmax_and_fused_combines_are_exact() {
                         })
                         .collect();
                     same(&d.read::<u32>(&m, &what), &want_m, &what);
+                    // attn_combine_h16: the same outputs and maxima, one ticket per block of a
+                    // token, and the token's last block writes the row's f16 activations —
+                    // act_h16's format (its host mirror, bit for bit).
+                    let zeros = vec![0u32; n_tok];
+                    let (ah, mh, tk) = (
+                        d.guarded(n_tok * aw * 4),
+                        d.guarded_from(&zeros),
+                        d.guarded_from(&zeros),
+                    );
+                    let (xh, xs, xs16, xinv) = (
+                        d.guarded(n_tok * aw * 2),
+                        d.guarded(n_tok * aw / 32 * 2),
+                        d.guarded(n_tok * aw / 16 * 2),
+                        d.guarded(n_tok * 4),
+                    );
+                    let args = combine_args()
+                        .ptr(ah.ptr)
+                        .ptr(if gated { gd.ptr() } else { 0 })
+                        .ptr(sp.ptr())
+                        .ptr(mh.ptr)
+                        .ptr(tk.ptr)
+                        .ptr(xh.ptr)
+                        .ptr(xs.ptr)
+                        .ptr(xs16.ptr)
+                        .ptr(xinv.ptr);
+                    d.go(Kernel::AttnCombineH16, cgrid, 32, 0, args);
+                    let what = format!("attn_combine_h16, {what}");
+                    same_f32(&d.read::<f32>(&ah, &what), &want_a, &what);
+                    same(&d.read::<u32>(&mh, &what), &want_m, &what);
+                    same(&d.read::<u32>(&tk, &what), &vec![nh as u32; n_tok], &what);
+                    let (gh, gs, gs16, gi) = (
+                        d.read::<u16>(&xh, &what),
+                        d.read::<u16>(&xs, &what),
+                        d.read::<u16>(&xs16, &what),
+                        d.read::<f32>(&xinv, &what),
+                    );
+                    for (t, row) in want_a.chunks(aw).enumerate() {
+                        let r = muser_cuda::h16::act_reference(row).expect("a row of 64s");
+                        let msg = format!("{what}, token {t}");
+                        same(&gh[t * aw..(t + 1) * aw], &r.xh, &msg);
+                        same(&gs[t * aw / 32..(t + 1) * aw / 32], &r.xsum, &msg);
+                        same(&gs16[t * aw / 16..(t + 1) * aw / 16], &r.xsum16, &msg);
+                        same(&[gi[t].to_bits()], &[r.inv.to_bits()], &msg);
+                    }
                 }
                 eprintln!("{what}: fused combines ok");
             }
