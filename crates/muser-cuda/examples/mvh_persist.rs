@@ -6,8 +6,13 @@
 //!   launch on;
 //! - `graph`: the same launches captured in one CUDA graph (PDL edges), as the engine replays a
 //!   token;
-//! - `persist`: one launch of `mvh_persist_q4h_s4` (matvec_h16.cu), as many blocks as the SMs keep
-//!   resident, each matrix a phase behind a grid barrier instead of a kernel boundary.
+//! - `persist`: one launch of `mvh_persist_q4h_s4` (probes_h16.cu), as many blocks as the SMs keep
+//!   resident, each matrix a phase behind a grid barrier instead of a kernel boundary;
+//! - bandwidth floors, the same bytes read with no arithmetic (`stream_phases`, probes_h16.cu;
+//!   `--stream-blocks` blocks of 256 threads, 4 per SM by default), each captured in a graph:
+//!   `stream/mat` one dependent launch per matrix (the engine's chain of waits), `stream/lay`
+//!   one launch per layer, `stream/free` one launch per matrix that reads before its PDL wait
+//!   (launches overlap: no boundary at all).
 //!
 //! Every output of `persist` and `graph` is compared bit for bit with `launches` (the same chains
 //! and fold). Prints microseconds per layer and GB/s of the layout's bytes. With
@@ -58,7 +63,8 @@ fn main() {
     }
     let (layers, reps) = (arg("--layers", 12), arg("--reps", 20));
     let gpu = Gpu::open(0).expect("open GPU");
-    let reg = Registry::build_modules(&gpu, &[Module::MatvecH16]).expect("registry");
+    let reg =
+        Registry::build_modules(&gpu, &[Module::MatvecH16, Module::ProbesH16]).expect("registry");
     let (e, q, ff) = (6656usize, 4096usize, 19968usize);
     // (K, n_out) of a layer's matrices.
     let shapes = [(e, q), (q, e), (e, ff), (e, ff), (ff, e)];
@@ -183,13 +189,44 @@ fn main() {
         gpu.wait("mvh_persist").expect("wait");
         let us = f64::from(b.since(&a).expect("elapsed")) * 1e3 / (reps * layers) as f64;
         println!(
-            "{name:<9} {us:8.2} us per layer  {:6.0} GB/s",
+            "{name:<11} {us:8.2} us per layer  {:6.0} GB/s",
             bytes_per_layer as f64 / (us * 1e-6) / 1e9
         );
     };
     time("launches", &|| queue(0));
     time("graph", &|| graph.launch());
     time("persist", &persist);
+    // The floors: desc rows of one phase each (per matrix) or of a layer's five.
+    let sblocks = (arg("--stream-blocks", 4 * sms as usize)) as u32;
+    let sout = gpu
+        .alloc(sblocks as usize * 4, "stream out")
+        .expect("alloc");
+    let streams = |kernel: Kernel, per: usize| {
+        Graph::capture(&gpu, "stream", || {
+            for first in (0..phases.len()).step_by(per) {
+                let args = KArgs::new()
+                    .ptr(d_desc.ptr() + (first * 4 * 8) as u64)
+                    .int(per)
+                    .ptr(sout.ptr());
+                let dims = Dims {
+                    grid: (sblocks, 1, 1),
+                    block: 256,
+                    smem: 0,
+                };
+                launch(reg.get(kernel, Math::Strict), dims, gpu.stream(), args)?;
+            }
+            Ok(())
+        })
+        .expect("capture")
+    };
+    let (per_mat, per_layer, free) = (
+        streams(Kernel::StreamPhases, 1),
+        streams(Kernel::StreamPhases, shapes.len()),
+        streams(Kernel::StreamPhasesFree, 1),
+    );
+    time("stream/mat", &|| per_mat.launch());
+    time("stream/lay", &|| per_layer.launch());
+    time("stream/free", &|| free.launch());
     let mut flag = [0u32; 2];
     gpu.download(&mut flag, bar.ptr(), "barrier")
         .expect("download");

@@ -79,6 +79,9 @@ pub enum Module {
     MmwH16,
     /// The f16 route's attention partials on the tensor cores (`MUSER_CUDA_H16_ATTN=mma`).
     AttnH16,
+    /// Experiments' kernels (`probes_h16.cu`: the `mvh_persist` example), compiled after
+    /// matvec_h16.cu's source; never built by a session.
+    ProbesH16,
     Norm,
     Rope,
     Attention,
@@ -87,7 +90,7 @@ pub enum Module {
 
 impl Module {
     /// Every module.
-    pub const ALL: [Module; 17] = [
+    pub const ALL: [Module; 18] = [
         Module::Matvec,
         Module::MatvecA16,
         Module::MatvecPacked,
@@ -101,6 +104,7 @@ impl Module {
         Module::MmtH16,
         Module::MmwH16,
         Module::AttnH16,
+        Module::ProbesH16,
         Module::Norm,
         Module::Rope,
         Module::Attention,
@@ -131,6 +135,7 @@ impl Module {
             Module::MmtH16 => "mmt_h16.cu",
             Module::MmwH16 => "mmw_h16.cu",
             Module::AttnH16 => "attn_h16.cu",
+            Module::ProbesH16 => "probes_h16.cu",
             Module::Norm => "norm.cu",
             Module::Rope => "rope.cu",
             Module::Attention => "attention.cu",
@@ -153,6 +158,7 @@ impl Module {
             Module::MmtH16 => include_str!("kernels/mmt_h16.cu"),
             Module::MmwH16 => include_str!("kernels/mmw_h16.cu"),
             Module::AttnH16 => include_str!("kernels/attn_h16.cu"),
+            Module::ProbesH16 => include_str!("kernels/probes_h16.cu"),
             Module::Norm => include_str!("kernels/norm.cu"),
             Module::Rope => include_str!("kernels/rope.cu"),
             Module::Attention => include_str!("kernels/attention.cu"),
@@ -174,6 +180,10 @@ impl Module {
             }
             Module::Norm | Module::Elementwise | Module::Attention => ACT_H16,
             Module::MatvecH16 => return format!("{COMMON}\n{ACT_H16}\n{FORMATS_H16}\n{body}"),
+            Module::ProbesH16 => {
+                let mvh = include_str!("kernels/matvec_h16.cu");
+                return format!("{COMMON}\n{ACT_H16}\n{FORMATS_H16}\n{mvh}\n{body}");
+            }
             Module::MmtH16 | Module::MmwH16 | Module::AttnH16 => {
                 return format!("{COMMON}\n{FORMATS_H16}\n{body}")
             }

@@ -92,8 +92,9 @@ kernels! {
     MvhGluQ6hS2 => MatvecH16, "mvh_glu_q6h_s2"; MvhGluQ6hS4 => MatvecH16, "mvh_glu_q6h_s4";
     MvhGluQ4hS8 => MatvecH16, "mvh_glu_q4h_s8"; MvhGluQ4hS16 => MatvecH16, "mvh_glu_q4h_s16";
     MvhGluQ6hS8 => MatvecH16, "mvh_glu_q6h_s8"; MvhGluQ6hS16 => MatvecH16, "mvh_glu_q6h_s16";
-    // An experiment's kernel (the `mvh_persist` example), not launched by the engine.
-    MvhPersistQ4hS4 => MatvecH16, "mvh_persist_q4h_s4";
+    // Experiments' kernels (the `mvh_persist` example), not launched by the engine.
+    MvhPersistQ4hS4 => ProbesH16, "mvh_persist_q4h_s4";
+    StreamPhases => ProbesH16, "stream_phases"; StreamPhasesFree => ProbesH16, "stream_phases_free";
     MvhQ4hS2 => MatvecH16, "mvh_q4h_s2"; MvhQ6hS2 => MatvecH16, "mvh_q6h_s2";
     MmhQ4hS2 => MatvecH16, "mmh_q4h_s2"; MmhQ6hS2 => MatvecH16, "mmh_q6h_s2";
     MmtQ4hS2 => MmtH16, "mmt_q4h_s2"; MmtQ6hS2 => MmtH16, "mmt_q6h_s2";
@@ -538,7 +539,7 @@ impl Registry {
                     extra.push(format!("-DMVR_ROWS={mvr_rows}"));
                     extra.push(format!("-DMVR_AHEAD={mvr_ahead}"));
                 }
-                if m == Module::MatvecH16 {
+                if matches!(m, Module::MatvecH16 | Module::ProbesH16) {
                     extra.push(format!("-DMVH_BULK={mvh_bulk}"));
                     extra.push(format!("-DMVH_EARLY={mvh_early}"));
                 }

@@ -406,10 +406,12 @@ fn cuda_f16_route_is_deterministic_and_tracks_the_oracle() {
     }
 }
 
-/// The activation format's default is resolved per model before any device work: A8 where every
-/// matmul weight has A8 kernels (the forged Q4_K_M mix: an A16-only switch is then refused,
-/// naming A8 as the default and how to get A16), A16 with float matmul weights (the same switch
-/// passes the A8 checks and the session only fails for want of a device). Runs everywhere.
+/// The activation format's default is resolved per model before any device work: f16 where
+/// the f16 route covers the model (the forged Q4_K_M mix: a switch it refuses is then refused
+/// naming f16 as the default and how to get the integer kernels), A8 where every matmul weight
+/// has A8 kernels but not f16 ones (Q5_K: an A8-only refusal names A8 as the default), A16 with
+/// float matmul weights (both switches pass the checks and the session only fails for want of a
+/// device). Runs everywhere.
 #[test]
 fn the_default_activation_format_follows_the_weights() {
     if has_device() {
@@ -420,23 +422,36 @@ fn the_default_activation_format_follows_the_weights() {
         eprintln!("skipping: MUSER_CUDA_ACTS is set");
         return;
     }
-    let unpiped = |m: &Model| {
+    // A switch the f16 route refuses (the combine's activations without the row maxima) and
+    // one the A8 route refuses (the unpipelined decode kernels); each acts on its route only.
+    let refusal = |m: &Model| {
         let mut o = CudaOptions::new(256, 16);
+        o.h16_rowmax = false;
+        o.h16_combine_act = true;
         o.pipe = false;
         CudaSession::new(m, o, &mut |_, _| {})
             .err()
             .expect("no session without a device")
     };
-    match unpiped(&tiny_model(1)) {
+    match refusal(&tiny_model(1)) {
+        EngineError::Config(msg) => assert!(
+            msg.contains("MUSER_CUDA_ACTS=f16")
+                && msg.contains("f16 is the default")
+                && msg.contains("MUSER_CUDA_ACTS=a8"),
+            "{msg}"
+        ),
+        e => panic!("Q4_K_M mix: expected the f16 route's refusal, got {e}"),
+    }
+    match refusal(&forged_uniform(muser_gguf::GgmlType::Q5_K)) {
         EngineError::Config(msg) => assert!(
             msg.contains("MUSER_CUDA_ACTS=a8") && msg.contains("A8 is the default"),
             "{msg}"
         ),
-        e => panic!("Q4_K_M mix: expected the A8 route's refusal, got {e}"),
+        e => panic!("Q5_K weights: expected the A8 route's refusal, got {e}"),
     }
-    match unpiped(&forged_uniform(muser_gguf::GgmlType::F16)) {
+    match refusal(&forged_uniform(muser_gguf::GgmlType::F16)) {
         EngineError::Config(msg) => panic!("F16 weights must default to A16: {msg}"),
-        e => eprintln!("F16 weights, default activations: {e} (no device; not an A8 refusal)"),
+        e => eprintln!("F16 weights, default activations: {e} (no device; not a refusal)"),
     }
 }
 

@@ -149,7 +149,7 @@ __device__ __forceinline__ void mvh_finish(float (&acc)[TG][4], float (&part)[S]
 }
 
 // The wait of mvh_chain before it reads activations: the launch's PDL wait (and trigger), or
-// mvh_persist's grid barrier (GridWait).
+// another (probes_h16.cu's grid barrier).
 struct PdlWait {
     __device__ __forceinline__ void operator()() const { PDL_ENTRY() }
 };
@@ -401,72 +401,6 @@ __device__ __forceinline__ void mvh_bulk_body(const u8* __restrict__ W, int n_ou
         mvh_piece<F, 1>(r, warp + c * S, K, nsb, XH, sums, tok0, n_tok, g, t4, acc);
     }
     mvh_finish<S, 1>(acc, part, G, tok0, n_tok, XINV, w_inv, Y, ldy);
-}
-
-// ---- Experiment (issue 5, the `mvh_persist` example; not launched by the engine): n_ph phases
-// of one-token decode matmuls (Q4H) in one launch of resident blocks, a grid barrier between
-// phases where the engine has a kernel boundary — what the launch ends cost. desc [n_ph][4] u64:
-// W, n_out, K, Y. Block b takes row groups b, b + gridDim.x, … of each phase with mvh's chains
-// and fold (4 warps: mvh_q4h_s4's bits, which the example checks); a warp requests its first
-// piece of a phase before the barrier with MVH_EARLY, as after the PDL wait. A block waits for
-// every block to arrive from phase p − 1 before it works on or arrives at phase p (arrival: after
-// its last fold, one fenced atomicAdd on *bar). The spin is bounded (~2^31 cycles): past it, or
-// once *err is set, it sets *err and goes on — the kernel ends, the host reports the error.
-__device__ __forceinline__ u32 ld_acquire_gpu(const u32* p) {
-    u32 v;
-    asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
-    return v;
-}
-struct GridWait {
-    const u32* bar;
-    u32 target;  // 0: no wait (phase 0, or a block's later row groups of a phase)
-    u32* err;
-    // Lane 0 spins; __syncwarp orders the warp's later reads after its acquire.
-    __device__ __forceinline__ void operator()() const {
-        if (target == 0) return;
-        if ((threadIdx.x & 31) == 0) {
-            const long long t0 = clock64();
-            while (ld_acquire_gpu(bar) < target) {
-                if (*(volatile u32*)err || clock64() - t0 > (1ll << 31)) {
-                    atomicExch(err, 1u);
-                    break;
-                }
-            }
-        }
-        __syncwarp();
-    }
-};
-
-// Five blocks per SM (registers capped at 102), as many warps as mvh_q4h_s4 keeps resident.
-extern "C" __global__ void __launch_bounds__(128, 5)
-    mvh_persist_q4h_s4(const unsigned long long* desc, int n_ph, const u16* XH, const u16* XSUM,
-                       const u16* XSUM16, const float* XINV, u32* bar, u32* err) {
-    constexpr int S = 4;
-    __shared__ float part[S][32][1][4];
-    PDL_ENTRY()
-    const int warp = threadIdx.x >> 5;
-    const u32* sums = (const u32*)FmtQ4H::sums(XSUM, XSUM16);
-    for (int p = 0; p < n_ph; ++p) {
-        const u8* W = (const u8*)desc[4 * p];
-        const int n_out = (int)desc[4 * p + 1], K = (int)desc[4 * p + 2];
-        float* Y = (float*)desc[4 * p + 3];
-        const int nsb = K / 256, groups = n_out / 16;
-        const size_t pieces = (size_t)groups * nsb;
-        GridWait wait{bar, (u32)p * gridDim.x, err};
-        for (int G = blockIdx.x; G < groups; G += gridDim.x) {
-            float acc[1][4] = {{0.f, 0.f, 0.f, 0.f}};
-            mvh_chain<FmtQ4H, S, 1>(W, pieces, G, nsb, warp, K, XH, sums, 0, 1, acc, wait);
-            wait.target = 0;  // waited
-            mvh_finish<S, 1>(acc, part, G, 0, 1, XINV, 1.f, Y, n_out);
-            __syncthreads();  // warp 0 has read `part` before the next row group writes it
-        }
-        wait();  // a block without row groups in this phase
-        __syncthreads();
-        if (threadIdx.x == 0) {
-            __threadfence();
-            atomicAdd(bar, 1u);
-        }
-    }
 }
 
 #define MVH_KERNEL(NAME, F, S, TG)                                                               \

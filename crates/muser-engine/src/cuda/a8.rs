@@ -27,13 +27,10 @@ fn refuse(opts: &CudaOptions, what: impl std::fmt::Display) -> Result<(), Engine
     )))
 }
 
-/// The default activation format for `model` (`opts.acts_explicit` false): A8 where every
-/// matmul weight has A8 kernels (`weights_fit`), else A16 — float matmul weights keep 16-bit
-/// activations. An explicit `MUSER_CUDA_ACTS` is kept as it is.
-pub fn resolve_default(model: &Model, opts: &mut CudaOptions) {
-    if !opts.acts_explicit && opts.acts == Acts::A8 && weights_fit(model).is_err() {
-        opts.acts = Acts::A16;
-    }
+/// Whether every matmul weight of `model` has A8 kernels (the default activation format's
+/// second choice, `cuda::resolve_default_acts`).
+pub fn fits(model: &Model) -> bool {
+    weights_fit(model).is_ok()
 }
 
 /// Every matmul weight of `model` has A8 kernels; else the first that does not, as a message.

@@ -57,8 +57,45 @@ const F16_ROUTE_SWITCHES: [&str; 13] = [
     "MUSER_CUDA_H16_COMBINE_ACT",
 ];
 
-fn refuse(what: impl std::fmt::Display) -> Result<(), EngineError> {
-    Err(EngineError::Config(format!("MUSER_CUDA_ACTS=f16: {what}")))
+/// A configuration error of the f16 route: `what` it cannot do, and (where f16 is this model's
+/// default rather than asked for) how to run the integer kernels instead.
+fn refuse(opts: &CudaOptions, what: impl std::fmt::Display) -> Result<(), EngineError> {
+    let how = if opts.acts_explicit {
+        ""
+    } else {
+        " (f16 is the default for this model; MUSER_CUDA_ACTS=a8 selects the integer kernels)"
+    };
+    Err(EngineError::Config(format!(
+        "MUSER_CUDA_ACTS=f16: {what}{how}"
+    )))
+}
+
+/// Whether the f16 route covers `model` as `opts` would run it: every matmul weight has f16
+/// kernels (`weights_fit`) and, with the tensor-core attention, the heads are of a size it has
+/// kernels for. The default activation format's test (`cuda::resolve_default_acts`); the
+/// switches are checked afterwards, by `check_options`.
+pub fn fits(model: &Model, opts: &CudaOptions) -> bool {
+    let c = &model.config;
+    weights_fit(model).is_ok()
+        && (!opts.h16_attn_mma || AttnH16Shape::supports(c.head_dim, c.head_dim_v))
+}
+
+/// Every matmul weight of `model` has f16 kernels (Q4_K / Q6_K, whole 256-value blocks, rows
+/// in groups of 16); else the first that does not, as a message.
+fn weights_fit(model: &Model) -> Result<(), String> {
+    for m in model.weights.matrices() {
+        let ok = matches!(m.ty, GgmlType::Q4_K | GgmlType::Q6_K)
+            && m.n_in.is_multiple_of(256)
+            && m.n_out.is_multiple_of(16);
+        if !ok {
+            return Err(format!(
+                "tensor '{}' is {:?}, {} × {}; the f16 kernels take Q4_K and Q6_K weights with \
+                 rows of whole 256-value blocks, in groups of 16 (MUSER_CUDA_ACTS=a8 runs it)",
+                m.name, m.ty, m.n_out, m.n_in
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// The options and the model's matmul weights against what the f16 route has kernels for;
@@ -98,23 +135,27 @@ pub fn check_options(model: &Model, opts: &mut CudaOptions) -> Result<(), Engine
         .iter()
         .find(|n| std::env::var_os(n).is_some())
     {
-        return refuse(format!(
-            "{name} acts on the integer routes' kernels only (unset it, or MUSER_CUDA_ACTS=a8)"
-        ));
+        return refuse(
+            opts,
+            format!(
+                "{name} acts on the integer routes' kernels only (unset it, or MUSER_CUDA_ACTS=a8)"
+            ),
+        );
     }
     match std::env::var("MUSER_CUDA_H16_ROWMAX").as_deref() {
         Err(_) | Ok("0" | "1") => {}
-        Ok(v) => return refuse(format!("MUSER_CUDA_H16_ROWMAX={v}: expected 0 or 1")),
+        Ok(v) => return refuse(opts, format!("MUSER_CUDA_H16_ROWMAX={v}: expected 0 or 1")),
     }
     if std::env::var("MUSER_CUDA_H16_ROWMAX").as_deref() == Ok("1") && opts.h16_ew_fused {
         return refuse(
+            opts,
             "MUSER_CUDA_H16_ROWMAX=1 acts on the plain element-wise kernels; the fused twins \
              (MUSER_CUDA_H16_EW=fused) write the f16 format themselves",
         );
     }
     match std::env::var("MUSER_CUDA_H16_GLU").as_deref() {
         Err(_) | Ok("0" | "1") => {}
-        Ok(v) => return refuse(format!("MUSER_CUDA_H16_GLU={v}: expected 0 or 1")),
+        Ok(v) => return refuse(opts, format!("MUSER_CUDA_H16_GLU={v}: expected 0 or 1")),
     }
     // The fused FFN launch's epilogue is swiglu_m's: it needs the row maxima, strict math and
     // a SwiGLU FFN. Asked for where it could never run, refused; unset, on where it can.
@@ -131,16 +172,22 @@ pub fn check_options(model: &Model, opts: &mut CudaOptions) -> Result<(), Engine
         None
     };
     match (opts.h16_glu, glu_blocker) {
-        (Some(true), Some(why)) => return refuse(why),
+        (Some(true), Some(why)) => return refuse(opts, why),
         (None, blocker) => opts.h16_glu = Some(blocker.is_none()),
         _ => {}
     }
     match std::env::var("MUSER_CUDA_H16_COMBINE_ACT").as_deref() {
         Err(_) | Ok("0" | "1") => {}
-        Ok(v) => return refuse(format!("MUSER_CUDA_H16_COMBINE_ACT={v}: expected 0 or 1")),
+        Ok(v) => {
+            return refuse(
+                opts,
+                format!("MUSER_CUDA_H16_COMBINE_ACT={v}: expected 0 or 1"),
+            )
+        }
     }
     if opts.h16_combine_act && !opts.h16_combine_act_on() {
         return refuse(
+            opts,
             "MUSER_CUDA_H16_COMBINE_ACT=1 extends the combine that folds the row maxima (on by \
              default, with the plain element-wise kernels) in strict math (unset \
              MUSER_CUDA_FAST_ACT)",
@@ -148,37 +195,33 @@ pub fn check_options(model: &Model, opts: &mut CudaOptions) -> Result<(), Engine
     }
     match std::env::var("MUSER_CUDA_H16_ATTN").as_deref() {
         Err(_) | Ok("mma" | "f32") => {}
-        Ok(v) => return refuse(format!("MUSER_CUDA_H16_ATTN={v}: expected mma or f32")),
+        Ok(v) => {
+            return refuse(
+                opts,
+                format!("MUSER_CUDA_H16_ATTN={v}: expected mma or f32"),
+            )
+        }
     }
     let c = &model.config;
     if opts.h16_attn_mma {
         if !AttnH16Shape::supports(c.head_dim, c.head_dim_v) {
-            return refuse(format!(
-                "heads of {} keys / {} values: the tensor-core attention takes 64 / 64 or \
+            return refuse(
+                opts,
+                format!(
+                    "heads of {} keys / {} values: the tensor-core attention takes 64 / 64 or \
                  128 / 128 (MUSER_CUDA_H16_ATTN=f32 runs the f32 kernels)",
-                c.head_dim, c.head_dim_v
-            ));
+                    c.head_dim, c.head_dim_v
+                ),
+            );
         }
         if std::env::var_os("MUSER_CUDA_ATTN_HPB").is_some() {
             return refuse(
+                opts,
                 "MUSER_CUDA_ATTN_HPB shapes the f32 attention kernels only (the tensor-core \
                  attention puts a token's heads in one MMA; or MUSER_CUDA_H16_ATTN=f32)",
             );
         }
     }
     opts.q6_pad = false; // Q6_K goes up in Q6H
-    let w = &model.weights;
-    for m in w.matrices() {
-        let ok = matches!(m.ty, GgmlType::Q4_K | GgmlType::Q6_K)
-            && m.n_in.is_multiple_of(256)
-            && m.n_out.is_multiple_of(16);
-        if !ok {
-            return refuse(format!(
-                "tensor '{}' is {:?}, {} × {}; the f16 kernels take Q4_K and Q6_K weights with \
-                 rows of whole 256-value blocks, in groups of 16 (MUSER_CUDA_ACTS=a8 runs it)",
-                m.name, m.ty, m.n_out, m.n_in
-            ));
-        }
-    }
-    Ok(())
+    weights_fit(model).or_else(|e| refuse(opts, e))
 }

@@ -151,6 +151,26 @@ pub struct CudaSession<'m> {
 
 /// The registry's Q6_K kernel switches act on one layout each: a switch for the layout the
 /// session does not use would change nothing, so it is refused.
+/// The activation format when none was asked for (`opts.acts_explicit` false), per model:
+/// **f16** where the f16 route covers the model (`h16::fits`: Q4_K / Q6_K weights, heads its
+/// tensor-core attention has kernels for), else A8 where every matmul weight has A8 kernels
+/// (`a8::fits`), else A16 — float matmul weights keep 16-bit activations. Decided on the H200 at
+/// 8581a35 (side by side, `docs/receipts/bench-cuda-full-8581a35-f16*.json`; A8 at a2b8ed5):
+/// pp512 1.55× llama.cpp vs A8's 0.67×, 4 rows 3.57× one sequence vs 2.38×, KL to the oracle
+/// ~40× lower; one-sequence decode 1.38× vs 1.44×. `MUSER_CUDA_ACTS` keeps its value.
+fn resolve_default_acts(model: &Model, opts: &mut CudaOptions) {
+    if opts.acts_explicit || opts.acts != Acts::A8 {
+        return;
+    }
+    opts.acts = if h16::fits(model, opts) {
+        Acts::F16
+    } else if a8::fits(model) {
+        Acts::A8
+    } else {
+        Acts::A16
+    };
+}
+
 fn check_q6_switches(reg: &Registry, q6_pad: bool) -> Result<(), EngineError> {
     let unused = if q6_pad {
         [
@@ -329,7 +349,7 @@ impl<'m> CudaSession<'m> {
                 opts.attn_hpb
             )));
         }
-        a8::resolve_default(model, &mut opts);
+        resolve_default_acts(model, &mut opts);
         h16::check_options(model, &mut opts)?;
         // f16: whole 64-value chunks, rows of at most 32768 for the one-block-per-token twins.
         let unit = if opts.acts == Acts::F16 { 64 } else { 32 };

@@ -21,13 +21,15 @@ pub struct CudaOptions {
     pub mode: GraphMode,
     /// Math variant of the element-wise activation kernels (`MUSER_CUDA_FAST_ACT=1`: fast).
     pub act_math: Math,
-    /// Activations fed to the matmuls: A8 (the default where the model's matmul weights have
-    /// A8 kernels: Q4_K, Q5_K, Q6_K in whole blocks, Q8_0, Q5_0), A16 (the default otherwise,
-    /// and `MUSER_CUDA_ACTS=a16`) or f32 (`MUSER_CUDA_ACTS=f32`, A/B). `CudaSession::new`
-    /// resolves the default (`acts_explicit` false) per model; the route identity says which.
+    /// Activations fed to the matmuls: f16 (the default where the f16 route covers the model:
+    /// Q4_K / Q6_K weights, heads of 64 or 128), A8 (the default where the model's matmul
+    /// weights have A8 kernels: Q4_K, Q5_K, Q6_K in whole blocks, Q8_0, Q5_0), A16 (the default
+    /// otherwise, and `MUSER_CUDA_ACTS=a16`) or f32 (`MUSER_CUDA_ACTS=f32`, A/B). `CudaOptions::new`
+    /// holds A8 for "not asked"; `CudaSession::new` resolves the default (`acts_explicit` false)
+    /// per model; the route identity says which.
     pub acts: Acts,
-    /// `acts` was set explicitly (environment or caller), not by default: an explicit A8 on a
-    /// model it cannot run is an error, the default takes A16 there.
+    /// `acts` was set explicitly (environment or caller), not by default: an explicit f16 or
+    /// A8 on a model it cannot run is an error, the default takes the next format there.
     pub acts_explicit: bool,
     /// On the A8 route, the attention projections' input (Q / K / V / gate, one quantization
     /// shared by the four): A16 (default) or A8 (`MUSER_CUDA_QKV_ACTS=a16|a8`). The keys and
@@ -164,7 +166,8 @@ pub enum Acts {
     F32,
     /// f16 activations (a power of two per token) against weights dequantized to f16 in
     /// registers, on the f16 tensor cores (`MUSER_CUDA_ACTS=f16`: Q4_K / Q6_K weights in the
-    /// Q4H / Q6H layouts, `muser_cuda::q4h` / `q6h`; `cuda::h16`). Opt-in (docs/cuda.md, "The f16 route").
+    /// Q4H / Q6H layouts, `muser_cuda::q4h` / `q6h`; `cuda::h16`). The default where it covers
+    /// the model (docs/cuda-f16.md).
     F16,
     /// An unknown `MUSER_CUDA_ACTS` value (a session refuses it).
     Invalid,

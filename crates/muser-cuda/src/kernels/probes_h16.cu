@@ -1,0 +1,113 @@
+// probes_h16.cu — experiments' kernels (issue 5, the `mvh_persist` example; docs/cuda-f16.md),
+// never launched by the engine and compiled only when an example asks for Module::ProbesH16.
+// Compiled after matvec_h16.cu's source (its chains and fold).
+//
+// mvh_persist_q4h_s4: n_ph phases of one-token decode matmuls (Q4H) in one launch of resident
+//   blocks, a grid barrier between phases where the engine has a kernel boundary — what the
+//   launch ends cost. desc [n_ph][4] u64: W, n_out, K, Y. Block b takes row groups b,
+//   b + gridDim.x, … of each phase with mvh's chains and fold (4 warps: mvh_q4h_s4's bits, which
+//   the example checks); a warp requests its first piece of a phase before the barrier with
+//   MVH_EARLY, as after the PDL wait. A block waits for every block to arrive from phase p − 1
+//   before it works on or arrives at phase p (arrival: after its last fold, one fenced atomicAdd
+//   on *bar). The spin is bounded (~2^31 cycles): past it, or once *err is set, it sets *err and
+//   goes on — the kernel ends, the host reports the error.
+//
+// stream_phases: the bytes of n_ph phases (desc as above; n_out · K · 5 / 8 bytes of W each, Q4H's
+//   size) read once with 16-byte loads, grid-stride, one 32-bit XOR per block into OUT[blockIdx.x]
+//   (so the loads cannot be dropped) — a bandwidth floor: what the same bytes cost with no
+//   arithmetic, as one launch per matrix (n_ph = 1) or per several.
+__device__ __forceinline__ u32 ld_acquire_gpu(const u32* p) {
+    u32 v;
+    asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+    return v;
+}
+struct GridWait {
+    const u32* bar;
+    u32 target;  // 0: no wait (phase 0, or a block's later row groups of a phase)
+    u32* err;
+    // Lane 0 spins; __syncwarp orders the warp's later reads after its acquire.
+    __device__ __forceinline__ void operator()() const {
+        if (target == 0) return;
+        if ((threadIdx.x & 31) == 0) {
+            const long long t0 = clock64();
+            while (ld_acquire_gpu(bar) < target) {
+                if (*(volatile u32*)err || clock64() - t0 > (1ll << 31)) {
+                    atomicExch(err, 1u);
+                    break;
+                }
+            }
+        }
+        __syncwarp();
+    }
+};
+
+// Five blocks per SM (registers capped at 102), as many warps as mvh_q4h_s4 keeps resident.
+extern "C" __global__ void __launch_bounds__(128, 5)
+    mvh_persist_q4h_s4(const unsigned long long* desc, int n_ph, const u16* XH, const u16* XSUM,
+                       const u16* XSUM16, const float* XINV, u32* bar, u32* err) {
+    constexpr int S = 4;
+    __shared__ float part[S][32][1][4];
+    PDL_ENTRY()
+    const int warp = threadIdx.x >> 5;
+    const u32* sums = (const u32*)FmtQ4H::sums(XSUM, XSUM16);
+    for (int p = 0; p < n_ph; ++p) {
+        const u8* W = (const u8*)desc[4 * p];
+        const int n_out = (int)desc[4 * p + 1], K = (int)desc[4 * p + 2];
+        float* Y = (float*)desc[4 * p + 3];
+        const int nsb = K / 256, groups = n_out / 16;
+        const size_t pieces = (size_t)groups * nsb;
+        GridWait wait{bar, (u32)p * gridDim.x, err};
+        for (int G = blockIdx.x; G < groups; G += gridDim.x) {
+            float acc[1][4] = {{0.f, 0.f, 0.f, 0.f}};
+            mvh_chain<FmtQ4H, S, 1>(W, pieces, G, nsb, warp, K, XH, sums, 0, 1, acc, wait);
+            wait.target = 0;  // waited
+            mvh_finish<S, 1>(acc, part, G, 0, 1, XINV, 1.f, Y, n_out);
+            __syncthreads();  // warp 0 has read `part` before the next row group writes it
+        }
+        wait();  // a block without row groups in this phase
+        __syncthreads();
+        if (threadIdx.x == 0) {
+            __threadfence();
+            atomicAdd(bar, 1u);
+        }
+    }
+}
+
+template <bool WAIT_FIRST>
+__device__ __forceinline__ void stream_body(const unsigned long long* desc, int n_ph, u32* OUT) {
+    if (WAIT_FIRST) pdl_wait();
+    pdl_trigger();
+    u32 x = 0;
+    for (int p = 0; p < n_ph; ++p) {
+        const uint4* W = (const uint4*)desc[4 * p];
+        const size_t n16 = (size_t)desc[4 * p + 1] * desc[4 * p + 2] * 5 / 8 / 16;
+        const size_t step = (size_t)gridDim.x * blockDim.x;
+        size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+        // Four loads in flight per thread.
+        for (; i + 3 * step < n16; i += 4 * step) {
+            const uint4 a = __ldg(W + i), b = __ldg(W + i + step), c = __ldg(W + i + 2 * step),
+                        d = __ldg(W + i + 3 * step);
+            x ^= a.x ^ a.y ^ a.z ^ a.w ^ b.x ^ b.y ^ b.z ^ b.w ^ c.x ^ c.y ^ c.z ^ c.w ^ d.x ^ d.y ^
+                 d.z ^ d.w;
+        }
+        for (; i < n16; i += step) {
+            const uint4 a = __ldg(W + i);
+            x ^= a.x ^ a.y ^ a.z ^ a.w;
+        }
+    }
+    if (!WAIT_FIRST) pdl_wait();
+    for (int o = 16; o > 0; o >>= 1) x ^= __shfl_xor_sync(0xffffffffu, x, o);
+    if ((threadIdx.x & 31) == 0) atomicXor(OUT + blockIdx.x, x);
+}
+
+// stream_phases waits for the previous kernel first (a dependent launch: the engine's chain);
+// stream_phases_free reads first and waits only before its write (weights: no kernel writes
+// them), so back-to-back launches overlap — the floor with no launch boundary in the way.
+extern "C" __global__ void __launch_bounds__(256)
+    stream_phases(const unsigned long long* desc, int n_ph, u32* OUT) {
+    stream_body<true>(desc, n_ph, OUT);
+}
+extern "C" __global__ void __launch_bounds__(256)
+    stream_phases_free(const unsigned long long* desc, int n_ph, u32* OUT) {
+    stream_body<false>(desc, n_ph, OUT);
+}
