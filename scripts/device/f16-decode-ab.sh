@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The f16 route's decode switches that are built but not yet measured, one warm machine:
+# The f16 route's decode switches, one warm machine (session 28 ran it: COMBINE_ACT lost, not kept —
+# docs/receipts/cuda-session28.txt):
 #   MUSER_CUDA_H16_COMBINE_ACT=1  the attention combine's last block per token writes the f16
 #                                 activations (attn_combine_h16: same bits, one launch fewer)
 # First cuda_attention (attn_combine_h16 against attn_combine_m and act_h16's host mirror), then

@@ -12,7 +12,12 @@
 //!   `--stream-blocks` blocks of 256 threads, 4 per SM by default), each captured in a graph:
 //!   `stream/mat` one dependent launch per matrix (the engine's chain of waits), `stream/lay`
 //!   one launch per layer, `stream/free` one launch per matrix that reads before its PDL wait
-//!   (launches overlap: no boundary at all).
+//!   (launches overlap: no boundary at all), `stream/mvh` mvh_q4h_s4's grid and loads without
+//!   its arithmetic (`stream_chains_q4h_s4`), one launch per matrix, at its own occupancy and
+//!   at mvh's 5 blocks per SM (`stream/mvh5`); `stream/mvhx`, the same with mvh's activation
+//!   and sum reads (`stream_chains_x_q4h_s4`); `mvh/noact`, mvh's weights, dequantization, MMAs
+//!   and fold with the activations in registers instead of read (`mvh_noact_q4h_s4`; persist's
+//!   outputs are compared before it overwrites them).
 //!
 //! Every output of `persist` and `graph` is compared bit for bit with `launches` (the same chains
 //! and fold). Prints microseconds per layer and GB/s of the layout's bytes. With
@@ -196,10 +201,32 @@ fn main() {
     time("launches", &|| queue(0));
     time("graph", &|| graph.launch());
     time("persist", &persist);
+    let mut flag = [0u32; 2];
+    gpu.download(&mut flag, bar.ptr(), "barrier")
+        .expect("download");
+    if flag[1] != 0 {
+        println!(
+            "persist: a barrier wait timed out in some run (blocks not all resident?): its \
+             figures and outputs are void"
+        );
+    }
+    let mut differ = [0usize; 2];
+    for (_, _, n_out, ya, yb, yc) in &phases {
+        let (mut a, mut b, mut c) = (vec![0u32; *n_out], vec![0u32; *n_out], vec![0u32; *n_out]);
+        gpu.download(&mut a, ya.ptr(), "y").expect("download");
+        gpu.download(&mut b, yb.ptr(), "y").expect("download");
+        gpu.download(&mut c, yc.ptr(), "y").expect("download");
+        differ[0] += a.iter().zip(&b).filter(|(x, y)| x != y).count();
+        differ[1] += a.iter().zip(&c).filter(|(x, y)| x != y).count();
+    }
+    println!(
+        "outputs not bit-identical to the launches: graph {}, persist {}",
+        differ[0], differ[1]
+    );
     // The floors: desc rows of one phase each (per matrix) or of a layer's five.
     let sblocks = (arg("--stream-blocks", 4 * sms as usize)) as u32;
     let sout = gpu
-        .alloc(sblocks as usize * 4, "stream out")
+        .alloc(sblocks.max(1024) as usize * 4, "stream out")
         .expect("alloc");
     let streams = |kernel: Kernel, per: usize| {
         Graph::capture(&gpu, "stream", || {
@@ -227,26 +254,37 @@ fn main() {
     time("stream/mat", &|| per_mat.launch());
     time("stream/lay", &|| per_layer.launch());
     time("stream/free", &|| free.launch());
-    let mut flag = [0u32; 2];
-    gpu.download(&mut flag, bar.ptr(), "barrier")
-        .expect("download");
-    if flag[1] != 0 {
-        println!(
-            "persist: a barrier wait timed out in some run (blocks not all resident?): its \
-             figures and outputs are void"
-        );
+    // One launch per matrix of a probe on mvh_q4h_s4's grid: `stream_chains_*` at their own
+    // occupancy (64 registers: 8 blocks per SM) and at mvh_q4h_s4's 5 (40 KiB of unused dynamic
+    // shared memory per block); `mvh_noact_q4h_s4` (its own outputs).
+    let probe = |kernel: Kernel, smem: u32| {
+        Graph::capture(&gpu, "probe", || {
+            for (w, k, n_out, .., yc) in &phases {
+                let args = KArgs::new().ptr(w.ptr()).int(*n_out).int(*k);
+                let args = if kernel == Kernel::MvhNoactQ4hS4 {
+                    args.ptr(yc.ptr())
+                } else {
+                    args.ptr(xh.ptr()).ptr(xs.ptr()).ptr(sout.ptr())
+                };
+                let dims = Dims {
+                    grid: ((*n_out / 16) as u32, 1, 1),
+                    block: 128,
+                    smem,
+                };
+                launch(reg.get(kernel, Math::Strict), dims, gpu.stream(), args)?;
+            }
+            Ok(())
+        })
+        .expect("capture")
+    };
+    for (name, kernel, smem) in [
+        ("stream/mvh", Kernel::StreamChainsQ4hS4, 0),
+        ("stream/mvh5", Kernel::StreamChainsQ4hS4, 40 * 1024),
+        ("stream/mvhx", Kernel::StreamChainsXQ4hS4, 0),
+        ("stream/mvhx5", Kernel::StreamChainsXQ4hS4, 40 * 1024),
+        ("mvh/noact", Kernel::MvhNoactQ4hS4, 0),
+    ] {
+        let g = probe(kernel, smem);
+        time(name, &|| g.launch());
     }
-    let mut differ = [0usize; 2];
-    for (_, _, n_out, ya, yb, yc) in &phases {
-        let (mut a, mut b, mut c) = (vec![0u32; *n_out], vec![0u32; *n_out], vec![0u32; *n_out]);
-        gpu.download(&mut a, ya.ptr(), "y").expect("download");
-        gpu.download(&mut b, yb.ptr(), "y").expect("download");
-        gpu.download(&mut c, yc.ptr(), "y").expect("download");
-        differ[0] += a.iter().zip(&b).filter(|(x, y)| x != y).count();
-        differ[1] += a.iter().zip(&c).filter(|(x, y)| x != y).count();
-    }
-    println!(
-        "outputs not bit-identical to the launches: graph {}, persist {}",
-        differ[0], differ[1]
-    );
 }

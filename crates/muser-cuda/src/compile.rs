@@ -379,6 +379,8 @@ mod tests {
             "-DMVH_BULK=4",
             "-DMVH_EARLY=0",
             "-DMVH_EARLY=4",
+            "-DMVH_AHEAD=2",
+            "-DMVH_XPF=1",
         ] {
             compile_module(
                 m,

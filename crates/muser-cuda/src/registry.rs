@@ -95,6 +95,9 @@ kernels! {
     // Experiments' kernels (the `mvh_persist` example), not launched by the engine.
     MvhPersistQ4hS4 => ProbesH16, "mvh_persist_q4h_s4";
     StreamPhases => ProbesH16, "stream_phases"; StreamPhasesFree => ProbesH16, "stream_phases_free";
+    StreamChainsQ4hS4 => ProbesH16, "stream_chains_q4h_s4";
+    StreamChainsXQ4hS4 => ProbesH16, "stream_chains_x_q4h_s4";
+    MvhNoactQ4hS4 => ProbesH16, "mvh_noact_q4h_s4";
     MvhQ4hS2 => MatvecH16, "mvh_q4h_s2"; MvhQ6hS2 => MatvecH16, "mvh_q6h_s2";
     MmhQ4hS2 => MatvecH16, "mmh_q4h_s2"; MmhQ6hS2 => MatvecH16, "mmh_q6h_s2";
     MmtQ4hS2 => MmtH16, "mmt_q4h_s2"; MmtQ6hS2 => MmtH16, "mmt_q6h_s2";
@@ -254,6 +257,15 @@ pub struct Registry {
     /// not kept (12-layer full-width forge, session 27, tg128 431.40 / 432.87 / 421.04 at
     /// N = 2 / 4 / 8 vs 436.57 at 1). The same loads, so the same bits.
     pub mvh_early: u32,
+    /// Weight pieces each f16 matmul chain (`mvh_*`, `mmh_*`, the fused FFN launch) holds
+    /// ahead in registers (`-DMVH_AHEAD`, `MUSER_CUDA_MVH_AHEAD=1|2`, default 1). The same loads
+    /// in the same order, so the same bits. 2 not kept (H200, full forge, session 28: tg128
+    /// 128.03 / 128.77 vs 128.26 / 127.84; `mvh_persist` graph 103.30 vs 102.99 µs per layer).
+    pub mvh_ahead: u32,
+    /// The f16 matmul chains prefetch the next piece's activations into L1 (`-DMVH_XPF`,
+    /// `MUSER_CUDA_MVH_XPF=0|1`, default 0). A hint: the same bits. Not kept (H200, session 28,
+    /// `mvh_persist` graph 128.27 vs 102.89 µs per layer).
+    pub mvh_xpf: u32,
     /// With `MmtShape::Wg`: the fewest row groups a matrix needs for the warpgroup tiles
     /// (`MUSER_CUDA_MMW_MIN`: 1024, FFN gate / up and the output projection; 0, every tiled
     /// matrix); the others keep `mmt_*` as `W8`. Launch only: the same bits.
@@ -481,6 +493,8 @@ impl Registry {
         let h16_wide_s = env_choice("MUSER_CUDA_H16_WIDE_S", 2, &[2, 4])?;
         let mvh_bulk = env_choice("MUSER_CUDA_MVH_BULK", 0, &[0, 2, 3, 4])?;
         let mvh_early = env_choice("MUSER_CUDA_MVH_EARLY", 1, &[0, 1, 2, 3, 4, 6, 8])?;
+        let mvh_ahead = env_choice("MUSER_CUDA_MVH_AHEAD", 1, &[1, 2])?;
+        let mvh_xpf = env_choice("MUSER_CUDA_MVH_XPF", 0, &[0, 1])?;
         let h16_mid_s = env_choice("MUSER_CUDA_H16_MID_S", 4, &[4, 8])?;
         let h16_narrow_s = env_choice("MUSER_CUDA_H16_NARROW_S", 8, &[8, 16])?;
         if mva_ahead == 2 && mva_wstages > 0 {
@@ -542,6 +556,8 @@ impl Registry {
                 if matches!(m, Module::MatvecH16 | Module::ProbesH16) {
                     extra.push(format!("-DMVH_BULK={mvh_bulk}"));
                     extra.push(format!("-DMVH_EARLY={mvh_early}"));
+                    extra.push(format!("-DMVH_AHEAD={mvh_ahead}"));
+                    extra.push(format!("-DMVH_XPF={mvh_xpf}"));
                 }
                 if m == Module::MmwH16 {
                     extra.push(format!("-DMMW_WG={mmw_wg}"));
@@ -640,6 +656,8 @@ impl Registry {
             h16_narrow_s,
             mvh_bulk,
             mvh_early,
+            mvh_ahead,
+            mvh_xpf,
             mmw_min,
             mmw_wg,
             mmw_split,

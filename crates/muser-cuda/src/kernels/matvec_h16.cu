@@ -28,6 +28,22 @@
 #define MVH_EARLY 1
 #endif
 
+// The pieces each decode chain holds ahead in registers (-DMVH_AHEAD, `MUSER_CUDA_MVH_AHEAD`,
+// 1 by default, or 2): more bytes in flight per warp, so the last warps of a launch still pull
+// memory at a useful rate. The same loads in the same order, so the same bits. Measured neutral
+// (session 28: tg128 128.03 / 128.77 vs 128.26 / 127.84), so 1.
+#ifndef MVH_AHEAD
+#define MVH_AHEAD 1
+#endif
+
+// The next piece's activation fragments and sums prefetched into L1 when its weights are
+// requested (-DMVH_XPF, `MUSER_CUDA_MVH_XPF=0|1`, default 0): the MMAs of a piece then wait on
+// an L1 hit instead of an L2 round trip. A hint: the same loads, so the same bits. Measured
+// slower (session 28, mvh_persist graph 128.3 vs 102.9 µs per layer), so 0.
+#ifndef MVH_XPF
+#define MVH_XPF 0
+#endif
+
 // A hint: piece `piece` of W's three sections into L2 (no kernel writes weights; 16-byte aligned
 // sections of 16-byte multiples: FmtQ4H / FmtQ6H's S0, S1, S2).
 template <class F>
@@ -155,7 +171,7 @@ struct PdlWait {
 };
 
 // One warp's chain: super-blocks c, c + S, c + 2S, … of row group G of W (`pieces` pieces) into
-// `acc`, the next piece one ahead in registers. The wait (PDL's by default) is here: before the
+// `acc`, the next MVH_AHEAD pieces ahead in registers. The wait (PDL's by default) is here: before the
 // first load, or after it (and MVH_EARLY − 1 L2 prefetches) with MVH_EARLY (weights: no kernel
 // writes them).
 template <class F, int S, int TG, class Wait = PdlWait>
@@ -171,8 +187,14 @@ __device__ __forceinline__ void mvh_chain(const u8* __restrict__ W, size_t piece
     };
     typename F::Regs r;
     int s = c;
+#if MVH_AHEAD == 2
+    typename F::Regs r1;
+#endif
 #if MVH_EARLY
     if (s < nsb) load(s, r);
+#if MVH_AHEAD == 2
+    if (s + S < nsb) load(s + S, r1);
+#endif
 #if MVH_EARLY > 1
     if (lane == 0) {
 #pragma unroll
@@ -184,12 +206,36 @@ __device__ __forceinline__ void mvh_chain(const u8* __restrict__ W, size_t piece
 #else
     wait();
     if (s < nsb) load(s, r);
+#if MVH_AHEAD == 2
+    if (s + S < nsb) load(s + S, r1);
+#endif
 #endif
     for (; s < nsb; s += S) {
         typename F::Regs rn;
-        if (s + S < nsb) load(s + S, rn);
+        if (s + MVH_AHEAD * S < nsb) load(s + MVH_AHEAD * S, rn);
+#if MVH_XPF
+        // A piece's activations are 512 contiguous bytes per token (four L1 lines): lane
+        // (g, t4) takes line t4 of token tok0 + 8n + g, and t4 = 0 its sums.
+        if (s + S < nsb) {
+#pragma unroll
+            for (int n = 0; n < TG; ++n) {
+                const int tok = tok0 + 8 * n + g;
+                if (tok < n_tok) {
+                    const uint4* xp = (const uint4*)(XH + (size_t)tok * K) + (size_t)(s + S) * 32 + 8 * t4;
+                    asm volatile("prefetch.global.L1 [%0];" ::"l"(xp));
+                    if (t4 == 0)
+                        asm volatile("prefetch.global.L1 [%0];" ::"l"(sums + ((size_t)tok * nsb + s + S) * F::SUM_WORDS));
+                }
+            }
+        }
+#endif
         mvh_piece<F, TG>(r, s, K, nsb, XH, sums, tok0, n_tok, g, t4, acc);
+#if MVH_AHEAD == 2
+        r = r1;
+        r1 = rn;
+#else
         r = rn;
+#endif
     }
 }
 

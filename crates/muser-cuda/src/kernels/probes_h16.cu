@@ -111,3 +111,99 @@ extern "C" __global__ void __launch_bounds__(256)
     stream_phases_free(const unsigned long long* desc, int n_ph, u32* OUT) {
     stream_body<false>(desc, n_ph, OUT);
 }
+
+// stream_chains_q4h_s4 / stream_chains_x_q4h_s4: mvh_q4h_s4's grid and loads with no arithmetic —
+// one block of 4 warps per 16-row group, warp w loading pieces w, w + 4, … of its group in
+// order, the next one ahead in registers, the first before the PDL wait (MVH_EARLY's default) —
+// each piece's registers XORed into one word per block (OUT[blockIdx.x % 1024]); the `_x` twin
+// also makes each piece's activation and sum loads as mvh_piece does (one token). Between
+// stream_phases (the bytes in the best order) and mvh (the same pieces plus the MMAs): is the
+// gap the access pattern, the activation reads, or the arithmetic? (mvh_noact_q4h_s4 below is
+// the third: the MMAs without the activation reads.)
+// A probe's chain on mvh_q4h_s4's grid: warp w's pieces w, w + 4, … of block G's row group
+// (Q4H), the next one ahead in registers, the first before the PDL wait; `piece(r, s)` per
+// piece, in order.
+template <class Piece>
+__device__ __forceinline__ void probe_chain(const u8* W, int n_out, int K, Piece&& piece) {
+    constexpr int S = 4;
+    using F = FmtQ4H;
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t4 = lane & 3;
+    const int G = blockIdx.x, nsb = K / 256;
+    const size_t pieces = (size_t)(n_out / 16) * nsb;
+    auto load = [&](int sb, F::Regs& rr) {
+        const u8 *p0, *p1, *p2;
+        piece_at<F>(W, pieces, (size_t)G * nsb + sb, p0, p1, p2);
+        F::load_at<true>(p0, p1, p2, lane, g, t4, rr);
+    };
+    F::Regs r;
+    int s = warp;
+    if (s < nsb) load(s, r);
+    PDL_ENTRY()
+    for (; s < nsb; s += S) {
+        F::Regs rn;
+        if (s + S < nsb) load(s + S, rn);
+        piece(r, s);
+        r = rn;
+    }
+}
+
+template <bool XLOAD>
+__device__ __forceinline__ void stream_chains_body(const u8* W, int n_out, int K, const u16* XH,
+                                                   const u32* sums, u32* OUT) {
+    const int lane = threadIdx.x & 31, g = lane >> 2, t4 = lane & 3;
+    u32 x = 0;
+    probe_chain(W, n_out, K, [&](const FmtQ4H::Regs& r, int s) {
+#pragma unroll
+        for (int j = 0; j < 4; ++j) x ^= r.q[j].x ^ r.q[j].y ^ r.q[j].z ^ r.q[j].w;
+        x ^= r.dg.x ^ r.dg.y ^ r.dg.z ^ r.dg.w ^ r.d8.x ^ r.d8.y ^ r.d8.z ^ r.d8.w ^ r.mg ^ r.m8;
+        if (XLOAD && g == 0) {  // token 0: lanes g = 0, as mvh_piece's loads for one token
+#pragma unroll
+            for (int j = 0; j < 4; ++j) {
+                const uint4* xp = (const uint4*)XH + 2 * t4 + (size_t)(4 * s + j) * 8;
+                const uint4 xa = __ldg(xp), xb = __ldg(xp + 1);
+                x ^= xa.x ^ xa.y ^ xa.z ^ xa.w ^ xb.x ^ xb.y ^ xb.z ^ xb.w;
+            }
+            x ^= __ldg(sums + (size_t)s * FmtQ4H::SUM_WORDS + t4);
+        }
+    });
+    for (int o = 16; o > 0; o >>= 1) x ^= __shfl_xor_sync(0xffffffffu, x, o);
+    if (lane == 0) atomicXor(OUT + (blockIdx.x % 1024), x);
+}
+
+extern "C" __global__ void __launch_bounds__(128)
+    stream_chains_q4h_s4(const u8* W, int n_out, int K, const u16* XH, const u16* XSUM, u32* OUT) {
+    stream_chains_body<false>(W, n_out, K, XH, (const u32*)XSUM, OUT);
+}
+extern "C" __global__ void __launch_bounds__(128)
+    stream_chains_x_q4h_s4(const u8* W, int n_out, int K, const u16* XH, const u16* XSUM,
+                           u32* OUT) {
+    stream_chains_body<true>(W, n_out, K, XH, (const u32*)XSUM, OUT);
+}
+
+// mvh_noact_q4h_s4: mvh_q4h_s4 (one token) with its activation reads replaced by registers —
+// B fragments and sums fixed per lane (f16 1.0, and the sums of 32 ones) — so the same loads of
+// weights, the same dequantization, MMA chains and fold, without the L1/L2 round trips on the
+// activations. Its outputs are not mvh's (no activations); only its time is.
+extern "C" __global__ void __launch_bounds__(128)
+    mvh_noact_q4h_s4(const u8* W, int n_out, int K, float* Y) {
+    using F = FmtQ4H;
+    __shared__ float part[4][32][1][4];
+    const int lane = threadIdx.x & 31, g = lane >> 2, t4 = lane & 3;
+    const u32 one2 = g == 0 ? 0x3c003c00u : 0u;  // token 0's column: f16 1.0 pairs
+    const u32 sum2 = g == 0 ? 0x50005000u : 0u;  // f16 32.0 pairs
+    float acc[1][4] = {{0.f, 0.f, 0.f, 0.f}};
+    probe_chain(W, n_out, K, [&](const F::Regs& r, int) {
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+            u32 a[4][4];
+            F::frags(r, j, a);
+#pragma unroll
+            for (int i = 0; i < 4; ++i) mma_h16(acc[0], a[i], one2, one2);
+        }
+        u32 am[4];
+        F::min_a(r, t4, am);
+        mma_h16(acc[0], am, sum2, 0u);
+    });
+    float inv = 1.f;
+    mvh_finish<4, 1>(acc, part, blockIdx.x, 0, 1, &inv, 1.f, Y, n_out);
+}

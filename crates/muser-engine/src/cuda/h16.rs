@@ -41,7 +41,7 @@ const INTEGER_ROUTE_SWITCHES: [&str; 18] = [
 ];
 
 /// The f16 route's own switches: on another route they would change nothing.
-const F16_ROUTE_SWITCHES: [&str; 13] = [
+const F16_ROUTE_SWITCHES: [&str; 15] = [
     "MUSER_CUDA_H16_ATTN",
     "MUSER_CUDA_H16_ROWMAX",
     "MUSER_CUDA_MMT",
@@ -53,6 +53,8 @@ const F16_ROUTE_SWITCHES: [&str; 13] = [
     "MUSER_CUDA_H16_MID_S",
     "MUSER_CUDA_H16_NARROW_S",
     "MUSER_CUDA_MVH_EARLY",
+    "MUSER_CUDA_MVH_AHEAD",
+    "MUSER_CUDA_MVH_XPF",
     "MUSER_CUDA_H16_GLU",
     "MUSER_CUDA_H16_COMBINE_ACT",
 ];

@@ -157,7 +157,7 @@ pub struct CudaSession<'m> {
 /// (`a8::fits`), else A16 — float matmul weights keep 16-bit activations. Decided on the H200 at
 /// 8581a35 (side by side, `docs/receipts/bench-cuda-full-8581a35-f16*.json`; A8 at a2b8ed5):
 /// pp512 1.55× llama.cpp vs A8's 0.67×, 4 rows 3.57× one sequence vs 2.38×, KL to the oracle
-/// ~40× lower; one-sequence decode 1.38× vs 1.44×. `MUSER_CUDA_ACTS` keeps its value.
+/// ~13× lower (parity tiny / small); one-sequence decode 1.38× vs 1.44×. `MUSER_CUDA_ACTS` keeps its value.
 fn resolve_default_acts(model: &Model, opts: &mut CudaOptions) {
     if opts.acts_explicit || opts.acts != Acts::A8 {
         return;

@@ -68,7 +68,7 @@ impl CudaSession<'_> {
                     }
                 ),
                 Acts::F16 => format!(
-                    "{}{}{}",
+                    "{}{}{}{}{}",
                     match self.reg.h16_wide_s {
                         4 => "mvh".to_string(),
                         s => format!("mvh-s{s}"),
@@ -82,7 +82,12 @@ impl CudaSession<'_> {
                         (0, 1) => String::new(),
                         (0, n) => format!("-early{n}"),
                         (d, _) => format!("-bulk{d}"),
-                    }
+                    },
+                    match self.reg.mvh_ahead {
+                        1 => String::new(),
+                        n => format!("-ahead{n}"),
+                    },
+                    if self.reg.mvh_xpf == 1 { "-xpf" } else { "" }
                 ),
                 Acts::F32 | Acts::Invalid => "plain".to_string(),
             },
