@@ -91,6 +91,7 @@ def main():
     ap.add_argument("--kernels", nargs="+", required=True)
     ap.add_argument("--dir", default=KERNELS, help="kernel sources folder (e.g. an old commit's, "
                     "from `git archive`)")
+    ap.add_argument("--dump", help="also write each kernel's SASS to DIR/KERNEL.sass")
     a = ap.parse_args()
     src = "\n".join(open(os.path.join(a.dir, s)).read() for s in a.sources).encode()
     opts = STRICT + [f"-D{d}" for d in a.define]
@@ -122,6 +123,9 @@ def main():
             m = re.match(r"\s+/\*[0-9a-f]+\*/\s+(@!?U?P\w+\s+)?([A-Z0-9]+)([.A-Z0-9_]*)", line)
             if m:
                 ops.append(m.group(2) + (m.group(3) if m.group(2) == "DEPBAR" else ""))
+        if a.dump:
+            os.makedirs(a.dump, exist_ok=True)
+            open(os.path.join(a.dump, f"{k}.sass"), "w").write(sass[i:j if j > 0 else None])
         pr = props.get(k, {})
         print(f"{k}: {pr.get('regs')} registers, {pr.get('spill')} bytes spilled, "
               f"{len(ops)} instructions")

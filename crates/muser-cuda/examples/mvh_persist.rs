@@ -121,7 +121,8 @@ fn main() {
             let dims = Dims {
                 grid: ((*n_out / 16) as u32, 1, 1),
                 block: 128,
-                smem: 0,
+                // MUSER_CUDA_MVH_XSTAGE's staged activations (0 without it).
+                smem: reg.mvh_xstage_smem(4, 1) as u32,
             };
             launch(f, dims, gpu.stream(), args)?;
         }
@@ -173,10 +174,14 @@ fn main() {
     };
     println!(
         "mvh_persist: {layers} layers x {} matrices, {:.1} MB per layer (Q4H), persist grid {blocks} \
-         ({per_sm} per SM x {sms} SMs), early first piece {} (MUSER_CUDA_MVH_EARLY)",
+         ({per_sm} per SM x {sms} SMs), early first piece {} (MUSER_CUDA_MVH_EARLY), ahead {}, \
+         L1 hints {}, staged activations {}",
         shapes.len(),
         bytes_per_layer as f64 / 1e6,
-        reg.mvh_early
+        reg.mvh_early,
+        reg.mvh_ahead,
+        reg.mvh_whint,
+        reg.mvh_xstage
     );
     let time = |name: &str, go: &dyn Fn() -> Result<(), muser_cuda::CudaError>| {
         for _ in 0..3 {

@@ -41,6 +41,11 @@ pub enum MmtShape {
     Wg,
 }
 
+/// The most static shared memory of a one-token f16 kernel (`mvh_*`, `mvh_glu_*`): the chains'
+/// partial sums of up to 32 warps (`mvh_glu_*` at S = 16) and the bulk ring's barriers (16 warps
+/// of 4 stages). What a dynamic allocation must leave room for.
+pub(crate) const MVH_STATIC_SMEM: usize = 32 * 32 * 4 * 4 + 16 * 4 * 8;
+
 impl MmtShape {
     pub(crate) fn from_env() -> Result<MmtShape, CudaError> {
         match std::env::var("MUSER_CUDA_MMT").as_deref() {
@@ -246,6 +251,17 @@ impl Registry {
     /// Dynamic shared memory of a decode matmul block of `s` warps over format `w`: the bulk-copy
     /// ring, `s` warps × D' stages × the piece's bytes (matvec_h16.cu `mvh_bulk_stages`: D' =
     /// `mvh_bulk`, fewer where the block would pass 200 KiB, at least 2); 0 without the ring.
+    /// Dynamic shared memory of a one-token f16 launch of `warps` chains over `n_tok` tokens
+    /// with `MUSER_CUDA_MVH_XSTAGE=1` (matvec_h16.cu's MVH_XSTAGE: per warp two stages of
+    /// min(n_tok, 8) tokens × 544 bytes — a piece's 512 activation bytes and its sums); 0
+    /// without it.
+    pub fn mvh_xstage_smem(&self, warps: u32, n_tok: usize) -> usize {
+        if !self.mvh_xstage {
+            return 0;
+        }
+        warps as usize * 2 * n_tok.min(8) * 544
+    }
+
     pub fn mvh_bulk_smem(&self, w: HWeights, s: u32) -> usize {
         if self.mvh_bulk == 0 {
             return 0;
@@ -287,7 +303,7 @@ impl Registry {
             smem: if prefill {
                 0
             } else {
-                self.mvh_bulk_smem(w, s) as u32
+                (self.mvh_bulk_smem(w, s) + self.mvh_xstage_smem(s, n_tok)) as u32
             },
         };
         (kernels[i], dims)
@@ -415,12 +431,18 @@ impl Registry {
             (HWeights::Q6H, 8) => MvhGluQ6hS8,
             (HWeights::Q6H, _) => MvhGluQ6hS16,
         };
+        // The staged activations of 2S warps (MVH_XSTAGE) must fit beside the static parts
+        // (at S = 16 and 8 tokens they would not: the two launches run instead).
+        let smem = self.mvh_xstage_smem(2 * s, n_tok);
+        if smem + MVH_STATIC_SMEM > crate::registry::SMEM_OPTIN_MAX {
+            return None;
+        }
         Some((
             kernel,
             crate::launch::Dims {
                 grid: ((n_out / 16) as u32, (n_tok as u32).div_ceil(8), 1),
                 block: 64 * s,
-                smem: 0,
+                smem: smem as u32,
             },
         ))
     }

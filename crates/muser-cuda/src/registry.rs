@@ -266,6 +266,16 @@ pub struct Registry {
     /// `MUSER_CUDA_MVH_XPF=0|1`, default 0). A hint: the same bits. Not kept (H200, session 28,
     /// `mvh_persist` graph 128.27 vs 102.89 µs per layer).
     pub mvh_xpf: u32,
+    /// L1 cache hints of the f16 matmul chains' global loads (`-DMVH_WHINT`,
+    /// `MUSER_CUDA_MVH_WHINT=0|1|2`, default 0; formats_h16.cuh): 1 the weights
+    /// `L1::no_allocate`, 2 also the activations and sums `L1::evict_last`. The same values,
+    /// so the same bits. Built in session 28, not yet measured.
+    pub mvh_whint: u32,
+    /// One-token f16 matmul chains stage each piece's activations and sums in shared memory
+    /// one piece ahead by `cp.async` (`-DMVH_XSTAGE`, `MUSER_CUDA_MVH_XSTAGE=0|1`, default 0;
+    /// not with `MUSER_CUDA_MVH_BULK`; [`Registry::mvh_xstage_smem`] bytes per launch). The
+    /// same values into the same MMAs, so the same bits. Built in session 28, not yet measured.
+    pub mvh_xstage: bool,
     /// With `MmtShape::Wg`: the fewest row groups a matrix needs for the warpgroup tiles
     /// (`MUSER_CUDA_MMW_MIN`: 1024, FFN gate / up and the output projection; 0, every tiled
     /// matrix); the others keep `mmt_*` as `W8`. Launch only: the same bits.
@@ -495,6 +505,15 @@ impl Registry {
         let mvh_early = env_choice("MUSER_CUDA_MVH_EARLY", 1, &[0, 1, 2, 3, 4, 6, 8])?;
         let mvh_ahead = env_choice("MUSER_CUDA_MVH_AHEAD", 1, &[1, 2])?;
         let mvh_xpf = env_choice("MUSER_CUDA_MVH_XPF", 0, &[0, 1])?;
+        let mvh_whint = env_choice("MUSER_CUDA_MVH_WHINT", 0, &[0, 1, 2])?;
+        let mvh_xstage = env_choice("MUSER_CUDA_MVH_XSTAGE", 0, &[0, 1])? == 1;
+        if mvh_xstage && mvh_bulk > 0 {
+            return Err(CudaError::Invalid(
+                "MUSER_CUDA_MVH_XSTAGE=1 and MUSER_CUDA_MVH_BULK: both stage the one-token \
+                 matmuls' operands in the same dynamic shared memory; set one"
+                    .into(),
+            ));
+        }
         let h16_mid_s = env_choice("MUSER_CUDA_H16_MID_S", 4, &[4, 8])?;
         let h16_narrow_s = env_choice("MUSER_CUDA_H16_NARROW_S", 8, &[8, 16])?;
         if mva_ahead == 2 && mva_wstages > 0 {
@@ -558,6 +577,8 @@ impl Registry {
                     extra.push(format!("-DMVH_EARLY={mvh_early}"));
                     extra.push(format!("-DMVH_AHEAD={mvh_ahead}"));
                     extra.push(format!("-DMVH_XPF={mvh_xpf}"));
+                    extra.push(format!("-DMVH_WHINT={mvh_whint}"));
+                    extra.push(format!("-DMVH_XSTAGE={}", u8::from(mvh_xstage)));
                 }
                 if m == Module::MmwH16 {
                     extra.push(format!("-DMMW_WG={mmw_wg}"));
@@ -594,10 +615,11 @@ impl Registry {
                         // The one-token decode kernels' weight ring (`t1_plan`) beside the
                         // staged activations and the lane-sum scratch.
                         Some((mva_warps * mva_rows) as usize * 36 * 4)
-                    } else if mvh_bulk > 0 && k.symbol().starts_with("mvh_") {
-                        // The bulk-copy ring (`Registry::mvh_bulk_smem`) beside the barriers
-                        // and the chains' partial sums (at most 16 warps).
-                        Some(16 * 4 * 8 + 16 * 32 * 4 * 4)
+                    } else if (mvh_bulk > 0 || mvh_xstage) && k.symbol().starts_with("mvh_") {
+                        // The bulk-copy ring (`Registry::mvh_bulk_smem`) or the staged
+                        // activations (`Registry::mvh_xstage_smem`) beside the barriers and the
+                        // chains' partial sums.
+                        Some(crate::plan_h16::MVH_STATIC_SMEM)
                     } else if matches!(m, Module::MmtH16 | Module::MmwH16 | Module::AttnH16) {
                         // The prefill tiles' stages (`MmtShape::smem`), the attention's tiles in
                         // flight (`AttnH16Shape::smem`), no static shared memory.
@@ -658,6 +680,8 @@ impl Registry {
             mvh_early,
             mvh_ahead,
             mvh_xpf,
+            mvh_whint,
+            mvh_xstage,
             mmw_min,
             mmw_wg,
             mmw_split,

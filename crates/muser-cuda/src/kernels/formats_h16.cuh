@@ -53,6 +53,45 @@ __device__ __forceinline__ T ldx(const T* p) {
     else return *p;
 }
 
+// L1 cache hints of the one-token matmuls' global loads (-DMVH_WHINT, `MUSER_CUDA_MVH_WHINT`,
+// 0 by default; set for matvec_h16.cu only): 1 reads the weights with L1::no_allocate (each
+// byte is read once, so it need not evict the activations the MMAs wait on), 2 also reads the
+// activations and their sums with L1::evict_last. The same values, so the same bits.
+#ifndef MVH_WHINT
+#define MVH_WHINT 0
+#endif
+#define MUSER_LD_HINTED(NAME, Q)                                                                  \
+    __device__ __forceinline__ uint4 NAME(const uint4* p) {                                       \
+        uint4 v;                                                                                  \
+        asm("ld.global.nc" Q ".v4.u32 {%0, %1, %2, %3}, [%4];"                                    \
+            : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)                                          \
+            : "l"(p));                                                                            \
+        return v;                                                                                 \
+    }                                                                                             \
+    __device__ __forceinline__ uint2 NAME(const uint2* p) {                                       \
+        uint2 v;                                                                                  \
+        asm("ld.global.nc" Q ".v2.u32 {%0, %1}, [%2];" : "=r"(v.x), "=r"(v.y) : "l"(p));          \
+        return v;                                                                                 \
+    }                                                                                             \
+    __device__ __forceinline__ u32 NAME(const u32* p) {                                           \
+        u32 v;                                                                                    \
+        asm("ld.global.nc" Q ".u32 %0, [%1];" : "=r"(v) : "l"(p));                                \
+        return v;                                                                                 \
+    }
+MUSER_LD_HINTED(ld_stream, ".L1::no_allocate")
+MUSER_LD_HINTED(ld_keep, ".L1::evict_last")
+// A weight load (ldx with MVH_WHINT's hint) and an activation or sum load.
+template <bool G, class T>
+__device__ __forceinline__ T ldw(const T* p) {
+    if constexpr (G && MVH_WHINT >= 1) return ld_stream(p);
+    else return ldx<G>(p);
+}
+template <bool G, class T>
+__device__ __forceinline__ T lda(const T* p) {
+    if constexpr (G && MVH_WHINT >= 2) return ld_keep(p);
+    else return ldx<G>(p);
+}
+
 // The piece (group G, super-block s) of a matrix of `pieces` pieces in format F: its sections.
 template <class F>
 __device__ __forceinline__ void piece_at(const u8* W, size_t pieces, size_t piece, const u8*& p0,
@@ -78,6 +117,8 @@ struct FmtQ4H {
     };
     // The three sections of a piece (quants, dsc, ndm): their bytes.
     static constexpr int S0 = 2048, S1 = 256, S2 = 256;
+    // Warps per SM of the one-token kernels (96 registers; matvec_h16.cu's MVH_BOUNDS).
+    static constexpr int SM_WARPS = 20;
     // The min MMA's B: 32-bit words per (token, super-block) of the sums (XSUM: 8 f16).
     static constexpr int SUM_WORDS = 4;
     // A piece's registers from its sections p0, p1, p2 (global with G: read-only loads).
@@ -85,11 +126,11 @@ struct FmtQ4H {
     static __device__ __forceinline__ void load_at(const u8* p0, const u8* p1, const u8* p2,
                                                    int lane, int g, int t4, Regs& r) {
 #pragma unroll
-        for (int j = 0; j < 4; ++j) r.q[j] = ldx<G>((const uint4*)p0 + j * 32 + lane);
-        r.dg = ldx<G>((const uint4*)p1 + g);
-        r.d8 = ldx<G>((const uint4*)p1 + g + 8);
-        r.mg = ldx<G>((const u32*)p2 + g * 4 + t4);
-        r.m8 = ldx<G>((const u32*)p2 + (g + 8) * 4 + t4);
+        for (int j = 0; j < 4; ++j) r.q[j] = ldw<G>((const uint4*)p0 + j * 32 + lane);
+        r.dg = ldw<G>((const uint4*)p1 + g);
+        r.d8 = ldw<G>((const uint4*)p1 + g + 8);
+        r.mg = ldw<G>((const u32*)p2 + g * 4 + t4);
+        r.m8 = ldw<G>((const u32*)p2 + (g + 8) * 4 + t4);
     }
     static __device__ __forceinline__ void frags(const Regs& r, int j, u32 (&a)[4][4]) {
         const u32 dgw[4] = {r.dg.x, r.dg.y, r.dg.z, r.dg.w}, d8w[4] = {r.d8.x, r.d8.y, r.d8.z, r.d8.w};
@@ -119,7 +160,7 @@ struct FmtQ4H {
     // B = the (token, super-block)'s sums `sw` (SUM_WORDS words).
     template <bool G>
     static __device__ __forceinline__ void min_b(const u32* sw, int t4, u32& b0, u32& b1) {
-        b0 = ldx<G>(sw + t4);
+        b0 = lda<G>(sw + t4);
         b1 = 0u;
     }
     static __device__ __forceinline__ const u16* sums(const u16* XSUM, const u16* XSUM16) {
@@ -140,6 +181,8 @@ struct FmtQ6H {
     };
     // The three sections of a piece (low nibbles, high bits, dsc): their bytes.
     static constexpr int S0 = 2048, S1 = 1024, S2 = 512;
+    // Warps per SM of the one-token kernels (124 registers; matvec_h16.cu's MVH_BOUNDS).
+    static constexpr int SM_WARPS = 16;
     // The min MMA's B: 32-bit words per (token, super-block) of the sums (XSUM16: 16 f16).
     static constexpr int SUM_WORDS = 8;
     template <bool G>
@@ -147,13 +190,13 @@ struct FmtQ6H {
                                                    int lane, int g, int t4, Regs& r) {
 #pragma unroll
         for (int j = 0; j < 4; ++j) {
-            r.q[j] = ldx<G>((const uint4*)p0 + j * 32 + lane);
-            r.h[j] = ldx<G>((const uint2*)p1 + j * 32 + lane);
+            r.q[j] = ldw<G>((const uint4*)p0 + j * 32 + lane);
+            r.h[j] = ldw<G>((const uint2*)p1 + j * 32 + lane);
         }
 #pragma unroll
         for (int c = 0; c < 2; ++c) {
-            r.dg[c] = ldx<G>((const uint4*)p2 + g * 2 + c);
-            r.d8[c] = ldx<G>((const uint4*)p2 + (g + 8) * 2 + c);
+            r.dg[c] = ldw<G>((const uint4*)p2 + g * 2 + c);
+            r.d8[c] = ldw<G>((const uint4*)p2 + (g + 8) * 2 + c);
         }
     }
     // dsc pair word `wi` (sub-blocks 2wi, 2wi + 1) of a row's 16.
@@ -189,8 +232,8 @@ struct FmtQ6H {
     }
     template <bool G>
     static __device__ __forceinline__ void min_b(const u32* sw, int t4, u32& b0, u32& b1) {
-        b0 = ldx<G>(sw + t4);
-        b1 = ldx<G>(sw + t4 + 4);
+        b0 = lda<G>(sw + t4);
+        b1 = lda<G>(sw + t4 + 4);
     }
     static __device__ __forceinline__ const u16* sums(const u16* XSUM, const u16* XSUM16) {
         return XSUM16;

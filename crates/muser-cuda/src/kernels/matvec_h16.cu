@@ -44,6 +44,30 @@
 #define MVH_XPF 0
 #endif
 
+// One-token chains stage each piece's activations and sums in shared memory one piece ahead,
+// by cp.async (-DMVH_XSTAGE, `MUSER_CUDA_MVH_XSTAGE=0|1`, default 0; not with MVH_BULK): the
+// MMAs then read them from shared memory instead of waiting on a global round trip per load.
+// Per warp [2 stages][min(n_tok, 8) tokens][XST_TOK bytes: the piece's 512 activation bytes,
+// then its sums (16 or 32 bytes)] of dynamic shared memory (the host's
+// `Registry::mvh_xstage_smem`). The same values into the same MMAs, so the same bits.
+#ifndef MVH_XSTAGE
+#define MVH_XSTAGE 0
+#endif
+#define XST_TOK 544
+// With MVH_XSTAGE the one-token kernels keep the warps per SM of their build without it (Q4H 20
+// at 96 registers, Q6H 16 at 124: the staging's address arithmetic would otherwise cost
+// registers and blocks); without it the bounds are the plain ones (the production SASS).
+#if MVH_XSTAGE
+#define MVH_BOUNDS(THREADS, SM_WARPS) \
+    __launch_bounds__(THREADS, ((SM_WARPS) * 32 / (THREADS)) > 0 ? ((SM_WARPS) * 32 / (THREADS)) : 1)
+#else
+#define MVH_BOUNDS(THREADS, SM_WARPS) __launch_bounds__(THREADS)
+#endif
+// By tokens per warp (MVH_KERNEL's TG): one-token kernels as above, the prefill rows plain.
+#define MVH_BOUNDS_1(THREADS, SM_WARPS) MVH_BOUNDS(THREADS, SM_WARPS)
+#define MVH_BOUNDS_4(THREADS, SM_WARPS) __launch_bounds__(THREADS)
+
+
 // A hint: piece `piece` of W's three sections into L2 (no kernel writes weights; 16-byte aligned
 // sections of 16-byte multiples: FmtQ4H / FmtQ6H's S0, S1, S2).
 template <class F>
@@ -100,10 +124,11 @@ extern "C" __global__ void __launch_bounds__(ACT_H16_THREADS)
 
 // One piece (group G, super-block s) of the matmul on its registers `r`: the four loads' tiles,
 // then the min MMA, into the TG token groups' accumulators (tokens tok0 + 8n + g per lane).
-template <class F, int TG>
+template <class F, int TG, bool XS = false>
 __device__ __forceinline__ void mvh_piece(const typename F::Regs& r, int s, int K, int nsb,
                                           const u16* __restrict__ XH, const u32* sums, int tok0,
-                                          int n_tok, int g, int t4, float (&acc)[TG][4]) {
+                                          int n_tok, int g, int t4, float (&acc)[TG][4],
+                                          const u8* xst = nullptr) {
 #pragma unroll
     for (int j = 0; j < 4; ++j) {
         u32 a[4][4];
@@ -113,9 +138,15 @@ __device__ __forceinline__ void mvh_piece(const typename F::Regs& r, int s, int 
             const int tok = tok0 + 8 * n + g;  // this lane's B column
             uint4 xa = make_uint4(0, 0, 0, 0), xb = xa;
             if (tok < n_tok) {
-                const uint4* xp = (const uint4*)(XH + (size_t)tok * K) + 2 * t4 + (size_t)(4 * s + j) * 8;
-                xa = __ldg(xp);
-                xb = __ldg(xp + 1);
+                if constexpr (XS) {  // the staged piece: token 8n + g's 512 bytes
+                    const uint4* xp = (const uint4*)(xst + (8 * n + g) * XST_TOK) + 2 * t4 + j * 8;
+                    xa = xp[0];
+                    xb = xp[1];
+                } else {
+                    const uint4* xp = (const uint4*)(XH + (size_t)tok * K) + 2 * t4 + (size_t)(4 * s + j) * 8;
+                    xa = lda<true>(xp);
+                    xb = lda<true>(xp + 1);
+                }
             }
             const u32 xs[8] = {xa.x, xa.y, xa.z, xa.w, xb.x, xb.y, xb.z, xb.w};
 #pragma unroll
@@ -128,8 +159,12 @@ __device__ __forceinline__ void mvh_piece(const typename F::Regs& r, int s, int 
     for (int n = 0; n < TG; ++n) {
         const int tok = tok0 + 8 * n + g;
         u32 b0 = 0u, b1 = 0u;
-        if (tok < n_tok)
-            F::template min_b<true>(sums + ((size_t)tok * nsb + s) * F::SUM_WORDS, t4, b0, b1);
+        if (tok < n_tok) {
+            if constexpr (XS)
+                F::template min_b<false>((const u32*)(xst + (8 * n + g) * XST_TOK + 512), t4, b0, b1);
+            else
+                F::template min_b<true>(sums + ((size_t)tok * nsb + s) * F::SUM_WORDS, t4, b0, b1);
+        }
         mma_h16(acc[n], am, b0, b1);
     }
 }
@@ -174,12 +209,31 @@ struct PdlWait {
 // `acc`, the next MVH_AHEAD pieces ahead in registers. The wait (PDL's by default) is here: before the
 // first load, or after it (and MVH_EARLY − 1 L2 prefetches) with MVH_EARLY (weights: no kernel
 // writes them).
-template <class F, int S, int TG, class Wait = PdlWait>
+template <class F, int S, int TG, bool XS = false, class Wait = PdlWait>
 __device__ __forceinline__ void mvh_chain(const u8* __restrict__ W, size_t pieces, int G, int nsb,
                                           int c, int K, const u16* __restrict__ XH,
                                           const u32* sums, int tok0, int n_tok,
-                                          float (&acc)[TG][4], const Wait& wait = Wait()) {
+                                          float (&acc)[TG][4], const Wait& wait = Wait(),
+                                          u8* xarea = nullptr) {
+    static_assert(!XS || TG == 1, "staged activations: one 8-token group per warp");
     const int lane = threadIdx.x & 31, g = lane >> 2, t4 = lane & 3;
+    // MVH_XSTAGE: this warp's two stages (xarea), min(n_tok, 8) tokens each, nv of them this
+    // block's; piece sp's activations and sums into stage b, lane l copying bytes 16l..16l+15
+    // of each token's 512 and lanes below nv · (sum bytes / 16) the sums.
+    const int ntb = n_tok < 8 ? n_tok : 8, nv = min(8, n_tok - tok0);
+    auto stage = [&](int sp, int b) {
+        const u32 dst = (u32)__cvta_generic_to_shared(xarea) + (u32)(b * ntb * XST_TOK);
+#pragma unroll 1
+        for (int tl = 0; tl < nv; ++tl)
+            h16_cp16(dst + tl * XST_TOK + lane * 16,
+                     (const u8*)(XH + (size_t)(tok0 + tl) * K) + (size_t)sp * 512 + lane * 16);
+        constexpr int SL = F::SUM_WORDS / 4;  // 16-byte pieces of a token's sums
+        if (lane < nv * SL) {
+            const int tl = lane / SL, q = lane % SL;
+            h16_cp16(dst + tl * XST_TOK + 512 + q * 16,
+                     (const u8*)(sums + ((size_t)(tok0 + tl) * nsb + sp) * F::SUM_WORDS) + q * 16);
+        }
+    };
     auto load = [&](int sb, typename F::Regs& rr) {
         const u8 *p0, *p1, *p2;
         piece_at<F>(W, pieces, (size_t)G * nsb + sb, p0, p1, p2);
@@ -210,9 +264,21 @@ __device__ __forceinline__ void mvh_chain(const u8* __restrict__ W, size_t piece
     if (s + S < nsb) load(s + S, r1);
 #endif
 #endif
-    for (; s < nsb; s += S) {
+    if constexpr (XS) {
+        if (s < nsb) stage(s, 0);
+        cp_async_commit();
+    }
+    for (int it = 0; s < nsb; s += S, ++it) {
         typename F::Regs rn;
         if (s + MVH_AHEAD * S < nsb) load(s + MVH_AHEAD * S, rn);
+        if constexpr (XS) {
+            // The next piece into the other stage (read last iteration, released by the
+            // __syncwarp after it); one group per piece, empty at the end.
+            if (s + S < nsb) stage(s + S, (it + 1) & 1);
+            cp_async_commit();
+            cp_async_wait<1>();
+            __syncwarp();
+        }
 #if MVH_XPF
         // A piece's activations are 512 contiguous bytes per token (four L1 lines): lane
         // (g, t4) takes line t4 of token tok0 + 8n + g, and t4 = 0 its sums.
@@ -229,7 +295,9 @@ __device__ __forceinline__ void mvh_chain(const u8* __restrict__ W, size_t piece
             }
         }
 #endif
-        mvh_piece<F, TG>(r, s, K, nsb, XH, sums, tok0, n_tok, g, t4, acc);
+        mvh_piece<F, TG, XS>(r, s, K, nsb, XH, sums, tok0, n_tok, g, t4, acc,
+                             xarea + (it & 1) * ntb * XST_TOK);
+        if constexpr (XS) __syncwarp();
 #if MVH_AHEAD == 2
         r = r1;
         r1 = rn;
@@ -237,6 +305,7 @@ __device__ __forceinline__ void mvh_chain(const u8* __restrict__ W, size_t piece
         r = rn;
 #endif
     }
+    if constexpr (XS) cp_async_wait<0>();
 }
 
 // The matmul: S warps per 16-row group, TG groups of 8 tokens per warp (blockIdx.y covers 8·TG
@@ -259,8 +328,11 @@ __device__ __forceinline__ void mvh_body(const u8* __restrict__ W, int n_out, in
     for (int n = 0; n < TG; ++n)
 #pragma unroll
         for (int e = 0; e < 4; ++e) acc[n][e] = 0.f;
-    mvh_chain<F, S, TG>(W, pieces, G, nsb, warp, K, XH, (const u32*)F::sums(XSUM, XSUM16), tok0,
-                        n_tok, acc);
+    constexpr bool XS = MVH_XSTAGE && TG == 1;
+    extern __shared__ __align__(16) u8 mvh_xs[];  // MVH_XSTAGE: [S warps][2][ntb][XST_TOK]
+    const int ntb = n_tok < 8 ? n_tok : 8;
+    mvh_chain<F, S, TG, XS>(W, pieces, G, nsb, warp, K, XH, (const u32*)F::sums(XSUM, XSUM16),
+                            tok0, n_tok, acc, PdlWait(), mvh_xs + warp * 2 * ntb * XST_TOK);
     mvh_finish<S, TG>(acc, part, G, tok0, n_tok, XINV, w_inv, Y, ldy);
 }
 
@@ -289,8 +361,11 @@ __device__ __forceinline__ void mvh_glu_body(const u8* __restrict__ Wg, const u8
     const size_t pieces = (size_t)(n_out / 16) * nsb;
     const int tok0 = 8 * blockIdx.y;
     float acc[1][4] = {{0.f, 0.f, 0.f, 0.f}};
-    mvh_chain<F, S, 1>(W, pieces, G, nsb, warp % S, K, XH, (const u32*)F::sums(XSUM, XSUM16),
-                       tok0, n_tok, acc);
+    extern __shared__ __align__(16) u8 mvh_xs[];  // MVH_XSTAGE: [2S warps][2][ntb][XST_TOK]
+    const int ntb = n_tok < 8 ? n_tok : 8;
+    mvh_chain<F, S, 1, MVH_XSTAGE != 0>(W, pieces, G, nsb, warp % S, K, XH,
+                                         (const u32*)F::sums(XSUM, XSUM16), tok0, n_tok, acc,
+                                         PdlWait(), mvh_xs + warp * 2 * ntb * XST_TOK);
 #pragma unroll
     for (int e = 0; e < 4; ++e) part[warp][lane][e] = acc[0][e];
     __syncthreads();
@@ -337,7 +412,7 @@ __device__ __forceinline__ void mvh_glu_body(const u8* __restrict__ Wg, const u8
 }
 
 #define MVH_GLU_KERNEL(NAME, F, S)                                                                \
-    extern "C" __global__ void __launch_bounds__(64 * S)                                          \
+    extern "C" __global__ void MVH_BOUNDS(64 * S, F::SM_WARPS)                                    \
         NAME(const u8* Wg, const u8* Wu, int n_out, int K, const u16* XH, const u16* XSUM,        \
              const u16* XSUM16, const float* XINV, float winv_g, float winv_u, float* Y, int ldy, \
              int n_tok, u32* M) {                                                                 \
@@ -450,7 +525,7 @@ __device__ __forceinline__ void mvh_bulk_body(const u8* __restrict__ W, int n_ou
 }
 
 #define MVH_KERNEL(NAME, F, S, TG)                                                               \
-    extern "C" __global__ void __launch_bounds__(32 * S)                                         \
+    extern "C" __global__ void MVH_BOUNDS_##TG(32 * S, F::SM_WARPS)                              \
         NAME(const u8* W, int n_out, int K, const u16* XH, const u16* XSUM, const u16* XSUM16,   \
              const float* XINV, float w_inv, float* Y, int ldy, int n_tok) {                     \
         mvh_body<F, S, TG>(W, n_out, K, XH, XSUM, XSUM16, XINV, w_inv, Y, ldy, n_tok);           \

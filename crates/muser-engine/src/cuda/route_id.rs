@@ -68,7 +68,7 @@ impl CudaSession<'_> {
                     }
                 ),
                 Acts::F16 => format!(
-                    "{}{}{}{}{}",
+                    "{}{}{}{}{}{}{}",
                     match self.reg.h16_wide_s {
                         4 => "mvh".to_string(),
                         s => format!("mvh-s{s}"),
@@ -87,7 +87,12 @@ impl CudaSession<'_> {
                         1 => String::new(),
                         n => format!("-ahead{n}"),
                     },
-                    if self.reg.mvh_xpf == 1 { "-xpf" } else { "" }
+                    if self.reg.mvh_xpf == 1 { "-xpf" } else { "" },
+                    match self.reg.mvh_whint {
+                        0 => String::new(),
+                        h => format!("-whint{h}"),
+                    },
+                    if self.reg.mvh_xstage { "-xstage" } else { "" }
                 ),
                 Acts::F32 | Acts::Invalid => "plain".to_string(),
             },
