@@ -6,8 +6,10 @@
 //! `weights` (upload and the kernel table per weight type), `a8` (what the A8 activation A/B
 //! can run), `h16` (what the f16 route can run), `matmul` (the projections), `route_id` (the
 //! route identity).
-//! Numerics: weights stay quantized in the arena and are multiplied against A8 (the default
-//! where every matmul weight has A8 kernels), A16 or f16 activations (`options::Acts`), f64 norm
+//! Numerics: weights stay quantized in the arena (Q4_K / Q6_K repacked into Q4H / Q6H on the f16
+//! route) and are multiplied against f16 (the default where the f16 route covers the model), A8
+//! (the default elsewhere where every matmul weight has A8 kernels) or A16 activations
+//! (`options::Acts`; `resolve_default_acts`), f64 norm
 //! reductions, attention over f16 K/V with a fixed split of the key range (`attn_super` keys
 //! per partial) — f32 kernels, or on the f16 route the tensor cores (attn_h16.cu).
 //! Invariants (BRIEF §2): a token's logits are a fixed function of the model, the token ids and
@@ -149,15 +151,14 @@ pub struct CudaSession<'m> {
     pub load_report: String,
 }
 
-/// The registry's Q6_K kernel switches act on one layout each: a switch for the layout the
-/// session does not use would change nothing, so it is refused.
 /// The activation format when none was asked for (`opts.acts_explicit` false), per model:
 /// **f16** where the f16 route covers the model (`h16::fits`: Q4_K / Q6_K weights, heads its
 /// tensor-core attention has kernels for), else A8 where every matmul weight has A8 kernels
 /// (`a8::fits`), else A16 — float matmul weights keep 16-bit activations. Decided on the H200 at
 /// 8581a35 (side by side, `docs/receipts/bench-cuda-full-8581a35-f16*.json`; A8 at a2b8ed5):
 /// pp512 1.55× llama.cpp vs A8's 0.67×, 4 rows 3.57× one sequence vs 2.38×, KL to the oracle
-/// ~13× lower (parity tiny / small); one-sequence decode 1.38× vs 1.44×. `MUSER_CUDA_ACTS` keeps its value.
+/// ~13× lower (parity tiny / small); one-sequence decode 1.38× vs 1.44×. `MUSER_CUDA_ACTS`
+/// keeps its value.
 fn resolve_default_acts(model: &Model, opts: &mut CudaOptions) {
     if opts.acts_explicit || opts.acts != Acts::A8 {
         return;
@@ -171,6 +172,8 @@ fn resolve_default_acts(model: &Model, opts: &mut CudaOptions) {
     };
 }
 
+/// The registry's Q6_K kernel switches act on one layout each: a switch for the layout the
+/// session does not use would change nothing, so it is refused.
 fn check_q6_switches(reg: &Registry, q6_pad: bool) -> Result<(), EngineError> {
     let unused = if q6_pad {
         [
