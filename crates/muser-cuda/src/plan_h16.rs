@@ -248,9 +248,6 @@ impl Registry {
         (s, s.trailing_zeros() as usize - 1)
     }
 
-    /// Dynamic shared memory of a decode matmul block of `s` warps over format `w`: the bulk-copy
-    /// ring, `s` warps × D' stages × the piece's bytes (matvec_h16.cu `mvh_bulk_stages`: D' =
-    /// `mvh_bulk`, fewer where the block would pass 200 KiB, at least 2); 0 without the ring.
     /// Dynamic shared memory of a one-token f16 launch of `warps` chains over `n_tok` tokens
     /// with `MUSER_CUDA_MVH_XSTAGE=1` (matvec_h16.cu's MVH_XSTAGE: per warp two stages of
     /// min(n_tok, 8) tokens × 544 bytes — a piece's 512 activation bytes and its sums); 0
@@ -262,6 +259,9 @@ impl Registry {
         warps as usize * 2 * n_tok.min(8) * 544
     }
 
+    /// Dynamic shared memory of a decode matmul block of `s` warps over format `w`: the bulk-copy
+    /// ring, `s` warps × D' stages × the piece's bytes (matvec_h16.cu `mvh_bulk_stages`: D' =
+    /// `mvh_bulk`, fewer where the block would pass 200 KiB, at least 2); 0 without the ring.
     pub fn mvh_bulk_smem(&self, w: HWeights, s: u32) -> usize {
         if self.mvh_bulk == 0 {
             return 0;
