@@ -381,7 +381,7 @@ mod tests {
             "-DMVH_EARLY=4",
             "-DMVH_AHEAD=2",
             "-DMVH_XPF=1",
-            "-DMVH_WHINT=2",
+            "-DMVH_WHINT=0",
             "-DMVH_XSTAGE=1",
         ] {
             compile_module(

@@ -267,14 +267,17 @@ pub struct Registry {
     /// `mvh_persist` graph 128.27 vs 102.89 µs per layer).
     pub mvh_xpf: u32,
     /// L1 cache hints of the f16 matmul chains' global loads (`-DMVH_WHINT`,
-    /// `MUSER_CUDA_MVH_WHINT=0|1|2`, default 0; formats_h16.cuh): 1 the weights
+    /// `MUSER_CUDA_MVH_WHINT=0|1|2`, default 2; formats_h16.cuh): 1 the weights
     /// `L1::no_allocate`, 2 also the activations and sums `L1::evict_last`. The same values,
-    /// so the same bits. Built in session 28, not yet measured.
+    /// so the same bits. 2 kept (H200, full forge, session 29: tg128 132.63 / 132.56 vs 128.34
+    /// / 128.71 without hints; `mvh_persist` graph 100.40 (1: 100.28) vs 102.96 µs per layer).
     pub mvh_whint: u32,
     /// One-token f16 matmul chains stage each piece's activations and sums in shared memory
     /// one piece ahead by `cp.async` (`-DMVH_XSTAGE`, `MUSER_CUDA_MVH_XSTAGE=0|1`, default 0;
     /// not with `MUSER_CUDA_MVH_BULK`; [`Registry::mvh_xstage_smem`] bytes per launch). The
-    /// same values into the same MMAs, so the same bits. Built in session 28, not yet measured.
+    /// same values into the same MMAs, so the same bits. Not kept (H200, full forge, session
+    /// 29: tg128 113.65 / 114.21 vs 128.34 / 128.71; `mvh_persist` graph 123.18 vs 102.96 µs
+    /// per layer).
     pub mvh_xstage: bool,
     /// With `MmtShape::Wg`: the fewest row groups a matrix needs for the warpgroup tiles
     /// (`MUSER_CUDA_MMW_MIN`: 1024, FFN gate / up and the output projection; 0, every tiled
@@ -505,7 +508,7 @@ impl Registry {
         let mvh_early = env_choice("MUSER_CUDA_MVH_EARLY", 1, &[0, 1, 2, 3, 4, 6, 8])?;
         let mvh_ahead = env_choice("MUSER_CUDA_MVH_AHEAD", 1, &[1, 2])?;
         let mvh_xpf = env_choice("MUSER_CUDA_MVH_XPF", 0, &[0, 1])?;
-        let mvh_whint = env_choice("MUSER_CUDA_MVH_WHINT", 0, &[0, 1, 2])?;
+        let mvh_whint = env_choice("MUSER_CUDA_MVH_WHINT", 2, &[0, 1, 2])?;
         let mvh_xstage = env_choice("MUSER_CUDA_MVH_XSTAGE", 0, &[0, 1])? == 1;
         if mvh_xstage && mvh_bulk > 0 {
             return Err(CudaError::Invalid(

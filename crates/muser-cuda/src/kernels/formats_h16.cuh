@@ -53,12 +53,13 @@ __device__ __forceinline__ T ldx(const T* p) {
     else return *p;
 }
 
-// L1 cache hints of the one-token matmuls' global loads (-DMVH_WHINT, `MUSER_CUDA_MVH_WHINT`,
-// 0 by default; set for matvec_h16.cu only): 1 reads the weights with L1::no_allocate (each
+// L1 cache hints of the f16 matmul chains' global loads (-DMVH_WHINT, `MUSER_CUDA_MVH_WHINT`,
+// 2 by default; set for matvec_h16.cu only): 1 reads the weights with L1::no_allocate (each
 // byte is read once, so it need not evict the activations the MMAs wait on), 2 also reads the
-// activations and their sums with L1::evict_last. The same values, so the same bits.
+// activations and their sums with L1::evict_last. The same values, so the same bits. 2 measured
+// faster (session 29, tg128 132.6 vs 128.5).
 #ifndef MVH_WHINT
-#define MVH_WHINT 0
+#define MVH_WHINT 2
 #endif
 #define MUSER_LD_HINTED(NAME, Q)                                                                  \
     __device__ __forceinline__ uint4 NAME(const uint4* p) {                                       \

@@ -89,7 +89,7 @@ impl CudaSession<'_> {
                     },
                     if self.reg.mvh_xpf == 1 { "-xpf" } else { "" },
                     match self.reg.mvh_whint {
-                        0 => String::new(),
+                        2 => String::new(),
                         h => format!("-whint{h}"),
                     },
                     if self.reg.mvh_xstage { "-xstage" } else { "" }
