@@ -10,10 +10,7 @@
 set -uo pipefail
 out=${1:?outdir}
 log=$out/account.txt
-M=$PWD/.device/muser
-F=$HOME/f4.gguf
-[ -f "$F" ] || $M forge --preset full --layers 4 --seed 7 -o "$F" > /dev/null 2>&1
-NCU=$(command -v ncu || ls /usr/local/cuda*/bin/ncu 2>/dev/null | head -1)
+source scripts/device/f4-ncu.sh
 echo "== tg64 (graph)" >> "$log"
 $M bench -m "$F" --backend cuda -p 0 -n 64 -r 2 2>&1 | grep -E "tg64|route" >> "$log"
 MET=gpu__time_duration.sum,dram__throughput.avg.pct_of_peak_sustained_elapsed,dram__bytes_read.sum,launch__registers_per_thread,sm__warps_active.avg.pct_of_peak_sustained_active,launch__grid_size,sm__throughput.avg.pct_of_peak_sustained_elapsed

@@ -8,10 +8,7 @@
 set -uo pipefail
 out=${1:?outdir}
 log=$out/stalls.txt
-M=$PWD/.device/muser
-F=$HOME/f4.gguf
-[ -f "$F" ] || $M forge --preset full --layers 4 --seed 7 -o "$F" > /dev/null 2>&1
-NCU=$(command -v ncu || ls /usr/local/cuda*/bin/ncu 2>/dev/null | head -1)
+source scripts/device/f4-ncu.sh
 for k in ${KERNELS:-mvh_glu_q4h_s2 mvh_q4h_s8}; do
   MUSER_CUDA_GRAPH=0 timeout 150 $NCU --clock-control none --cache-control none \
     -k regex:"^$k\$" --launch-skip 8 --launch-count 1 --section SourceCounters \

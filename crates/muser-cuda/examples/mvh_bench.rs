@@ -61,7 +61,7 @@ fn main() {
     println!(
         "mvh_bench: f16 route matmuls, {COPIES} copies per matrix, decode weight ring {} \
          (MUSER_CUDA_MVH_BULK)",
-        reg.mvh_bulk
+        reg.h16.mvh_bulk
     );
     for (name, fmt, k, n_out) in shapes {
         // Random quant bytes and fixed scales: a valid layout needs no GGUF source.

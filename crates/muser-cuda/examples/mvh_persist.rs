@@ -178,10 +178,10 @@ fn main() {
          L1 hints {}, staged activations {}",
         shapes.len(),
         bytes_per_layer as f64 / 1e6,
-        reg.mvh_early,
-        reg.mvh_ahead,
-        reg.mvh_whint,
-        reg.mvh_xstage
+        reg.h16.mvh_early,
+        reg.h16.mvh_ahead,
+        reg.h16.mvh_whint,
+        reg.h16.mvh_xstage
     );
     let time = |name: &str, go: &dyn Fn() -> Result<(), muser_cuda::CudaError>| {
         for _ in 0..3 {

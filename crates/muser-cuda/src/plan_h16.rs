@@ -2,10 +2,12 @@
 //! `act_h16_dims`, `ewh_dims`) and the shapes they choose from: the chain count S of a matrix
 //! (`Registry::h16_chains`, part of the numbers: every f16 matmul kernel of a matrix takes the
 //! same S, so decode, packed rows and prefill give each output the same bits) and the prefill
-//! tiles' placement on an SM (`MmtShape`, launch only). The kernels: matvec_h16.cu, mmt_h16.cu.
+//! tiles' placement on an SM (`MmtShape`, launch only) — and the switches both are read from
+//! (`H16Switches`: `MUSER_CUDA_H16_*_S`, `MUSER_CUDA_MVH_*`). The kernels: matvec_h16.cu,
+//! mmt_h16.cu.
 
 use crate::error::CudaError;
-use crate::registry::{Kernel, Registry};
+use crate::registry::{env_choice, Kernel, Registry};
 
 /// The prefill tiles of `mmt_*` (mmt_h16.cu): row groups and tokens per block and threads (the
 /// .cu's MMT_GROUPS, MMT_TOK, MMT_THREADS). Q4H's shape is compiled in as -DMMT_WG / -DMMT_MINB /
@@ -45,6 +47,104 @@ pub enum MmtShape {
 /// partial sums of up to 32 warps (`mvh_glu_*` at S = 16) and the bulk ring's barriers (16 warps
 /// of 4 stages). What a dynamic allocation must leave room for.
 pub(crate) const MVH_STATIC_SMEM: usize = 32 * 32 * 4 * 4 + 16 * 4 * 8;
+
+/// The f16 matmul chains' compile-time switches (`MUSER_CUDA_H16_*_S`, `MUSER_CUDA_MVH_*`;
+/// docs/cuda.md's switch table): the chain counts S, part of every output's numbers and shared
+/// by decode and prefill, and the decode kernels' load schedule, which keeps the same bits.
+/// Read once per registry; the schedule reaches matvec_h16.cu and probes_h16.cu as `-D`s.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct H16Switches {
+    /// The chain count S of the f16 route's matrices with at least 1024 row groups (FFN gate /
+    /// up, the output projection): 2 (route id `mv=mvh-s2`; the default since 2026-12-02, H200:
+    /// tg128 110.81 vs 109.49 tok/s, FFN gate / up one token 28.75 vs 30.49 µs), or 4
+    /// (`MUSER_CUDA_H16_WIDE_S=4`, `mv=mvh`). Every kernel of the route takes S from
+    /// `h16_chains`, so decode and prefill keep the same bits — but S is part of the numbers.
+    pub h16_wide_s: u32,
+    /// The chain count S of the f16 route's matrices with 400 to 1023 row groups (the attention
+    /// output, FFN down): 4 (default) or 8 (`MUSER_CUDA_H16_MID_S`), and with 128 to 399 (Q,
+    /// the attention gate): 8 (default) or 16 (`MUSER_CUDA_H16_NARROW_S`). Part of the numbers
+    /// as `h16_wide_s`; A/B switches for the decode matmuls' chain length (the prototype's
+    /// figures at 98 registers: docs/receipts/cuda-hmma-prototype.txt).
+    pub h16_mid_s: u32,
+    pub h16_narrow_s: u32,
+    /// Stages of the f16 decode matmuls' bulk-copy weight ring (`-DMVH_BULK`,
+    /// `MUSER_CUDA_MVH_BULK=0|2|3|4`; 0 = the next piece in registers, matvec_h16.cu). The same
+    /// pieces in the same order, so the same bits.
+    pub mvh_bulk: u32,
+    /// The f16 matmuls (`mvh_*`, `mmh_*`) request their first weight piece before the PDL wait
+    /// (`-DMVH_EARLY`, `MUSER_CUDA_MVH_EARLY=0|1`, default 1: H200, full forge, session 27, f16
+    /// tg128 126.47 vs 125.70 / 125.84 off, with the fused FFN launch 127.88 vs 127.32); N > 1
+    /// (2, 3, 4, 6, 8) also prefetches each chain's next N − 1 pieces into L2 before the wait:
+    /// not kept (12-layer full-width forge, session 27, tg128 431.40 / 432.87 / 421.04 at
+    /// N = 2 / 4 / 8 vs 436.57 at 1). The same loads, so the same bits.
+    pub mvh_early: u32,
+    /// Weight pieces each f16 matmul chain (`mvh_*`, `mmh_*`, the fused FFN launch) holds
+    /// ahead in registers (`-DMVH_AHEAD`, `MUSER_CUDA_MVH_AHEAD=1|2`, default 1). The same loads
+    /// in the same order, so the same bits. 2 not kept (H200, full forge, session 28: tg128
+    /// 128.03 / 128.77 vs 128.26 / 127.84; `mvh_persist` graph 103.30 vs 102.99 µs per layer).
+    pub mvh_ahead: u32,
+    /// The f16 matmul chains prefetch the next piece's activations into L1 (`-DMVH_XPF`,
+    /// `MUSER_CUDA_MVH_XPF=0|1`, default 0). A hint: the same bits. Not kept (H200, session 28,
+    /// `mvh_persist` graph 128.27 vs 102.89 µs per layer).
+    pub mvh_xpf: u32,
+    /// L1 cache hints of the f16 matmul chains' global loads (`-DMVH_WHINT`,
+    /// `MUSER_CUDA_MVH_WHINT=0|1|2`, default 2; formats_h16.cuh): 1 the weights
+    /// `L1::no_allocate`, 2 also the activations and sums `L1::evict_last`. The same values,
+    /// so the same bits. 2 kept (H200, full forge, session 29: tg128 132.63 / 132.56 vs 128.34
+    /// / 128.71 without hints; `mvh_persist` graph 100.40 (1: 100.28) vs 102.96 µs per layer).
+    pub mvh_whint: u32,
+    /// One-token f16 matmul chains stage each piece's activations and sums in shared memory
+    /// one piece ahead by `cp.async` (`-DMVH_XSTAGE`, `MUSER_CUDA_MVH_XSTAGE=0|1`, default 0;
+    /// not with `MUSER_CUDA_MVH_BULK`; [`Registry::mvh_xstage_smem`] bytes per launch). The
+    /// same values into the same MMAs, so the same bits. Not kept (H200, full forge, session
+    /// 29: tg128 113.65 / 114.21 vs 128.34 / 128.71; `mvh_persist` graph 123.18 vs 102.96 µs
+    /// per layer).
+    pub mvh_xstage: bool,
+}
+
+impl H16Switches {
+    pub(crate) fn from_env() -> Result<H16Switches, CudaError> {
+        let h16_wide_s = env_choice("MUSER_CUDA_H16_WIDE_S", 2, &[2, 4])?;
+        let mvh_bulk = env_choice("MUSER_CUDA_MVH_BULK", 0, &[0, 2, 3, 4])?;
+        let mvh_early = env_choice("MUSER_CUDA_MVH_EARLY", 1, &[0, 1, 2, 3, 4, 6, 8])?;
+        let mvh_ahead = env_choice("MUSER_CUDA_MVH_AHEAD", 1, &[1, 2])?;
+        let mvh_xpf = env_choice("MUSER_CUDA_MVH_XPF", 0, &[0, 1])?;
+        let mvh_whint = env_choice("MUSER_CUDA_MVH_WHINT", 2, &[0, 1, 2])?;
+        let mvh_xstage = env_choice("MUSER_CUDA_MVH_XSTAGE", 0, &[0, 1])? == 1;
+        if mvh_xstage && mvh_bulk > 0 {
+            return Err(CudaError::Invalid(
+                "MUSER_CUDA_MVH_XSTAGE=1 and MUSER_CUDA_MVH_BULK: both stage the one-token \
+                 matmuls' operands in the same dynamic shared memory; set one"
+                    .into(),
+            ));
+        }
+        let h16_mid_s = env_choice("MUSER_CUDA_H16_MID_S", 4, &[4, 8])?;
+        let h16_narrow_s = env_choice("MUSER_CUDA_H16_NARROW_S", 8, &[8, 16])?;
+        Ok(H16Switches {
+            h16_wide_s,
+            h16_mid_s,
+            h16_narrow_s,
+            mvh_bulk,
+            mvh_early,
+            mvh_ahead,
+            mvh_xpf,
+            mvh_whint,
+            mvh_xstage,
+        })
+    }
+
+    /// The `-D` options of matvec_h16.cu and probes_h16.cu.
+    pub(crate) fn defines(&self) -> Vec<String> {
+        vec![
+            format!("-DMVH_BULK={}", self.mvh_bulk),
+            format!("-DMVH_EARLY={}", self.mvh_early),
+            format!("-DMVH_AHEAD={}", self.mvh_ahead),
+            format!("-DMVH_XPF={}", self.mvh_xpf),
+            format!("-DMVH_WHINT={}", self.mvh_whint),
+            format!("-DMVH_XSTAGE={}", u8::from(self.mvh_xstage)),
+        ]
+    }
+}
 
 impl MmtShape {
     pub(crate) fn from_env() -> Result<MmtShape, CudaError> {
@@ -240,9 +340,9 @@ impl Registry {
     /// `h16_narrow_s` (8) from 128, 16 below.
     pub fn h16_chains(&self, n_out: usize) -> (u32, usize) {
         let s = match n_out / 16 {
-            1024.. => self.h16_wide_s,
-            400.. => self.h16_mid_s,
-            128.. => self.h16_narrow_s,
+            1024.. => self.h16.h16_wide_s,
+            400.. => self.h16.h16_mid_s,
+            128.. => self.h16.h16_narrow_s,
             _ => 16,
         };
         (s, s.trailing_zeros() as usize - 1)
@@ -253,7 +353,7 @@ impl Registry {
     /// min(n_tok, 8) tokens × 544 bytes — a piece's 512 activation bytes and its sums); 0
     /// without it.
     pub fn mvh_xstage_smem(&self, warps: u32, n_tok: usize) -> usize {
-        if !self.mvh_xstage {
+        if !self.h16.mvh_xstage {
             return 0;
         }
         warps as usize * 2 * n_tok.min(8) * 544
@@ -263,7 +363,7 @@ impl Registry {
     /// ring, `s` warps × D' stages × the piece's bytes (matvec_h16.cu `mvh_bulk_stages`: D' =
     /// `mvh_bulk`, fewer where the block would pass 200 KiB, at least 2); 0 without the ring.
     pub fn mvh_bulk_smem(&self, w: HWeights, s: u32) -> usize {
-        if self.mvh_bulk == 0 {
+        if self.h16.mvh_bulk == 0 {
             return 0;
         }
         let pb: usize = match w {
@@ -272,8 +372,8 @@ impl Registry {
         };
         let s = s as usize;
         let cap = 200 * 1024 / (s * pb);
-        let d = if (self.mvh_bulk as usize) < cap {
-            self.mvh_bulk as usize
+        let d = if (self.h16.mvh_bulk as usize) < cap {
+            self.h16.mvh_bulk as usize
         } else {
             cap.max(2)
         };
@@ -417,7 +517,7 @@ impl Registry {
         n_tok: usize,
     ) -> Option<(Kernel, crate::launch::Dims)> {
         use Kernel::*;
-        if n_tok > 8 || self.mvh_bulk != 0 {
+        if n_tok > 8 || self.h16.mvh_bulk != 0 {
             return None;
         }
         let s = self.h16_chains(n_out).0;

@@ -19,7 +19,7 @@ use crate::compile::hex;
 pub use crate::compile::{compile_module, nvrtc_present, nvrtc_version, Compiled, Math, Module};
 use crate::device::Gpu;
 use crate::error::CudaError;
-use crate::plan_h16::MmtShape;
+use crate::plan_h16::{H16Switches, MmtShape};
 
 macro_rules! kernels {
     ($($v:ident => $m:ident, $sym:literal;)*) => {
@@ -233,52 +233,9 @@ pub struct Registry {
     /// shapes act on Q4H (Q6H's is always `MmtShape::W8`). Launch and schedule only: the same
     /// numbers.
     pub mmt: MmtShape,
-    /// The chain count S of the f16 route's matrices with at least 1024 row groups (FFN gate /
-    /// up, the output projection): 2 (route id `mv=mvh-s2`; the default since 2026-12-02, H200:
-    /// tg128 110.81 vs 109.49 tok/s, FFN gate / up one token 28.75 vs 30.49 µs), or 4
-    /// (`MUSER_CUDA_H16_WIDE_S=4`, `mv=mvh`). Every kernel of the route takes S from
-    /// `h16_chains`, so decode and prefill keep the same bits — but S is part of the numbers.
-    pub h16_wide_s: u32,
-    /// The chain count S of the f16 route's matrices with 400 to 1023 row groups (the attention
-    /// output, FFN down): 4 (default) or 8 (`MUSER_CUDA_H16_MID_S`), and with 128 to 399 (Q,
-    /// the attention gate): 8 (default) or 16 (`MUSER_CUDA_H16_NARROW_S`). Part of the numbers
-    /// as `h16_wide_s`; A/B switches for the decode matmuls' chain length (the prototype's
-    /// figures at 98 registers: docs/receipts/cuda-hmma-prototype.txt).
-    pub h16_mid_s: u32,
-    pub h16_narrow_s: u32,
-    /// Stages of the f16 decode matmuls' bulk-copy weight ring (`-DMVH_BULK`,
-    /// `MUSER_CUDA_MVH_BULK=0|2|3|4`; 0 = the next piece in registers, matvec_h16.cu). The same
-    /// pieces in the same order, so the same bits.
-    pub mvh_bulk: u32,
-    /// The f16 matmuls (`mvh_*`, `mmh_*`) request their first weight piece before the PDL wait
-    /// (`-DMVH_EARLY`, `MUSER_CUDA_MVH_EARLY=0|1`, default 1: H200, full forge, session 27, f16
-    /// tg128 126.47 vs 125.70 / 125.84 off, with the fused FFN launch 127.88 vs 127.32); N > 1
-    /// (2, 3, 4, 6, 8) also prefetches each chain's next N − 1 pieces into L2 before the wait:
-    /// not kept (12-layer full-width forge, session 27, tg128 431.40 / 432.87 / 421.04 at
-    /// N = 2 / 4 / 8 vs 436.57 at 1). The same loads, so the same bits.
-    pub mvh_early: u32,
-    /// Weight pieces each f16 matmul chain (`mvh_*`, `mmh_*`, the fused FFN launch) holds
-    /// ahead in registers (`-DMVH_AHEAD`, `MUSER_CUDA_MVH_AHEAD=1|2`, default 1). The same loads
-    /// in the same order, so the same bits. 2 not kept (H200, full forge, session 28: tg128
-    /// 128.03 / 128.77 vs 128.26 / 127.84; `mvh_persist` graph 103.30 vs 102.99 µs per layer).
-    pub mvh_ahead: u32,
-    /// The f16 matmul chains prefetch the next piece's activations into L1 (`-DMVH_XPF`,
-    /// `MUSER_CUDA_MVH_XPF=0|1`, default 0). A hint: the same bits. Not kept (H200, session 28,
-    /// `mvh_persist` graph 128.27 vs 102.89 µs per layer).
-    pub mvh_xpf: u32,
-    /// L1 cache hints of the f16 matmul chains' global loads (`-DMVH_WHINT`,
-    /// `MUSER_CUDA_MVH_WHINT=0|1|2`, default 2; formats_h16.cuh): 1 the weights
-    /// `L1::no_allocate`, 2 also the activations and sums `L1::evict_last`. The same values,
-    /// so the same bits. 2 kept (H200, full forge, session 29: tg128 132.63 / 132.56 vs 128.34
-    /// / 128.71 without hints; `mvh_persist` graph 100.40 (1: 100.28) vs 102.96 µs per layer).
-    pub mvh_whint: u32,
-    /// One-token f16 matmul chains stage each piece's activations and sums in shared memory
-    /// one piece ahead by `cp.async` (`-DMVH_XSTAGE`, `MUSER_CUDA_MVH_XSTAGE=0|1`, default 0;
-    /// not with `MUSER_CUDA_MVH_BULK`; [`Registry::mvh_xstage_smem`] bytes per launch). The
-    /// same values into the same MMAs, so the same bits. Not kept (H200, full forge, session
-    /// 29: tg128 113.65 / 114.21 vs 128.34 / 128.71; `mvh_persist` graph 123.18 vs 102.96 µs
-    /// per layer).
-    pub mvh_xstage: bool,
+    /// The f16 matmul chains' switches: chain counts S (part of the numbers) and the decode
+    /// kernels' load schedule (the same bits), from `MUSER_CUDA_H16_*` / `MUSER_CUDA_MVH_*`.
+    pub h16: H16Switches,
     /// With `MmtShape::Wg`: the fewest row groups a matrix needs for the warpgroup tiles
     /// (`MUSER_CUDA_MMW_MIN`: 1024, FFN gate / up and the output projection; 0, every tiled
     /// matrix); the others keep `mmt_*` as `W8`. Launch only: the same bits.
@@ -503,22 +460,7 @@ impl Registry {
                 )));
             }
         }
-        let h16_wide_s = env_choice("MUSER_CUDA_H16_WIDE_S", 2, &[2, 4])?;
-        let mvh_bulk = env_choice("MUSER_CUDA_MVH_BULK", 0, &[0, 2, 3, 4])?;
-        let mvh_early = env_choice("MUSER_CUDA_MVH_EARLY", 1, &[0, 1, 2, 3, 4, 6, 8])?;
-        let mvh_ahead = env_choice("MUSER_CUDA_MVH_AHEAD", 1, &[1, 2])?;
-        let mvh_xpf = env_choice("MUSER_CUDA_MVH_XPF", 0, &[0, 1])?;
-        let mvh_whint = env_choice("MUSER_CUDA_MVH_WHINT", 2, &[0, 1, 2])?;
-        let mvh_xstage = env_choice("MUSER_CUDA_MVH_XSTAGE", 0, &[0, 1])? == 1;
-        if mvh_xstage && mvh_bulk > 0 {
-            return Err(CudaError::Invalid(
-                "MUSER_CUDA_MVH_XSTAGE=1 and MUSER_CUDA_MVH_BULK: both stage the one-token \
-                 matmuls' operands in the same dynamic shared memory; set one"
-                    .into(),
-            ));
-        }
-        let h16_mid_s = env_choice("MUSER_CUDA_H16_MID_S", 4, &[4, 8])?;
-        let h16_narrow_s = env_choice("MUSER_CUDA_H16_NARROW_S", 8, &[8, 16])?;
+        let h16 = H16Switches::from_env()?;
         if mva_ahead == 2 && mva_wstages > 0 {
             return Err(CudaError::Invalid(
                 "MUSER_CUDA_MVA_AHEAD=2 and MUSER_CUDA_MVA_WSTAGES: the Q4_K decode kernel \
@@ -576,12 +518,7 @@ impl Registry {
                     extra.push(format!("-DMVR_AHEAD={mvr_ahead}"));
                 }
                 if matches!(m, Module::MatvecH16 | Module::ProbesH16) {
-                    extra.push(format!("-DMVH_BULK={mvh_bulk}"));
-                    extra.push(format!("-DMVH_EARLY={mvh_early}"));
-                    extra.push(format!("-DMVH_AHEAD={mvh_ahead}"));
-                    extra.push(format!("-DMVH_XPF={mvh_xpf}"));
-                    extra.push(format!("-DMVH_WHINT={mvh_whint}"));
-                    extra.push(format!("-DMVH_XSTAGE={}", u8::from(mvh_xstage)));
+                    extra.extend(h16.defines());
                 }
                 if m == Module::MmwH16 {
                     extra.push(format!("-DMMW_WG={mmw_wg}"));
@@ -618,7 +555,8 @@ impl Registry {
                         // The one-token decode kernels' weight ring (`t1_plan`) beside the
                         // staged activations and the lane-sum scratch.
                         Some((mva_warps * mva_rows) as usize * 36 * 4)
-                    } else if (mvh_bulk > 0 || mvh_xstage) && k.symbol().starts_with("mvh_") {
+                    } else if (h16.mvh_bulk > 0 || h16.mvh_xstage) && k.symbol().starts_with("mvh_")
+                    {
                         // The bulk-copy ring (`Registry::mvh_bulk_smem`) or the staged
                         // activations (`Registry::mvh_xstage_smem`) beside the barriers and the
                         // chains' partial sums.
@@ -676,15 +614,7 @@ impl Registry {
             mvr_rows,
             mvr_ahead,
             mmt,
-            h16_wide_s,
-            h16_mid_s,
-            h16_narrow_s,
-            mvh_bulk,
-            mvh_early,
-            mvh_ahead,
-            mvh_xpf,
-            mvh_whint,
-            mvh_xstage,
+            h16,
             mmw_min,
             mmw_wg,
             mmw_split,
@@ -743,7 +673,7 @@ pub struct PackedPlan {
 }
 
 /// A numeric compile-time switch: `name` unset gives `default`; otherwise one of `allowed`.
-fn env_choice(name: &str, default: u32, allowed: &[u32]) -> Result<u32, CudaError> {
+pub(crate) fn env_choice(name: &str, default: u32, allowed: &[u32]) -> Result<u32, CudaError> {
     match std::env::var(name) {
         Err(_) => Ok(default),
         Ok(v) => match v.trim().parse::<u32>() {

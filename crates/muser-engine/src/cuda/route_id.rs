@@ -69,30 +69,30 @@ impl CudaSession<'_> {
                 ),
                 Acts::F16 => format!(
                     "{}{}{}{}{}{}{}",
-                    match self.reg.h16_wide_s {
+                    match self.reg.h16.h16_wide_s {
                         4 => "mvh".to_string(),
                         s => format!("mvh-s{s}"),
                     },
-                    match (self.reg.h16_mid_s, self.reg.h16_narrow_s) {
+                    match (self.reg.h16.h16_mid_s, self.reg.h16.h16_narrow_s) {
                         (4, 8) => String::new(),
                         (m, n) => format!("-m{m}n{n}"),
                     },
-                    match (self.reg.mvh_bulk, self.reg.mvh_early) {
+                    match (self.reg.h16.mvh_bulk, self.reg.h16.mvh_early) {
                         (0, 0) => "-late".to_string(),
                         (0, 1) => String::new(),
                         (0, n) => format!("-early{n}"),
                         (d, _) => format!("-bulk{d}"),
                     },
-                    match self.reg.mvh_ahead {
+                    match self.reg.h16.mvh_ahead {
                         1 => String::new(),
                         n => format!("-ahead{n}"),
                     },
-                    if self.reg.mvh_xpf == 1 { "-xpf" } else { "" },
-                    match self.reg.mvh_whint {
+                    if self.reg.h16.mvh_xpf == 1 { "-xpf" } else { "" },
+                    match self.reg.h16.mvh_whint {
                         2 => String::new(),
                         h => format!("-whint{h}"),
                     },
-                    if self.reg.mvh_xstage { "-xstage" } else { "" }
+                    if self.reg.h16.mvh_xstage { "-xstage" } else { "" }
                 ),
                 Acts::F32 | Acts::Invalid => "plain".to_string(),
             },
