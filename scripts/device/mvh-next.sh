@@ -1,25 +1,27 @@
 #!/usr/bin/env bash
-# Session 28's built-not-run decode switches, one call (docs/cuda-f16.md "Next"); every line into
-# $OUT/next.txt as it comes:
+# The one-token f16 matmuls' build switches A/B, one call; every line into $OUT/next.txt as it
+# comes. VARIANTS (space-separated env assignments, "" = the default) picks them; unset, session
+# 28's candidates (docs/cuda-f16.md, session 29): MUSER_CUDA_MVH_WHINT=1 / 2, MUSER_CUDA_MVH_XSTAGE=1.
 #   1. mvh_persist (its floors and probes: stream/mvhx = loads + activation reads, mvh/noact =
-#      MMAs without activation reads) at the default, MUSER_CUDA_MVH_WHINT=1 / 2 (L1 hints) and
-#      MUSER_CUDA_MVH_XSTAGE=1 (activations staged in shared memory by cp.async);
-#   2. kernels_h16 with WHINT=2 and with XSTAGE=1 (the mvh kernels against their references,
-#      every token count the same bits);
+#      MMAs without activation reads) at the default and each variant;
+#   2. kernels_h16 with each variant (the mvh kernels against their references, every token
+#      count the same bits);
 #   3. the same logits: `muser eval --route cuda` on the tiny forge, chunk 512 and 1, per variant;
-#   4. tg128 on the full forge (Muser only), default / WHINT=2 / XSTAGE=1 alternating, twice.
+#   4. tg128 on the full forge (Muser only), the default and the variants alternating, twice.
 # Carry .device/muser, .device/mvh_persist, .device/tests/kernels_h16.
-# Usage: bash scripts/device/mvh-next.sh OUTDIR   (~8 min with the forge)
+# Usage: [VARIANTS="MUSER_CUDA_MVH_MAXREG=80 MUSER_CUDA_MVH_MAXREG=96"] bash scripts/device/mvh-next.sh OUTDIR
+#   (~8 min with the forge and three variants)
 set -uo pipefail
 out=${1:?outdir}
 log=$out/next.txt
 bash scripts/device/forge-bg.sh
-variants=("" "MUSER_CUDA_MVH_WHINT=1" "MUSER_CUDA_MVH_WHINT=2" "MUSER_CUDA_MVH_XSTAGE=1")
+read -r -a picked <<< "${VARIANTS:-MUSER_CUDA_MVH_WHINT=1 MUSER_CUDA_MVH_WHINT=2 MUSER_CUDA_MVH_XSTAGE=1}"
+variants=("" "${picked[@]}")
 for v in "${variants[@]}"; do
   env $v timeout 60 .device/mvh_persist --layers 12 --reps 20 > "$out/persist.txt" 2>&1
   echo "persist ${v:-default} rc=$? $(grep -E '^(graph|stream/mat|stream/mvh |stream/mvhx |mvh/noact)' "$out/persist.txt" | tr -s ' ' | cut -d' ' -f1,2 | tr '\n' ';')" >> "$log"
 done
-for v in "MUSER_CUDA_MVH_WHINT=2" "MUSER_CUDA_MVH_XSTAGE=1"; do
+for v in "${picked[@]}"; do
   env $v timeout 200 .device/tests/kernels_h16 --test-threads 1 > "$out/kernels_h16.txt" 2>&1
   echo "kernels_h16 $v rc=$? $(grep -E 'test result' "$out/kernels_h16.txt")" >> "$log"
   grep -A3 panicked "$out/kernels_h16.txt" | head -6 >> "$log"
@@ -35,7 +37,7 @@ for c in 512 1; do
 done
 rm -f "$out/tiny.gguf" "$out/logits.f32"
 while [ ! -f "$HOME/forge.done" ]; do sleep 2; done
-for v in "" "MUSER_CUDA_MVH_WHINT=2" "MUSER_CUDA_MVH_XSTAGE=1" "" "MUSER_CUDA_MVH_WHINT=2" "MUSER_CUDA_MVH_XSTAGE=1"; do
+for v in "${variants[@]}" "${variants[@]}"; do
   env $v timeout 90 .device/muser bench -m "$HOME/full.gguf" --backend cuda -p 0 -n 128 -r 2 \
     > "$out/bench.txt" 2>&1
   echo "${v:-default}: rc=$? $(grep -E "tg128" "$out/bench.txt" | tr -s ' ' | cut -d'(' -f1) $(grep -o "mv=[^,]*" "$out/bench.txt" | head -1)" >> "$log"

@@ -383,6 +383,8 @@ mod tests {
             "-DMVH_XPF=1",
             "-DMVH_WHINT=0",
             "-DMVH_XSTAGE=1",
+            "-DMVH_MAXREG=80",
+            "-DMVH_MAXREG=96",
         ] {
             compile_module(
                 m,

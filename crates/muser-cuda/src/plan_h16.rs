@@ -100,6 +100,12 @@ pub struct H16Switches {
     /// 29: tg128 113.65 / 114.21 vs 128.34 / 128.71; `mvh_persist` graph 123.18 vs 102.96 µs
     /// per layer).
     pub mvh_xstage: bool,
+    /// A register ceiling for the one-token f16 kernels (`-DMVH_MAXREG`,
+    /// `MUSER_CUDA_MVH_MAXREG=0|80|96`, default 0 = none; matvec_h16.cu): more warps per SM for
+    /// the schedulers to switch between, what does not fit spilled (96: Q6H from 16 warps per SM
+    /// to 20; 80: Q4H and Q6H to 24). Register allocation only: the same bits. Built in session
+    /// 29, not yet measured.
+    pub mvh_maxreg: u32,
 }
 
 impl H16Switches {
@@ -120,6 +126,7 @@ impl H16Switches {
         }
         let h16_mid_s = env_choice("MUSER_CUDA_H16_MID_S", 4, &[4, 8])?;
         let h16_narrow_s = env_choice("MUSER_CUDA_H16_NARROW_S", 8, &[8, 16])?;
+        let mvh_maxreg = env_choice("MUSER_CUDA_MVH_MAXREG", 0, &[0, 80, 96])?;
         Ok(H16Switches {
             h16_wide_s,
             h16_mid_s,
@@ -130,6 +137,7 @@ impl H16Switches {
             mvh_xpf,
             mvh_whint,
             mvh_xstage,
+            mvh_maxreg,
         })
     }
 
@@ -142,6 +150,7 @@ impl H16Switches {
             format!("-DMVH_XPF={}", self.mvh_xpf),
             format!("-DMVH_WHINT={}", self.mvh_whint),
             format!("-DMVH_XSTAGE={}", u8::from(self.mvh_xstage)),
+            format!("-DMVH_MAXREG={}", self.mvh_maxreg),
         ]
     }
 }

@@ -54,10 +54,22 @@
 #define MVH_XSTAGE 0
 #endif
 #define XST_TOK 544
-// With MVH_XSTAGE the one-token kernels keep the warps per SM of their build without it (Q4H 20
-// at 96 registers, Q6H 16 at 124: the staging's address arithmetic would otherwise cost
-// registers and blocks); without it the bounds are the plain ones (the production SASS).
-#if MVH_XSTAGE
+// Without MVH_MAXREG (below): with MVH_XSTAGE the one-token kernels keep the warps per SM of
+// their build without it (Q4H 20 at 96 registers, Q6H 16 at 124: the staging's address
+// arithmetic would otherwise cost registers and blocks); without either the bounds are the
+// plain ones (the production SASS).
+// A register ceiling for the one-token kernels (-DMVH_MAXREG, `MUSER_CUDA_MVH_MAXREG`, 0 = none,
+// the default): the blocks per SM that leave each thread MVH_MAXREG registers, so a warp
+// scheduler has more warps to switch between while each waits on its chain (96: Q6H from 124
+// registers and 16 warps per SM to 20, Q4H unchanged; 80: both to 24). The compiler spills what
+// does not fit (scripts/kernel-sass.py: 80 spills 60 bytes per thread on Q4H, 148 on Q6H).
+// Register allocation only, so the same bits. Takes precedence over MVH_XSTAGE's bounds.
+#ifndef MVH_MAXREG
+#define MVH_MAXREG 0
+#endif
+#if MVH_MAXREG > 0
+#define MVH_BOUNDS(THREADS, SM_WARPS) __launch_bounds__(THREADS, 65536 / (MVH_MAXREG * (THREADS)))
+#elif MVH_XSTAGE
 #define MVH_BOUNDS(THREADS, SM_WARPS) \
     __launch_bounds__(THREADS, ((SM_WARPS) * 32 / (THREADS)) > 0 ? ((SM_WARPS) * 32 / (THREADS)) : 1)
 #else

@@ -68,7 +68,7 @@ impl CudaSession<'_> {
                     }
                 ),
                 Acts::F16 => format!(
-                    "{}{}{}{}{}{}{}",
+                    "{}{}{}{}{}{}{}{}",
                     match self.reg.h16.h16_wide_s {
                         4 => "mvh".to_string(),
                         s => format!("mvh-s{s}"),
@@ -92,7 +92,11 @@ impl CudaSession<'_> {
                         2 => String::new(),
                         h => format!("-whint{h}"),
                     },
-                    if self.reg.h16.mvh_xstage { "-xstage" } else { "" }
+                    if self.reg.h16.mvh_xstage { "-xstage" } else { "" },
+                    match self.reg.h16.mvh_maxreg {
+                        0 => String::new(),
+                        r => format!("-maxreg{r}"),
+                    }
                 ),
                 Acts::F32 | Acts::Invalid => "plain".to_string(),
             },
