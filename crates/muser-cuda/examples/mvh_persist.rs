@@ -175,14 +175,15 @@ fn main() {
     println!(
         "mvh_persist: {layers} layers x {} matrices, {:.1} MB per layer (Q4H), persist grid {blocks} \
          ({per_sm} per SM x {sms} SMs), early first piece {} (MUSER_CUDA_MVH_EARLY), ahead {}, \
-         L1 hints {}, staged activations {}, register ceiling {} (MUSER_CUDA_MVH_MAXREG)",
+         L1 hints {}, staged activations {}, register ceiling {} (MUSER_CUDA_MVH_MAXREG), alternating register sets {} (MUSER_CUDA_MVH_PP)",
         shapes.len(),
         bytes_per_layer as f64 / 1e6,
         reg.h16.mvh_early,
         reg.h16.mvh_ahead,
         reg.h16.mvh_whint,
         reg.h16.mvh_xstage,
-        reg.h16.mvh_maxreg
+        reg.h16.mvh_maxreg,
+        reg.h16.mvh_pp
     );
     let time = |name: &str, go: &dyn Fn() -> Result<(), muser_cuda::CudaError>| {
         for _ in 0..3 {

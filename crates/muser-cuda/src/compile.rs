@@ -385,6 +385,7 @@ mod tests {
             "-DMVH_XSTAGE=1",
             "-DMVH_MAXREG=80",
             "-DMVH_MAXREG=96",
+            "-DMVH_PP=1",
         ] {
             compile_module(
                 m,

@@ -106,6 +106,14 @@ pub struct H16Switches {
     /// to 20; 80: Q4H and Q6H to 24). Register allocation only: the same bits. Built in session
     /// 29, not yet measured.
     pub mvh_maxreg: u32,
+    /// One-token f16 chains alternate two register sets instead of copying the next piece's
+    /// registers at the end of every piece (`-DMVH_PP`, `MUSER_CUDA_MVH_PP=0|1`, default 0;
+    /// matvec_h16.cu): the copy waits on the next piece's loads, so the piece after it is
+    /// requested only once they land (static SASS of `mvh_q4h_s2`: 26 moves per piece at the
+    /// loop's end; with it 96 registers, no spills). The same pieces in the same order: the same
+    /// bits. Not with `MUSER_CUDA_MVH_AHEAD=2`, `_XSTAGE=1` or `_BULK` (refused). Built in
+    /// session 29, not yet measured.
+    pub mvh_pp: bool,
 }
 
 impl H16Switches {
@@ -127,6 +135,15 @@ impl H16Switches {
         let h16_mid_s = env_choice("MUSER_CUDA_H16_MID_S", 4, &[4, 8])?;
         let h16_narrow_s = env_choice("MUSER_CUDA_H16_NARROW_S", 8, &[8, 16])?;
         let mvh_maxreg = env_choice("MUSER_CUDA_MVH_MAXREG", 0, &[0, 80, 96])?;
+        let mvh_pp = env_choice("MUSER_CUDA_MVH_PP", 0, &[0, 1])? == 1;
+        if mvh_pp && (mvh_ahead != 1 || mvh_xstage || mvh_bulk > 0) {
+            return Err(CudaError::Invalid(
+                "MUSER_CUDA_MVH_PP=1 alternates the one-token chains' two register sets; it does \
+                 not combine with MUSER_CUDA_MVH_AHEAD=2, MUSER_CUDA_MVH_XSTAGE=1 or \
+                 MUSER_CUDA_MVH_BULK"
+                    .into(),
+            ));
+        }
         Ok(H16Switches {
             h16_wide_s,
             h16_mid_s,
@@ -138,6 +155,7 @@ impl H16Switches {
             mvh_whint,
             mvh_xstage,
             mvh_maxreg,
+            mvh_pp,
         })
     }
 
@@ -151,6 +169,7 @@ impl H16Switches {
             format!("-DMVH_WHINT={}", self.mvh_whint),
             format!("-DMVH_XSTAGE={}", u8::from(self.mvh_xstage)),
             format!("-DMVH_MAXREG={}", self.mvh_maxreg),
+            format!("-DMVH_PP={}", u8::from(self.mvh_pp)),
         ]
     }
 }

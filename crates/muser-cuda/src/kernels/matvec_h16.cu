@@ -36,6 +36,17 @@
 #define MVH_AHEAD 1
 #endif
 
+// One-token chains alternate two register sets instead of copying the next piece's registers
+// into the current ones at the end of every piece (-DMVH_PP, `MUSER_CUDA_MVH_PP=0|1`, default
+// 0; with MVH_AHEAD = 1 and without MVH_XSTAGE). The copy (26 moves per Q4H piece in the SASS of
+// mvh_q4h_s2) reads the registers the piece's loads write, so each piece ends waiting for the
+// next piece's bytes and the piece after it is requested only then; alternating, it is requested
+// as soon as the current piece's MMAs are issued. The same pieces in the same order, so the
+// same bits.
+#ifndef MVH_PP
+#define MVH_PP 0
+#endif
+
 // The next piece's activation fragments and sums prefetched into L1 when its weights are
 // requested (-DMVH_XPF, `MUSER_CUDA_MVH_XPF=0|1`, default 0): the MMAs of a piece then wait on
 // an L1 hit instead of an L2 round trip. A hint: the same loads, so the same bits. Measured
@@ -54,10 +65,10 @@
 #define MVH_XSTAGE 0
 #endif
 #define XST_TOK 544
-// Without MVH_MAXREG (below): with MVH_XSTAGE the one-token kernels keep the warps per SM of
-// their build without it (Q4H 20 at 96 registers, Q6H 16 at 124: the staging's address
-// arithmetic would otherwise cost registers and blocks); without either the bounds are the
-// plain ones (the production SASS).
+// Without MVH_MAXREG (below): with MVH_XSTAGE or MVH_PP the one-token kernels keep the warps per
+// SM of their build without them (Q4H 20 at 96 registers, Q6H 16 at 124: the staging's address
+// arithmetic, or the second register set's live ranges, would otherwise cost registers and
+// blocks); without any of them the bounds are the plain ones (the production SASS).
 // A register ceiling for the one-token kernels (-DMVH_MAXREG, `MUSER_CUDA_MVH_MAXREG`, 0 = none,
 // the default): the blocks per SM that leave each thread MVH_MAXREG registers, so a warp
 // scheduler has more warps to switch between while each waits on its chain (96: Q6H from 124
@@ -69,7 +80,7 @@
 #endif
 #if MVH_MAXREG > 0
 #define MVH_BOUNDS(THREADS, SM_WARPS) __launch_bounds__(THREADS, 65536 / (MVH_MAXREG * (THREADS)))
-#elif MVH_XSTAGE
+#elif MVH_XSTAGE || MVH_PP
 #define MVH_BOUNDS(THREADS, SM_WARPS) \
     __launch_bounds__(THREADS, ((SM_WARPS) * 32 / (THREADS)) > 0 ? ((SM_WARPS) * 32 / (THREADS)) : 1)
 #else
@@ -275,6 +286,22 @@ __device__ __forceinline__ void mvh_chain(const u8* __restrict__ W, size_t piece
 #if MVH_AHEAD == 2
     if (s + S < nsb) load(s + S, r1);
 #endif
+#endif
+#if MVH_PP
+    if constexpr (!XS && TG == 1 && MVH_AHEAD == 1) {
+        // Two register sets in turn (MVH_PP): the next piece is requested into the set the
+        // previous piece was computed from, and nothing is copied, so no instruction waits on
+        // the next piece's loads before the one after it is requested.
+        typename F::Regs r2;
+        for (; s < nsb; s += 2 * S) {
+            if (s + S < nsb) load(s + S, r2);
+            mvh_piece<F, TG>(r, s, K, nsb, XH, sums, tok0, n_tok, g, t4, acc);
+            if (s + S >= nsb) break;
+            if (s + 2 * S < nsb) load(s + 2 * S, r);
+            mvh_piece<F, TG>(r2, s + S, K, nsb, XH, sums, tok0, n_tok, g, t4, acc);
+        }
+        return;
+    }
 #endif
     if constexpr (XS) {
         if (s < nsb) stage(s, 0);

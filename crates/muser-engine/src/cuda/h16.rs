@@ -41,7 +41,7 @@ const INTEGER_ROUTE_SWITCHES: [&str; 18] = [
 ];
 
 /// The f16 route's own switches: on another route they would change nothing.
-const F16_ROUTE_SWITCHES: [&str; 18] = [
+const F16_ROUTE_SWITCHES: [&str; 19] = [
     "MUSER_CUDA_H16_ATTN",
     "MUSER_CUDA_H16_ROWMAX",
     "MUSER_CUDA_MMT",
@@ -58,6 +58,7 @@ const F16_ROUTE_SWITCHES: [&str; 18] = [
     "MUSER_CUDA_MVH_WHINT",
     "MUSER_CUDA_MVH_XSTAGE",
     "MUSER_CUDA_MVH_MAXREG",
+    "MUSER_CUDA_MVH_PP",
     "MUSER_CUDA_H16_GLU",
     "MUSER_CUDA_H16_COMBINE_ACT",
 ];

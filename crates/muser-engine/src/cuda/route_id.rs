@@ -68,7 +68,7 @@ impl CudaSession<'_> {
                     }
                 ),
                 Acts::F16 => format!(
-                    "{}{}{}{}{}{}{}{}",
+                    "{}{}{}{}{}{}{}{}{}",
                     match self.reg.h16.h16_wide_s {
                         4 => "mvh".to_string(),
                         s => format!("mvh-s{s}"),
@@ -96,7 +96,8 @@ impl CudaSession<'_> {
                     match self.reg.h16.mvh_maxreg {
                         0 => String::new(),
                         r => format!("-maxreg{r}"),
-                    }
+                    },
+                    if self.reg.h16.mvh_pp { "-pp" } else { "" }
                 ),
                 Acts::F32 | Acts::Invalid => "plain".to_string(),
             },
