@@ -159,6 +159,44 @@ impl H16Switches {
         })
     }
 
+    /// The route id's `mv=` label: `mvh` (`-sS` for the wide chain count), then a suffix for
+    /// every switch away from its default — beside the defaults in `from_env`, so a default
+    /// that moves keeps its label short.
+    pub fn label(&self) -> String {
+        let mut l = match self.h16_wide_s {
+            4 => "mvh".to_string(),
+            s => format!("mvh-s{s}"),
+        };
+        if (self.h16_mid_s, self.h16_narrow_s) != (4, 8) {
+            l += &format!("-m{}n{}", self.h16_mid_s, self.h16_narrow_s);
+        }
+        l += &match (self.mvh_bulk, self.mvh_early) {
+            (0, 0) => "-late".to_string(),
+            (0, 1) => String::new(),
+            (0, n) => format!("-early{n}"),
+            (d, _) => format!("-bulk{d}"),
+        };
+        if self.mvh_ahead != 1 {
+            l += &format!("-ahead{}", self.mvh_ahead);
+        }
+        if self.mvh_xpf == 1 {
+            l += "-xpf";
+        }
+        if self.mvh_whint != 2 {
+            l += &format!("-whint{}", self.mvh_whint);
+        }
+        if self.mvh_xstage {
+            l += "-xstage";
+        }
+        if self.mvh_maxreg != 0 {
+            l += &format!("-maxreg{}", self.mvh_maxreg);
+        }
+        if self.mvh_pp {
+            l += "-pp";
+        }
+        l
+    }
+
     /// The `-D` options of matvec_h16.cu and probes_h16.cu.
     pub(crate) fn defines(&self) -> Vec<String> {
         vec![
@@ -594,6 +632,41 @@ mod tests {
     /// Shared memory of an H200 SM (sm_90: 228 KiB), of which the driver reserves 1 KiB per
     /// resident block.
     const SM_SMEM: usize = 228 * 1024;
+
+    /// The defaults (no `MUSER_CUDA_*` set, as in CI) label as the receipts' `mv=mvh-s2`, and
+    /// each switch away from its default adds its suffix.
+    #[test]
+    fn switch_labels_name_what_moved_from_the_defaults() {
+        for name in [
+            "MUSER_CUDA_H16_WIDE_S",
+            "MUSER_CUDA_H16_MID_S",
+            "MUSER_CUDA_H16_NARROW_S",
+            "MUSER_CUDA_MVH_BULK",
+            "MUSER_CUDA_MVH_EARLY",
+            "MUSER_CUDA_MVH_AHEAD",
+            "MUSER_CUDA_MVH_XPF",
+            "MUSER_CUDA_MVH_WHINT",
+            "MUSER_CUDA_MVH_XSTAGE",
+            "MUSER_CUDA_MVH_MAXREG",
+            "MUSER_CUDA_MVH_PP",
+        ] {
+            if std::env::var_os(name).is_some() {
+                eprintln!("skipping: {name} is set in this environment");
+                return;
+            }
+        }
+        let d = H16Switches::from_env().expect("defaults");
+        assert_eq!(d.label(), "mvh-s2");
+        let moved = H16Switches {
+            mvh_whint: 0,
+            mvh_pp: true,
+            mvh_maxreg: 96,
+            ..d
+        };
+        assert_eq!(moved.label(), "mvh-s2-whint0-maxreg96-pp");
+        assert!(moved.defines().contains(&"-DMVH_PP=1".to_string()));
+        assert!(d.defines().contains(&"-DMVH_WHINT=2".to_string()));
+    }
 
     #[test]
     fn every_tile_shape_fits_its_blocks_per_sm() {

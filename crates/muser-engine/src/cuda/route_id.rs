@@ -67,38 +67,7 @@ impl CudaSession<'_> {
                         (true, _) => format!("-mvr{}a", self.reg.mvr_rows),
                     }
                 ),
-                Acts::F16 => format!(
-                    "{}{}{}{}{}{}{}{}{}",
-                    match self.reg.h16.h16_wide_s {
-                        4 => "mvh".to_string(),
-                        s => format!("mvh-s{s}"),
-                    },
-                    match (self.reg.h16.h16_mid_s, self.reg.h16.h16_narrow_s) {
-                        (4, 8) => String::new(),
-                        (m, n) => format!("-m{m}n{n}"),
-                    },
-                    match (self.reg.h16.mvh_bulk, self.reg.h16.mvh_early) {
-                        (0, 0) => "-late".to_string(),
-                        (0, 1) => String::new(),
-                        (0, n) => format!("-early{n}"),
-                        (d, _) => format!("-bulk{d}"),
-                    },
-                    match self.reg.h16.mvh_ahead {
-                        1 => String::new(),
-                        n => format!("-ahead{n}"),
-                    },
-                    if self.reg.h16.mvh_xpf == 1 { "-xpf" } else { "" },
-                    match self.reg.h16.mvh_whint {
-                        2 => String::new(),
-                        h => format!("-whint{h}"),
-                    },
-                    if self.reg.h16.mvh_xstage { "-xstage" } else { "" },
-                    match self.reg.h16.mvh_maxreg {
-                        0 => String::new(),
-                        r => format!("-maxreg{r}"),
-                    },
-                    if self.reg.h16.mvh_pp { "-pp" } else { "" }
-                ),
+                Acts::F16 => self.reg.h16.label(),
                 Acts::F32 | Acts::Invalid => "plain".to_string(),
             },
             match (self.opts.acts, self.opts.mmq) {
