@@ -117,6 +117,21 @@ pub struct H16Switches {
 }
 
 impl H16Switches {
+    /// The environment variables `from_env` reads (the engine refuses them on other routes).
+    pub const ENV: [&'static str; 11] = [
+        "MUSER_CUDA_H16_WIDE_S",
+        "MUSER_CUDA_H16_MID_S",
+        "MUSER_CUDA_H16_NARROW_S",
+        "MUSER_CUDA_MVH_BULK",
+        "MUSER_CUDA_MVH_EARLY",
+        "MUSER_CUDA_MVH_AHEAD",
+        "MUSER_CUDA_MVH_XPF",
+        "MUSER_CUDA_MVH_WHINT",
+        "MUSER_CUDA_MVH_XSTAGE",
+        "MUSER_CUDA_MVH_MAXREG",
+        "MUSER_CUDA_MVH_PP",
+    ];
+
     pub(crate) fn from_env() -> Result<H16Switches, CudaError> {
         let h16_wide_s = env_choice("MUSER_CUDA_H16_WIDE_S", 2, &[2, 4])?;
         let mvh_bulk = env_choice("MUSER_CUDA_MVH_BULK", 0, &[0, 2, 3, 4])?;
@@ -637,19 +652,7 @@ mod tests {
     /// each switch away from its default adds its suffix.
     #[test]
     fn switch_labels_name_what_moved_from_the_defaults() {
-        for name in [
-            "MUSER_CUDA_H16_WIDE_S",
-            "MUSER_CUDA_H16_MID_S",
-            "MUSER_CUDA_H16_NARROW_S",
-            "MUSER_CUDA_MVH_BULK",
-            "MUSER_CUDA_MVH_EARLY",
-            "MUSER_CUDA_MVH_AHEAD",
-            "MUSER_CUDA_MVH_XPF",
-            "MUSER_CUDA_MVH_WHINT",
-            "MUSER_CUDA_MVH_XSTAGE",
-            "MUSER_CUDA_MVH_MAXREG",
-            "MUSER_CUDA_MVH_PP",
-        ] {
+        for name in H16Switches::ENV {
             if std::env::var_os(name).is_some() {
                 eprintln!("skipping: {name} is set in this environment");
                 return;

@@ -11,6 +11,7 @@
 //! configuration error naming what to change, never a silent switch to another route.
 
 use muser_cuda::attn_h16::AttnH16Shape;
+use muser_cuda::plan_h16::H16Switches;
 use muser_cuda::Math;
 use muser_gguf::GgmlType;
 
@@ -40,25 +41,15 @@ const INTEGER_ROUTE_SWITCHES: [&str; 18] = [
     "MUSER_CUDA_MVR",
 ];
 
-/// The f16 route's own switches: on another route they would change nothing.
-const F16_ROUTE_SWITCHES: [&str; 19] = [
+/// The f16 route's own switches beside its chains' (`H16Switches::ENV`): on another route they
+/// would change nothing.
+const F16_ROUTE_SWITCHES: [&str; 8] = [
     "MUSER_CUDA_H16_ATTN",
     "MUSER_CUDA_H16_ROWMAX",
     "MUSER_CUDA_MMT",
     "MUSER_CUDA_MMW_MIN",
     "MUSER_CUDA_MMW_WG",
     "MUSER_CUDA_MMW_SPLIT",
-    "MUSER_CUDA_H16_WIDE_S",
-    "MUSER_CUDA_MVH_BULK",
-    "MUSER_CUDA_H16_MID_S",
-    "MUSER_CUDA_H16_NARROW_S",
-    "MUSER_CUDA_MVH_EARLY",
-    "MUSER_CUDA_MVH_AHEAD",
-    "MUSER_CUDA_MVH_XPF",
-    "MUSER_CUDA_MVH_WHINT",
-    "MUSER_CUDA_MVH_XSTAGE",
-    "MUSER_CUDA_MVH_MAXREG",
-    "MUSER_CUDA_MVH_PP",
     "MUSER_CUDA_H16_GLU",
     "MUSER_CUDA_H16_COMBINE_ACT",
 ];
@@ -129,6 +120,7 @@ pub fn check_options(model: &Model, opts: &mut CudaOptions) -> Result<(), Engine
     if opts.acts != Acts::F16 {
         if let Some(name) = F16_ROUTE_SWITCHES
             .iter()
+            .chain(H16Switches::ENV.iter())
             .find(|n| std::env::var_os(n).is_some())
         {
             return Err(EngineError::Config(format!(
