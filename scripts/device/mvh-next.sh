@@ -9,7 +9,8 @@
 #   3. the same logits: `muser eval --route cuda` on the tiny forge, chunk 512 and 1, per variant;
 #   4. tg128 on the full forge (Muser only), the default and the variants alternating, twice.
 # Carry .device/muser, .device/mvh_persist, .device/tests/kernels_h16.
-# Usage: [VARIANTS="MUSER_CUDA_MVH_MAXREG=80 MUSER_CUDA_MVH_MAXREG=96"] bash scripts/device/mvh-next.sh OUTDIR
+# PERSIST=0 / KTESTS=0 skip steps 1 / 2 (switches that leave those kernels alone).
+# Usage: [PERSIST=0] [KTESTS=0] [VARIANTS="MUSER_CUDA_MVH_MAXREG=80 MUSER_CUDA_MVH_MAXREG=96"] bash scripts/device/mvh-next.sh OUTDIR
 #   (~8 min with the forge and three variants)
 set -uo pipefail
 out=${1:?outdir}
@@ -18,10 +19,12 @@ bash scripts/device/forge-bg.sh
 read -r -a picked <<< "${VARIANTS:-MUSER_CUDA_MVH_WHINT=1 MUSER_CUDA_MVH_WHINT=2 MUSER_CUDA_MVH_XSTAGE=1}"
 variants=("" "${picked[@]}")
 for v in "${variants[@]}"; do
+  [ "${PERSIST:-1}" = 0 ] && break
   env $v timeout 60 .device/mvh_persist --layers 12 --reps 20 > "$out/persist.txt" 2>&1
   echo "persist ${v:-default} rc=$? $(grep -E '^(graph|stream/mat|stream/mvh |stream/mvhx |mvh/noact)' "$out/persist.txt" | tr -s ' ' | cut -d' ' -f1,2 | tr '\n' ';')" >> "$log"
 done
 for v in "${picked[@]}"; do
+  [ "${KTESTS:-1}" = 0 ] && break
   env $v timeout 200 .device/tests/kernels_h16 --test-threads 1 > "$out/kernels_h16.txt" 2>&1
   echo "kernels_h16 $v rc=$? $(grep -E 'test result' "$out/kernels_h16.txt")" >> "$log"
   grep -A3 panicked "$out/kernels_h16.txt" | head -6 >> "$log"

@@ -86,11 +86,13 @@ pub enum Module {
     Rope,
     Attention,
     Elementwise,
+    /// L2 prefetch hints for the decode graph's side branch (`MUSER_CUDA_L2_PREFETCH`).
+    Prefetch,
 }
 
 impl Module {
     /// Every module.
-    pub const ALL: [Module; 18] = [
+    pub const ALL: [Module; 19] = [
         Module::Matvec,
         Module::MatvecA16,
         Module::MatvecPacked,
@@ -109,6 +111,7 @@ impl Module {
         Module::Rope,
         Module::Attention,
         Module::Elementwise,
+        Module::Prefetch,
     ];
     /// The modules the engine launches from ([`Registry::build`]).
     pub const ENGINE: [Module; 7] = [
@@ -140,6 +143,7 @@ impl Module {
             Module::Rope => "rope.cu",
             Module::Attention => "attention.cu",
             Module::Elementwise => "elementwise.cu",
+            Module::Prefetch => "prefetch.cu",
         }
     }
     /// Full source as compiled (shared headers first).
@@ -163,6 +167,7 @@ impl Module {
             Module::Rope => include_str!("kernels/rope.cu"),
             Module::Attention => include_str!("kernels/attention.cu"),
             Module::Elementwise => include_str!("kernels/elementwise.cu"),
+            Module::Prefetch => include_str!("kernels/prefetch.cu"),
         };
         let formats = match self {
             Module::Matvec => FORMATS,

@@ -58,8 +58,9 @@ pub struct Gpu {
     pdl: AtomicBool,
 }
 
-/// Number of side streams (parallel branches of a captured graph).
-pub const SIDE_STREAMS: usize = 3;
+/// Number of side streams (parallel branches of a captured graph): `graph::Fork` uses the
+/// first three, the L2 prefetch branch the last (`prefetch::PREFETCH_SIDE`).
+pub const SIDE_STREAMS: usize = 4;
 
 impl Gpu {
     /// Whether a CUDA driver library is loadable and reports at least one device.

@@ -6,7 +6,7 @@ use cudarc::driver::{sys, CudaGraph};
 
 use crate::device::Stream;
 
-use crate::device::{Event, Gpu, SIDE_STREAMS};
+use crate::device::{Event, Gpu};
 use crate::error::{drv, CudaError};
 
 /// How independent work is recorded.
@@ -120,6 +120,9 @@ fn programmatic_kernel_edges(graph: sys::CUgraph) -> Result<usize, CudaError> {
         .count())
 }
 
+/// Side streams a fork may use: all but the prefetch branch's (`prefetch::PREFETCH_SIDE`).
+const FORK_SIDES: usize = crate::prefetch::PREFETCH_SIDE;
+
 /// Fork/join helper: branches run on side streams, ordered after the fork point and joined back
 /// into the main stream by events (explicit producer→consumer edges).
 pub struct Fork {
@@ -131,7 +134,7 @@ impl Fork {
     pub fn new() -> Result<Fork, CudaError> {
         Ok(Fork {
             start: Event::new(false)?,
-            ends: (0..SIDE_STREAMS)
+            ends: (0..FORK_SIDES)
                 .map(|_| Event::new(false))
                 .collect::<Result<_, _>>()?,
         })
@@ -146,7 +149,7 @@ impl Fork {
         mode: GraphMode,
         branches: &mut [&mut dyn FnMut(Stream) -> Result<(), CudaError>],
     ) -> Result<(), CudaError> {
-        assert!(branches.len() <= SIDE_STREAMS + 1, "too many branches");
+        assert!(branches.len() <= FORK_SIDES + 1, "too many branches");
         let main = gpu.stream();
         if mode == GraphMode::Serial || branches.len() == 1 {
             for b in branches.iter_mut() {

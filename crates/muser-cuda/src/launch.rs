@@ -197,8 +197,22 @@ pub fn launch(
         // SAFETY: i < n <= 24, inside the boxed array.
         .map(|i| unsafe { base.add(i) } as *mut c_void)
         .collect();
+    // A timing probe (crate::probe) enqueues the same launch again.
+    let times = if crate::probe::is_dup(f) { 2 } else { 1 };
+    for _ in 0..times {
+        launch_once(f, dims, stream, &mut ptrs)?;
+    }
+    Ok(())
+}
+
+fn launch_once(
+    f: &CudaFunction,
+    dims: Dims,
+    stream: Stream,
+    ptrs: &mut [*mut c_void],
+) -> Result<(), CudaError> {
     if stream.pdl() {
-        return launch_pdl(f, dims, stream, &mut ptrs);
+        return launch_pdl(f, dims, stream, ptrs);
     }
     // SAFETY: argument slots match the kernel's parameter list (each call site in the engine
     // mirrors its kernel's signature, tested on the device); the slots outlive the call (the
@@ -210,7 +224,7 @@ pub fn launch(
             (dims.block, 1, 1),
             dims.smem,
             stream.raw(),
-            &mut ptrs,
+            ptrs,
         )
     }
     .map_err(drv("cuLaunchKernel"))

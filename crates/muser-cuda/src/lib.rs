@@ -11,6 +11,8 @@
 //! - `graph`: stream capture into CUDA graphs, parallel branches, replay;
 //! - `arena`: the device weight arena (one allocation, tensors as offsets);
 //! - `profile`: the phase profiler on CUDA events;
+//! - `prefetch`: the decode graph's L2 prefetch branch (`MUSER_CUDA_L2_PREFETCH`);
+//! - `probe`: timing probes (a kernel's launches duplicated, `MUSER_CUDA_PROBE_DUP`);
 //! - `sched`: the accelerator scheduler (the one owner of the device queue);
 //! - `step`: the per-step parameters kernels read from device memory (`StepParams`);
 //! - `q6pad`, `q4h`, `q6h`: weight layouts repacked at upload for the kernels that read them;
@@ -28,6 +30,8 @@ pub mod graph;
 pub mod h16;
 pub mod launch;
 pub mod plan_h16;
+pub mod prefetch;
+pub mod probe;
 pub mod profile;
 pub mod q4h;
 pub mod q6h;

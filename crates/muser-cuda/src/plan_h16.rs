@@ -103,16 +103,16 @@ pub struct H16Switches {
     /// A register ceiling for the one-token f16 kernels (`-DMVH_MAXREG`,
     /// `MUSER_CUDA_MVH_MAXREG=0|80|96`, default 0 = none; matvec_h16.cu): more warps per SM for
     /// the schedulers to switch between, what does not fit spilled (96: Q6H from 16 warps per SM
-    /// to 20; 80: Q4H and Q6H to 24). Register allocation only: the same bits. Built in session
-    /// 29, not yet measured.
+    /// to 20; 80: Q4H and Q6H to 24). Register allocation only: the same bits. Measured in
+    /// session 30 and not kept: tg128 119.8 (96) and 97.4 (80) vs 132.1 tok/s.
     pub mvh_maxreg: u32,
     /// One-token f16 chains alternate two register sets instead of copying the next piece's
     /// registers at the end of every piece (`-DMVH_PP`, `MUSER_CUDA_MVH_PP=0|1`, default 0;
     /// matvec_h16.cu): the copy waits on the next piece's loads, so the piece after it is
     /// requested only once they land (static SASS of `mvh_q4h_s2`: 26 moves per piece at the
     /// loop's end; with it 96 registers, no spills). The same pieces in the same order: the same
-    /// bits. Not with `MUSER_CUDA_MVH_AHEAD=2`, `_XSTAGE=1` or `_BULK` (refused). Built in
-    /// session 29, not yet measured.
+    /// bits. Not with `MUSER_CUDA_MVH_AHEAD=2`, `_XSTAGE=1` or `_BULK` (refused). Measured in
+    /// session 30 and not kept: tg128 129.2 / 128.9 vs 132.1 / 132.1 tok/s.
     pub mvh_pp: bool,
 }
 

@@ -53,6 +53,18 @@ pub fn part_offsets(n_out: usize, k: usize) -> (usize, usize) {
     (pieces * QUANT_PIECE, pieces * (QUANT_PIECE + SCALE_PIECE))
 }
 
+/// The bytes of the first `groups` row groups (16 rows each) of a matrix: one `(offset, length)`
+/// per part (quants, `dsc`, `ndm`), what a decode matmul's first blocks read (block G = group G).
+pub fn prefix(n_out: usize, k: usize, groups: usize) -> [(usize, usize); 3] {
+    let per = groups.min(n_out / 16) * (k / QK);
+    let (d, m) = part_offsets(n_out, k);
+    [
+        (0, per * QUANT_PIECE),
+        (d, per * SCALE_PIECE),
+        (m, per * SCALE_PIECE),
+    ]
+}
+
 fn check(n_out: usize, k: usize, len: usize) -> Result<(), CudaError> {
     if n_out == 0 || !n_out.is_multiple_of(16) || k == 0 || !k.is_multiple_of(QK) {
         return Err(CudaError::Invalid(format!(
@@ -297,5 +309,49 @@ mod tests {
         let e = repack(&src, 16, 128).err().expect("refused");
         assert!(e.to_string().contains("16 × 128"), "{e}");
         assert!(logical(&[0u8; 10], 16, 256).is_err());
+    }
+
+    /// `prefix(g)` is exactly the bytes of rows 0..16g: the ranges of every group tile the
+    /// matrix, and exchanging two rows past 16g (the same scales, so the same E) changes bytes
+    /// outside the prefix only.
+    #[test]
+    fn a_prefix_holds_exactly_the_first_row_groups() {
+        let (n_out, k, g) = (64, 512, 2);
+        let all = prefix(n_out, k, n_out / 16);
+        let mut covered: Vec<(usize, usize)> = all.to_vec();
+        covered.sort();
+        let mut at = 0;
+        for (o, n) in covered {
+            assert_eq!(o, at, "the parts tile the matrix");
+            at += n;
+        }
+        assert_eq!(at, bytes(n_out, k));
+        let src = rows(n_out, k, 11);
+        let row = k / 256 * 144;
+        let mut swapped = src.clone();
+        let (a, b) = (16 * g, n_out - 1);
+        swapped[a * row..(a + 1) * row].copy_from_slice(&src[b * row..(b + 1) * row]);
+        swapped[b * row..(b + 1) * row].copy_from_slice(&src[a * row..(a + 1) * row]);
+        let (x, y) = (
+            repack(&src, n_out, k).expect("repack"),
+            repack(&swapped, n_out, k).expect("repack"),
+        );
+        assert_eq!(x.exp, y.exp);
+        let mut inside = vec![false; x.bytes.len()];
+        for (o, n) in prefix(n_out, k, g) {
+            assert!(n > 0);
+            assert_eq!(
+                x.bytes[o..o + n],
+                y.bytes[o..o + n],
+                "prefix bytes depend on rows < 16g only"
+            );
+            inside[o..o + n].iter_mut().for_each(|v| *v = true);
+        }
+        assert!((0..x.bytes.len()).any(|i| !inside[i] && x.bytes[i] != y.bytes[i]));
+        assert_eq!(
+            prefix(n_out, k, 99),
+            all,
+            "groups past the matrix are clamped"
+        );
     }
 }

@@ -151,6 +151,7 @@ kernels! {
     AttnCombineM => Attention, "attn_combine_m";
     AttnCombineH16 => Attention, "attn_combine_h16";
     SigmoidGate => Elementwise, "sigmoid_gate";
+    L2Prefetch => Prefetch, "l2_prefetch";
     Swiglu => Elementwise, "swiglu";
     Geglu => Elementwise, "geglu";
     ScaleSoftcap => Elementwise, "scale_softcap";
@@ -236,6 +237,8 @@ pub struct Registry {
     /// The f16 matmul chains' switches: chain counts S (part of the numbers) and the decode
     /// kernels' load schedule (the same bits), from `MUSER_CUDA_H16_*` / `MUSER_CUDA_MVH_*`.
     pub h16: H16Switches,
+    /// The kernel whose launches run twice (`MUSER_CUDA_PROBE_DUP`, a timing probe: crate::probe).
+    pub probe_dup: Option<Kernel>,
     /// With `MmtShape::Wg`: the fewest row groups a matrix needs for the warpgroup tiles
     /// (`MUSER_CUDA_MMW_MIN`: 1024, FFN gate / up and the output projection; 0, every tiled
     /// matrix); the others keep `mmt_*` as `W8`. Launch only: the same bits.
@@ -598,7 +601,16 @@ impl Registry {
                 });
             }
         }
+        let probe_dup = crate::probe::dup_from_env()?;
+        let dup_fns: Vec<&CudaFunction> = probe_dup.map_or(Vec::new(), |k| {
+            [Math::Strict, Math::Fast]
+                .iter()
+                .filter_map(|m| functions.get(&(k, *m)))
+                .collect()
+        });
+        crate::probe::install(probe_dup, &dup_fns)?;
         Ok(Registry {
+            probe_dup,
             mva_rows,
             mva_minb,
             mmq_tokens: 16 * mmq_wn,

@@ -272,8 +272,8 @@ fn f16_route_refuses_what_it_has_no_kernels_for() {
 /// kernels fold (`MUSER_CUDA_H16_ROWMAX=0`: act_h16 rescans the row), without programmatic
 /// dependent launch (the f16 route's default), the FFN's gate, up and SwiGLU in two launches
 /// and swiglu_m instead of one (`MUSER_CUDA_H16_GLU=0`; one by default), the attention
-/// combine's last block writing the f16 activations (`MUSER_CUDA_H16_COMBINE_ACT=1`), and the
-/// fused residual norm
+/// combine's last block writing the f16 activations (`MUSER_CUDA_H16_COMBINE_ACT=1`), the L2
+/// prefetch branch (`MUSER_CUDA_L2_PREFETCH`, hints only), and the fused residual norm
 /// (`residual_norm_h16`) and element-wise twins or act_h16 after the plain kernels; the same with
 /// the f32 attention kernels (`MUSER_CUDA_H16_ATTN=f32`) instead of the tensor-core ones; far
 /// closer to the f64 oracle than the A8 route (the f64 probe: KL 3.9e-5 on tiny with f16
@@ -342,6 +342,18 @@ fn cuda_f16_route_is_deterministic_and_tracks_the_oracle() {
                 f16(7, |o| {
                     o.h16_combine_act = true;
                     o.graphs = false;
+                }),
+            ),
+            (
+                "the L2 prefetch branch (8 MiB per point), chunk 1, decode graph",
+                f16(1, |o| o.l2_prefetch_mb = 8),
+            ),
+            (
+                "the L2 prefetch branch, chunk 5, eager, serial capture of the projections",
+                f16(5, |o| {
+                    o.l2_prefetch_mb = 1;
+                    o.graphs = false;
+                    o.mode = GraphMode::Serial;
                 }),
             ),
             (

@@ -7,7 +7,7 @@ use muser_cuda::launch::{launch, AttnShape, Dims, SMEM_DEFAULT_MAX};
 use muser_cuda::profile::PhaseProfiler;
 use muser_cuda::{CudaError, Graph, KArgs, Kernel, Math, Registry, StepParams, MAX_BATCH};
 
-use super::weights::kernels_for;
+use super::weights::{kernels_for, DevLayer, DevMatrix};
 use super::{bufs_rows, Acts, CudaSession};
 use crate::config::{FfnActivation, RopeMode};
 use crate::EngineError;
@@ -130,6 +130,14 @@ impl<'m> CudaSession<'m> {
             self.gpu
                 .zero(b.h16.rowmax.ptr(), cap_rows * 3 * c.n_layer * 4)?;
         }
+        // The prefetch branch (`MUSER_CUDA_L2_PREFETCH`): layer 0's projections during the
+        // embedding and norm, then before each stretch of small kernels the next matmul's.
+        if let Some(pf) = &self.prefetch {
+            pf.begin();
+        }
+        if let Some(l0) = w.layers.first() {
+            self.prefetch(n, &qkv_mats(l0))?;
+        }
         let kemb = kernels_for(w.token_embd.ty)
             .and_then(|k| k.embed)
             .expect("checked at upload (the token table is in GGUF's layout)");
@@ -210,6 +218,7 @@ impl<'m> CudaSession<'m> {
                 outs.push((wg, b.gate.ptr(), aw));
             }
             self.project((h, e), e, n, &outs, fuse && il > 0, packed, qkv_acts)?;
+            self.prefetch(n, &[&lw.wo])?;
             prof.mark("qkv+gate", s)?;
             let kv = &self.kv[il];
             let (inv, mode) = match (&b.rope[il], c.rope_mode) {
@@ -379,6 +388,7 @@ impl<'m> CudaSession<'m> {
                 packed,
                 acts,
             )?;
+            self.prefetch(n, &[&lw.ffn_gate, &lw.ffn_up])?;
             self.residual_norm(s, n, lw.post_attn_norm, lw.ffn_norm, fuse, acts)?;
             prof.mark("attn out+norm", s)?;
             // The f16 decode FFN's gate, up and SwiGLU in one launch where it applies
@@ -396,6 +406,7 @@ impl<'m> CudaSession<'m> {
                     rowmax_cell(il, 1),
                 )?;
             if glu {
+                self.prefetch(n, &[&lw.ffn_down])?;
                 self.act_h16(s, (b.fg.ptr(), c.n_ff), c.n_ff, n, Some(rowmax_cell(il, 1)))?;
             } else {
                 self.project(
@@ -410,6 +421,7 @@ impl<'m> CudaSession<'m> {
                     packed,
                     acts,
                 )?;
+                self.prefetch(n, &[&lw.ffn_down])?;
                 let act = match (c.ffn_activation, fuse_ew, rowmax) {
                     (FfnActivation::Silu, false, false) => Kernel::Swiglu,
                     (FfnActivation::GeluTanh, false, false) => Kernel::Geglu,
@@ -443,6 +455,11 @@ impl<'m> CudaSession<'m> {
                 packed,
                 acts,
             )?;
+            match w.layers.get(il + 1) {
+                Some(l) => self.prefetch(n, &qkv_mats(l))?,
+                None if rows > 0 => self.prefetch(n, &[&w.output])?,
+                None => {}
+            }
             let next = w.layers.get(il + 1).map_or(w.output_norm, |l| l.attn_norm);
             // The last layer's h feeds only the output rows, quantized there.
             let quantize_next = fuse && il + 1 < w.layers.len();
@@ -473,7 +490,7 @@ impl<'m> CudaSession<'m> {
             )?;
             prof.mark("output", s)?;
         }
-        Ok(())
+        self.prefetch_join(n)
     }
 
     /// The fused-quantization kernel `k` (A16) for the activation format `acts`: its A8 twin
@@ -587,4 +604,11 @@ impl<'m> CudaSession<'m> {
             args.ptr(b.xq.ptr()).ptr(b.xs.ptr()).ptr(b.xsum.ptr()),
         )
     }
+}
+
+/// A layer's attention projections (the prefetch branch's targets before them).
+fn qkv_mats(l: &DevLayer) -> Vec<&DevMatrix> {
+    let mut v = vec![&l.wq, &l.wk, &l.wv];
+    v.extend(l.wgate.as_ref());
+    v
 }

@@ -43,8 +43,9 @@ const INTEGER_ROUTE_SWITCHES: [&str; 18] = [
 
 /// The f16 route's own switches beside its chains' (`H16Switches::ENV`): on another route they
 /// would change nothing.
-const F16_ROUTE_SWITCHES: [&str; 8] = [
+const F16_ROUTE_SWITCHES: [&str; 9] = [
     "MUSER_CUDA_H16_ATTN",
+    "MUSER_CUDA_L2_PREFETCH",
     "MUSER_CUDA_H16_ROWMAX",
     "MUSER_CUDA_MMT",
     "MUSER_CUDA_MMW_MIN",

@@ -32,6 +32,7 @@ mod forward;
 mod h16;
 mod matmul;
 mod options;
+mod prefetch;
 mod route_id;
 mod sequences;
 pub mod weights;
@@ -41,6 +42,7 @@ use std::time::Instant;
 use muser_cuda::attn_h16::AttnH16Shape;
 use muser_cuda::graph::Fork;
 use muser_cuda::launch::AttnShape;
+use muser_cuda::prefetch::L2Prefetcher;
 use muser_cuda::profile::PhaseProfiler;
 use muser_cuda::sched::AcceleratorScheduler;
 use muser_cuda::{DeviceBuffer, Gpu, Graph, KArgs, Module, Registry, MAX_BATCH};
@@ -127,6 +129,8 @@ pub struct CudaSession<'m> {
     /// Fields drop in declaration order: the fork's and the profiler's CUDA events go first,
     /// while the context (held by `gpu`, the buffers and the graphs) is still alive.
     fork: Fork,
+    /// The decode steps' L2 prefetch branch (`MUSER_CUDA_L2_PREFETCH`; f16 route).
+    prefetch: Option<L2Prefetcher>,
     profile: PhaseProfiler,
     model: &'m Model,
     gpu: Gpu,
@@ -323,6 +327,12 @@ impl<'m> CudaSession<'m> {
                 opts.attn_super
             )));
         }
+        if opts.l2_prefetch_mb > 48 {
+            return Err(EngineError::Config(format!(
+                "MUSER_CUDA_L2_PREFETCH is MiB per prefetch point in 0..=48 (got {})",
+                opts.l2_prefetch_mb
+            )));
+        }
         if opts.n_seq == 0 {
             return Err(EngineError::Config(
                 "a CUDA session needs at least one sequence slot".into(),
@@ -438,6 +448,9 @@ impl<'m> CudaSession<'m> {
             if opts.h16_attn_mma {
                 modules.push(Module::AttnH16);
             }
+            if opts.l2_prefetch_mb > 0 {
+                modules.push(Module::Prefetch);
+            }
         }
         let reg = Registry::build_modules(&gpu, &modules)?;
         check_q6_switches(&reg, opts.q6_pad)?;
@@ -504,6 +517,8 @@ impl<'m> CudaSession<'m> {
             plan.scratch as f64 / 1e6,
         );
         let n_seq = opts.n_seq;
+        // Only the f16 route accepts the switch (`h16::check_options`).
+        let opts_l2 = opts.l2_prefetch_mb;
         Ok(CudaSession {
             model,
             gpu,
@@ -518,6 +533,10 @@ impl<'m> CudaSession<'m> {
             n_past: vec![0; n_seq],
             graphs: (0..=MAX_BATCH).map(|_| None).collect(),
             fork: Fork::new()?,
+            prefetch: match opts_l2 {
+                0 => None,
+                mb => Some(L2Prefetcher::new(mb << 20)?),
+            },
             sched: AcceleratorScheduler::new(),
             profile: PhaseProfiler::from_env(),
             load_report,

@@ -87,6 +87,11 @@ pub struct CudaOptions {
     /// of an `act_h16_m` launch after it. The same bits (device test `cuda_route`). In effect
     /// where [`CudaOptions::h16_combine_act_on`] says.
     pub h16_combine_act: bool,
+    /// MiB of the next matmul's weights prefetched into L2 at each point of a decode step where
+    /// the main chain runs small kernels (`MUSER_CUDA_L2_PREFETCH`, f16 route, 0 = off, the
+    /// default; at most 48): a side branch of `l2_prefetch` hints (`muser_cuda::prefetch`). No
+    /// number changes.
+    pub l2_prefetch_mb: usize,
     /// Keys per attention partial block (`MUSER_CUDA_ATTN_SUPER`, a multiple of 32 in
     /// 32..=4096): the fixed partition of the key range (part of the numerics: every route
     /// of one session uses the same partition).
@@ -249,6 +254,7 @@ impl CudaOptions {
                 _ => None,
             },
             h16_combine_act: std::env::var("MUSER_CUDA_H16_COMBINE_ACT").as_deref() == Ok("1"),
+            l2_prefetch_mb: env_usize("MUSER_CUDA_L2_PREFETCH").unwrap_or(0),
             attn_super: env_usize("MUSER_CUDA_ATTN_SUPER").unwrap_or(ATTN_SUPER),
             attn_hpb: env_usize("MUSER_CUDA_ATTN_HPB").unwrap_or(0),
             attn_mt: std::env::var("MUSER_CUDA_ATTN_MT").as_deref() != Ok("0"),

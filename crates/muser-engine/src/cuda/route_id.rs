@@ -30,7 +30,7 @@ impl CudaSession<'_> {
     /// What produced the numbers: route parameters and the kernel registry's SHA-256.
     pub fn route_identity(&self) -> String {
         format!(
-            "cuda:acts={}{},w={},kv=f16,attn={},mv={},mm={}{},fuse={}{},act_math={},graph={}{},mode={},kernels={}",
+            "cuda:acts={}{},w={},kv=f16,attn={},mv={},mm={}{},fuse={}{},act_math={},graph={}{},mode={}{},kernels={}{}",
             self.opts.acts.name(),
             if self.opts.acts == Acts::A8 && self.opts.qkv() == Acts::A16 {
                 "-qkv16"
@@ -136,7 +136,12 @@ impl CudaSession<'_> {
                 GraphMode::Parallel => "parallel",
                 GraphMode::Serial => "serial",
             },
-            &self.reg.identity()[..16]
+            match self.opts.l2_prefetch_mb {
+                0 => String::new(),
+                mb => format!("+l2pf{mb}"),
+            },
+            &self.reg.identity()[..16],
+            muser_cuda::probe::label(self.reg.probe_dup)
         )
     }
 

@@ -1,0 +1,60 @@
+//! Where a decode step prefetches weights into L2 (`MUSER_CUDA_L2_PREFETCH`; the branch itself is
+//! `muser_cuda::prefetch`): before each point where the main chain leaves the matmuls for small
+//! kernels, the next matmul's (or matmuls') first row groups, `budget` bytes shared in
+//! proportion to the matrices' sizes. Decode steps only (at most 8 tokens: the `mvh_*` kernels,
+//! which read weights once per step); prefill tiles reread their weights and are left alone.
+
+use muser_cuda::{q4h, q6h, CudaError, HWeights, Kernel};
+
+use super::weights::DevMatrix;
+use super::CudaSession;
+
+/// Tokens per step up to which a step prefetches (the one-token-per-row matmuls' range).
+const DECODE_MAX: usize = 8;
+
+impl CudaSession<'_> {
+    /// Whether an `n`-token step runs the prefetch branch.
+    pub(super) fn prefetching(&self, n: usize) -> bool {
+        self.prefetch.is_some() && n <= DECODE_MAX
+    }
+
+    /// Prefetch the first row groups of `mats` (f16-route matrices; others are skipped) after
+    /// the work queued so far, if this step prefetches.
+    pub(super) fn prefetch(&self, n: usize, mats: &[&DevMatrix]) -> Result<(), CudaError> {
+        let Some(pf) = self.prefetch.as_ref().filter(|_| self.prefetching(n)) else {
+            return Ok(());
+        };
+        let h16 = |m: &DevMatrix| m.h16.map(|(w, _)| w);
+        let bytes = |m: &DevMatrix| match h16(m) {
+            Some(HWeights::Q4H) => q4h::bytes(m.n_out, m.n_in),
+            Some(HWeights::Q6H) => q6h::bytes(m.n_out, m.n_in),
+            None => 0,
+        };
+        let total: usize = mats.iter().map(|m| bytes(m)).sum();
+        if total == 0 {
+            return Ok(());
+        }
+        let f = self.f(Kernel::L2Prefetch);
+        for m in mats {
+            let Some(w) = h16(m) else { continue };
+            let groups = m.n_out / 16;
+            // This matrix's share of the budget, in whole row groups.
+            let share = (pf.budget() as u128 * bytes(m) as u128 / total as u128) as usize;
+            let g = share / (bytes(m) / groups).max(1);
+            let parts = match w {
+                HWeights::Q4H => q4h::prefix(m.n_out, m.n_in, g),
+                HWeights::Q6H => q6h::prefix(m.n_out, m.n_in, g),
+            };
+            pf.issue(&self.gpu, f, parts.map(|(o, len)| (m.ptr + o as u64, len)))?;
+        }
+        Ok(())
+    }
+
+    /// The main stream waits for the step's prefetch branch (before the step ends).
+    pub(super) fn prefetch_join(&self, n: usize) -> Result<(), CudaError> {
+        match self.prefetch.as_ref().filter(|_| self.prefetching(n)) {
+            Some(pf) => pf.join(&self.gpu),
+            None => Ok(()),
+        }
+    }
+}
