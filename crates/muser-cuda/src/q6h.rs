@@ -266,47 +266,16 @@ mod tests {
         assert!(logical(&[0u8; 3], 16, 256).is_err());
     }
 
-    /// `prefix(g)` is exactly the bytes of rows 0..16g: the ranges of every group tile the
-    /// matrix, and exchanging two rows past 16g (the same scales, so the same E) changes bytes
-    /// outside the prefix only.
+    /// `prefix(g)` is exactly the bytes of rows 0..16g (`testing::check_prefix`).
     #[test]
     fn a_prefix_holds_exactly_the_first_row_groups() {
-        let (n_out, k, g) = (64, 512, 2);
-        let all = prefix(n_out, k, n_out / 16);
-        let mut covered: Vec<(usize, usize)> = all.to_vec();
-        covered.sort();
-        let mut at = 0;
-        for (o, n) in covered {
-            assert_eq!(o, at, "the parts tile the matrix");
-            at += n;
-        }
-        assert_eq!(at, bytes(n_out, k));
+        let (n_out, k) = (64, 512);
+        let rep = |src: &[u8]| {
+            let h = repack(src, n_out, k).expect("repack");
+            (h.bytes, h.exp)
+        };
         let src = rows(n_out, k, 11);
-        let row = k / 256 * 210;
-        let mut swapped = src.clone();
-        let (a, b) = (16 * g, n_out - 1);
-        swapped[a * row..(a + 1) * row].copy_from_slice(&src[b * row..(b + 1) * row]);
-        swapped[b * row..(b + 1) * row].copy_from_slice(&src[a * row..(a + 1) * row]);
-        let (x, y) = (
-            repack(&src, n_out, k).expect("repack"),
-            repack(&swapped, n_out, k).expect("repack"),
-        );
-        assert_eq!(x.exp, y.exp);
-        let mut inside = vec![false; x.bytes.len()];
-        for (o, n) in prefix(n_out, k, g) {
-            assert!(n > 0);
-            assert_eq!(
-                x.bytes[o..o + n],
-                y.bytes[o..o + n],
-                "prefix bytes depend on rows < 16g only"
-            );
-            inside[o..o + n].iter_mut().for_each(|v| *v = true);
-        }
-        assert!((0..x.bytes.len()).any(|i| !inside[i] && x.bytes[i] != y.bytes[i]));
-        assert_eq!(
-            prefix(n_out, k, 99),
-            all,
-            "groups past the matrix are clamped"
-        );
+        let dims = (n_out, k, k / 256 * 210, bytes(n_out, k));
+        crate::testing::check_prefix(prefix, rep, &src, dims);
     }
 }

@@ -1,6 +1,6 @@
 //! Shared pieces of this crate's unit tests (compiled for tests only): a GPU with the
 //! element-wise module, `scale_softcap` as a plain "x[i] *= s" kernel over a range, and
-//! deterministic weight rows for the layout tests.
+//! deterministic weight rows for the layout tests and their prefix check.
 
 use crate::device::{Gpu, Stream};
 use crate::error::CudaError;
@@ -57,4 +57,48 @@ pub(crate) fn quantized_rows<T: bytemuck::Pod>(
         quantize_row(xr, br);
     }
     bytemuck::cast_slice::<T, u8>(&blocks).to_vec()
+}
+
+/// A layout's `prefix(n_out, k, g)` is exactly the bytes of rows 0..16g: the ranges for every
+/// group tile the matrix (`total` bytes), and exchanging two rows past 16g of `src` (rows of
+/// `row_bytes`; the same scales, so the same per-matrix exponent) changes bytes outside the
+/// prefix only. `repack` gives a matrix's bytes and exponent.
+pub(crate) fn check_prefix(
+    prefix: fn(usize, usize, usize) -> [(usize, usize); 3],
+    repack: impl Fn(&[u8]) -> (Vec<u8>, i32),
+    src: &[u8],
+    (n_out, k, row_bytes, total): (usize, usize, usize, usize),
+) {
+    let g = 2;
+    let all = prefix(n_out, k, n_out / 16);
+    let mut covered: Vec<(usize, usize)> = all.to_vec();
+    covered.sort();
+    let mut at = 0;
+    for (o, n) in covered {
+        assert_eq!(o, at, "the parts tile the matrix");
+        at += n;
+    }
+    assert_eq!(at, total);
+    let mut swapped = src.to_vec();
+    let (a, b, row) = (16 * g, n_out - 1, row_bytes);
+    swapped[a * row..(a + 1) * row].copy_from_slice(&src[b * row..(b + 1) * row]);
+    swapped[b * row..(b + 1) * row].copy_from_slice(&src[a * row..(a + 1) * row]);
+    let ((x, ex), (y, ey)) = (repack(src), repack(&swapped));
+    assert_eq!(ex, ey);
+    let mut inside = vec![false; x.len()];
+    for (o, n) in prefix(n_out, k, g) {
+        assert!(n > 0);
+        assert_eq!(
+            x[o..o + n],
+            y[o..o + n],
+            "prefix bytes depend on rows < 16g only"
+        );
+        inside[o..o + n].iter_mut().for_each(|v| *v = true);
+    }
+    assert!((0..x.len()).any(|i| !inside[i] && x[i] != y[i]));
+    assert_eq!(
+        prefix(n_out, k, 99),
+        all,
+        "groups past the matrix are clamped"
+    );
 }
