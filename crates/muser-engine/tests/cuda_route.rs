@@ -210,7 +210,8 @@ fn a8_route_refuses_what_it_has_no_kernels_for() {
 
 /// The f16 route (`MUSER_CUDA_ACTS=f16`) refuses, before any device work, what it has no
 /// kernels for: weights other than Q4_K / Q6_K, heads its tensor-core attention has no kernel
-/// for; its element-wise twins are refused elsewhere.
+/// for; its element-wise twins and L2 prefetch branch are refused elsewhere (and the branch past
+/// its ceiling).
 #[test]
 fn f16_route_refuses_what_it_has_no_kernels_for() {
     let refused = |m: &Model, set: &dyn Fn(&mut CudaOptions), what: &str, needle: &str| {
@@ -264,6 +265,23 @@ fn f16_route_refuses_what_it_has_no_kernels_for() {
         "the element-wise twins on A16",
         "element-wise twins",
     );
+    // So would the L2 prefetch branch; and it has a ceiling.
+    refused(
+        &tiny_model(1),
+        &|o| {
+            o.acts = Acts::A16;
+            o.l2_prefetch_mb = 8;
+        },
+        "the L2 prefetch branch on A16",
+        "MUSER_CUDA_L2_PREFETCH",
+    );
+    let mut o = CudaOptions::new(256, 16);
+    o.l2_prefetch_mb = 49;
+    match CudaSession::new(&tiny_model(1), o, &mut |_, _| {}) {
+        Err(EngineError::Config(msg)) => assert!(msg.contains("0..=48"), "{msg}"),
+        Err(e) => panic!("49 MiB of prefetch: unexpected error {e}"),
+        Ok(_) => panic!("49 MiB of prefetch must be refused"),
+    }
 }
 
 /// The f16 route on the forged Q4_K_M mix: bit-identical logits across chunk sizes (its decode

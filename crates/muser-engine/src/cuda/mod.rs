@@ -364,6 +364,13 @@ impl<'m> CudaSession<'m> {
         }
         resolve_default_acts(model, &mut opts);
         h16::check_options(model, &mut opts)?;
+        if opts.l2_prefetch_mb > 0 && opts.acts != Acts::F16 {
+            return Err(EngineError::Config(
+                "the L2 prefetch branch (MUSER_CUDA_L2_PREFETCH) runs on the f16 route only \
+                 (MUSER_CUDA_ACTS=f16)"
+                    .into(),
+            ));
+        }
         // f16: whole 64-value chunks, rows of at most 32768 for the one-block-per-token twins.
         let unit = if opts.acts == Acts::F16 { 64 } else { 32 };
         let fusable = matches!(opts.acts, Acts::A16 | Acts::A8 | Acts::F16)
