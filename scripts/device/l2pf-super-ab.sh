@@ -1,36 +1,65 @@
 #!/usr/bin/env bash
-# Session 30's leads, one call (docs/cuda-f16.md "Session 30"); every line into $OUT/ab.txt as
-# it comes:
+# Session 30's leads (docs/cuda-f16.md "Session 30"), two calls; every line into $OUT/ab.txt as
+# it comes.
+# PART=1 (~9 min with the forge):
 #   1. the prefetch branch's device tests: muser_cuda's `prefetch` unit test and cuda_route's f16
 #      test (its variants include MUSER_CUDA_L2_PREFETCH, bit-identical logits required);
-#   2. tg128 on the full forge with MUSER_CUDA_L2_PREFETCH = 0 and each of PF (MiB per prefetch
-#      point), alternating, twice;
-#   3. MUSER_CUDA_ATTN_SUPER = each of SUPERS: pp512 and tg128 at depths 0, 8192, 32768 (a numbers
-#      change: the key-range partition; parity needed before any default moves).
-# Carry .device/muser, .device/tests/muser_cuda, .device/tests/cuda_route. ~8 min with the forge.
-# Usage: [PF="8 16 24 32"] [SUPERS="128 64 32"] bash scripts/device/l2pf-super-ab.sh OUTDIR
+#      and cuda_route's f16 test again with MUSER_CUDA_NORM_SMEM=1 (its fused-norm variants
+#      against the unfused kernels, bit for bit);
+#   2. the same logits with each candidate that must not change them: `muser eval` on the tiny
+#      forge, 1100 tokens, MUSER_CUDA_ATTN_SUPER=32 (35 partials per late token, so the wide
+#      combine's 32-partial chunks are crossed), chunk 512 and 1: default, COMBINE_WIDE=1,
+#      L2_PREFETCH=16, NORM_SMEM=1 — every sha must be equal;
+#   3. tg128 on the full forge, the default and each of TG (L2_PREFETCH 8 / 16 / 24 / 32 MiB per
+#      prefetch point, NORM_SMEM=1), alternating, twice.
+# PART=2 (~6 min): pp512 and tg128 at depths 0 and 32768 for each of VARIANTS (default: the
+#   attention partition MUSER_CUDA_ATTN_SUPER 128 / 64 / 32 — a numbers change, parity needed
+#   before any default moves — and the wide combine, alone and with super 32).
+# Carry .device/muser, .device/tests/muser_cuda, .device/tests/cuda_route.
+# Usage: PART=1|2 [TG="MUSER_CUDA_L2_PREFETCH=8 ..."] [VARIANTS="..."] bash scripts/device/l2pf-super-ab.sh OUTDIR
 set -uo pipefail
 out=${1:?outdir}
 log=$out/ab.txt
 bash scripts/device/forge-bg.sh
-timeout 120 .device/tests/muser_cuda --test-threads 1 prefetch > "$out/muser_cuda.txt" 2>&1
-echo "muser_cuda prefetch rc=$? $(grep -E 'test result' "$out/muser_cuda.txt")" >> "$log"
-MUSER_CUDA_DEADLINE_S=120 timeout 300 .device/tests/cuda_route --test-threads 1 f16 \
-  > "$out/cuda_route.txt" 2>&1
-echo "cuda_route f16 rc=$? $(grep -E 'test result' "$out/cuda_route.txt")" >> "$log"
-grep -A4 panicked "$out/cuda_route.txt" | head -8 >> "$log"
-while [ ! -f "$HOME/forge.done" ]; do sleep 2; done
-read -r -a pf <<< "${PF:-8 16 24 32}"
-for r in 1 2; do
-  for v in 0 "${pf[@]}"; do
-    MUSER_CUDA_L2_PREFETCH=$v timeout 90 .device/muser bench -m "$HOME/full.gguf" --backend cuda \
-      -p 0 -n 128 -r 2 > "$out/bench.txt" 2>&1
-    echo "l2pf $v: rc=$? $(grep -E "tg128" "$out/bench.txt" | tr -s ' ' | cut -d'(' -f1) $(grep -o "mode=[^,]*" "$out/bench.txt" | head -1)" >> "$log"
+if [ "${PART:-1}" = 1 ]; then
+  timeout 120 .device/tests/muser_cuda --test-threads 1 prefetch > "$out/muser_cuda.txt" 2>&1
+  echo "muser_cuda prefetch rc=$? $(grep -E 'test result' "$out/muser_cuda.txt")" >> "$log"
+  MUSER_CUDA_DEADLINE_S=120 timeout 300 .device/tests/cuda_route --test-threads 1 f16 \
+    > "$out/cuda_route.txt" 2>&1
+  echo "cuda_route f16 rc=$? $(grep -E 'test result' "$out/cuda_route.txt")" >> "$log"
+  grep -A4 panicked "$out/cuda_route.txt" | head -8 >> "$log"
+  MUSER_CUDA_NORM_SMEM=1 MUSER_CUDA_DEADLINE_S=120 timeout 300 .device/tests/cuda_route \
+    --test-threads 1 f16 > "$out/cuda_route.txt" 2>&1
+  echo "cuda_route f16 with MUSER_CUDA_NORM_SMEM=1 rc=$? $(grep -E 'test result' "$out/cuda_route.txt")" >> "$log"
+  grep -A4 panicked "$out/cuda_route.txt" | head -8 >> "$log"
+  .device/muser forge --preset tiny --seed 1 -o "$out/tiny.gguf" > /dev/null 2>&1
+  python3 -c "import json; print(json.dumps([(i * 37 + 11) % 500 + 1 for i in range(1100)]))" \
+    > "$out/toks.json"
+  for c in 512 1; do
+    for v in "" MUSER_CUDA_COMBINE_WIDE=1 MUSER_CUDA_L2_PREFETCH=16 MUSER_CUDA_NORM_SMEM=1; do
+      env MUSER_CUDA_ATTN_SUPER=32 $v timeout 200 .device/muser eval -m "$out/tiny.gguf" \
+        --tokens "$out/toks.json" --ctx 2048 --route cuda --chunk $c \
+        --dump-logits "$out/logits.f32" > "$out/eval.txt" 2>&1
+      echo "eval chunk $c ${v:-default} rc=$? $(sha256sum < "$out/logits.f32" | cut -c1-16)" >> "$log"
+    done
   done
-done
-for v in ${SUPERS:-128 64 32}; do
-  MUSER_CUDA_ATTN_SUPER=$v timeout 200 .device/muser bench -m "$HOME/full.gguf" --backend cuda \
-    -p 512 -n 128 -d 0,8192,32768 -r 2 > "$out/bench.txt" 2>&1
-  echo "super $v: rc=$? $(grep -E "pp512|tg128" "$out/bench.txt" | tr -s ' ' | cut -d'(' -f1 | tr '\n' ';')" >> "$log"
-done
+  rm -f "$out/tiny.gguf" "$out/logits.f32"
+  while [ ! -f "$HOME/forge.done" ]; do sleep 2; done
+  read -r -a tg <<< "${TG:-MUSER_CUDA_L2_PREFETCH=8 MUSER_CUDA_L2_PREFETCH=16 MUSER_CUDA_L2_PREFETCH=24 MUSER_CUDA_L2_PREFETCH=32 MUSER_CUDA_NORM_SMEM=1}"
+  for r in 1 2; do
+    for v in "" "${tg[@]}"; do
+      env $v timeout 90 .device/muser bench -m "$HOME/full.gguf" \
+        --backend cuda -p 0 -n 128 -r 2 > "$out/bench.txt" 2>&1
+      echo "${v:-default}: rc=$? $(grep -E "tg128" "$out/bench.txt" | tr -s ' ' | cut -d'(' -f1) $(grep -o "fuse=[^,]*\|mode=[^,]*" "$out/bench.txt" | head -2 | tr '\n' ' ')" >> "$log"
+    done
+  done
+else
+  while [ ! -f "$HOME/forge.done" ]; do sleep 2; done
+  IFS=';' read -r -a vs <<< "${VARIANTS:-MUSER_CUDA_ATTN_SUPER=128;MUSER_CUDA_ATTN_SUPER=64;MUSER_CUDA_ATTN_SUPER=32;MUSER_CUDA_COMBINE_WIDE=1;MUSER_CUDA_ATTN_SUPER=32 MUSER_CUDA_COMBINE_WIDE=1}"
+  for v in "${vs[@]}"; do
+    env $v timeout 150 .device/muser bench -m "$HOME/full.gguf" --backend cuda -p 512 -n 128 \
+      -d 0,32768 -r 2 > "$out/bench.txt" 2>&1
+    echo "$v: rc=$? $(grep -E "pp512|tg128" "$out/bench.txt" | tr -s ' ' | cut -d'(' -f1 | tr '\n' ';') $(grep -o "attn=[^,]*" "$out/bench.txt" | head -1)" >> "$log"
+  done
+fi
 cat "$log"

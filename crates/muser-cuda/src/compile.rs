@@ -364,6 +364,24 @@ mod tests {
             &["-DMVA_AHEAD=2".to_string()],
         )
         .unwrap_or_else(|e| panic!("{e}"));
+        let m = Module::Norm;
+        compile_module(
+            m,
+            Math::Strict,
+            "sm_90a",
+            &m.source(),
+            &["-DNORM_H16_SMEM=1".into()],
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+        let m = Module::Attention;
+        compile_module(
+            m,
+            Math::Strict,
+            "sm_90a",
+            &m.source(),
+            &["-DCOMBINE_WIDE=1".into()],
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
         let m = Module::MatvecA8;
         let extra = ["-DMVR_ROWS=16".to_string(), "-DMVR_AHEAD=1".to_string()];
         compile_module(m, Math::Strict, "sm_90a", &m.source(), &extra)

@@ -380,6 +380,11 @@ extern "C" __global__ void attn_partial_mt(const float* Q, const u16* Kc, const 
     }
 }
 
+// COMBINE_WIDE (`MUSER_CUDA_COMBINE_WIDE=1`): combine_head's one-group-per-warp path below.
+#ifndef COMBINE_WIDE
+#define COMBINE_WIDE 0
+#endif
+
 // The merged (unnormalised acc, 1/L) of one head's visible partials, in block order. Called by
 // a whole warp. The maximum M is order-free (fmaxf is exact), so lanes scan strided shares and a
 // butterfly finishes; each partial's weight expf(Mp - M) is computed by one lane and shuffled to
@@ -402,6 +407,40 @@ __device__ __forceinline__ float combine_head(const float* __restrict__ Op,
     float L = 0.f;
 #pragma unroll
     for (int r = 0; r < 8; ++r) acc[r] = 0.f;
+#if COMBINE_WIDE
+    // One group per warp (hd_v threads per block, the engine's launch): each chunk's 32
+    // partials are loaded at once — one round trip per 32 partials instead of per 4 — then the
+    // same multiply-adds in the same order (the same bits).
+    if (__popc(rmask) == 1) {
+        const int r = __ffs(rmask) - 1;
+        float a = 0.f;
+        for (int c0 = s0; c0 <= s1; c0 += 32) {
+            const int cnt = min(32, s1 - c0 + 1);  // warp-uniform
+            float ck = 0.f, lk = 0.f;
+            if (lane < cnt) {
+                ck = expf(Mp[base + c0 + lane] - M);
+                lk = Lp[base + c0 + lane];
+            }
+            float o[32];
+#pragma unroll
+            for (int j = 0; j < 32; ++j)
+                o[j] = j < cnt ? Op[(base + c0 + j) * hd_v + lane + 32 * r] : 0.f;
+#pragma unroll
+            for (int j = 0; j < 32; ++j) {
+                const float c = __shfl_sync(0xffffffffu, ck, j);
+                const float l = __shfl_sync(0xffffffffu, lk, j);
+                if (j < cnt) {
+                    L = fmaf(c, l, L);
+                    a = fmaf(c, o[j], a);
+                }
+            }
+        }
+#pragma unroll
+        for (int q = 0; q < 8; ++q)
+            if (q == r) acc[q] = a;
+        return 1.0f / L;
+    }
+#endif
     for (int c0 = s0; c0 <= s1; c0 += 32) {
         const int cnt = min(32, s1 - c0 + 1);  // warp-uniform
         float ck = 0.f, lk = 0.f;

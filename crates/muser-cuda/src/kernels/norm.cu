@@ -227,6 +227,12 @@ extern "C" __global__ void __launch_bounds__(NORM_THREADS)
     residual_norm_q_body(O, Wpost, eps_post, X, Wnext, eps, H, n, XQ, XS, XSUM, sp);
 }
 
+// NORM_H16_SMEM (`MUSER_CUDA_NORM_SMEM=1`): residual_norm_h16 gathers each 32-value unit
+// through shared memory (one thread per unit) instead of 24 shuffles in every thread.
+#ifndef NORM_H16_SMEM
+#define NORM_H16_SMEM 0
+#endif
+
 // residual_norm fused with the f16 route's activation step (`MUSER_CUDA_ACTS=f16`): H as
 // residual_norm writes it, then act_h16's outputs for it (act_h16.cuh's unit on the registers
 // of four lanes) — the same bits as residual_norm followed by act_h16. Needs n % 64 == 0,
@@ -244,9 +250,29 @@ extern "C" __global__ void __launch_bounds__(NORM_THREADS)
     float amax = 0.f;
 #pragma unroll
     for (int j = 0; j < 8; ++j) amax = fmaxf(amax, fabsf(hv[j]));
-    const int sh = h16_shift(h16_block_max(amax, redf));
+#if NORM_H16_SMEM
+    // Unit m's 32 values at hs[36m ..], run r = 8 of them at 36(r/4) + 8(r%4): four floats of
+    // padding per unit put the 16-byte reads of consecutive units in different banks.
+    __shared__ __align__(16) float hs[NORM_THREADS / 4 * 36];
+    if (mine) st8(hs + 36 * (threadIdx.x >> 2) + 8 * (threadIdx.x & 3), hv);
+#endif
+    const int sh = h16_shift(h16_block_max(amax, redf));  // its barriers publish hs
     if (mine) st8(H + (size_t)t * n + 8 * threadIdx.x, hv);
     if (threadIdx.x == 0) XINV[t] = ldexpf(1.f, -sh);
+#if NORM_H16_SMEM
+    // One thread per unit (the first n / 32 threads), its values from shared memory.
+    if (threadIdx.x < n / 32) {
+        const int u = threadIdx.x;
+        float v[32];
+#pragma unroll
+        for (int q = 0; q < 8; ++q) {
+            const float4 f = ((const float4*)(hs + 36 * u))[q];
+            v[4 * q] = f.x, v[4 * q + 1] = f.y, v[4 * q + 2] = f.z, v[4 * q + 3] = f.w;
+        }
+        h16_unit_vals(v, u, ldexpf(1.f, sh), XH + (size_t)t * n, XSUM + (size_t)t * (n / 32),
+                      XSUM16 + (size_t)t * (n / 16));
+    }
+#else
     // Unit m = the runs of lanes 4m .. 4m + 3: lane 4m gathers its 32 values by shuffles (every
     // lane takes part; lanes past the row hold zeros and store nothing).
     float v[32];
@@ -259,4 +285,5 @@ extern "C" __global__ void __launch_bounds__(NORM_THREADS)
     if (mine && (threadIdx.x & 3) == 0)
         h16_unit_vals(v, threadIdx.x >> 2, ldexpf(1.f, sh), XH + (size_t)t * n,
                       XSUM + (size_t)t * (n / 32), XSUM16 + (size_t)t * (n / 16));
+#endif
 }

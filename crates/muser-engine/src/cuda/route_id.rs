@@ -112,10 +112,14 @@ impl CudaSession<'_> {
                 (n, false) => format!(",seqs={n}/mm"),
             },
             match (self.opts.fuse, self.opts.acts) {
-                (false, _) => "off",
-                (true, Acts::F16) if self.opts.h16_ew_fused => "norm+ew", // no combine twin
-                (true, Acts::F16) => "norm",
-                (true, _) => "on",
+                (false, _) => "off".to_string(),
+                // No combine twin; `-smem`: MUSER_CUDA_NORM_SMEM.
+                (true, Acts::F16) => format!(
+                    "norm{}{}",
+                    if self.reg.norm_smem { "-smem" } else { "" },
+                    if self.opts.h16_ew_fused { "+ew" } else { "" }
+                ),
+                (true, _) => "on".to_string(),
             },
             match (
                 self.opts.h16_rowmax_on(),
@@ -146,9 +150,10 @@ impl CudaSession<'_> {
     }
 
     /// The attention in the route identity: `f32/s{keys per partial}h{heads per block}[-mt]`,
-    /// or the f16 route's tensor-core kernels `h16mma/s{keys}t{prefill tokens per block}`.
+    /// or the f16 route's tensor-core kernels `h16mma/s{keys}t{prefill tokens per block}`; `-cw`
+    /// with the wide combine (`MUSER_CUDA_COMBINE_WIDE=1`).
     fn attn_label(&self) -> String {
-        match self.attn_h16 {
+        let label = match self.attn_h16 {
             Some((_, pre)) => format!("h16mma/s{}t{}", self.opts.attn_super, pre.tokens),
             None => format!(
                 "f32/s{}h{}{}",
@@ -160,6 +165,11 @@ impl CudaSession<'_> {
                     ""
                 }
             ),
+        };
+        if self.reg.combine_wide {
+            label + "-cw"
+        } else {
+            label
         }
     }
 }
