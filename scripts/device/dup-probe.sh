@@ -6,7 +6,8 @@
 # per token (the forge has 4 layers). The outputs under a probe are not the model's — timing
 # only. Then (STALLS=1, the default) ncu PC sampling of the small kernels (mvh-stalls.sh with
 # a fine sampling interval). Every line into $OUT/dup.txt as it comes. Carry .device/muser.
-# Usage: [MODEL=full] [KERNELS="residual_norm_h16 ..."] [STALLS=0] bash scripts/device/dup-probe.sh OUTDIR
+# DEPTH (default 0) times the tokens after that many in the context (attention at depth).
+# Usage: [MODEL=full] [DEPTH=32768] [KERNELS="residual_norm_h16 ..."] [STALLS=0] bash scripts/device/dup-probe.sh OUTDIR
 set -uo pipefail
 out=${1:?outdir}
 log=$out/dup.txt
@@ -17,7 +18,8 @@ if [ "${MODEL:-f4}" = full ]; then  # the 52-layer forge: host noise amortized o
   F=$HOME/full.gguf
 fi
 tg() {
-  env "$@" timeout 90 $M bench -m "$F" --backend cuda -p 0 -n 128 -r 3 > "$out/bench.txt" 2>&1
+  env "$@" timeout 150 $M bench -m "$F" --backend cuda -p 0 -n 128 -d "${DEPTH:-0}" -r 3 \
+    > "$out/bench.txt" 2>&1
   local rc=$?
   local v
   v=$(grep -E "tg128" "$out/bench.txt" | awk '{print $2}')
