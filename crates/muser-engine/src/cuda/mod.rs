@@ -524,7 +524,7 @@ impl<'m> CudaSession<'m> {
             plan.scratch as f64 / 1e6,
         );
         let n_seq = opts.n_seq;
-        // Only the f16 route accepts the switch (`h16::check_options`).
+        // The branch only on the f16 route (refused above otherwise).
         let opts_l2 = opts.l2_prefetch_mb;
         Ok(CudaSession {
             model,
