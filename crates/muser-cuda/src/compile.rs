@@ -356,36 +356,16 @@ mod tests {
         ];
         compile_module(m, Math::Strict, "sm_90a", &m.source(), &extra)
             .unwrap_or_else(|e| panic!("{e}"));
-        compile_module(
-            m,
-            Math::Strict,
-            "sm_90a",
-            &m.source(),
-            &["-DMVA_AHEAD=2".to_string()],
-        )
-        .unwrap_or_else(|e| panic!("{e}"));
-        let m = Module::Norm;
-        compile_module(
-            m,
-            Math::Strict,
-            "sm_90a",
-            &m.source(),
-            &["-DNORM_H16_SMEM=1".into()],
-        )
-        .unwrap_or_else(|e| panic!("{e}"));
-        let m = Module::Attention;
-        compile_module(
-            m,
-            Math::Strict,
-            "sm_90a",
-            &m.source(),
-            &["-DCOMBINE_WIDE=1".into()],
-        )
-        .unwrap_or_else(|e| panic!("{e}"));
-        let m = Module::MatvecA8;
-        let extra = ["-DMVR_ROWS=16".to_string(), "-DMVR_AHEAD=1".to_string()];
-        compile_module(m, Math::Strict, "sm_90a", &m.source(), &extra)
-            .unwrap_or_else(|e| panic!("{e}"));
+        // One more strict sm_90a build of module `m` with `defines`.
+        let variant = |m: Module, defines: &[&str]| {
+            let extra: Vec<String> = defines.iter().map(|d| d.to_string()).collect();
+            compile_module(m, Math::Strict, "sm_90a", &m.source(), &extra)
+                .unwrap_or_else(|e| panic!("{e}"));
+        };
+        variant(m, &["-DMVA_AHEAD=2"]);
+        variant(Module::Norm, &["-DNORM_H16_SMEM=1"]);
+        variant(Module::Attention, &["-DCOMBINE_WIDE=1"]);
+        variant(Module::MatvecA8, &["-DMVR_ROWS=16", "-DMVR_AHEAD=1"]);
         let m = Module::MmtH16;
         for wg in [1, 2] {
             let extra = [

@@ -385,6 +385,19 @@ extern "C" __global__ void attn_partial_mt(const float* Q, const u16* Kc, const 
 #define COMBINE_WIDE 0
 #endif
 
+// Lane j's partial of a chunk of `cnt` from partial c0 (0 past the chunk): its weight
+// expf(Mp − M) and its L — one definition for both paths of combine_head (the same bits).
+__device__ __forceinline__ void combine_weights(const float* __restrict__ Mp,
+                                                const float* __restrict__ Lp, size_t base, int c0,
+                                                int cnt, float M, float& ck, float& lk) {
+    const int lane = threadIdx.x & 31;
+    ck = 0.f, lk = 0.f;
+    if (lane < cnt) {
+        ck = expf(Mp[base + c0 + lane] - M);
+        lk = Lp[base + c0 + lane];
+    }
+}
+
 // The merged (unnormalised acc, 1/L) of one head's visible partials, in block order. Called by
 // a whole warp. The maximum M is order-free (fmaxf is exact), so lanes scan strided shares and a
 // butterfly finishes; each partial's weight expf(Mp - M) is computed by one lane and shuffled to
@@ -416,11 +429,8 @@ __device__ __forceinline__ float combine_head(const float* __restrict__ Op,
         float a = 0.f;
         for (int c0 = s0; c0 <= s1; c0 += 32) {
             const int cnt = min(32, s1 - c0 + 1);  // warp-uniform
-            float ck = 0.f, lk = 0.f;
-            if (lane < cnt) {
-                ck = expf(Mp[base + c0 + lane] - M);
-                lk = Lp[base + c0 + lane];
-            }
+            float ck, lk;
+            combine_weights(Mp, Lp, base, c0, cnt, M, ck, lk);
             float o[32];
 #pragma unroll
             for (int j = 0; j < 32; ++j)
@@ -443,11 +453,8 @@ __device__ __forceinline__ float combine_head(const float* __restrict__ Op,
 #endif
     for (int c0 = s0; c0 <= s1; c0 += 32) {
         const int cnt = min(32, s1 - c0 + 1);  // warp-uniform
-        float ck = 0.f, lk = 0.f;
-        if (lane < cnt) {
-            ck = expf(Mp[base + c0 + lane] - M);
-            lk = Lp[base + c0 + lane];
-        }
+        float ck, lk;
+        combine_weights(Mp, Lp, base, c0, cnt, M, ck, lk);
         for (int k = 0; k < cnt; k += 4) {
             float o[4][8];
 #pragma unroll
