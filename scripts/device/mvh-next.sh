@@ -11,12 +11,18 @@
 # Carry .device/muser, .device/mvh_persist, .device/tests/kernels_h16.
 # PERSIST=0 / KTESTS=0 skip steps 1 / 2 (switches that leave those kernels alone).
 # Usage: [PERSIST=0] [KTESTS=0] [VARIANTS="MUSER_CUDA_MVH_MAXREG=80 MUSER_CUDA_MVH_MAXREG=96"] bash scripts/device/mvh-next.sh OUTDIR
+#   Session 31's two-chains-per-warp candidate (same bits as the same S without it; its speed
+#   A/B against the defaults runs with the chain counts doubled, a numbers change):
+#   VARIANTS="MUSER_CUDA_MVH_PAIR=1;MUSER_CUDA_H16_WIDE_S=4 MUSER_CUDA_H16_MID_S=8 MUSER_CUDA_H16_NARROW_S=16;MUSER_CUDA_H16_WIDE_S=4 MUSER_CUDA_H16_MID_S=8 MUSER_CUDA_H16_NARROW_S=16 MUSER_CUDA_MVH_PAIR=1"
 #   (~8 min with the forge and three variants)
 set -uo pipefail
 out=${1:?outdir}
 log=$out/next.txt
 bash scripts/device/forge-bg.sh
-read -r -a picked <<< "${VARIANTS:-MUSER_CUDA_MVH_WHINT=1 MUSER_CUDA_MVH_WHINT=2 MUSER_CUDA_MVH_XSTAGE=1}"
+# VARIANTS: one env assignment per variant separated by spaces, or, where a variant sets
+# several, variants separated by ';'.
+v_in=${VARIANTS:-MUSER_CUDA_MVH_WHINT=1 MUSER_CUDA_MVH_WHINT=2 MUSER_CUDA_MVH_XSTAGE=1}
+if [[ $v_in == *";"* ]]; then IFS=';' read -r -a picked <<< "$v_in"; else read -r -a picked <<< "$v_in"; fi
 variants=("" "${picked[@]}")
 for v in "${variants[@]}"; do
   [ "${PERSIST:-1}" = 0 ] && break

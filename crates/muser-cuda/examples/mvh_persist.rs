@@ -120,7 +120,8 @@ fn main() {
                 .int(1);
             let dims = Dims {
                 grid: ((*n_out / 16) as u32, 1, 1),
-                block: 128,
+                // S = 4 chains: 4 warps, 2 with MUSER_CUDA_MVH_PAIR=1.
+                block: 32 * reg.mvh_warps(4),
                 // MUSER_CUDA_MVH_XSTAGE's staged activations (0 without it).
                 smem: reg.mvh_xstage_smem(4, 1) as u32,
             };
@@ -175,7 +176,7 @@ fn main() {
     println!(
         "mvh_persist: {layers} layers x {} matrices, {:.1} MB per layer (Q4H), persist grid {blocks} \
          ({per_sm} per SM x {sms} SMs), early first piece {} (MUSER_CUDA_MVH_EARLY), ahead {}, \
-         L1 hints {}, staged activations {}, register ceiling {} (MUSER_CUDA_MVH_MAXREG), alternating register sets {} (MUSER_CUDA_MVH_PP)",
+         L1 hints {}, staged activations {}, register ceiling {} (MUSER_CUDA_MVH_MAXREG), alternating register sets {} (MUSER_CUDA_MVH_PP), two chains per warp {} (MUSER_CUDA_MVH_PAIR)",
         shapes.len(),
         bytes_per_layer as f64 / 1e6,
         reg.h16.mvh_early,
@@ -183,7 +184,8 @@ fn main() {
         reg.h16.mvh_whint,
         reg.h16.mvh_xstage,
         reg.h16.mvh_maxreg,
-        reg.h16.mvh_pp
+        reg.h16.mvh_pp,
+        reg.h16.mvh_pair
     );
     let time = |name: &str, go: &dyn Fn() -> Result<(), muser_cuda::CudaError>| {
         for _ in 0..3 {

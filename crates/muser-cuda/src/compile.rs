@@ -363,8 +363,9 @@ mod tests {
                 .unwrap_or_else(|e| panic!("{e}"));
         };
         variant(m, &["-DMVA_AHEAD=2"]);
-        variant(Module::Norm, &["-DNORM_H16_SMEM=1"]);
-        variant(Module::Attention, &["-DCOMBINE_WIDE=1"]);
+        variant(Module::Norm, &["-DNORM_H16=1"]);
+        variant(Module::Norm, &["-DNORM_H16=2"]);
+        variant(Module::Attention, &["-DCOMBINE_WIDE=16"]);
         variant(Module::MatvecA8, &["-DMVR_ROWS=16", "-DMVR_AHEAD=1"]);
         let m = Module::MmtH16;
         for wg in [1, 2] {
@@ -389,6 +390,7 @@ mod tests {
             "-DMVH_MAXREG=80",
             "-DMVH_MAXREG=96",
             "-DMVH_PP=1",
+            "-DMVH_PAIR=1",
         ] {
             compile_module(
                 m,

@@ -39,6 +39,7 @@ pub mod q6pad;
 pub mod registry;
 pub mod sched;
 pub mod step;
+pub mod step_switches;
 #[cfg(test)]
 mod testing;
 

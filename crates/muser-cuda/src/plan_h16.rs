@@ -114,11 +114,23 @@ pub struct H16Switches {
     /// bits. Not with `MUSER_CUDA_MVH_AHEAD=2`, `_XSTAGE=1` or `_BULK` (refused). Measured in
     /// session 30 and not kept: tg128 129.2 / 128.9 vs 132.1 / 132.1 tok/s.
     pub mvh_pp: bool,
+    /// One-token f16 kernels of S chains run on S/2 warps, each chaining two of them into two
+    /// accumulators with the pieces' MMAs interleaved (`-DMVH_PAIR`, `MUSER_CUDA_MVH_PAIR=0|1`,
+    /// default 0; matvec_h16.cu `mvh_chain_pair`): two independent MMA chains per warp where
+    /// session 29's ncu found each warp issuing one instruction every 6–14 cycles. The same
+    /// chains and fold as S warps: the same bits as without it at the same S — so its A/B runs
+    /// with the chain counts doubled (`MUSER_CUDA_H16_WIDE_S=4`, `_MID_S=8`, `_NARROW_S=16`:
+    /// the warps per row group of the defaults, a numbers change shared with prefill). Static
+    /// SASS: Q4H 170 registers (96 without), Q6H 249–255 (124). Only with the plain schedule
+    /// (refused with `MUSER_CUDA_MVH_EARLY` > 1, `_AHEAD=2`, `_BULK`, `_XSTAGE`, `_PP`, `_XPF`).
+    /// Measured slower at the same S (session 31, `mvh_persist` S = 4: graph 111.7 vs 100.4 µs
+    /// per layer; `kernels_h16` passed with it), so 0; the doubled-S A/B not yet run.
+    pub mvh_pair: bool,
 }
 
 impl H16Switches {
     /// The environment variables `from_env` reads (the engine refuses them on other routes).
-    pub const ENV: [&'static str; 11] = [
+    pub const ENV: [&'static str; 12] = [
         "MUSER_CUDA_H16_WIDE_S",
         "MUSER_CUDA_H16_MID_S",
         "MUSER_CUDA_H16_NARROW_S",
@@ -130,6 +142,7 @@ impl H16Switches {
         "MUSER_CUDA_MVH_XSTAGE",
         "MUSER_CUDA_MVH_MAXREG",
         "MUSER_CUDA_MVH_PP",
+        "MUSER_CUDA_MVH_PAIR",
     ];
 
     pub(crate) fn from_env() -> Result<H16Switches, CudaError> {
@@ -159,6 +172,23 @@ impl H16Switches {
                     .into(),
             ));
         }
+        let mvh_pair = env_choice("MUSER_CUDA_MVH_PAIR", 0, &[0, 1])? == 1;
+        if mvh_pair
+            && (mvh_early > 1
+                || mvh_ahead != 1
+                || mvh_bulk > 0
+                || mvh_xstage
+                || mvh_pp
+                || mvh_xpf != 0)
+        {
+            return Err(CudaError::Invalid(
+                "MUSER_CUDA_MVH_PAIR=1 runs two chains per warp on the plain one-piece-ahead \
+                 schedule; it does not combine with MUSER_CUDA_MVH_EARLY > 1, \
+                 MUSER_CUDA_MVH_AHEAD=2, MUSER_CUDA_MVH_BULK, MUSER_CUDA_MVH_XSTAGE=1, \
+                 MUSER_CUDA_MVH_PP=1 or MUSER_CUDA_MVH_XPF=1"
+                    .into(),
+            ));
+        }
         Ok(H16Switches {
             h16_wide_s,
             h16_mid_s,
@@ -171,6 +201,7 @@ impl H16Switches {
             mvh_xstage,
             mvh_maxreg,
             mvh_pp,
+            mvh_pair,
         })
     }
 
@@ -209,6 +240,9 @@ impl H16Switches {
         if self.mvh_pp {
             l += "-pp";
         }
+        if self.mvh_pair {
+            l += "-pair";
+        }
         l
     }
 
@@ -223,6 +257,7 @@ impl H16Switches {
             format!("-DMVH_XSTAGE={}", u8::from(self.mvh_xstage)),
             format!("-DMVH_MAXREG={}", self.mvh_maxreg),
             format!("-DMVH_PP={}", u8::from(self.mvh_pp)),
+            format!("-DMVH_PAIR={}", u8::from(self.mvh_pair)),
         ]
     }
 }
@@ -429,6 +464,16 @@ impl Registry {
         (s, s.trailing_zeros() as usize - 1)
     }
 
+    /// Warps of a one-token f16 launch of `s` chains per matrix: `s`, or `s / 2` with
+    /// `MUSER_CUDA_MVH_PAIR=1` (two chains per warp; every chain count is even).
+    pub fn mvh_warps(&self, s: u32) -> u32 {
+        if self.h16.mvh_pair {
+            s / 2
+        } else {
+            s
+        }
+    }
+
     /// Dynamic shared memory of a one-token f16 launch of `warps` chains over `n_tok` tokens
     /// with `MUSER_CUDA_MVH_XSTAGE=1` (matvec_h16.cu's MVH_XSTAGE: per warp two stages of
     /// min(n_tok, 8) tokens × 544 bytes — a piece's 512 activation bytes and its sums); 0
@@ -480,7 +525,11 @@ impl Registry {
         let per_block = if prefill { 32 } else { 8 };
         let dims = crate::launch::Dims {
             grid: (groups, (n_tok as u32).div_ceil(per_block), 1),
-            block: 32 * s,
+            block: if prefill {
+                32 * s
+            } else {
+                self.mvh_warps(s) * 32
+            },
             smem: if prefill {
                 0
             } else {
@@ -622,7 +671,7 @@ impl Registry {
             kernel,
             crate::launch::Dims {
                 grid: ((n_out / 16) as u32, (n_tok as u32).div_ceil(8), 1),
-                block: 64 * s,
+                block: 64 * self.mvh_warps(s),
                 smem: smem as u32,
             },
         ))
@@ -669,6 +718,14 @@ mod tests {
         assert_eq!(moved.label(), "mvh-s2-whint0-maxreg96-pp");
         assert!(moved.defines().contains(&"-DMVH_PP=1".to_string()));
         assert!(d.defines().contains(&"-DMVH_WHINT=2".to_string()));
+        let paired = H16Switches {
+            mvh_pair: true,
+            h16_wide_s: 4,
+            ..d
+        };
+        assert_eq!(paired.label(), "mvh-pair");
+        assert!(paired.defines().contains(&"-DMVH_PAIR=1".to_string()));
+        assert!(d.defines().contains(&"-DMVH_PAIR=0".to_string()));
     }
 
     #[test]

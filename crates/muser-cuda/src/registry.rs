@@ -20,6 +20,7 @@ pub use crate::compile::{compile_module, nvrtc_present, nvrtc_version, Compiled,
 use crate::device::Gpu;
 use crate::error::CudaError;
 use crate::plan_h16::{H16Switches, MmtShape};
+use crate::step_switches::StepSwitches;
 
 macro_rules! kernels {
     ($($v:ident => $m:ident, $sym:literal;)*) => {
@@ -237,17 +238,9 @@ pub struct Registry {
     /// The f16 matmul chains' switches: chain counts S (part of the numbers) and the decode
     /// kernels' load schedule (the same bits), from `MUSER_CUDA_H16_*` / `MUSER_CUDA_MVH_*`.
     pub h16: H16Switches,
-    /// The attention combines load a chunk's 32 partials at once where a warp merges one
-    /// 32-value group (`-DCOMBINE_WIDE`, `MUSER_CUDA_COMBINE_WIDE=0|1`, default 0; attention.cu
-    /// `combine_head`): one round trip per 32 partials instead of per 4 — the deep-context
-    /// decode's serial chain. The same multiply-adds in the same order: the same bits. Built in
-    /// session 30, not yet measured.
-    pub combine_wide: bool,
-    /// `residual_norm_h16` gathers each 32-value unit of the f16 activations through shared
-    /// memory, one thread per unit, instead of 24 shuffles in every thread (`-DNORM_H16_SMEM`,
-    /// `MUSER_CUDA_NORM_SMEM=0|1`, default 0; norm.cu). The same values into the same
-    /// `h16_unit_vals`: the same bits. Built in session 30, not yet measured.
-    pub norm_smem: bool,
+    /// The small steps' switches: the wide attention combine, the fused norm's thread layout
+    /// (`MUSER_CUDA_COMBINE_WIDE`, `MUSER_CUDA_NORM_H16`; crate::step_switches).
+    pub steps: StepSwitches,
     /// The kernel whose launches run twice (`MUSER_CUDA_PROBE_DUP`, a timing probe: crate::probe).
     pub probe_dup: Option<Kernel>,
     /// With `MmtShape::Wg`: the fewest row groups a matrix needs for the warpgroup tiles
@@ -482,8 +475,7 @@ impl Registry {
                     .into(),
             ));
         }
-        let combine_wide = env_choice("MUSER_CUDA_COMBINE_WIDE", 0, &[0, 1])? == 1;
-        let norm_smem = env_choice("MUSER_CUDA_NORM_SMEM", 0, &[0, 1])? == 1;
+        let steps = StepSwitches::from_env()?;
         let mut functions = HashMap::new();
         let mut modules = Vec::new();
         let mut loaded = Vec::new();
@@ -536,12 +528,7 @@ impl Registry {
                 if matches!(m, Module::MatvecH16 | Module::ProbesH16) {
                     extra.extend(h16.defines());
                 }
-                if m == Module::Attention && combine_wide {
-                    extra.push("-DCOMBINE_WIDE=1".to_string());
-                }
-                if m == Module::Norm && norm_smem {
-                    extra.push("-DNORM_H16_SMEM=1".to_string());
-                }
+                extra.extend(steps.defines(m));
                 if m == Module::MmwH16 {
                     extra.push(format!("-DMMW_WG={mmw_wg}"));
                 }
@@ -630,8 +617,7 @@ impl Registry {
         crate::probe::install(probe_dup, &dup_fns)?;
         Ok(Registry {
             probe_dup,
-            combine_wide,
-            norm_smem,
+            steps,
             mva_rows,
             mva_minb,
             mmq_tokens: 16 * mmq_wn,

@@ -380,7 +380,8 @@ extern "C" __global__ void attn_partial_mt(const float* Q, const u16* Kc, const 
     }
 }
 
-// COMBINE_WIDE (`MUSER_CUDA_COMBINE_WIDE=1`): combine_head's one-group-per-warp path below.
+// COMBINE_WIDE (`MUSER_CUDA_COMBINE_WIDE=N`, N > 0): combine_head's one-group-per-warp path
+// below for heads of at least N visible partials (0: never).
 #ifndef COMBINE_WIDE
 #define COMBINE_WIDE 0
 #endif
@@ -424,7 +425,7 @@ __device__ __forceinline__ float combine_head(const float* __restrict__ Op,
     // One group per warp (hd_v threads per block, the engine's launch): each chunk's 32
     // partials are loaded at once — one round trip per 32 partials instead of per 4 — then the
     // same multiply-adds in the same order (the same bits).
-    if (__popc(rmask) == 1) {
+    if (__popc(rmask) == 1 && s1 - s0 + 1 >= COMBINE_WIDE) {  // warp-uniform
         const int r = __ffs(rmask) - 1;
         float a = 0.f;
         for (int c0 = s0; c0 <= s1; c0 += 32) {

@@ -47,6 +47,19 @@
 #define MVH_PP 0
 #endif
 
+// One-token kernels of S chains (their name's sN: their numbers) run on S/2 warps, warp w
+// chaining both chain w and chain w + S/2 into two accumulators with the two pieces' MMAs
+// interleaved, so each warp keeps two independent MMA chains in flight instead of one
+// (-DMVH_PAIR, `MUSER_CUDA_MVH_PAIR=0|1`, default 0; mvh_chain_pair). The same chains, pieces,
+// order and fold as S warps of one chain each: the same bits as without it. Only with the
+// plain register schedule (MVH_EARLY <= 1, MVH_AHEAD = 1, no MVH_BULK / XSTAGE / PP / XPF).
+#ifndef MVH_PAIR
+#define MVH_PAIR 0
+#endif
+#if MVH_PAIR && (MVH_EARLY > 1 || MVH_AHEAD != 1 || MVH_BULK || MVH_XSTAGE || MVH_PP || MVH_XPF)
+#error "MVH_PAIR takes the plain one-piece-ahead register schedule only"
+#endif
+
 // The next piece's activation fragments and sums prefetched into L1 when its weights are
 // requested (-DMVH_XPF, `MUSER_CUDA_MVH_XPF=0|1`, default 0): the MMAs of a piece then wait on
 // an L1 hit instead of an L2 round trip. A hint: the same loads, so the same bits. Measured
@@ -89,6 +102,14 @@
 // By tokens per warp (MVH_KERNEL's TG): one-token kernels as above, the prefill rows plain.
 #define MVH_BOUNDS_1(THREADS, SM_WARPS) MVH_BOUNDS(THREADS, SM_WARPS)
 #define MVH_BOUNDS_4(THREADS, SM_WARPS) __launch_bounds__(THREADS)
+// Threads of a kernel of S chains by TG: one-token kernels S warps, S / 2 with MVH_PAIR (its
+// bound must say so, or the compiler caps the registers for twice the threads and spills).
+#if MVH_PAIR
+#define MVH_THREADS_1(S) (16 * (S))
+#else
+#define MVH_THREADS_1(S) (32 * (S))
+#endif
+#define MVH_THREADS_4(S) (32 * (S))
 
 
 // A hint: piece `piece` of W's three sections into L2 (no kernel writes weights; 16-byte aligned
@@ -347,6 +368,91 @@ __device__ __forceinline__ void mvh_chain(const u8* __restrict__ W, size_t piece
     if constexpr (XS) cp_async_wait<0>();
 }
 
+// Two pieces of one-token chains on their registers `ra` (super-block sa, into `acca`) and
+// `rb` (sb, into `accb`): each accumulator takes mvh_piece's MMAs in mvh_piece's order; the two
+// sequences interleaved, so neither waits on the other's results.
+template <class F>
+__device__ __forceinline__ void mvh_piece_pair(const typename F::Regs& ra, int sa,
+                                               const typename F::Regs& rb, int sb, int K, int nsb,
+                                               const u16* __restrict__ XH, const u32* sums,
+                                               int tok0, int n_tok, int g, int t4,
+                                               float (&acca)[1][4], float (&accb)[1][4]) {
+    const int tok = tok0 + g;  // this lane's B column
+    const bool in = tok < n_tok;
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+        u32 a[4][4], b[4][4];
+        F::frags(ra, j, a);
+        F::frags(rb, j, b);
+        uint4 xa0 = make_uint4(0, 0, 0, 0), xa1 = xa0, xb0 = xa0, xb1 = xa0;
+        if (in) {
+            const uint4* pa = (const uint4*)(XH + (size_t)tok * K) + 2 * t4 + (size_t)(4 * sa + j) * 8;
+            const uint4* pb = (const uint4*)(XH + (size_t)tok * K) + 2 * t4 + (size_t)(4 * sb + j) * 8;
+            xa0 = lda<true>(pa);
+            xa1 = lda<true>(pa + 1);
+            xb0 = lda<true>(pb);
+            xb1 = lda<true>(pb + 1);
+        }
+        const u32 xa[8] = {xa0.x, xa0.y, xa0.z, xa0.w, xa1.x, xa1.y, xa1.z, xa1.w};
+        const u32 xb[8] = {xb0.x, xb0.y, xb0.z, xb0.w, xb1.x, xb1.y, xb1.z, xb1.w};
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+            mma_h16(acca[0], a[i], xa[2 * i], xa[2 * i + 1]);
+            mma_h16(accb[0], b[i], xb[2 * i], xb[2 * i + 1]);
+        }
+    }
+    u32 ama[4], amb[4];
+    F::min_a(ra, t4, ama);
+    F::min_a(rb, t4, amb);
+    u32 a0 = 0u, a1 = 0u, b0 = 0u, b1 = 0u;
+    if (in) {
+        F::template min_b<true>(sums + ((size_t)tok * nsb + sa) * F::SUM_WORDS, t4, a0, a1);
+        F::template min_b<true>(sums + ((size_t)tok * nsb + sb) * F::SUM_WORDS, t4, b0, b1);
+    }
+    mma_h16(acca[0], ama, a0, a1);
+    mma_h16(accb[0], amb, b0, b1);
+}
+
+// MVH_PAIR: warp w's two chains of an S-chain one-token matmul, chain w (super-blocks w, w + S,
+// …) into `acc0` and chain w + S/2 into `acc1`, a pair of pieces (one per chain) in registers
+// and the next pair requested before the current one's MMAs; PDL's wait as mvh_chain's.
+template <class F, int S>
+__device__ __forceinline__ void mvh_chain_pair(const u8* __restrict__ W, size_t pieces, int G,
+                                               int nsb, int w, int K, const u16* __restrict__ XH,
+                                               const u32* sums, int tok0, int n_tok,
+                                               float (&acc0)[1][4], float (&acc1)[1][4]) {
+    static_assert(S % 2 == 0, "MVH_PAIR: an even chain count");
+    constexpr int H = S / 2;
+    const int lane = threadIdx.x & 31, g = lane >> 2, t4 = lane & 3;
+    auto load = [&](int sb, typename F::Regs& rr) {
+        const u8 *p0, *p1, *p2;
+        piece_at<F>(W, pieces, (size_t)G * nsb + sb, p0, p1, p2);
+        F::template load_at<true>(p0, p1, p2, lane, g, t4, rr);
+    };
+    typename F::Regs r0, r1;
+    int s = w;
+#if MVH_EARLY
+    if (s < nsb) load(s, r0);
+    if (s + H < nsb) load(s + H, r1);
+    PDL_ENTRY()
+#else
+    PDL_ENTRY()
+    if (s < nsb) load(s, r0);
+    if (s + H < nsb) load(s + H, r1);
+#endif
+    for (; s < nsb; s += S) {
+        typename F::Regs n0, n1;
+        if (s + S < nsb) load(s + S, n0);
+        if (s + S + H < nsb) load(s + S + H, n1);
+        if (s + H < nsb)  // warp-uniform
+            mvh_piece_pair<F>(r0, s, r1, s + H, K, nsb, XH, sums, tok0, n_tok, g, t4, acc0, acc1);
+        else
+            mvh_piece<F, 1>(r0, s, K, nsb, XH, sums, tok0, n_tok, g, t4, acc0);
+        r0 = n0;
+        r1 = n1;
+    }
+}
+
 // The matmul: S warps per 16-row group, TG groups of 8 tokens per warp (blockIdx.y covers 8·TG
 // tokens). Every output's MMA sequence is the same for any TG — one A fragment feeds the TG
 // token groups' MMAs — so decode (TG = 1) and prefill (TG = 4) give the same bits. The weights
@@ -367,6 +473,18 @@ __device__ __forceinline__ void mvh_body(const u8* __restrict__ W, int n_out, in
     for (int n = 0; n < TG; ++n)
 #pragma unroll
         for (int e = 0; e < 4; ++e) acc[n][e] = 0.f;
+#if MVH_PAIR
+    if constexpr (TG == 1) {
+        // S / 2 warps: chains warp and warp + S / 2, the second's sums into part first.
+        float acc1[1][4] = {{0.f, 0.f, 0.f, 0.f}};
+        mvh_chain_pair<F, S>(W, pieces, G, nsb, warp, K, XH, (const u32*)F::sums(XSUM, XSUM16),
+                             tok0, n_tok, acc, acc1);
+#pragma unroll
+        for (int e = 0; e < 4; ++e) part[warp + S / 2][threadIdx.x & 31][0][e] = acc1[0][e];
+        mvh_finish<S, TG>(acc, part, G, tok0, n_tok, XINV, w_inv, Y, ldy);
+        return;
+    }
+#endif
     constexpr bool XS = MVH_XSTAGE && TG == 1;
     extern __shared__ __align__(16) u8 mvh_xs[];  // MVH_XSTAGE: [S warps][2][ntb][XST_TOK]
     const int ntb = n_tok < 8 ? n_tok : 8;
@@ -384,7 +502,8 @@ __device__ __forceinline__ void mvh_body(const u8* __restrict__ W, int n_out, in
 // activations) and folds each token's largest magnitude over the block's 16 rows into M[t]
 // (atomicMax on the bits of non-negative floats, a NaN as 0: the row maxima of
 // elementwise.cu's swiglu_m, exact in any order; M zeroed before the step). Y never holds
-// the up projection.
+// the up projection. With MVH_PAIR the block is S warps, each running two of its matrix's
+// chains (mvh_chain_pair); the partial sums land in the same places.
 template <class F, int S>
 __device__ __forceinline__ void mvh_glu_body(const u8* __restrict__ Wg, const u8* __restrict__ Wu,
                                              int n_out, int K, const u16* __restrict__ XH,
@@ -396,10 +515,22 @@ __device__ __forceinline__ void mvh_glu_body(const u8* __restrict__ Wg, const u8
     __shared__ float part[2 * S][32][4];
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t4 = lane & 3;
     const int G = blockIdx.x, nsb = K / 256;
-    const u8* W = warp < S ? Wg : Wu;
     const size_t pieces = (size_t)(n_out / 16) * nsb;
     const int tok0 = 8 * blockIdx.y;
     float acc[1][4] = {{0.f, 0.f, 0.f, 0.f}};
+#if MVH_PAIR
+    // S warps: 0 .. S/2 − 1 gate's chains c and c + S/2, the others up's; part as below.
+    const int m = warp / (S / 2), c = warp % (S / 2);
+    float acc1[1][4] = {{0.f, 0.f, 0.f, 0.f}};
+    mvh_chain_pair<F, S>(m == 0 ? Wg : Wu, pieces, G, nsb, c, K, XH,
+                         (const u32*)F::sums(XSUM, XSUM16), tok0, n_tok, acc, acc1);
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+        part[m * S + c][lane][e] = acc[0][e];
+        part[m * S + c + S / 2][lane][e] = acc1[0][e];
+    }
+#else
+    const u8* W = warp < S ? Wg : Wu;
     extern __shared__ __align__(16) u8 mvh_xs[];  // MVH_XSTAGE: [2S warps][2][ntb][XST_TOK]
     const int ntb = n_tok < 8 ? n_tok : 8;
     mvh_chain<F, S, 1, MVH_XSTAGE != 0>(W, pieces, G, nsb, warp % S, K, XH,
@@ -407,6 +538,7 @@ __device__ __forceinline__ void mvh_glu_body(const u8* __restrict__ Wg, const u8
                                          PdlWait(), mvh_xs + warp * 2 * ntb * XST_TOK);
 #pragma unroll
     for (int e = 0; e < 4; ++e) part[warp][lane][e] = acc[0][e];
+#endif
     __syncthreads();
     if (warp != 0) return;
     float ag[4], au[4];
@@ -451,7 +583,7 @@ __device__ __forceinline__ void mvh_glu_body(const u8* __restrict__ Wg, const u8
 }
 
 #define MVH_GLU_KERNEL(NAME, F, S)                                                                \
-    extern "C" __global__ void MVH_BOUNDS(64 * S, F::SM_WARPS)                                    \
+    extern "C" __global__ void MVH_BOUNDS(2 * MVH_THREADS_1(S), F::SM_WARPS)                      \
         NAME(const u8* Wg, const u8* Wu, int n_out, int K, const u16* XH, const u16* XSUM,        \
              const u16* XSUM16, const float* XINV, float winv_g, float winv_u, float* Y, int ldy, \
              int n_tok, u32* M) {                                                                 \
@@ -564,7 +696,7 @@ __device__ __forceinline__ void mvh_bulk_body(const u8* __restrict__ W, int n_ou
 }
 
 #define MVH_KERNEL(NAME, F, S, TG)                                                               \
-    extern "C" __global__ void MVH_BOUNDS_##TG(32 * S, F::SM_WARPS)                              \
+    extern "C" __global__ void MVH_BOUNDS_##TG(MVH_THREADS_##TG(S), F::SM_WARPS)                 \
         NAME(const u8* W, int n_out, int K, const u16* XH, const u16* XSUM, const u16* XSUM16,   \
              const float* XINV, float w_inv, float* Y, int ldy, int n_tok) {                     \
         mvh_body<F, S, TG>(W, n_out, K, XH, XSUM, XSUM16, XINV, w_inv, Y, ldy, n_tok);           \

@@ -227,20 +227,112 @@ extern "C" __global__ void __launch_bounds__(NORM_THREADS)
     residual_norm_q_body(O, Wpost, eps_post, X, Wnext, eps, H, n, XQ, XS, XSUM, sp);
 }
 
-// NORM_H16_SMEM (`MUSER_CUDA_NORM_SMEM=1`): residual_norm_h16 gathers each 32-value unit
-// through shared memory (one thread per unit) instead of 24 shuffles in every thread.
-#ifndef NORM_H16_SMEM
-#define NORM_H16_SMEM 0
+// NORM_H16 (`MUSER_CUDA_NORM_H16`) — how residual_norm_h16 shapes the same arithmetic:
+//   0 `shfl` (default): a thread per run of 8 (NORM_THREADS threads), each 32-value unit
+//     gathered onto its first lane by 24 shuffles;
+//   1 `smem`: the same threads, the units gathered through shared memory;
+//   2 `unit`: a thread per 32-value unit (n / 32 threads rounded up to whole warps — the host
+//     launches it so, `Registry::norm_h16_block`), no gather, 7 warps' barriers instead of 32.
+// All three give the same bits (norm_unit_sum below replays the f64 tree of block_sum_f64).
+#ifndef NORM_H16
+#define NORM_H16 0
 #endif
+// Its launch bound: with a thread per unit at most 8 * NORM_THREADS / 32 = 256 threads, so the
+// unit's 4 × 32 values stay in registers (the 1024-thread bound caps them at 64 and spills).
+#if NORM_H16 == 2
+#define NORM_H16_THREADS (NORM_THREADS / 4)
+#else
+#define NORM_H16_THREADS NORM_THREADS
+#endif
+
+// NORM_H16 == 2: the block's f64 sum of the runs' sums s[j] (thread u holds runs 4u + j) in
+// exactly block_sum_f64's tree over a thread per run: run r = 4u + j sits on that form's lane
+// (r & 31) = 4(u & 7) + j of warp u >> 3, so its butterfly's levels 16, 8, 4 are this block's
+// lane distances 4, 2, 1 (per j) and its levels 2, 1 the adds within the thread; the totals
+// of the groups of 8 threads are that form's warp totals, summed by the same second butterfly
+// (zeros past the last group, as past the last warp there). Needs n <= 8 * NORM_THREADS.
+__device__ __forceinline__ double norm_unit_sum(const double (&s)[4], double* red) {
+    const int lane = threadIdx.x & 31, ng = (int)(blockDim.x >> 3);
+    double a[4];
+#pragma unroll
+    for (int j = 0; j < 4; ++j) a[j] = s[j];
+#pragma unroll
+    for (int o = 4; o > 0; o >>= 1)
+#pragma unroll
+        for (int j = 0; j < 4; ++j) a[j] += __shfl_xor_sync(0xffffffffu, a[j], o);
+    const double tw = (a[0] + a[2]) + (a[1] + a[3]);
+    __syncthreads();  // red may still be read by a previous reduction
+    if ((lane & 7) == 0) red[threadIdx.x >> 3] = tw;
+    __syncthreads();
+    return warp_sum_f64(lane < ng ? red[lane] : 0.0);
+}
 
 // residual_norm fused with the f16 route's activation step (`MUSER_CUDA_ACTS=f16`): H as
 // residual_norm writes it, then act_h16's outputs for it (act_h16.cuh's unit on the registers
 // of four lanes) — the same bits as residual_norm followed by act_h16. Needs n % 64 == 0,
-// n <= 8 * NORM_THREADS and a non-null Wnext (checked on the host); block = NORM_THREADS.
-extern "C" __global__ void __launch_bounds__(NORM_THREADS)
+// n <= 8 * NORM_THREADS and a non-null Wnext (checked on the host); block = NORM_THREADS, or
+// with NORM_H16 == 2 n / 32 rounded up to a multiple of 32.
+extern "C" __global__ void __launch_bounds__(NORM_H16_THREADS)
     residual_norm_h16(const float* O, const float* Wpost, float eps_post, float* X,
                       const float* Wnext, float eps, float* H, int n, u16* XH, u16* XSUM,
                       u16* XSUM16, float* XINV, const StepParams* sp) {
+#if NORM_H16 == 2
+    __shared__ double red[32];
+    __shared__ float redf[32];
+    const int t = blockIdx.x;
+    if ((u32)t >= sp->n_tok) return;
+    const int u = threadIdx.x;
+    const bool mine = u < n / 32;
+    const float* o = O + (size_t)t * n + 32 * u;
+    float* x = X + (size_t)t * n + 32 * u;
+    float ov[32], xv[32], wv[32], wn[32];  // the unit's 32 values, runs j = 0..3 at 8j
+#pragma unroll
+    for (int i = 0; i < 32; ++i) ov[i] = xv[i] = wv[i] = wn[i] = 0.f;
+    // Weights before the PDL wait, as residual_norm_run.
+    if (mine) {
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+            ld8(Wpost + 32 * u + 8 * j, wv + 8 * j);
+            ld8(Wnext + 32 * u + 8 * j, wn + 8 * j);
+        }
+    }
+    pdl_wait();
+    pdl_trigger();
+    if (mine) {
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+            ld8(o + 8 * j, ov + 8 * j);
+            ld8(x + 8 * j, xv + 8 * j);
+        }
+    }
+    double s[4];
+#pragma unroll
+    for (int j = 0; j < 4; ++j) s[j] = sumsq8(ov + 8 * j, 0.0);
+    const float so = rms_of(norm_unit_sum(s, red), n, eps_post);
+#pragma unroll
+    for (int i = 0; i < 32; ++i) xv[i] += (ov[i] * so) * wv[i];
+    if (mine) {
+#pragma unroll
+        for (int j = 0; j < 4; ++j) st8(x + 8 * j, xv + 8 * j);
+    }
+#pragma unroll
+    for (int j = 0; j < 4; ++j) s[j] = sumsq8(xv + 8 * j, 0.0);
+    const float sx = rms_of(norm_unit_sum(s, red), n, eps);
+    float hv[32];
+    float amax = 0.f;
+#pragma unroll
+    for (int i = 0; i < 32; ++i) {
+        hv[i] = (xv[i] * sx) * wn[i];
+        amax = fmaxf(amax, fabsf(hv[i]));
+    }
+    const int sh = h16_shift(h16_block_max(amax, redf));
+    if (threadIdx.x == 0) XINV[t] = ldexpf(1.f, -sh);
+    if (!mine) return;
+#pragma unroll
+    for (int j = 0; j < 4; ++j) st8(H + (size_t)t * n + 32 * u + 8 * j, hv + 8 * j);
+    h16_unit_vals(hv, u, ldexpf(1.f, sh), XH + (size_t)t * n, XSUM + (size_t)t * (n / 32),
+                  XSUM16 + (size_t)t * (n / 16));
+#else
     __shared__ double red[32];
     __shared__ float redf[32];
     const int t = blockIdx.x;
@@ -250,7 +342,7 @@ extern "C" __global__ void __launch_bounds__(NORM_THREADS)
     float amax = 0.f;
 #pragma unroll
     for (int j = 0; j < 8; ++j) amax = fmaxf(amax, fabsf(hv[j]));
-#if NORM_H16_SMEM
+#if NORM_H16 == 1
     // Unit m's 32 values at hs[36m ..], run r = 8 of them at 36(r/4) + 8(r%4): four floats of
     // padding per unit put the 16-byte reads of consecutive units in different banks.
     __shared__ __align__(16) float hs[NORM_THREADS / 4 * 36];
@@ -259,7 +351,7 @@ extern "C" __global__ void __launch_bounds__(NORM_THREADS)
     const int sh = h16_shift(h16_block_max(amax, redf));  // its barriers publish hs
     if (mine) st8(H + (size_t)t * n + 8 * threadIdx.x, hv);
     if (threadIdx.x == 0) XINV[t] = ldexpf(1.f, -sh);
-#if NORM_H16_SMEM
+#if NORM_H16 == 1
     // One thread per unit (the first n / 32 threads), its values from shared memory.
     if (threadIdx.x < n / 32) {
         const int u = threadIdx.x;
@@ -286,4 +378,5 @@ extern "C" __global__ void __launch_bounds__(NORM_THREADS)
         h16_unit_vals(v, threadIdx.x >> 2, ldexpf(1.f, sh), XH + (size_t)t * n,
                       XSUM + (size_t)t * (n / 32), XSUM16 + (size_t)t * (n / 16));
 #endif
+#endif  // NORM_H16
 }

@@ -548,11 +548,16 @@ impl<'m> CudaSession<'m> {
         } else {
             (Kernel::ResidualNorm, args.ptr(b.step.ptr()))
         };
+        let block = if k == Kernel::ResidualNormH16 {
+            self.reg.steps.norm_h16.block(c.n_embd, NORM_THREADS)
+        } else {
+            NORM_THREADS
+        };
         launch(
             self.f(k),
             Dims {
                 grid: (n as u32, 1, 1),
-                block: NORM_THREADS,
+                block,
                 smem: 0,
             },
             s,

@@ -3,6 +3,8 @@
 //! kernels, the next matmul's (or matmuls') first row groups, `budget` bytes shared in
 //! proportion to the matrices' sizes. Decode steps only (at most 8 tokens: the `mvh_*` kernels,
 //! which read weights once per step); prefill tiles reread their weights and are left alone.
+//! Measured in session 31 and kept off: a loss that grows with the bytes (tg128 full forge
+//! 99.7 / 60.4 / 46.5 / 37.5 tok/s at 8 / 16 / 24 / 32 MiB vs 133.2; docs/cuda.md's row).
 
 use muser_cuda::{q4h, q6h, CudaError, HWeights, Kernel};
 

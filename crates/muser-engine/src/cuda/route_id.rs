@@ -113,10 +113,10 @@ impl CudaSession<'_> {
             },
             match (self.opts.fuse, self.opts.acts) {
                 (false, _) => "off".to_string(),
-                // No combine twin; `-smem`: MUSER_CUDA_NORM_SMEM.
+                // No combine twin; `-smem` / `-unit`: MUSER_CUDA_NORM_H16.
                 (true, Acts::F16) => format!(
                     "norm{}{}",
-                    if self.reg.norm_smem { "-smem" } else { "" },
+                    self.reg.steps.norm_h16.label(),
                     if self.opts.h16_ew_fused { "+ew" } else { "" }
                 ),
                 (true, _) => "on".to_string(),
@@ -166,10 +166,6 @@ impl CudaSession<'_> {
                 }
             ),
         };
-        if self.reg.combine_wide {
-            label + "-cw"
-        } else {
-            label
-        }
+        label + &self.reg.steps.combine_label()
     }
 }

@@ -1,0 +1,144 @@
+//! Switches of the small decode steps between the matmuls — the attention combine and the f16
+//! route's fused norm — read once from the environment when the registry is built, turned into
+//! compile defines of their modules. Each is a schedule choice with the same bits as its
+//! default (the device checks: `cuda_route`'s f16 variants and the tiny logits,
+//! `scripts/device/l2pf-super-ab.sh`); measurements in docs/cuda.md's switch rows.
+
+use crate::error::CudaError;
+use crate::registry::{env_choice, Module};
+
+/// How `residual_norm_h16` (norm.cu, `-DNORM_H16`) lays the same arithmetic on threads.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum NormH16 {
+    /// A thread per run of 8 values (`NORM_THREADS` threads), each 32-value unit gathered onto
+    /// its first lane by shuffles (the default).
+    Shfl,
+    /// The same threads, the units gathered through shared memory.
+    Smem,
+    /// A thread per 32-value unit (n / 32 threads rounded up to whole warps): no gather, fewer
+    /// warps at each barrier.
+    Unit,
+}
+
+impl NormH16 {
+    fn from_env() -> Result<NormH16, CudaError> {
+        if std::env::var_os("MUSER_CUDA_NORM_SMEM").is_some() {
+            return Err(CudaError::Invalid(
+                "MUSER_CUDA_NORM_SMEM is now MUSER_CUDA_NORM_H16=smem (shfl | smem | unit)".into(),
+            ));
+        }
+        match std::env::var("MUSER_CUDA_NORM_H16").as_deref() {
+            Err(_) | Ok("shfl") => Ok(NormH16::Shfl),
+            Ok("smem") => Ok(NormH16::Smem),
+            Ok("unit") => Ok(NormH16::Unit),
+            Ok(v) => Err(CudaError::Invalid(format!(
+                "MUSER_CUDA_NORM_H16={v}: expected shfl, smem or unit"
+            ))),
+        }
+    }
+
+    fn define(self) -> u32 {
+        match self {
+            NormH16::Shfl => 0,
+            NormH16::Smem => 1,
+            NormH16::Unit => 2,
+        }
+    }
+
+    /// The route-id suffix of the fused norm (`fuse=norm…`): empty for the default.
+    pub fn label(self) -> &'static str {
+        match self {
+            NormH16::Shfl => "",
+            NormH16::Smem => "-smem",
+            NormH16::Unit => "-unit",
+        }
+    }
+
+    /// Threads per block of `residual_norm_h16` for rows of `n` values (`n % 64 == 0`,
+    /// `n <= 8 * norm_threads`, checked by the engine): `norm_threads` (the kernels'
+    /// `NORM_THREADS`), or with `Unit` one thread per 32 values rounded up to whole warps.
+    pub fn block(self, n: usize, norm_threads: u32) -> u32 {
+        match self {
+            NormH16::Unit => ((n / 32) as u32).div_ceil(32) * 32,
+            NormH16::Shfl | NormH16::Smem => norm_threads,
+        }
+    }
+}
+
+/// The small steps' switches (`Registry::steps`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct StepSwitches {
+    /// The attention combines load a chunk's 32 partials at once where a warp merges one
+    /// 32-value group and the head has at least this many partials (`-DCOMBINE_WIDE`,
+    /// `MUSER_CUDA_COMBINE_WIDE=0|1|8|16|32`, 0 = never, the default; attention.cu
+    /// `combine_head`): one round trip per 32 partials instead of per 4. The same multiply-adds
+    /// in the same order: the same bits.
+    pub combine_wide: u32,
+    /// `residual_norm_h16`'s thread layout (`MUSER_CUDA_NORM_H16=shfl|smem|unit`).
+    pub norm_h16: NormH16,
+}
+
+impl StepSwitches {
+    pub(crate) fn from_env() -> Result<StepSwitches, CudaError> {
+        Ok(StepSwitches {
+            combine_wide: env_choice("MUSER_CUDA_COMBINE_WIDE", 0, &[0, 1, 8, 16, 32])?,
+            norm_h16: NormH16::from_env()?,
+        })
+    }
+
+    /// The compile defines of module `m` (none where these switches are the defaults).
+    pub(crate) fn defines(&self, m: Module) -> Vec<String> {
+        match m {
+            Module::Attention if self.combine_wide > 0 => {
+                vec![format!("-DCOMBINE_WIDE={}", self.combine_wide)]
+            }
+            Module::Norm if self.norm_h16 != NormH16::Shfl => {
+                vec![format!("-DNORM_H16={}", self.norm_h16.define())]
+            }
+            _ => Vec::new(),
+        }
+    }
+
+    /// The route-id suffix of the attention (`attn=…`): `-cwN` with the wide combine.
+    pub fn combine_label(&self) -> String {
+        match self.combine_wide {
+            0 => String::new(),
+            n => format!("-cw{n}"),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn unit_block_is_whole_warps_of_units() {
+        // Muse Glimmer's 6656 = 208 units -> 7 warps; gemma-3-270m's 640 = 20 units -> 1 warp.
+        assert_eq!(NormH16::Unit.block(6656, 1024), 224);
+        assert_eq!(NormH16::Unit.block(640, 1024), 32);
+        assert_eq!(NormH16::Unit.block(8192, 1024), 256);
+        assert_eq!(NormH16::Shfl.block(6656, 1024), 1024);
+        assert_eq!(NormH16::Smem.block(640, 1024), 1024);
+    }
+
+    #[test]
+    fn defaults_define_nothing() {
+        let s = StepSwitches {
+            combine_wide: 0,
+            norm_h16: NormH16::Shfl,
+        };
+        assert!(s.defines(Module::Attention).is_empty());
+        assert!(s.defines(Module::Norm).is_empty());
+        assert_eq!(s.combine_label(), "");
+        let s = StepSwitches {
+            combine_wide: 16,
+            norm_h16: NormH16::Unit,
+        };
+        assert_eq!(s.defines(Module::Attention), vec!["-DCOMBINE_WIDE=16"]);
+        assert_eq!(s.defines(Module::Norm), vec!["-DNORM_H16=2"]);
+        assert!(s.defines(Module::MatvecH16).is_empty());
+        assert_eq!(s.combine_label(), "-cw16");
+        assert_eq!(NormH16::Unit.label(), "-unit");
+    }
+}

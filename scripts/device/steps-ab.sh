@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# The small steps' switches (crate muser_cuda::step_switches): the fused norm's thread layout
+# (MUSER_CUDA_NORM_H16=shfl|smem|unit) and the wide attention combine from N partials
+# (MUSER_CUDA_COMBINE_WIDE=N). One call (~8 min with the forge); every line into $OUT/ab.txt.
+#   1. cuda_route's f16 test under NORM_H16=unit and under COMBINE_WIDE=1 (fused-norm variants
+#      against the unfused kernels, bit for bit);
+#   2. `muser eval` on the tiny forge, 1100 tokens, MUSER_CUDA_ATTN_SUPER=32, chunk 512 and 1:
+#      default, NORM_H16=unit, NORM_H16=smem, COMBINE_WIDE=8 — every sha must be equal;
+#   3. tg128 on the full forge: default and each of TG alternating, twice;
+#   4. tg128 (and ppPP with PP > 0) at depths DEPTHS for the default and each of DV.
+# Session 32's call (docs/cuda-f16.md "Next" 0): PP=512 DEPTHS=0,2048,8192,32768
+#   TG="MUSER_CUDA_NORM_H16=smem" DV="MUSER_CUDA_COMBINE_WIDE=8;MUSER_CUDA_NORM_H16=smem MUSER_CUDA_COMBINE_WIDE=8"
+# Carry .device/muser, .device/tests/cuda_route.
+# Usage: [TG="..."] [DV="...;..."] [DEPTHS=2048,32768] [PP=0] bash scripts/device/steps-ab.sh OUTDIR
+set -uo pipefail
+out=${1:?outdir}
+log=$out/ab.txt
+source scripts/device/ab-lib.sh
+bash scripts/device/forge-bg.sh
+for v in MUSER_CUDA_NORM_H16=unit MUSER_CUDA_COMBINE_WIDE=1; do
+  env $v MUSER_CUDA_DEADLINE_S=120 timeout 300 .device/tests/cuda_route --test-threads 1 f16 \
+    > "$out/cuda_route.txt" 2>&1
+  echo "cuda_route f16 with $v rc=$? $(grep -E 'test result' "$out/cuda_route.txt")" >> "$log"
+  grep -A4 panicked "$out/cuda_route.txt" | head -8 >> "$log"
+done
+ab_tiny_logits "$log" "$out" "" MUSER_CUDA_NORM_H16=unit MUSER_CUDA_NORM_H16=smem \
+  MUSER_CUDA_COMBINE_WIDE=8
+read -r -a tg <<< "${TG:-MUSER_CUDA_NORM_H16=unit MUSER_CUDA_NORM_H16=smem}"
+ab_tg "$log" "$out" "" "${tg[@]}"
+IFS=';' read -r -a dv <<< "${DV:-MUSER_CUDA_COMBINE_WIDE=8;MUSER_CUDA_NORM_H16=unit MUSER_CUDA_COMBINE_WIDE=8}"
+for v in "" "${dv[@]}"; do
+  env $v timeout 200 .device/muser bench -m "$HOME/full.gguf" --backend cuda -p "${PP:-0}" \
+    -n 128 -d "${DEPTHS:-2048,32768}" -r 2 > "$out/bench.txt" 2>&1
+  echo "${v:-default}: rc=$? $(grep -E "pp[0-9]+|tg128" "$out/bench.txt" | tr -s ' ' | cut -d'(' -f1 | tr '\n' ';') $(grep -o "fuse=[^,]*\|attn=[^,]*" "$out/bench.txt" | head -2 | tr '\n' ' ')" >> "$log"
+done
+cat "$log"
