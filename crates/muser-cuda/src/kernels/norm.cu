@@ -232,8 +232,11 @@ extern "C" __global__ void __launch_bounds__(NORM_THREADS)
 //     gathered onto its first lane by 24 shuffles;
 //   1 `smem`: the same threads, the units gathered through shared memory;
 //   2 `unit`: a thread per 32-value unit (n / 32 threads rounded up to whole warps — the host
-//     launches it so, `Registry::norm_h16_block`), no gather, 7 warps' barriers instead of 32.
+//     launches it so, `muser_cuda::step_switches::NormH16::block`), no gather, 7 warps at each
+//     barrier instead of 32.
 // All three give the same bits (norm_unit_sum below replays the f64 tree of block_sum_f64).
+// Session 31 (H200, tg128 full forge): `smem` level with `shfl`, `unit` 4.3% slower (its four
+// runs' loads per thread take longer than one run in each of 1024 threads).
 #ifndef NORM_H16
 #define NORM_H16 0
 #endif

@@ -43,8 +43,9 @@ const INTEGER_ROUTE_SWITCHES: [&str; 18] = [
 
 /// The f16 route's own switches beside its chains' (`H16Switches::ENV`): on another route they
 /// would change nothing.
-const F16_ROUTE_SWITCHES: [&str; 9] = [
+const F16_ROUTE_SWITCHES: [&str; 10] = [
     "MUSER_CUDA_H16_ATTN",
+    "MUSER_CUDA_NORM_H16",
     "MUSER_CUDA_L2_PREFETCH",
     "MUSER_CUDA_H16_ROWMAX",
     "MUSER_CUDA_MMT",
@@ -139,6 +140,12 @@ pub fn check_options(model: &Model, opts: &mut CudaOptions) -> Result<(), Engine
             format!(
                 "{name} acts on the integer routes' kernels only (unset it, or MUSER_CUDA_ACTS=a8)"
             ),
+        );
+    }
+    if !opts.fuse && std::env::var_os("MUSER_CUDA_NORM_H16").is_some() {
+        return refuse(
+            opts,
+            "MUSER_CUDA_NORM_H16 shapes the fused residual norm (MUSER_CUDA_FUSE, on by default)",
         );
     }
     match std::env::var("MUSER_CUDA_H16_ROWMAX").as_deref() {
