@@ -93,7 +93,7 @@ fn main() {
             .chain(prefill.iter().flat_map(|&nt| [(nt, 'r'), (nt, 't')]));
         for (nt, kind) in runs {
             let (kernel, dims) = match kind {
-                'd' => reg.mvh_plan(fmt, n_out, nt),
+                'd' => reg.mvh_plan(fmt, n_out, k, nt),
                 'r' => reg.mmh_plan(fmt, n_out, nt),
                 _ => reg.mmt_plan(fmt, n_out, nt),
             };

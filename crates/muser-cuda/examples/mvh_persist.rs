@@ -30,7 +30,7 @@
 use cudarc::driver::result;
 use muser_cuda::device::Event;
 use muser_cuda::launch::{launch, Dims};
-use muser_cuda::{q4h, Gpu, Graph, KArgs, Kernel, Math, Module, Registry};
+use muser_cuda::{q4h, Gpu, Graph, HWeights, KArgs, Kernel, Math, Module, Registry};
 
 fn arg(name: &str, default: usize) -> usize {
     let args: Vec<String> = std::env::args().collect();
@@ -122,8 +122,8 @@ fn main() {
                 grid: ((*n_out / 16) as u32, 1, 1),
                 // S = 4 chains: 4 warps, 2 with MUSER_CUDA_MVH_PAIR=1.
                 block: 32 * reg.mvh_warps(4),
-                // MUSER_CUDA_MVH_XSTAGE's staged activations (0 without it).
-                smem: reg.mvh_xstage_smem(4, 1) as u32,
+                // MUSER_CUDA_MVH_XSTAGE's / _XSMEM's staged activations (0 without them).
+                smem: (reg.mvh_xstage_smem(4, 1) + reg.mvh_xsmem_smem(HWeights::Q4H, *k, 1)) as u32,
             };
             launch(f, dims, gpu.stream(), args)?;
         }
@@ -176,7 +176,7 @@ fn main() {
     println!(
         "mvh_persist: {layers} layers x {} matrices, {:.1} MB per layer (Q4H), persist grid {blocks} \
          ({per_sm} per SM x {sms} SMs), early first piece {} (MUSER_CUDA_MVH_EARLY), ahead {}, \
-         L1 hints {}, staged activations {}, register ceiling {} (MUSER_CUDA_MVH_MAXREG), alternating register sets {} (MUSER_CUDA_MVH_PP), two chains per warp {} (MUSER_CUDA_MVH_PAIR)",
+         L1 hints {}, staged activations {}, register ceiling {} (MUSER_CUDA_MVH_MAXREG), alternating register sets {} (MUSER_CUDA_MVH_PP), two chains per warp {} (MUSER_CUDA_MVH_PAIR), activation row in shared memory {} (MUSER_CUDA_MVH_XSMEM)",
         shapes.len(),
         bytes_per_layer as f64 / 1e6,
         reg.h16.mvh_early,
@@ -185,7 +185,8 @@ fn main() {
         reg.h16.mvh_xstage,
         reg.h16.mvh_maxreg,
         reg.h16.mvh_pp,
-        reg.h16.mvh_pair
+        reg.h16.mvh_pair,
+        reg.h16.mvh_xsmem
     );
     let time = |name: &str, go: &dyn Fn() -> Result<(), muser_cuda::CudaError>| {
         for _ in 0..3 {

@@ -391,6 +391,7 @@ mod tests {
             "-DMVH_MAXREG=96",
             "-DMVH_PP=1",
             "-DMVH_PAIR=1",
+            "-DMVH_XSMEM=1",
         ] {
             compile_module(
                 m,

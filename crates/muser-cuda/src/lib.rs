@@ -28,6 +28,7 @@ pub mod device;
 pub mod error;
 pub mod graph;
 pub mod h16;
+pub mod h16_switches;
 pub mod launch;
 pub mod plan_h16;
 pub mod prefetch;

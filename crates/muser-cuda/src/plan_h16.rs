@@ -2,12 +2,13 @@
 //! `act_h16_dims`, `ewh_dims`) and the shapes they choose from: the chain count S of a matrix
 //! (`Registry::h16_chains`, part of the numbers: every f16 matmul kernel of a matrix takes the
 //! same S, so decode, packed rows and prefill give each output the same bits) and the prefill
-//! tiles' placement on an SM (`MmtShape`, launch only) — and the switches both are read from
-//! (`H16Switches`: `MUSER_CUDA_H16_*_S`, `MUSER_CUDA_MVH_*`). The kernels: matvec_h16.cu,
+//! tiles' placement on an SM (`MmtShape`, launch only); the switches they read are
+//! crate::h16_switches (`H16Switches`, re-exported here). The kernels: matvec_h16.cu,
 //! mmt_h16.cu.
 
 use crate::error::CudaError;
-use crate::registry::{env_choice, Kernel, Registry};
+pub use crate::h16_switches::H16Switches;
+use crate::registry::{Kernel, Registry};
 
 /// The prefill tiles of `mmt_*` (mmt_h16.cu): row groups and tokens per block and threads (the
 /// .cu's MMT_GROUPS, MMT_TOK, MMT_THREADS). Q4H's shape is compiled in as -DMMT_WG / -DMMT_MINB /
@@ -48,218 +49,14 @@ pub enum MmtShape {
 /// of 4 stages). What a dynamic allocation must leave room for.
 pub(crate) const MVH_STATIC_SMEM: usize = 32 * 32 * 4 * 4 + 16 * 4 * 8;
 
-/// The f16 matmul chains' compile-time switches (`MUSER_CUDA_H16_*_S`, `MUSER_CUDA_MVH_*`;
-/// docs/cuda.md's switch table): the chain counts S, part of every output's numbers and shared
-/// by decode and prefill, and the decode kernels' load schedule, which keeps the same bits.
-/// Read once per registry; the schedule reaches matvec_h16.cu and probes_h16.cu as `-D`s.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct H16Switches {
-    /// The chain count S of the f16 route's matrices with at least 1024 row groups (FFN gate /
-    /// up, the output projection): 2 (route id `mv=mvh-s2`; the default since 2026-12-02, H200:
-    /// tg128 110.81 vs 109.49 tok/s, FFN gate / up one token 28.75 vs 30.49 µs), or 4
-    /// (`MUSER_CUDA_H16_WIDE_S=4`, `mv=mvh`). Every kernel of the route takes S from
-    /// `h16_chains`, so decode and prefill keep the same bits — but S is part of the numbers.
-    pub h16_wide_s: u32,
-    /// The chain count S of the f16 route's matrices with 400 to 1023 row groups (the attention
-    /// output, FFN down): 4 (default) or 8 (`MUSER_CUDA_H16_MID_S`), and with 128 to 399 (Q,
-    /// the attention gate): 8 (default) or 16 (`MUSER_CUDA_H16_NARROW_S`). Part of the numbers
-    /// as `h16_wide_s`; A/B switches for the decode matmuls' chain length (the prototype's
-    /// figures at 98 registers: docs/receipts/cuda-hmma-prototype.txt).
-    pub h16_mid_s: u32,
-    pub h16_narrow_s: u32,
-    /// Stages of the f16 decode matmuls' bulk-copy weight ring (`-DMVH_BULK`,
-    /// `MUSER_CUDA_MVH_BULK=0|2|3|4`; 0 = the next piece in registers, matvec_h16.cu). The same
-    /// pieces in the same order, so the same bits.
-    pub mvh_bulk: u32,
-    /// The f16 matmuls (`mvh_*`, `mmh_*`) request their first weight piece before the PDL wait
-    /// (`-DMVH_EARLY`, `MUSER_CUDA_MVH_EARLY=0|1`, default 1: H200, full forge, session 27, f16
-    /// tg128 126.47 vs 125.70 / 125.84 off, with the fused FFN launch 127.88 vs 127.32); N > 1
-    /// (2, 3, 4, 6, 8) also prefetches each chain's next N − 1 pieces into L2 before the wait:
-    /// not kept (12-layer full-width forge, session 27, tg128 431.40 / 432.87 / 421.04 at
-    /// N = 2 / 4 / 8 vs 436.57 at 1). The same loads, so the same bits.
-    pub mvh_early: u32,
-    /// Weight pieces each f16 matmul chain (`mvh_*`, `mmh_*`, the fused FFN launch) holds
-    /// ahead in registers (`-DMVH_AHEAD`, `MUSER_CUDA_MVH_AHEAD=1|2`, default 1). The same loads
-    /// in the same order, so the same bits. 2 not kept (H200, full forge, session 28: tg128
-    /// 128.03 / 128.77 vs 128.26 / 127.84; `mvh_persist` graph 103.30 vs 102.99 µs per layer).
-    pub mvh_ahead: u32,
-    /// The f16 matmul chains prefetch the next piece's activations into L1 (`-DMVH_XPF`,
-    /// `MUSER_CUDA_MVH_XPF=0|1`, default 0). A hint: the same bits. Not kept (H200, session 28,
-    /// `mvh_persist` graph 128.27 vs 102.89 µs per layer).
-    pub mvh_xpf: u32,
-    /// L1 cache hints of the f16 matmul chains' global loads (`-DMVH_WHINT`,
-    /// `MUSER_CUDA_MVH_WHINT=0|1|2`, default 2; formats_h16.cuh): 1 the weights
-    /// `L1::no_allocate`, 2 also the activations and sums `L1::evict_last`. The same values,
-    /// so the same bits. 2 kept (H200, full forge, session 29: tg128 132.63 / 132.56 vs 128.34
-    /// / 128.71 without hints; `mvh_persist` graph 100.40 (1: 100.28) vs 102.96 µs per layer).
-    pub mvh_whint: u32,
-    /// One-token f16 matmul chains stage each piece's activations and sums in shared memory
-    /// one piece ahead by `cp.async` (`-DMVH_XSTAGE`, `MUSER_CUDA_MVH_XSTAGE=0|1`, default 0;
-    /// not with `MUSER_CUDA_MVH_BULK`; [`Registry::mvh_xstage_smem`] bytes per launch). The
-    /// same values into the same MMAs, so the same bits. Not kept (H200, full forge, session
-    /// 29: tg128 113.65 / 114.21 vs 128.34 / 128.71; `mvh_persist` graph 123.18 vs 102.96 µs
-    /// per layer).
-    pub mvh_xstage: bool,
-    /// A register ceiling for the one-token f16 kernels (`-DMVH_MAXREG`,
-    /// `MUSER_CUDA_MVH_MAXREG=0|80|96`, default 0 = none; matvec_h16.cu): more warps per SM for
-    /// the schedulers to switch between, what does not fit spilled (96: Q6H from 16 warps per SM
-    /// to 20; 80: Q4H and Q6H to 24). Register allocation only: the same bits. Measured in
-    /// session 30 and not kept: tg128 119.8 (96) and 97.4 (80) vs 132.1 tok/s.
-    pub mvh_maxreg: u32,
-    /// One-token f16 chains alternate two register sets instead of copying the next piece's
-    /// registers at the end of every piece (`-DMVH_PP`, `MUSER_CUDA_MVH_PP=0|1`, default 0;
-    /// matvec_h16.cu): the copy waits on the next piece's loads, so the piece after it is
-    /// requested only once they land (static SASS of `mvh_q4h_s2`: 26 moves per piece at the
-    /// loop's end; with it 96 registers, no spills). The same pieces in the same order: the same
-    /// bits. Not with `MUSER_CUDA_MVH_AHEAD=2`, `_XSTAGE=1` or `_BULK` (refused). Measured in
-    /// session 30 and not kept: tg128 129.2 / 128.9 vs 132.1 / 132.1 tok/s.
-    pub mvh_pp: bool,
-    /// One-token f16 kernels of S chains run on S/2 warps, each chaining two of them into two
-    /// accumulators with the pieces' MMAs interleaved (`-DMVH_PAIR`, `MUSER_CUDA_MVH_PAIR=0|1`,
-    /// default 0; matvec_h16.cu `mvh_chain_pair`): two independent MMA chains per warp where
-    /// session 29's ncu found each warp issuing one instruction every 6–14 cycles. The same
-    /// chains and fold as S warps: the same bits as without it at the same S — so its A/B runs
-    /// with the chain counts doubled (`MUSER_CUDA_H16_WIDE_S=4`, `_MID_S=8`, `_NARROW_S=16`:
-    /// the warps per row group of the defaults, a numbers change shared with prefill). Static
-    /// SASS: Q4H 170 registers (96 without), Q6H 249–255 (124). Only with the plain schedule
-    /// (refused with `MUSER_CUDA_MVH_EARLY` > 1, `_AHEAD=2`, `_BULK`, `_XSTAGE`, `_PP`, `_XPF`).
-    /// Measured slower at the same S (session 31, `mvh_persist` S = 4: graph 111.7 vs 100.4 µs
-    /// per layer; `kernels_h16` passed with it), so 0; the doubled-S A/B not yet run.
-    pub mvh_pair: bool,
-}
-
-impl H16Switches {
-    /// The environment variables `from_env` reads (the engine refuses them on other routes).
-    pub const ENV: [&'static str; 12] = [
-        "MUSER_CUDA_H16_WIDE_S",
-        "MUSER_CUDA_H16_MID_S",
-        "MUSER_CUDA_H16_NARROW_S",
-        "MUSER_CUDA_MVH_BULK",
-        "MUSER_CUDA_MVH_EARLY",
-        "MUSER_CUDA_MVH_AHEAD",
-        "MUSER_CUDA_MVH_XPF",
-        "MUSER_CUDA_MVH_WHINT",
-        "MUSER_CUDA_MVH_XSTAGE",
-        "MUSER_CUDA_MVH_MAXREG",
-        "MUSER_CUDA_MVH_PP",
-        "MUSER_CUDA_MVH_PAIR",
-    ];
-
-    pub(crate) fn from_env() -> Result<H16Switches, CudaError> {
-        let h16_wide_s = env_choice("MUSER_CUDA_H16_WIDE_S", 2, &[2, 4])?;
-        let mvh_bulk = env_choice("MUSER_CUDA_MVH_BULK", 0, &[0, 2, 3, 4])?;
-        let mvh_early = env_choice("MUSER_CUDA_MVH_EARLY", 1, &[0, 1, 2, 3, 4, 6, 8])?;
-        let mvh_ahead = env_choice("MUSER_CUDA_MVH_AHEAD", 1, &[1, 2])?;
-        let mvh_xpf = env_choice("MUSER_CUDA_MVH_XPF", 0, &[0, 1])?;
-        let mvh_whint = env_choice("MUSER_CUDA_MVH_WHINT", 2, &[0, 1, 2])?;
-        let mvh_xstage = env_choice("MUSER_CUDA_MVH_XSTAGE", 0, &[0, 1])? == 1;
-        if mvh_xstage && mvh_bulk > 0 {
-            return Err(CudaError::Invalid(
-                "MUSER_CUDA_MVH_XSTAGE=1 and MUSER_CUDA_MVH_BULK: both stage the one-token \
-                 matmuls' operands in the same dynamic shared memory; set one"
-                    .into(),
-            ));
-        }
-        let h16_mid_s = env_choice("MUSER_CUDA_H16_MID_S", 4, &[4, 8])?;
-        let h16_narrow_s = env_choice("MUSER_CUDA_H16_NARROW_S", 8, &[8, 16])?;
-        let mvh_maxreg = env_choice("MUSER_CUDA_MVH_MAXREG", 0, &[0, 80, 96])?;
-        let mvh_pp = env_choice("MUSER_CUDA_MVH_PP", 0, &[0, 1])? == 1;
-        if mvh_pp && (mvh_ahead != 1 || mvh_xstage || mvh_bulk > 0) {
-            return Err(CudaError::Invalid(
-                "MUSER_CUDA_MVH_PP=1 alternates the one-token chains' two register sets; it does \
-                 not combine with MUSER_CUDA_MVH_AHEAD=2, MUSER_CUDA_MVH_XSTAGE=1 or \
-                 MUSER_CUDA_MVH_BULK"
-                    .into(),
-            ));
-        }
-        let mvh_pair = env_choice("MUSER_CUDA_MVH_PAIR", 0, &[0, 1])? == 1;
-        if mvh_pair
-            && (mvh_early > 1
-                || mvh_ahead != 1
-                || mvh_bulk > 0
-                || mvh_xstage
-                || mvh_pp
-                || mvh_xpf != 0)
-        {
-            return Err(CudaError::Invalid(
-                "MUSER_CUDA_MVH_PAIR=1 runs two chains per warp on the plain one-piece-ahead \
-                 schedule; it does not combine with MUSER_CUDA_MVH_EARLY > 1, \
-                 MUSER_CUDA_MVH_AHEAD=2, MUSER_CUDA_MVH_BULK, MUSER_CUDA_MVH_XSTAGE=1, \
-                 MUSER_CUDA_MVH_PP=1 or MUSER_CUDA_MVH_XPF=1"
-                    .into(),
-            ));
-        }
-        Ok(H16Switches {
-            h16_wide_s,
-            h16_mid_s,
-            h16_narrow_s,
-            mvh_bulk,
-            mvh_early,
-            mvh_ahead,
-            mvh_xpf,
-            mvh_whint,
-            mvh_xstage,
-            mvh_maxreg,
-            mvh_pp,
-            mvh_pair,
-        })
-    }
-
-    /// The route id's `mv=` label: `mvh` (`-sS` for the wide chain count), then a suffix for
-    /// every switch away from its default — beside the defaults in `from_env`, so a default
-    /// that moves keeps its label short.
-    pub fn label(&self) -> String {
-        let mut l = match self.h16_wide_s {
-            4 => "mvh".to_string(),
-            s => format!("mvh-s{s}"),
-        };
-        if (self.h16_mid_s, self.h16_narrow_s) != (4, 8) {
-            l += &format!("-m{}n{}", self.h16_mid_s, self.h16_narrow_s);
-        }
-        l += &match (self.mvh_bulk, self.mvh_early) {
-            (0, 0) => "-late".to_string(),
-            (0, 1) => String::new(),
-            (0, n) => format!("-early{n}"),
-            (d, _) => format!("-bulk{d}"),
-        };
-        if self.mvh_ahead != 1 {
-            l += &format!("-ahead{}", self.mvh_ahead);
-        }
-        if self.mvh_xpf == 1 {
-            l += "-xpf";
-        }
-        if self.mvh_whint != 2 {
-            l += &format!("-whint{}", self.mvh_whint);
-        }
-        if self.mvh_xstage {
-            l += "-xstage";
-        }
-        if self.mvh_maxreg != 0 {
-            l += &format!("-maxreg{}", self.mvh_maxreg);
-        }
-        if self.mvh_pp {
-            l += "-pp";
-        }
-        if self.mvh_pair {
-            l += "-pair";
-        }
-        l
-    }
-
-    /// The `-D` options of matvec_h16.cu and probes_h16.cu.
-    pub(crate) fn defines(&self) -> Vec<String> {
-        vec![
-            format!("-DMVH_BULK={}", self.mvh_bulk),
-            format!("-DMVH_EARLY={}", self.mvh_early),
-            format!("-DMVH_AHEAD={}", self.mvh_ahead),
-            format!("-DMVH_XPF={}", self.mvh_xpf),
-            format!("-DMVH_WHINT={}", self.mvh_whint),
-            format!("-DMVH_XSTAGE={}", u8::from(self.mvh_xstage)),
-            format!("-DMVH_MAXREG={}", self.mvh_maxreg),
-            format!("-DMVH_PP={}", u8::from(self.mvh_pp)),
-            format!("-DMVH_PAIR={}", u8::from(self.mvh_pair)),
-        ]
-    }
+/// Bytes of `MUSER_CUDA_MVH_XSMEM`'s stage of one token over `k` inputs in format `w`: the k
+/// f16 activations, then the sums (`SUM_WORDS` words per super-block: Q4H 4, Q6H 8).
+pub fn xsmem_bytes(w: HWeights, k: usize) -> usize {
+    let sum_words = match w {
+        HWeights::Q4H => 4,
+        HWeights::Q6H => 8,
+    };
+    2 * k + k / 256 * sum_words * 4
 }
 
 impl MmtShape {
@@ -389,13 +186,15 @@ impl Registry {
     /// at least 400 row groups (FFN 27.8 / 31.6 µs vs 33.3 / 34.0 with 8), 8 from 128 (Q: 8.6 vs
     /// 9.9 µs), 16 below (K/V: 5.2 vs 6.4 µs with 8); 2 from 1024 groups (FFN gate / up, the output
     /// projection: 28.75 vs 30.49 µs at S = 4 on the H200; `MUSER_CUDA_H16_WIDE_S=4` keeps 4).
+    /// `k`: the matrix's inputs (the one-token activation stage's size, `mvh_xsmem_smem`).
     pub fn mvh_plan(
         &self,
         w: HWeights,
         n_out: usize,
+        k: usize,
         n_tok: usize,
     ) -> (Kernel, crate::launch::Dims) {
-        self.h16_plan(w, n_out, n_tok, false)
+        self.h16_plan(w, n_out, k, n_tok, false)
     }
 
     /// [`Registry::mvh_plan`] for prefill: the `mmh_*` kernels, 32 tokens per block row (4 groups
@@ -407,7 +206,7 @@ impl Registry {
         n_out: usize,
         n_tok: usize,
     ) -> (Kernel, crate::launch::Dims) {
-        self.h16_plan(w, n_out, n_tok, true)
+        self.h16_plan(w, n_out, 0, n_tok, true)
     }
 
     /// [`Registry::mvh_plan`] for prefill on shared-memory tiles: the `mmt_*` kernels
@@ -485,6 +284,17 @@ impl Registry {
         warps as usize * 2 * n_tok.min(8) * 544
     }
 
+    /// Dynamic shared memory of a one-token f16 decode launch over `k` inputs with
+    /// `MUSER_CUDA_MVH_XSMEM=1` (matvec_h16.cu `XsmemWait`: the token's k f16 activations, then
+    /// its sums, `SUM_WORDS` words per super-block: Q4H 4, Q6H 8); 0 without it or for more
+    /// than one token.
+    pub fn mvh_xsmem_smem(&self, w: HWeights, k: usize, n_tok: usize) -> usize {
+        if !self.h16.mvh_xsmem || n_tok != 1 {
+            return 0;
+        }
+        xsmem_bytes(w, k)
+    }
+
     /// Dynamic shared memory of a decode matmul block of `s` warps over format `w`: the bulk-copy
     /// ring, `s` warps × D' stages × the piece's bytes (matvec_h16.cu `mvh_bulk_stages`: D' =
     /// `mvh_bulk`, fewer where the block would pass 200 KiB, at least 2); 0 without the ring.
@@ -510,6 +320,7 @@ impl Registry {
         &self,
         w: HWeights,
         n_out: usize,
+        k: usize,
         n_tok: usize,
         prefill: bool,
     ) -> (Kernel, crate::launch::Dims) {
@@ -533,7 +344,9 @@ impl Registry {
             smem: if prefill {
                 0
             } else {
-                (self.mvh_bulk_smem(w, s) + self.mvh_xstage_smem(s, n_tok)) as u32
+                (self.mvh_bulk_smem(w, s)
+                    + self.mvh_xstage_smem(s, n_tok)
+                    + self.mvh_xsmem_smem(w, k, n_tok)) as u32
             },
         };
         (kernels[i], dims)
@@ -634,7 +447,7 @@ impl Registry {
     }
 
     /// The FFN's gate and up matmuls with their SwiGLU in one decode launch (`mvh_glu_*`,
-    /// matvec_h16.cu) for `n_tok` tokens over two `w` matrices of `n_out` rows: 2S warps per
+    /// matvec_h16.cu) for `n_tok` tokens over two `w` matrices of `n_out` rows and `k` inputs: 2S warps per
     /// 16-row group (S from `h16_chains`, so the same bits as two `mvh_plan` launches and the
     /// swiglu kernel), one block row per 8 tokens (2S ≤ 32 warps: S ≤ 16). `None` for more
     /// than 8 tokens (prefill) or with the bulk-copy ring (`mvh_bulk`, which these kernels do
@@ -644,6 +457,7 @@ impl Registry {
         &self,
         w: HWeights,
         n_out: usize,
+        k: usize,
         n_tok: usize,
     ) -> Option<(Kernel, crate::launch::Dims)> {
         use Kernel::*;
@@ -663,7 +477,7 @@ impl Registry {
         };
         // The staged activations of 2S warps (MVH_XSTAGE) must fit beside the static parts
         // (at S = 16 and 8 tokens they would not: the two launches run instead).
-        let smem = self.mvh_xstage_smem(2 * s, n_tok);
+        let smem = self.mvh_xstage_smem(2 * s, n_tok) + self.mvh_xsmem_smem(w, k, n_tok);
         if smem + MVH_STATIC_SMEM > crate::registry::SMEM_OPTIN_MAX {
             return None;
         }
@@ -697,35 +511,22 @@ mod tests {
     /// resident block.
     const SM_SMEM: usize = 228 * 1024;
 
-    /// The defaults (no `MUSER_CUDA_*` set, as in CI) label as the receipts' `mv=mvh-s2`, and
-    /// each switch away from its default adds its suffix.
+    /// The one-token activation stage at Muse Glimmer's widest input (FFN down, 19968) leaves
+    /// the decode kernels their blocks per SM: Q4H 5 blocks of 4 warps (S = 4, 96 registers),
+    /// Q6H 4 (124), each with its static partial sums and the driver's 1 KiB.
     #[test]
-    fn switch_labels_name_what_moved_from_the_defaults() {
-        for name in H16Switches::ENV {
-            if std::env::var_os(name).is_some() {
-                eprintln!("skipping: {name} is set in this environment");
-                return;
-            }
+    fn the_activation_stage_keeps_the_blocks_per_sm() {
+        assert_eq!(xsmem_bytes(HWeights::Q4H, 19968), 2 * 19968 + 78 * 16);
+        assert_eq!(xsmem_bytes(HWeights::Q6H, 6656), 2 * 6656 + 26 * 32);
+        let part = 4 * 32 * 4 * 4; // mvh_finish's partial sums at S = 4
+        for (w, blocks) in [(HWeights::Q4H, 5), (HWeights::Q6H, 4)] {
+            let per_block = xsmem_bytes(w, 19968) + part + 1024;
+            assert!(
+                blocks * per_block <= SM_SMEM,
+                "{w:?}: {blocks} x {per_block}"
+            );
+            assert!(xsmem_bytes(w, 19968) + MVH_STATIC_SMEM <= SMEM_OPTIN_MAX);
         }
-        let d = H16Switches::from_env().expect("defaults");
-        assert_eq!(d.label(), "mvh-s2");
-        let moved = H16Switches {
-            mvh_whint: 0,
-            mvh_pp: true,
-            mvh_maxreg: 96,
-            ..d
-        };
-        assert_eq!(moved.label(), "mvh-s2-whint0-maxreg96-pp");
-        assert!(moved.defines().contains(&"-DMVH_PP=1".to_string()));
-        assert!(d.defines().contains(&"-DMVH_WHINT=2".to_string()));
-        let paired = H16Switches {
-            mvh_pair: true,
-            h16_wide_s: 4,
-            ..d
-        };
-        assert_eq!(paired.label(), "mvh-pair");
-        assert!(paired.defines().contains(&"-DMVH_PAIR=1".to_string()));
-        assert!(d.defines().contains(&"-DMVH_PAIR=0".to_string()));
     }
 
     #[test]

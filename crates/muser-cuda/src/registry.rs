@@ -564,10 +564,11 @@ impl Registry {
                         // The one-token decode kernels' weight ring (`t1_plan`) beside the
                         // staged activations and the lane-sum scratch.
                         Some((mva_warps * mva_rows) as usize * 36 * 4)
-                    } else if (h16.mvh_bulk > 0 || h16.mvh_xstage) && k.symbol().starts_with("mvh_")
+                    } else if (h16.mvh_bulk > 0 || h16.mvh_xstage || h16.mvh_xsmem)
+                        && k.symbol().starts_with("mvh_")
                     {
                         // The bulk-copy ring (`Registry::mvh_bulk_smem`) or the staged
-                        // activations (`Registry::mvh_xstage_smem`) beside the barriers and the
+                        // activations (`Registry::mvh_xstage_smem` / `mvh_xsmem_smem`) beside the barriers and the
                         // chains' partial sums.
                         Some(crate::plan_h16::MVH_STATIC_SMEM)
                     } else if matches!(m, Module::MmtH16 | Module::MmwH16 | Module::AttnH16) {

@@ -104,7 +104,7 @@ fn mvh_on_device(
     (n_tok, kind): (usize, Mm),
 ) -> Vec<f32> {
     let (kernel, dims) = match kind {
-        Mm::Decode => reg.mvh_plan(fmt, n_out, n_tok),
+        Mm::Decode => reg.mvh_plan(fmt, n_out, k, n_tok),
         Mm::Rows => reg.mmh_plan(fmt, n_out, n_tok),
         Mm::Tile => reg.mmt_plan(fmt, n_out, n_tok),
     };

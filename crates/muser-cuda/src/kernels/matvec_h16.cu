@@ -60,6 +60,20 @@
 #error "MVH_PAIR takes the plain one-piece-ahead register schedule only"
 #endif
 
+// One-token launches (n_tok = 1) of the decode kernels (`mvh_*`, `mvh_glu_*`) copy the token's
+// whole activation row and sums into dynamic shared memory once, after the PDL wait, and their
+// chains read them there instead of from global memory at every piece (-DMVH_XSMEM,
+// `MUSER_CUDA_MVH_XSMEM=0|1`, default 0): [K f16 activations][nsb · SUM_WORDS sum words], the
+// host's `Registry::mvh_xsmem_smem` bytes (a launch given fewer traps). Launches of more tokens
+// read global memory as without it. The same values into the same MMAs: the same bits. Not with
+// MVH_BULK, MVH_XSTAGE, MVH_PP, MVH_XPF or MVH_PAIR.
+#ifndef MVH_XSMEM
+#define MVH_XSMEM 0
+#endif
+#if MVH_XSMEM && (MVH_BULK || MVH_XSTAGE || MVH_PP || MVH_XPF || MVH_PAIR)
+#error "MVH_XSMEM takes the plain register schedule only"
+#endif
+
 // The next piece's activation fragments and sums prefetched into L1 when its weights are
 // requested (-DMVH_XPF, `MUSER_CUDA_MVH_XPF=0|1`, default 0): the MMAs of a piece then wait on
 // an L1 hit instead of an L2 round trip. A hint: the same loads, so the same bits. Measured
@@ -93,7 +107,7 @@
 #endif
 #if MVH_MAXREG > 0
 #define MVH_BOUNDS(THREADS, SM_WARPS) __launch_bounds__(THREADS, 65536 / (MVH_MAXREG * (THREADS)))
-#elif MVH_XSTAGE || MVH_PP
+#elif MVH_XSTAGE || MVH_PP || MVH_XSMEM
 #define MVH_BOUNDS(THREADS, SM_WARPS) \
     __launch_bounds__(THREADS, ((SM_WARPS) * 32 / (THREADS)) > 0 ? ((SM_WARPS) * 32 / (THREADS)) : 1)
 #else
@@ -168,7 +182,7 @@ extern "C" __global__ void __launch_bounds__(ACT_H16_THREADS)
 
 // One piece (group G, super-block s) of the matmul on its registers `r`: the four loads' tiles,
 // then the min MMA, into the TG token groups' accumulators (tokens tok0 + 8n + g per lane).
-template <class F, int TG, bool XS = false>
+template <class F, int TG, bool XS = false, bool XG = true>
 __device__ __forceinline__ void mvh_piece(const typename F::Regs& r, int s, int K, int nsb,
                                           const u16* __restrict__ XH, const u32* sums, int tok0,
                                           int n_tok, int g, int t4, float (&acc)[TG][4],
@@ -188,8 +202,8 @@ __device__ __forceinline__ void mvh_piece(const typename F::Regs& r, int s, int 
                     xb = xp[1];
                 } else {
                     const uint4* xp = (const uint4*)(XH + (size_t)tok * K) + 2 * t4 + (size_t)(4 * s + j) * 8;
-                    xa = lda<true>(xp);
-                    xb = lda<true>(xp + 1);
+                    xa = lda<XG>(xp);  // XG false: MVH_XSMEM's copy in shared memory
+                    xb = lda<XG>(xp + 1);
                 }
             }
             const u32 xs[8] = {xa.x, xa.y, xa.z, xa.w, xb.x, xb.y, xb.z, xb.w};
@@ -207,7 +221,7 @@ __device__ __forceinline__ void mvh_piece(const typename F::Regs& r, int s, int 
             if constexpr (XS)
                 F::template min_b<false>((const u32*)(xst + (8 * n + g) * XST_TOK + 512), t4, b0, b1);
             else
-                F::template min_b<true>(sums + ((size_t)tok * nsb + s) * F::SUM_WORDS, t4, b0, b1);
+                F::template min_b<XG>(sums + ((size_t)tok * nsb + s) * F::SUM_WORDS, t4, b0, b1);
         }
         mma_h16(acc[n], am, b0, b1);
     }
@@ -249,11 +263,35 @@ struct PdlWait {
     __device__ __forceinline__ void operator()() const { PDL_ENTRY() }
 };
 
+// MVH_XSMEM's wait: PDL's, then the block copies token 0's activation row (K f16) and its sums
+// (K/256 · SUM_WORDS words) into `dst` (dynamic shared memory: [2K bytes][the sums]) and meets
+// at a barrier — every warp of the block runs one chain and so calls it once, at the same
+// point. A launch given less dynamic shared memory than that traps.
+template <class F>
+struct XsmemWait {
+    const u16* XH;
+    const u32* sums;
+    int K;
+    u8* dst;
+    __device__ __forceinline__ void operator()() const {
+        PDL_ENTRY()
+        const int n16 = K / 8, nsw = (K / 256) * F::SUM_WORDS;
+        u32 dyn;
+        asm("mov.u32 %0, %%dynamic_smem_size;" : "=r"(dyn));
+        if (dyn < 2u * (u32)K + 4u * (u32)nsw) __trap();
+        uint4* xd = (uint4*)dst;
+        for (int i = threadIdx.x; i < n16; i += blockDim.x) xd[i] = lda<true>((const uint4*)XH + i);
+        u32* sd = (u32*)(dst + 2 * (size_t)K);
+        for (int i = threadIdx.x; i < nsw; i += blockDim.x) sd[i] = lda<true>(sums + i);
+        __syncthreads();
+    }
+};
+
 // One warp's chain: super-blocks c, c + S, c + 2S, … of row group G of W (`pieces` pieces) into
 // `acc`, the next MVH_AHEAD pieces ahead in registers. The wait (PDL's by default) is here: before the
 // first load, or after it (and MVH_EARLY − 1 L2 prefetches) with MVH_EARLY (weights: no kernel
 // writes them).
-template <class F, int S, int TG, bool XS = false, class Wait = PdlWait>
+template <class F, int S, int TG, bool XS = false, class Wait = PdlWait, bool XG = true>
 __device__ __forceinline__ void mvh_chain(const u8* __restrict__ W, size_t pieces, int G, int nsb,
                                           int c, int K, const u16* __restrict__ XH,
                                           const u32* sums, int tok0, int n_tok,
@@ -316,10 +354,10 @@ __device__ __forceinline__ void mvh_chain(const u8* __restrict__ W, size_t piece
         typename F::Regs r2;
         for (; s < nsb; s += 2 * S) {
             if (s + S < nsb) load(s + S, r2);
-            mvh_piece<F, TG>(r, s, K, nsb, XH, sums, tok0, n_tok, g, t4, acc);
+            mvh_piece<F, TG, false, XG>(r, s, K, nsb, XH, sums, tok0, n_tok, g, t4, acc);
             if (s + S >= nsb) break;
             if (s + 2 * S < nsb) load(s + 2 * S, r);
-            mvh_piece<F, TG>(r2, s + S, K, nsb, XH, sums, tok0, n_tok, g, t4, acc);
+            mvh_piece<F, TG, false, XG>(r2, s + S, K, nsb, XH, sums, tok0, n_tok, g, t4, acc);
         }
         return;
     }
@@ -355,7 +393,7 @@ __device__ __forceinline__ void mvh_chain(const u8* __restrict__ W, size_t piece
             }
         }
 #endif
-        mvh_piece<F, TG, XS>(r, s, K, nsb, XH, sums, tok0, n_tok, g, t4, acc,
+        mvh_piece<F, TG, XS, XG>(r, s, K, nsb, XH, sums, tok0, n_tok, g, t4, acc,
                              xarea + (it & 1) * ntb * XST_TOK);
         if constexpr (XS) __syncwarp();
 #if MVH_AHEAD == 2
@@ -488,6 +526,19 @@ __device__ __forceinline__ void mvh_body(const u8* __restrict__ W, int n_out, in
     constexpr bool XS = MVH_XSTAGE && TG == 1;
     extern __shared__ __align__(16) u8 mvh_xs[];  // MVH_XSTAGE: [S warps][2][ntb][XST_TOK]
     const int ntb = n_tok < 8 ? n_tok : 8;
+#if MVH_XSMEM
+    if constexpr (TG == 1) {
+        if (n_tok == 1) {  // the launch's one token, its row staged by the chains' wait
+            const u32* sums = (const u32*)F::sums(XSUM, XSUM16);
+            const XsmemWait<F> wait{XH, sums, K, mvh_xs};
+            mvh_chain<F, S, 1, false, XsmemWait<F>, false>(
+                W, pieces, G, nsb, warp, K, (const u16*)mvh_xs,
+                (const u32*)(mvh_xs + 2 * (size_t)K), 0, 1, acc, wait);
+            mvh_finish<S, TG>(acc, part, G, tok0, n_tok, XINV, w_inv, Y, ldy);
+            return;
+        }
+    }
+#endif
     mvh_chain<F, S, TG, XS>(W, pieces, G, nsb, warp, K, XH, (const u32*)F::sums(XSUM, XSUM16),
                             tok0, n_tok, acc, PdlWait(), mvh_xs + warp * 2 * ntb * XST_TOK);
     mvh_finish<S, TG>(acc, part, G, tok0, n_tok, XINV, w_inv, Y, ldy);
@@ -533,6 +584,16 @@ __device__ __forceinline__ void mvh_glu_body(const u8* __restrict__ Wg, const u8
     const u8* W = warp < S ? Wg : Wu;
     extern __shared__ __align__(16) u8 mvh_xs[];  // MVH_XSTAGE: [2S warps][2][ntb][XST_TOK]
     const int ntb = n_tok < 8 ? n_tok : 8;
+#if MVH_XSMEM
+    if (n_tok == 1) {  // as mvh_body's
+        const u32* sums = (const u32*)F::sums(XSUM, XSUM16);
+        const XsmemWait<F> wait{XH, sums, K, mvh_xs};
+        mvh_chain<F, S, 1, false, XsmemWait<F>, false>(W, pieces, G, nsb, warp % S, K,
+                                                       (const u16*)mvh_xs,
+                                                       (const u32*)(mvh_xs + 2 * (size_t)K), 0,
+                                                       1, acc, wait);
+    } else
+#endif
     mvh_chain<F, S, 1, MVH_XSTAGE != 0>(W, pieces, G, nsb, warp % S, K, XH,
                                          (const u32*)F::sums(XSUM, XSUM16), tok0, n_tok, acc,
                                          PdlWait(), mvh_xs + warp * 2 * ntb * XST_TOK);

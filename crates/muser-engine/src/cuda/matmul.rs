@@ -241,7 +241,7 @@ impl<'m> CudaSession<'m> {
         // tiles 84.6, V 25.3 vs 96.6. The same bits either way.
         let tiles = Self::h16_tiles(m, n);
         let (kern, dims) = if n <= 8 {
-            self.reg.mvh_plan(fmt, m.n_out, n)
+            self.reg.mvh_plan(fmt, m.n_out, m.n_in, n)
         } else if tiles {
             self.reg.mmt_plan(fmt, m.n_out, n)
         } else {
@@ -309,7 +309,7 @@ impl<'m> CudaSession<'m> {
         if fg != fu || gate.n_out != up.n_out || gate.n_in != up.n_in {
             return Ok(false);
         }
-        let Some((kernel, dims)) = self.reg.mvh_glu_plan(fg, gate.n_out, n) else {
+        let Some((kernel, dims)) = self.reg.mvh_glu_plan(fg, gate.n_out, gate.n_in, n) else {
             return Ok(false);
         };
         if !prequantized {

@@ -1,0 +1,289 @@
+//! The f16 matmul chains' compile-time switches (`H16Switches`: `MUSER_CUDA_H16_*_S`,
+//! `MUSER_CUDA_MVH_*`), read once per registry: the chain counts S (part of the numbers, used by
+//! the launch plans in crate::plan_h16) and the decode kernels' load schedule (the same bits),
+//! which reach matvec_h16.cu and probes_h16.cu as `-D`s. Each field says its measured figure.
+
+use crate::error::CudaError;
+use crate::registry::env_choice;
+
+/// The f16 matmul chains' compile-time switches (`MUSER_CUDA_H16_*_S`, `MUSER_CUDA_MVH_*`;
+/// docs/cuda.md's switch table): the chain counts S, part of every output's numbers and shared
+/// by decode and prefill, and the decode kernels' load schedule, which keeps the same bits.
+/// Read once per registry; the schedule reaches matvec_h16.cu and probes_h16.cu as `-D`s.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct H16Switches {
+    /// The chain count S of the f16 route's matrices with at least 1024 row groups (FFN gate /
+    /// up, the output projection): 2 (route id `mv=mvh-s2`; the default since 2026-12-02, H200:
+    /// tg128 110.81 vs 109.49 tok/s, FFN gate / up one token 28.75 vs 30.49 µs), or 4
+    /// (`MUSER_CUDA_H16_WIDE_S=4`, `mv=mvh`). Every kernel of the route takes S from
+    /// `h16_chains`, so decode and prefill keep the same bits — but S is part of the numbers.
+    pub h16_wide_s: u32,
+    /// The chain count S of the f16 route's matrices with 400 to 1023 row groups (the attention
+    /// output, FFN down): 4 (default) or 8 (`MUSER_CUDA_H16_MID_S`), and with 128 to 399 (Q,
+    /// the attention gate): 8 (default) or 16 (`MUSER_CUDA_H16_NARROW_S`). Part of the numbers
+    /// as `h16_wide_s`; A/B switches for the decode matmuls' chain length (the prototype's
+    /// figures at 98 registers: docs/receipts/cuda-hmma-prototype.txt).
+    pub h16_mid_s: u32,
+    pub h16_narrow_s: u32,
+    /// Stages of the f16 decode matmuls' bulk-copy weight ring (`-DMVH_BULK`,
+    /// `MUSER_CUDA_MVH_BULK=0|2|3|4`; 0 = the next piece in registers, matvec_h16.cu). The same
+    /// pieces in the same order, so the same bits.
+    pub mvh_bulk: u32,
+    /// The f16 matmuls (`mvh_*`, `mmh_*`) request their first weight piece before the PDL wait
+    /// (`-DMVH_EARLY`, `MUSER_CUDA_MVH_EARLY=0|1`, default 1: H200, full forge, session 27, f16
+    /// tg128 126.47 vs 125.70 / 125.84 off, with the fused FFN launch 127.88 vs 127.32); N > 1
+    /// (2, 3, 4, 6, 8) also prefetches each chain's next N − 1 pieces into L2 before the wait:
+    /// not kept (12-layer full-width forge, session 27, tg128 431.40 / 432.87 / 421.04 at
+    /// N = 2 / 4 / 8 vs 436.57 at 1). The same loads, so the same bits.
+    pub mvh_early: u32,
+    /// Weight pieces each f16 matmul chain (`mvh_*`, `mmh_*`, the fused FFN launch) holds
+    /// ahead in registers (`-DMVH_AHEAD`, `MUSER_CUDA_MVH_AHEAD=1|2`, default 1). The same loads
+    /// in the same order, so the same bits. 2 not kept (H200, full forge, session 28: tg128
+    /// 128.03 / 128.77 vs 128.26 / 127.84; `mvh_persist` graph 103.30 vs 102.99 µs per layer).
+    pub mvh_ahead: u32,
+    /// The f16 matmul chains prefetch the next piece's activations into L1 (`-DMVH_XPF`,
+    /// `MUSER_CUDA_MVH_XPF=0|1`, default 0). A hint: the same bits. Not kept (H200, session 28,
+    /// `mvh_persist` graph 128.27 vs 102.89 µs per layer).
+    pub mvh_xpf: u32,
+    /// L1 cache hints of the f16 matmul chains' global loads (`-DMVH_WHINT`,
+    /// `MUSER_CUDA_MVH_WHINT=0|1|2`, default 2; formats_h16.cuh): 1 the weights
+    /// `L1::no_allocate`, 2 also the activations and sums `L1::evict_last`. The same values,
+    /// so the same bits. 2 kept (H200, full forge, session 29: tg128 132.63 / 132.56 vs 128.34
+    /// / 128.71 without hints; `mvh_persist` graph 100.40 (1: 100.28) vs 102.96 µs per layer).
+    pub mvh_whint: u32,
+    /// One-token f16 matmul chains stage each piece's activations and sums in shared memory
+    /// one piece ahead by `cp.async` (`-DMVH_XSTAGE`, `MUSER_CUDA_MVH_XSTAGE=0|1`, default 0;
+    /// not with `MUSER_CUDA_MVH_BULK`; [`Registry::mvh_xstage_smem`] bytes per launch). The
+    /// same values into the same MMAs, so the same bits. Not kept (H200, full forge, session
+    /// 29: tg128 113.65 / 114.21 vs 128.34 / 128.71; `mvh_persist` graph 123.18 vs 102.96 µs
+    /// per layer).
+    pub mvh_xstage: bool,
+    /// A register ceiling for the one-token f16 kernels (`-DMVH_MAXREG`,
+    /// `MUSER_CUDA_MVH_MAXREG=0|80|96`, default 0 = none; matvec_h16.cu): more warps per SM for
+    /// the schedulers to switch between, what does not fit spilled (96: Q6H from 16 warps per SM
+    /// to 20; 80: Q4H and Q6H to 24). Register allocation only: the same bits. Measured in
+    /// session 30 and not kept: tg128 119.8 (96) and 97.4 (80) vs 132.1 tok/s.
+    pub mvh_maxreg: u32,
+    /// One-token f16 chains alternate two register sets instead of copying the next piece's
+    /// registers at the end of every piece (`-DMVH_PP`, `MUSER_CUDA_MVH_PP=0|1`, default 0;
+    /// matvec_h16.cu): the copy waits on the next piece's loads, so the piece after it is
+    /// requested only once they land (static SASS of `mvh_q4h_s2`: 26 moves per piece at the
+    /// loop's end; with it 96 registers, no spills). The same pieces in the same order: the same
+    /// bits. Not with `MUSER_CUDA_MVH_AHEAD=2`, `_XSTAGE=1` or `_BULK` (refused). Measured in
+    /// session 30 and not kept: tg128 129.2 / 128.9 vs 132.1 / 132.1 tok/s.
+    pub mvh_pp: bool,
+    /// One-token f16 kernels of S chains run on S/2 warps, each chaining two of them into two
+    /// accumulators with the pieces' MMAs interleaved (`-DMVH_PAIR`, `MUSER_CUDA_MVH_PAIR=0|1`,
+    /// default 0; matvec_h16.cu `mvh_chain_pair`): two independent MMA chains per warp where
+    /// session 29's ncu found each warp issuing one instruction every 6–14 cycles. The same
+    /// chains and fold as S warps: the same bits as without it at the same S — so its A/B runs
+    /// with the chain counts doubled (`MUSER_CUDA_H16_WIDE_S=4`, `_MID_S=8`, `_NARROW_S=16`:
+    /// the warps per row group of the defaults, a numbers change shared with prefill). Static
+    /// SASS: Q4H 170 registers (96 without), Q6H 249–255 (124). Only with the plain schedule
+    /// (refused with `MUSER_CUDA_MVH_EARLY` > 1, `_AHEAD=2`, `_BULK`, `_XSTAGE`, `_PP`, `_XPF`).
+    /// Measured slower at the same S (session 31, `mvh_persist` S = 4: graph 111.7 vs 100.4 µs
+    /// per layer; `kernels_h16` passed with it), so 0; the doubled-S A/B not yet run.
+    pub mvh_pair: bool,
+    /// One-token launches of the f16 decode kernels stage the token's whole activation row and
+    /// sums in dynamic shared memory once, after the PDL wait, and their chains read them there
+    /// (`-DMVH_XSMEM`, `MUSER_CUDA_MVH_XSMEM=0|1`, default 0; matvec_h16.cu `XsmemWait`;
+    /// [`Registry::mvh_xsmem_smem`] bytes: 2K + K/64 or K/32, 40.6 KB at K = 19968). Why: the
+    /// activation reads cost ~7 µs of `mvh_persist`'s ~100 µs per layer (session 29: stream
+    /// 74.2 → 81.7 with them) and each piece's first MMA waits on its own (session 31's SASS);
+    /// `MVH_XSTAGE` staged per piece and lost to its synchronisation. The same values into the
+    /// same MMAs: the same bits. Static SASS: Q4H 96 registers at S = 2 and 4 (its bounds keep
+    /// the warps per SM), Q6H 128. Not with `_BULK`, `_XSTAGE`, `_PP`, `_XPF` or `_PAIR`
+    /// (refused). Built in session 31, not yet run on the device.
+    pub mvh_xsmem: bool,
+}
+
+impl H16Switches {
+    /// The environment variables `from_env` reads (the engine refuses them on other routes).
+    pub const ENV: [&'static str; 13] = [
+        "MUSER_CUDA_H16_WIDE_S",
+        "MUSER_CUDA_H16_MID_S",
+        "MUSER_CUDA_H16_NARROW_S",
+        "MUSER_CUDA_MVH_BULK",
+        "MUSER_CUDA_MVH_EARLY",
+        "MUSER_CUDA_MVH_AHEAD",
+        "MUSER_CUDA_MVH_XPF",
+        "MUSER_CUDA_MVH_WHINT",
+        "MUSER_CUDA_MVH_XSTAGE",
+        "MUSER_CUDA_MVH_MAXREG",
+        "MUSER_CUDA_MVH_PP",
+        "MUSER_CUDA_MVH_PAIR",
+        "MUSER_CUDA_MVH_XSMEM",
+    ];
+
+    pub(crate) fn from_env() -> Result<H16Switches, CudaError> {
+        let h16_wide_s = env_choice("MUSER_CUDA_H16_WIDE_S", 2, &[2, 4])?;
+        let mvh_bulk = env_choice("MUSER_CUDA_MVH_BULK", 0, &[0, 2, 3, 4])?;
+        let mvh_early = env_choice("MUSER_CUDA_MVH_EARLY", 1, &[0, 1, 2, 3, 4, 6, 8])?;
+        let mvh_ahead = env_choice("MUSER_CUDA_MVH_AHEAD", 1, &[1, 2])?;
+        let mvh_xpf = env_choice("MUSER_CUDA_MVH_XPF", 0, &[0, 1])?;
+        let mvh_whint = env_choice("MUSER_CUDA_MVH_WHINT", 2, &[0, 1, 2])?;
+        let mvh_xstage = env_choice("MUSER_CUDA_MVH_XSTAGE", 0, &[0, 1])? == 1;
+        if mvh_xstage && mvh_bulk > 0 {
+            return Err(CudaError::Invalid(
+                "MUSER_CUDA_MVH_XSTAGE=1 and MUSER_CUDA_MVH_BULK: both stage the one-token \
+                 matmuls' operands in the same dynamic shared memory; set one"
+                    .into(),
+            ));
+        }
+        let h16_mid_s = env_choice("MUSER_CUDA_H16_MID_S", 4, &[4, 8])?;
+        let h16_narrow_s = env_choice("MUSER_CUDA_H16_NARROW_S", 8, &[8, 16])?;
+        let mvh_maxreg = env_choice("MUSER_CUDA_MVH_MAXREG", 0, &[0, 80, 96])?;
+        let mvh_pp = env_choice("MUSER_CUDA_MVH_PP", 0, &[0, 1])? == 1;
+        if mvh_pp && (mvh_ahead != 1 || mvh_xstage || mvh_bulk > 0) {
+            return Err(CudaError::Invalid(
+                "MUSER_CUDA_MVH_PP=1 alternates the one-token chains' two register sets; it does \
+                 not combine with MUSER_CUDA_MVH_AHEAD=2, MUSER_CUDA_MVH_XSTAGE=1 or \
+                 MUSER_CUDA_MVH_BULK"
+                    .into(),
+            ));
+        }
+        let mvh_pair = env_choice("MUSER_CUDA_MVH_PAIR", 0, &[0, 1])? == 1;
+        if mvh_pair
+            && (mvh_early > 1
+                || mvh_ahead != 1
+                || mvh_bulk > 0
+                || mvh_xstage
+                || mvh_pp
+                || mvh_xpf != 0)
+        {
+            return Err(CudaError::Invalid(
+                "MUSER_CUDA_MVH_PAIR=1 runs two chains per warp on the plain one-piece-ahead \
+                 schedule; it does not combine with MUSER_CUDA_MVH_EARLY > 1, \
+                 MUSER_CUDA_MVH_AHEAD=2, MUSER_CUDA_MVH_BULK, MUSER_CUDA_MVH_XSTAGE=1, \
+                 MUSER_CUDA_MVH_PP=1 or MUSER_CUDA_MVH_XPF=1"
+                    .into(),
+            ));
+        }
+        let mvh_xsmem = env_choice("MUSER_CUDA_MVH_XSMEM", 0, &[0, 1])? == 1;
+        if mvh_xsmem && (mvh_bulk > 0 || mvh_xstage || mvh_pp || mvh_xpf != 0 || mvh_pair) {
+            return Err(CudaError::Invalid(
+                "MUSER_CUDA_MVH_XSMEM=1 stages the one-token activations for the plain register \
+                 schedule; it does not combine with MUSER_CUDA_MVH_BULK, MUSER_CUDA_MVH_XSTAGE=1, \
+                 MUSER_CUDA_MVH_PP=1, MUSER_CUDA_MVH_XPF=1 or MUSER_CUDA_MVH_PAIR=1"
+                    .into(),
+            ));
+        }
+        Ok(H16Switches {
+            h16_wide_s,
+            h16_mid_s,
+            h16_narrow_s,
+            mvh_bulk,
+            mvh_early,
+            mvh_ahead,
+            mvh_xpf,
+            mvh_whint,
+            mvh_xstage,
+            mvh_maxreg,
+            mvh_pp,
+            mvh_pair,
+            mvh_xsmem,
+        })
+    }
+
+    /// The route id's `mv=` label: `mvh` (`-sS` for the wide chain count), then a suffix for
+    /// every switch away from its default — beside the defaults in `from_env`, so a default
+    /// that moves keeps its label short.
+    pub fn label(&self) -> String {
+        let mut l = match self.h16_wide_s {
+            4 => "mvh".to_string(),
+            s => format!("mvh-s{s}"),
+        };
+        if (self.h16_mid_s, self.h16_narrow_s) != (4, 8) {
+            l += &format!("-m{}n{}", self.h16_mid_s, self.h16_narrow_s);
+        }
+        l += &match (self.mvh_bulk, self.mvh_early) {
+            (0, 0) => "-late".to_string(),
+            (0, 1) => String::new(),
+            (0, n) => format!("-early{n}"),
+            (d, _) => format!("-bulk{d}"),
+        };
+        if self.mvh_ahead != 1 {
+            l += &format!("-ahead{}", self.mvh_ahead);
+        }
+        if self.mvh_xpf == 1 {
+            l += "-xpf";
+        }
+        if self.mvh_whint != 2 {
+            l += &format!("-whint{}", self.mvh_whint);
+        }
+        if self.mvh_xstage {
+            l += "-xstage";
+        }
+        if self.mvh_maxreg != 0 {
+            l += &format!("-maxreg{}", self.mvh_maxreg);
+        }
+        if self.mvh_pp {
+            l += "-pp";
+        }
+        if self.mvh_pair {
+            l += "-pair";
+        }
+        if self.mvh_xsmem {
+            l += "-xsmem";
+        }
+        l
+    }
+
+    /// The `-D` options of matvec_h16.cu and probes_h16.cu.
+    pub(crate) fn defines(&self) -> Vec<String> {
+        vec![
+            format!("-DMVH_BULK={}", self.mvh_bulk),
+            format!("-DMVH_EARLY={}", self.mvh_early),
+            format!("-DMVH_AHEAD={}", self.mvh_ahead),
+            format!("-DMVH_XPF={}", self.mvh_xpf),
+            format!("-DMVH_WHINT={}", self.mvh_whint),
+            format!("-DMVH_XSTAGE={}", u8::from(self.mvh_xstage)),
+            format!("-DMVH_MAXREG={}", self.mvh_maxreg),
+            format!("-DMVH_PP={}", u8::from(self.mvh_pp)),
+            format!("-DMVH_PAIR={}", u8::from(self.mvh_pair)),
+            format!("-DMVH_XSMEM={}", u8::from(self.mvh_xsmem)),
+        ]
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The defaults (no `MUSER_CUDA_*` set, as in CI) label as the receipts' `mv=mvh-s2`, and
+    /// each switch away from its default adds its suffix.
+    #[test]
+    fn switch_labels_name_what_moved_from_the_defaults() {
+        for name in H16Switches::ENV {
+            if std::env::var_os(name).is_some() {
+                eprintln!("skipping: {name} is set in this environment");
+                return;
+            }
+        }
+        let d = H16Switches::from_env().expect("defaults");
+        assert_eq!(d.label(), "mvh-s2");
+        let moved = H16Switches {
+            mvh_whint: 0,
+            mvh_pp: true,
+            mvh_maxreg: 96,
+            ..d
+        };
+        assert_eq!(moved.label(), "mvh-s2-whint0-maxreg96-pp");
+        assert!(moved.defines().contains(&"-DMVH_PP=1".to_string()));
+        assert!(d.defines().contains(&"-DMVH_WHINT=2".to_string()));
+        let paired = H16Switches {
+            mvh_pair: true,
+            h16_wide_s: 4,
+            ..d
+        };
+        assert_eq!(paired.label(), "mvh-pair");
+        let staged = H16Switches {
+            mvh_xsmem: true,
+            ..d
+        };
+        assert_eq!(staged.label(), "mvh-s2-xsmem");
+        assert!(staged.defines().contains(&"-DMVH_XSMEM=1".to_string()));
+        assert!(paired.defines().contains(&"-DMVH_PAIR=1".to_string()));
+        assert!(d.defines().contains(&"-DMVH_PAIR=0".to_string()));
+    }
+}
