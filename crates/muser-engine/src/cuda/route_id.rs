@@ -150,8 +150,8 @@ impl CudaSession<'_> {
     }
 
     /// The attention in the route identity: `f32/s{keys per partial}h{heads per block}[-mt]`,
-    /// or the f16 route's tensor-core kernels `h16mma/s{keys}t{prefill tokens per block}`; `-cw`
-    /// with the wide combine (`MUSER_CUDA_COMBINE_WIDE=1`).
+    /// or the f16 route's tensor-core kernels `h16mma/s{keys}t{prefill tokens per block}`; `-cwN`
+    /// with the wide combine from N partials (`MUSER_CUDA_COMBINE_WIDE=N`).
     fn attn_label(&self) -> String {
         let label = match self.attn_h16 {
             Some((_, pre)) => format!("h16mma/s{}t{}", self.opts.attn_super, pre.tokens),
