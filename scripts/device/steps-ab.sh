@@ -11,25 +11,31 @@
 # Session 32's call (docs/cuda-f16.md "Next" 0): PP=512 DEPTHS=0,2048,8192,32768
 #   TG="MUSER_CUDA_NORM_H16=smem" DV="MUSER_CUDA_COMBINE_WIDE=8;MUSER_CUDA_NORM_H16=smem MUSER_CUDA_COMBINE_WIDE=8"
 # Carry .device/muser, .device/tests/cuda_route.
+# LOGITS_V (space-separated variants) replaces step 2's list, ROUTE_V step 1's ("-": as is).
+# ROUTE=0 / LOGITS=0 skip steps 1 / 2 (their same-bits checks already ran); TG="" skips step 3.
 # Usage: [TG="..."] [DV="...;..."] [DEPTHS=2048,32768] [PP=0] bash scripts/device/steps-ab.sh OUTDIR
 set -uo pipefail
 out=${1:?outdir}
 log=$out/ab.txt
 source scripts/device/ab-lib.sh
 bash scripts/device/forge-bg.sh
-for v in MUSER_CUDA_NORM_H16=unit MUSER_CUDA_COMBINE_WIDE=1; do
+read -r -a rv <<< "${ROUTE_V:-MUSER_CUDA_NORM_H16=unit MUSER_CUDA_COMBINE_WIDE=1}"
+for v in "${rv[@]}"; do
+  [ "${ROUTE:-1}" = 0 ] && break
+  [ "$v" = - ] && v=""
   env $v MUSER_CUDA_DEADLINE_S=120 timeout 300 .device/tests/cuda_route --test-threads 1 f16 \
     > "$out/cuda_route.txt" 2>&1
   echo "cuda_route f16 with $v rc=$? $(grep -E 'test result' "$out/cuda_route.txt")" >> "$log"
   grep -A4 panicked "$out/cuda_route.txt" | head -8 >> "$log"
 done
-ab_tiny_logits "$log" "$out" "" MUSER_CUDA_NORM_H16=unit MUSER_CUDA_NORM_H16=smem \
-  MUSER_CUDA_COMBINE_WIDE=8
-read -r -a tg <<< "${TG:-MUSER_CUDA_NORM_H16=unit MUSER_CUDA_NORM_H16=smem}"
-ab_tg "$log" "$out" "" "${tg[@]}"
+read -r -a lv <<< "${LOGITS_V:-MUSER_CUDA_NORM_H16=unit MUSER_CUDA_NORM_H16=smem MUSER_CUDA_COMBINE_WIDE=8}"
+[ "${LOGITS:-1}" = 0 ] || ab_tiny_logits "$log" "$out" "" "${lv[@]}"
+read -r -a tg <<< "${TG-MUSER_CUDA_NORM_H16=unit MUSER_CUDA_NORM_H16=smem}"
+[ ${#tg[@]} = 0 ] || ab_tg "$log" "$out" "" "${tg[@]}"
 IFS=';' read -r -a dv <<< "${DV:-MUSER_CUDA_COMBINE_WIDE=8;MUSER_CUDA_NORM_H16=unit MUSER_CUDA_COMBINE_WIDE=8}"
+while [ ! -f "$HOME/forge.done" ]; do sleep 2; done
 for v in "" "${dv[@]}"; do
-  env $v timeout 200 .device/muser bench -m "$HOME/full.gguf" --backend cuda -p "${PP:-0}" \
+  env $v timeout 300 .device/muser bench -m "$HOME/full.gguf" --backend cuda -p "${PP:-0}" \
     -n 128 -d "${DEPTHS:-2048,32768}" -r 2 > "$out/bench.txt" 2>&1
   echo "${v:-default}: rc=$? $(grep -E "pp[0-9]+|tg128" "$out/bench.txt" | tr -s ' ' | cut -d'(' -f1 | tr '\n' ';') $(grep -o "fuse=[^,]*\|attn=[^,]*" "$out/bench.txt" | head -2 | tr '\n' ' ')" >> "$log"
 done

@@ -392,6 +392,7 @@ mod tests {
             "-DMVH_PP=1",
             "-DMVH_PAIR=1",
             "-DMVH_XSMEM=1",
+            "-DMVH_LEAN=1",
         ] {
             compile_module(
                 m,

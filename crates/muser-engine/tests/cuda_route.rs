@@ -275,6 +275,22 @@ fn f16_route_refuses_what_it_has_no_kernels_for() {
         "the L2 prefetch branch on A16",
         "MUSER_CUDA_L2_PREFETCH",
     );
+    // The decode attention's tiles in flight: 1..=4, and only on the tensor-core attention.
+    refused(
+        &tiny_model(1),
+        &|o| o.attn_bufs = Some(5),
+        "five decode attention tiles in flight",
+        "MUSER_CUDA_ATTN_BUFS",
+    );
+    refused(
+        &tiny_model(1),
+        &|o| {
+            o.attn_bufs = Some(2);
+            o.h16_attn_mma = false;
+        },
+        "decode attention tiles with the f32 attention",
+        "MUSER_CUDA_ATTN_BUFS",
+    );
     let mut o = CudaOptions::new(256, 16);
     o.l2_prefetch_mb = 49;
     match CudaSession::new(&tiny_model(1), o, &mut |_, _| {}) {
@@ -381,6 +397,17 @@ fn cuda_f16_route_is_deterministic_and_tracks_the_oracle() {
             (
                 "without programmatic dependent launch, chunk 512",
                 f16(512, |o| o.pdl = Some(false)),
+            ),
+            (
+                "two decode attention tiles in flight (MUSER_CUDA_ATTN_BUFS=2), chunk 1",
+                f16(1, |o| o.attn_bufs = Some(2)),
+            ),
+            (
+                "one decode attention tile in flight, chunk 1, eager",
+                f16(1, |o| {
+                    o.attn_bufs = Some(1);
+                    o.graphs = false;
+                }),
             ),
             ("fused norm, chunk 512", f16(512, |o| o.fuse = true)),
             (

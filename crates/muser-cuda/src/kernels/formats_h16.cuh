@@ -24,9 +24,28 @@ __device__ __forceinline__ u32 and_or(u32 a, u32 c) {
     asm("lop3.b32 %0, %1, %2, %3, 0xEA;" : "=r"(d) : "r"(a), "n"(MASK), "r"(c));
     return d;
 }
+// MVH_LEAN (`MUSER_CUDA_MVH_LEAN`, set for matvec_h16.cu; 0 elsewhere): the broadcasts below as
+// moves of halves, which ptxas folds into the consuming HFMA2's operand selectors (.H0_H0 /
+// .H1_H1) instead of one PRMT each; the same values.
+#ifndef MVH_LEAN
+#define MVH_LEAN 0
+#endif
 // The pair's low / high half in both halves.
+#if MVH_LEAN
+__device__ __forceinline__ u32 lo2(u32 v) {
+    u32 d;
+    asm("{ .reg .b16 l, h; mov.b32 {l, h}, %1; mov.b32 %0, {l, l}; }" : "=r"(d) : "r"(v));
+    return d;
+}
+__device__ __forceinline__ u32 hi2(u32 v) {
+    u32 d;
+    asm("{ .reg .b16 l, h; mov.b32 {l, h}, %1; mov.b32 %0, {h, h}; }" : "=r"(d) : "r"(v));
+    return d;
+}
+#else
 __device__ __forceinline__ u32 lo2(u32 v) { return __byte_perm(v, v, 0x1010); }
 __device__ __forceinline__ u32 hi2(u32 v) { return __byte_perm(v, v, 0x3232); }
+#endif
 
 #define H2_M1024 0xE400E400u  // (−1024, −1024)
 #define H2_R16 0x2C002C00u    // (1/16, 1/16)

@@ -195,7 +195,14 @@ __device__ __forceinline__ void mvh_piece(const typename F::Regs& r, int s, int 
         for (int n = 0; n < TG; ++n) {
             const int tok = tok0 + 8 * n + g;  // this lane's B column
             uint4 xa = make_uint4(0, 0, 0, 0), xb = xa;
-            if (tok < n_tok) {
+            if (MVH_LEAN && !XS) {
+                // An unused column (tok >= n_tok) reads the last token's values: its outputs are
+                // never stored and the valid columns' do not depend on it.
+                const int tc = max(0, min(tok, n_tok - 1));
+                const uint4* xp = (const uint4*)(XH + (size_t)tc * K) + 2 * t4 + (size_t)(4 * s + j) * 8;
+                xa = lda<XG>(xp);
+                xb = lda<XG>(xp + 1);
+            } else if (tok < n_tok) {
                 if constexpr (XS) {  // the staged piece: token 8n + g's 512 bytes
                     const uint4* xp = (const uint4*)(xst + (8 * n + g) * XST_TOK) + 2 * t4 + j * 8;
                     xa = xp[0];
@@ -217,7 +224,9 @@ __device__ __forceinline__ void mvh_piece(const typename F::Regs& r, int s, int 
     for (int n = 0; n < TG; ++n) {
         const int tok = tok0 + 8 * n + g;
         u32 b0 = 0u, b1 = 0u;
-        if (tok < n_tok) {
+        if (MVH_LEAN && !XS)  // as the tiles' loads above
+            F::template min_b<XG>(sums + ((size_t)max(0, min(tok, n_tok - 1)) * nsb + s) * F::SUM_WORDS, t4, b0, b1);
+        else if (tok < n_tok) {
             if constexpr (XS)
                 F::template min_b<false>((const u32*)(xst + (8 * n + g) * XST_TOK + 512), t4, b0, b1);
             else

@@ -43,8 +43,9 @@ const INTEGER_ROUTE_SWITCHES: [&str; 18] = [
 
 /// The f16 route's own switches beside its chains' (`H16Switches::ENV`): on another route they
 /// would change nothing.
-const F16_ROUTE_SWITCHES: [&str; 10] = [
+const F16_ROUTE_SWITCHES: [&str; 11] = [
     "MUSER_CUDA_H16_ATTN",
+    "MUSER_CUDA_ATTN_BUFS",
     "MUSER_CUDA_NORM_H16",
     "MUSER_CUDA_L2_PREFETCH",
     "MUSER_CUDA_H16_ROWMAX",
@@ -207,6 +208,22 @@ pub fn check_options(model: &Model, opts: &mut CudaOptions) -> Result<(), Engine
                 format!("MUSER_CUDA_H16_ATTN={v}: expected mma or f32"),
             )
         }
+    }
+    match opts.attn_bufs {
+        Some(b) if !(1..=4).contains(&b) => {
+            return refuse(
+                opts,
+                "MUSER_CUDA_ATTN_BUFS is the decode attention's tiles in flight, 1..=4",
+            )
+        }
+        Some(_) if !opts.h16_attn_mma => {
+            return refuse(
+                opts,
+                "MUSER_CUDA_ATTN_BUFS shapes the tensor-core attention only (unset \
+                 MUSER_CUDA_H16_ATTN=f32)",
+            )
+        }
+        _ => {}
     }
     let c = &model.config;
     if opts.h16_attn_mma {

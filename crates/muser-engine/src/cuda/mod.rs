@@ -500,6 +500,8 @@ impl<'m> CudaSession<'m> {
                 ))
             };
             let dec = AttnH16Shape::decode(gqa, c.head_dim, c.head_dim_v).ok_or_else(no_shape)?;
+            // h16::check_options refused a count outside 1..=4.
+            let dec = opts.attn_bufs.map_or(dec, |b| dec.with_bufs(b));
             let pre = if opts.attn_mt {
                 AttnH16Shape::prefill(gqa, c.head_dim, c.head_dim_v).ok_or_else(no_shape)?
             } else {

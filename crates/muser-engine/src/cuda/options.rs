@@ -96,6 +96,12 @@ pub struct CudaOptions {
     /// 32..=4096): the fixed partition of the key range (part of the numerics: every route
     /// of one session uses the same partition).
     pub attn_super: usize,
+    /// K / V tiles in flight in a decode block of the tensor-core attention
+    /// (`MUSER_CUDA_ATTN_BUFS=1..=4`; unset: `AttnH16Shape::decode`'s 4, a default super-block's
+    /// tiles at once). Launch only: the same bits (device test `cuda_attention`'s shapes); fewer
+    /// buffers, less shared memory, more blocks per SM at depth. f16 route with the mma attention
+    /// only (refused elsewhere).
+    pub attn_bufs: Option<usize>,
     /// Query heads per attention block (`MUSER_CUDA_ATTN_HPB`; 0 = the whole GQA group;
     /// must divide the GQA ratio). Launch shape only: a head's arithmetic does not change.
     pub attn_hpb: usize,
@@ -257,6 +263,7 @@ impl CudaOptions {
             l2_prefetch_mb: env_usize("MUSER_CUDA_L2_PREFETCH").unwrap_or(0),
             attn_super: env_usize("MUSER_CUDA_ATTN_SUPER").unwrap_or(ATTN_SUPER),
             attn_hpb: env_usize("MUSER_CUDA_ATTN_HPB").unwrap_or(0),
+            attn_bufs: env_usize("MUSER_CUDA_ATTN_BUFS"),
             attn_mt: std::env::var("MUSER_CUDA_ATTN_MT").as_deref() != Ok("0"),
             h16_attn_mma: std::env::var("MUSER_CUDA_H16_ATTN").as_deref() != Ok("f32"),
             acts: match std::env::var("MUSER_CUDA_ACTS").as_deref() {

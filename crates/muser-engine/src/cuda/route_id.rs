@@ -150,11 +150,20 @@ impl CudaSession<'_> {
     }
 
     /// The attention in the route identity: `f32/s{keys per partial}h{heads per block}[-mt]`,
-    /// or the f16 route's tensor-core kernels `h16mma/s{keys}t{prefill tokens per block}`; `-cwN`
+    /// or the f16 route's tensor-core kernels `h16mma/s{keys}t{prefill tokens per block}` (`-bN`:
+    /// N decode tiles in flight, `MUSER_CUDA_ATTN_BUFS`); `-cwN`
     /// with the wide combine from N partials (`MUSER_CUDA_COMBINE_WIDE=N`).
     fn attn_label(&self) -> String {
         let label = match self.attn_h16 {
-            Some((_, pre)) => format!("h16mma/s{}t{}", self.opts.attn_super, pre.tokens),
+            Some((dec, pre)) => format!(
+                "h16mma/s{}t{}{}",
+                self.opts.attn_super,
+                pre.tokens,
+                match self.opts.attn_bufs {
+                    Some(_) => format!("-b{}", dec.bufs),
+                    None => String::new(),
+                }
+            ),
             None => format!(
                 "f32/s{}h{}{}",
                 self.opts.attn_super,
