@@ -367,6 +367,17 @@ mod tests {
         variant(Module::Norm, &["-DNORM_H16=2"]);
         variant(Module::Attention, &["-DCOMBINE_WIDE=16"]);
         variant(Module::MatvecA8, &["-DMVR_ROWS=16", "-DMVR_AHEAD=1"]);
+        // MUSER_CUDA_MVH_LEAN reaches the prefill tiles too (formats_h16.cuh's broadcasts).
+        for m in [Module::MmtH16, Module::MmwH16] {
+            compile_module(
+                m,
+                Math::Strict,
+                "sm_90a",
+                &m.source(),
+                &["-DMVH_LEAN=1".into()],
+            )
+            .unwrap_or_else(|e| panic!("{e}"));
+        }
         let m = Module::MmtH16;
         for wg in [1, 2] {
             let extra = [

@@ -102,7 +102,9 @@ pub struct H16Switches {
     /// token columns (lanes past the launch's tokens) read the last token's instead of being
     /// zeroed and predicated off — those columns' outputs are never stored, and an MMA's
     /// output column depends on its own B column only. The same values into the valid columns:
-    /// the same bits. Static SASS of `mvh_q4h_s4`: 496 → 472 instructions with the fold alone.
+    /// the same bits. The prefill tiles (`mmt_*`, `mmw_*`) take the fold too (the registry
+    /// passes the define to their modules). Static SASS: `mvh_q4h_s4` 496 → 448 instructions,
+    /// `mvh_glu_q4h_s2` 768 → 712, `mmt_q4h_s4`'s super-block step 526 → 494.
     pub mvh_lean: bool,
 }
 
@@ -244,7 +246,8 @@ impl H16Switches {
         l
     }
 
-    /// The `-D` options of matvec_h16.cu and probes_h16.cu.
+    /// The `-D` options of matvec_h16.cu and probes_h16.cu (`MVH_LEAN` also reaches the
+    /// prefill tiles' modules: `Registry::new`).
     pub(crate) fn defines(&self) -> Vec<String> {
         vec![
             format!("-DMVH_BULK={}", self.mvh_bulk),
