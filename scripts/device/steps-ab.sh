@@ -1,16 +1,17 @@
 #!/usr/bin/env bash
 # The small steps' switches (crate muser_cuda::step_switches): the fused norm's thread layout
 # (MUSER_CUDA_NORM_H16=shfl|smem|unit) and the wide attention combine from N partials
-# (MUSER_CUDA_COMBINE_WIDE=N). One call (~8 min with the forge); every line into $OUT/ab.txt.
+# (MUSER_CUDA_COMBINE_WIDE=N). One call; every line into $OUT/ab.txt. Times (H200, session 32): the
+# forge ~3 min in the background, each DV variant ~75 s at four depths with pp512 — three fit one call.
 #   1. cuda_route's f16 test under NORM_H16=unit and under COMBINE_WIDE=1 (fused-norm variants
 #      against the unfused kernels, bit for bit);
 #   2. `muser eval` on the tiny forge, 1100 tokens, MUSER_CUDA_ATTN_SUPER=32, chunk 512 and 1:
 #      default, NORM_H16=unit, NORM_H16=smem, COMBINE_WIDE=8 — every sha must be equal;
 #   3. tg128 on the full forge: default and each of TG alternating, twice;
 #   4. tg128 (and ppPP with PP > 0) at depths DEPTHS for the default and each of DV.
-# Session 32's call (docs/cuda-f16.md "Next" 0): PP=512 DEPTHS=0,2048,8192,32768
-#   TG="MUSER_CUDA_NORM_H16=smem" DV="MUSER_CUDA_COMBINE_WIDE=8;MUSER_CUDA_NORM_H16=smem MUSER_CUDA_COMBINE_WIDE=8"
-# Carry .device/muser, .device/tests/cuda_route.
+# Session 33's call (docs/cuda-f16.md "Next" 0): ROUTE_V="-" LOGITS_V="MUSER_CUDA_MVH_LEAN=1" TG=""
+#   PP=512 DEPTHS=0,2048,8192,32768 DV="MUSER_CUDA_MVH_LEAN=1;MUSER_CUDA_ATTN_BUFS=2;MUSER_CUDA_COMBINE_WIDE=8"
+# Carry .device/muser, .device/tests/cuda_route (and .device/tests/kernels_h16 for a LEAN check).
 # LOGITS_V (space-separated variants) replaces step 2's list, ROUTE_V step 1's ("-": as is).
 # ROUTE=0 / LOGITS=0 skip steps 1 / 2 (their same-bits checks already ran); TG="" skips step 3.
 # Usage: [TG="..."] [DV="...;..."] [DEPTHS=2048,32768] [PP=0] bash scripts/device/steps-ab.sh OUTDIR

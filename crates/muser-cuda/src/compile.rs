@@ -404,6 +404,7 @@ mod tests {
             "-DMVH_PAIR=1",
             "-DMVH_XSMEM=1",
             "-DMVH_LEAN=1",
+            "-DMVH_LEAN=2",
         ] {
             compile_module(
                 m,

@@ -95,17 +95,20 @@ pub struct H16Switches {
     /// the warps per SM), Q6H 128. Not with `_BULK`, `_XSTAGE`, `_PP`, `_XPF` or `_PAIR`
     /// (refused). Built in session 31, not yet run on the device.
     pub mvh_xsmem: bool,
-    /// Fewer instructions per piece in the one-token and few-token f16 decode kernels
-    /// (`-DMVH_LEAN`, `MUSER_CUDA_MVH_LEAN=0|1`; matvec_h16.cu, formats_h16.cuh): the scale
-    /// pairs' broadcasts written so that ptxas folds them into the `HFMA2` operands (`.H0_H0` /
-    /// `.H1_H1`) instead of a `PRMT` each, and the activation and sum loads of the MMA's unused
-    /// token columns (lanes past the launch's tokens) read the last token's instead of being
-    /// zeroed and predicated off — those columns' outputs are never stored, and an MMA's
-    /// output column depends on its own B column only. The same values into the valid columns:
-    /// the same bits. The prefill tiles (`mmt_*`, `mmw_*`) take the fold too (the registry
-    /// passes the define to their modules). Static SASS: `mvh_q4h_s4` 496 → 448 instructions,
-    /// `mvh_glu_q4h_s2` 768 → 712, `mmt_q4h_s4`'s super-block step 526 → 494.
-    pub mvh_lean: bool,
+    /// Fewer instructions per piece in the f16 matmul kernels (`-DMVH_LEAN`,
+    /// `MUSER_CUDA_MVH_LEAN=0|1|2`, default 0; matvec_h16.cu, formats_h16.cuh): 1 writes the
+    /// scale pairs' broadcasts so that ptxas folds them into the `HFMA2` operands (`.H0_H0` /
+    /// `.H1_H1`) instead of a `PRMT` each — in the decode kernels and the prefill tiles (the
+    /// registry passes the define to `mmt_*` / `mmw_*` too); 2 also lets the decode kernels'
+    /// activation and sum loads of the MMA's unused token columns (lanes past the launch's
+    /// tokens) read the last token's instead of being zeroed and predicated off — those
+    /// columns' outputs are never stored, and an MMA's output column depends on its own B
+    /// column only. The same values into the valid columns: the same bits. Static SASS (2):
+    /// `mvh_q4h_s4` 496 → 448 instructions (Q4H 96 → 102 registers), `mvh_glu_q4h_s2` 768 → 712,
+    /// `mmt_q4h_s4`'s super-block step 526 → 494. Measured in session 32 (2, full forge, same
+    /// call; `kernels_h16` passed, tiny logits unchanged): tg128 129.84 vs 132.69, 2% slower at
+    /// every depth, pp512 level (4420.9 vs 4410.1) — so 0; 1 alone not yet measured.
+    pub mvh_lean: u32,
 }
 
 impl H16Switches {
@@ -180,7 +183,7 @@ impl H16Switches {
                     .into(),
             ));
         }
-        let mvh_lean = env_choice("MUSER_CUDA_MVH_LEAN", 0, &[0, 1])? == 1;
+        let mvh_lean = env_choice("MUSER_CUDA_MVH_LEAN", 0, &[0, 1, 2])?;
         Ok(H16Switches {
             h16_wide_s,
             h16_mid_s,
@@ -240,8 +243,8 @@ impl H16Switches {
         if self.mvh_xsmem {
             l += "-xsmem";
         }
-        if self.mvh_lean {
-            l += "-lean";
+        if self.mvh_lean != 0 {
+            l += &format!("-lean{}", self.mvh_lean);
         }
         l
     }
@@ -260,7 +263,7 @@ impl H16Switches {
             format!("-DMVH_PP={}", u8::from(self.mvh_pp)),
             format!("-DMVH_PAIR={}", u8::from(self.mvh_pair)),
             format!("-DMVH_XSMEM={}", u8::from(self.mvh_xsmem)),
-            format!("-DMVH_LEAN={}", u8::from(self.mvh_lean)),
+            format!("-DMVH_LEAN={}", self.mvh_lean),
         ]
     }
 }
@@ -301,12 +304,9 @@ mod tests {
             ..d
         };
         assert_eq!(staged.label(), "mvh-s2-xsmem");
-        let lean = H16Switches {
-            mvh_lean: true,
-            ..d
-        };
-        assert_eq!(lean.label(), "mvh-s2-lean");
-        assert!(lean.defines().contains(&"-DMVH_LEAN=1".to_string()));
+        let lean = H16Switches { mvh_lean: 2, ..d };
+        assert_eq!(lean.label(), "mvh-s2-lean2");
+        assert!(lean.defines().contains(&"-DMVH_LEAN=2".to_string()));
         assert!(staged.defines().contains(&"-DMVH_XSMEM=1".to_string()));
         assert!(paired.defines().contains(&"-DMVH_PAIR=1".to_string()));
         assert!(d.defines().contains(&"-DMVH_PAIR=0".to_string()));

@@ -531,7 +531,7 @@ impl Registry {
                 extra.extend(steps.defines(m));
                 if matches!(m, Module::MmtH16 | Module::MmwH16) {
                     // The prefill tiles share formats_h16.cuh's scale broadcasts.
-                    extra.push(format!("-DMVH_LEAN={}", u8::from(h16.mvh_lean)));
+                    extra.push(format!("-DMVH_LEAN={}", h16.mvh_lean));
                 }
                 if m == Module::MmwH16 {
                     extra.push(format!("-DMMW_WG={mmw_wg}"));

@@ -24,9 +24,10 @@ __device__ __forceinline__ u32 and_or(u32 a, u32 c) {
     asm("lop3.b32 %0, %1, %2, %3, 0xEA;" : "=r"(d) : "r"(a), "n"(MASK), "r"(c));
     return d;
 }
-// MVH_LEAN (`MUSER_CUDA_MVH_LEAN`, set for matvec_h16.cu; 0 elsewhere): the broadcasts below as
-// moves of halves, which ptxas folds into the consuming HFMA2's operand selectors (.H0_H0 /
-// .H1_H1) instead of one PRMT each; the same values.
+// MVH_LEAN >= 1 (`MUSER_CUDA_MVH_LEAN`; the decode kernels' and the prefill tiles' modules): the
+// broadcasts below as moves of halves, which ptxas folds into the consuming HFMA2's operand
+// selectors (.H0_H0 / .H1_H1) instead of one PRMT each; the same values. (2 also changes
+// matvec_h16.cu's loads of unused token columns.)
 #ifndef MVH_LEAN
 #define MVH_LEAN 0
 #endif

@@ -195,7 +195,7 @@ __device__ __forceinline__ void mvh_piece(const typename F::Regs& r, int s, int 
         for (int n = 0; n < TG; ++n) {
             const int tok = tok0 + 8 * n + g;  // this lane's B column
             uint4 xa = make_uint4(0, 0, 0, 0), xb = xa;
-            if (MVH_LEAN && !XS) {
+            if (MVH_LEAN >= 2 && !XS) {
                 // An unused column (tok >= n_tok) reads the last token's values: its outputs are
                 // never stored and the valid columns' do not depend on it.
                 const int tc = max(0, min(tok, n_tok - 1));
@@ -224,7 +224,7 @@ __device__ __forceinline__ void mvh_piece(const typename F::Regs& r, int s, int 
     for (int n = 0; n < TG; ++n) {
         const int tok = tok0 + 8 * n + g;
         u32 b0 = 0u, b1 = 0u;
-        if (MVH_LEAN && !XS)  // as the tiles' loads above
+        if (MVH_LEAN >= 2 && !XS)  // as the tiles' loads above
             F::template min_b<XG>(sums + ((size_t)max(0, min(tok, n_tok - 1)) * nsb + s) * F::SUM_WORDS, t4, b0, b1);
         else if (tok < n_tok) {
             if constexpr (XS)
