@@ -2,7 +2,8 @@
 # The small steps' switches (crate muser_cuda::step_switches): the fused norm's thread layout
 # (MUSER_CUDA_NORM_H16=shfl|smem|unit) and the wide attention combine from N partials
 # (MUSER_CUDA_COMBINE_WIDE=N). One call; every line into $OUT/ab.txt. Times (H200, session 32): the
-# forge ~3 min in the background, each DV variant ~75 s at four depths with pp512 — three fit one call.
+# forge ~3 min in the background, then ~100 s per DV entry (the default included) at four depths
+# with pp512 — the default and two variants fit one call after the forge.
 #   1. cuda_route's f16 test under NORM_H16=unit and under COMBINE_WIDE=1 (fused-norm variants
 #      against the unfused kernels, bit for bit);
 #   2. `muser eval` on the tiny forge, 1100 tokens, MUSER_CUDA_ATTN_SUPER=32, chunk 512 and 1:
