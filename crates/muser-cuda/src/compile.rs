@@ -19,6 +19,7 @@ const MMQ: &str = include_str!("kernels/mmq.cuh");
 const MMV: &str = include_str!("kernels/mmv.cuh");
 const ACT_H16: &str = include_str!("kernels/act_h16.cuh");
 const FORMATS_H16: &str = include_str!("kernels/formats_h16.cuh");
+const MVH_CHAIN: &str = include_str!("kernels/mvh_chain.cuh");
 
 /// Numerics of a compiled module variant.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -184,10 +185,12 @@ impl Module {
                 return format!("{COMMON}\n{FORMATS_A16}\n{MMA_INT8}\n{MMV}\n{body}")
             }
             Module::Norm | Module::Elementwise | Module::Attention => ACT_H16,
-            Module::MatvecH16 => return format!("{COMMON}\n{ACT_H16}\n{FORMATS_H16}\n{body}"),
+            Module::MatvecH16 => {
+                return format!("{COMMON}\n{ACT_H16}\n{FORMATS_H16}\n{MVH_CHAIN}\n{body}")
+            }
             Module::ProbesH16 => {
                 let mvh = include_str!("kernels/matvec_h16.cu");
-                return format!("{COMMON}\n{ACT_H16}\n{FORMATS_H16}\n{mvh}\n{body}");
+                return format!("{COMMON}\n{ACT_H16}\n{FORMATS_H16}\n{MVH_CHAIN}\n{mvh}\n{body}");
             }
             Module::MmtH16 | Module::MmwH16 | Module::AttnH16 => {
                 return format!("{COMMON}\n{FORMATS_H16}\n{body}")

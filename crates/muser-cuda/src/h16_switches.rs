@@ -96,7 +96,7 @@ pub struct H16Switches {
     /// (refused). Built in session 31, not yet run on the device.
     pub mvh_xsmem: bool,
     /// Fewer instructions per piece in the f16 matmul kernels (`-DMVH_LEAN`,
-    /// `MUSER_CUDA_MVH_LEAN=0|1|2`, default 0; matvec_h16.cu, formats_h16.cuh): 1 writes the
+    /// `MUSER_CUDA_MVH_LEAN=0|1|2`, default 1 since session 33; matvec_h16.cu, formats_h16.cuh): 1 writes the
     /// scale pairs' broadcasts so that ptxas folds them into the `HFMA2` operands (`.H0_H0` /
     /// `.H1_H1`) instead of a `PRMT` each — in the decode kernels and the prefill tiles (the
     /// registry passes the define to `mmt_*` / `mmw_*` too); 2 also lets the decode kernels'
@@ -107,7 +107,10 @@ pub struct H16Switches {
     /// `mvh_q4h_s4` 496 → 448 instructions (Q4H 96 → 102 registers), `mvh_glu_q4h_s2` 768 → 712,
     /// `mmt_q4h_s4`'s super-block step 526 → 494. Measured in session 32 (2, full forge, same
     /// call; `kernels_h16` passed, tiny logits unchanged): tg128 129.84 vs 132.69, 2% slower at
-    /// every depth, pp512 level (4420.9 vs 4410.1) — so 0; 1 alone not yet measured.
+    /// every depth, pp512 level (4420.9 vs 4410.1) — not kept. Session 33 (1, full forge, same
+    /// call, `docs/receipts/cuda-session33.txt`): tg128 136.43 vs 132.83 (+2.7%), at depth
+    /// 2048 / 8192 / 32768 128.55 / 126.85 / 118.80 vs 125.77 / 124.64 / 116.50, pp512 4404.4
+    /// vs 4388.8; tiny logits unchanged at chunk 512 and 1 — so 1 is the default.
     pub mvh_lean: u32,
 }
 
@@ -183,7 +186,7 @@ impl H16Switches {
                     .into(),
             ));
         }
-        let mvh_lean = env_choice("MUSER_CUDA_MVH_LEAN", 0, &[0, 1, 2])?;
+        let mvh_lean = env_choice("MUSER_CUDA_MVH_LEAN", 1, &[0, 1, 2])?;
         Ok(H16Switches {
             h16_wide_s,
             h16_mid_s,
@@ -243,7 +246,7 @@ impl H16Switches {
         if self.mvh_xsmem {
             l += "-xsmem";
         }
-        if self.mvh_lean != 0 {
+        if self.mvh_lean != 1 {
             l += &format!("-lean{}", self.mvh_lean);
         }
         l
@@ -307,6 +310,9 @@ mod tests {
         let lean = H16Switches { mvh_lean: 2, ..d };
         assert_eq!(lean.label(), "mvh-s2-lean2");
         assert!(lean.defines().contains(&"-DMVH_LEAN=2".to_string()));
+        let plain = H16Switches { mvh_lean: 0, ..d };
+        assert_eq!(plain.label(), "mvh-s2-lean0");
+        assert!(d.defines().contains(&"-DMVH_LEAN=1".to_string()));
         assert!(staged.defines().contains(&"-DMVH_XSMEM=1".to_string()));
         assert!(paired.defines().contains(&"-DMVH_PAIR=1".to_string()));
         assert!(d.defines().contains(&"-DMVH_PAIR=0".to_string()));
