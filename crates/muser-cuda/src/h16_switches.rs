@@ -110,7 +110,10 @@ pub struct H16Switches {
     /// every depth, pp512 level (4420.9 vs 4410.1) — not kept. Session 33 (1, full forge, same
     /// call, `docs/receipts/cuda-session33.txt`): tg128 136.43 vs 132.83 (+2.7%), at depth
     /// 2048 / 8192 / 32768 128.55 / 126.85 / 118.80 vs 125.77 / 124.64 / 116.50, pp512 4404.4
-    /// vs 4388.8; tiny logits unchanged at chunk 512 and 1 — so 1 is the default.
+    /// vs 4388.8; tiny logits unchanged at chunk 512 and 1 — so 1 is the default. Per piece
+    /// (the chain loop's static SASS, `mvh_q4h_s4`): 0 303 instructions, 1 274, 2 251 at 102
+    /// registers — and 2 capped at 96 registers (`MVH_MAXREG=96`, which keeps 20 warps per SM)
+    /// 283, the compiler rematerialising the activation addresses: 2's loss was its registers.
     pub mvh_lean: u32,
 }
 

@@ -150,6 +150,7 @@ kernels! {
     AttnCombineQ => Attention, "attn_combine_q";
     AttnCombineQ8 => Attention, "attn_combine_q8";
     AttnCombineM => Attention, "attn_combine_m";
+    AttnCombineMWide => Attention, "attn_combine_m_wide";
     AttnCombineH16 => Attention, "attn_combine_h16";
     SigmoidGate => Elementwise, "sigmoid_gate";
     L2Prefetch => Prefetch, "l2_prefetch";

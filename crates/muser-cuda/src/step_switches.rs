@@ -68,11 +68,14 @@ impl NormH16 {
 /// The small steps' switches (`Registry::steps`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct StepSwitches {
-    /// The attention combines load a chunk's 32 partials at once where a warp merges one
+    /// The f16 route's decode combine (`attn_combine_m_wide`, launched for decode steps; prefill
+    /// keeps `attn_combine_m`) loads a chunk's 32 partials at once where a warp merges one
     /// 32-value group and the head has at least this many partials (`-DCOMBINE_WIDE`,
-    /// `MUSER_CUDA_COMBINE_WIDE=0|1|8|16|32`, 0 = never, the default; attention.cu
-    /// `combine_head`): one round trip per 32 partials instead of per 4. The same multiply-adds
-    /// in the same order: the same bits.
+    /// `MUSER_CUDA_COMBINE_WIDE=0|1|8|16|32`, 0 = never; 8 the default since session 33;
+    /// attention.cu `combine_head`): one round trip per 32 partials instead of per 4. The same
+    /// multiply-adds in the same order: the same bits. Session 33 (full forge, compiled into
+    /// every combine then): tg128 +0.6 / +0.6 / +0.6 / +2.6% at depth 0 / 2048 / 8192 / 32768,
+    /// pp512 −1.3 / −1.0 / −1.0 / +0.5% — hence decode launches only.
     pub combine_wide: u32,
     /// `residual_norm_h16`'s thread layout (`MUSER_CUDA_NORM_H16=shfl|smem|unit`).
     pub norm_h16: NormH16,
@@ -81,12 +84,13 @@ pub struct StepSwitches {
 impl StepSwitches {
     pub(crate) fn from_env() -> Result<StepSwitches, CudaError> {
         Ok(StepSwitches {
-            combine_wide: env_choice("MUSER_CUDA_COMBINE_WIDE", 0, &[0, 1, 8, 16, 32])?,
+            combine_wide: env_choice("MUSER_CUDA_COMBINE_WIDE", 8, &[0, 1, 8, 16, 32])?,
             norm_h16: NormH16::from_env()?,
         })
     }
 
-    /// The compile defines of module `m` (none where these switches are the defaults).
+    /// The compile defines of module `m` (attention.cu's source default is 0: the wide combine
+    /// is always defined when on).
     pub(crate) fn defines(&self, m: Module) -> Vec<String> {
         match m {
             Module::Attention if self.combine_wide > 0 => {
@@ -99,10 +103,11 @@ impl StepSwitches {
         }
     }
 
-    /// The route-id suffix of the attention (`attn=…`): `-cwN` with the wide combine.
+    /// The route-id suffix of the attention (`attn=…`): `-cwN` with the wide combine from N
+    /// partials other than the default 8 (`-cw0`: never).
     pub fn combine_label(&self) -> String {
         match self.combine_wide {
-            0 => String::new(),
+            8 => String::new(),
             n => format!("-cw{n}"),
         }
     }
@@ -123,14 +128,20 @@ mod tests {
     }
 
     #[test]
-    fn defaults_define_nothing() {
+    fn defaults_label_nothing() {
         let s = StepSwitches {
-            combine_wide: 0,
+            combine_wide: 8,
             norm_h16: NormH16::Shfl,
         };
-        assert!(s.defines(Module::Attention).is_empty());
+        assert_eq!(s.defines(Module::Attention), vec!["-DCOMBINE_WIDE=8"]);
         assert!(s.defines(Module::Norm).is_empty());
         assert_eq!(s.combine_label(), "");
+        let never = StepSwitches {
+            combine_wide: 0,
+            ..s
+        };
+        assert!(never.defines(Module::Attention).is_empty());
+        assert_eq!(never.combine_label(), "-cw0");
         let s = StepSwitches {
             combine_wide: 16,
             norm_h16: NormH16::Unit,

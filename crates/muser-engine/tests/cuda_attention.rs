@@ -97,7 +97,8 @@ fn reference(
 /// other); the prefill kernel attn_partial_mt (eight tokens per block, tiles shared across
 /// tokens whose visible ranges differ) bit-identical to attn_partial in every head shape;
 /// attn_combine_q without a gate == attn_combine + A16, with one == attn_combine →
-/// sigmoid_gate_q; attn_combine_m the same outputs and each row's largest magnitude;
+/// sigmoid_gate_q; attn_combine_m the same outputs and each row's largest magnitude, and so
+/// attn_combine_m_wide (one warp per head or per 32-value group);
 /// attn_combine_h16 those and, from each token's last block, the row's f16 activations as
 /// `muser_cuda::h16::act_reference` makes them.
 #[test]
@@ -259,6 +260,25 @@ fn attention_matches_an_f64_softmax_and_fused_combines_are_exact() {
                         })
                         .collect();
                     same(&d.read::<u32>(&m, &what), &want_m, &what);
+                    // attn_combine_m_wide (the decode launches'): the same outputs and maxima on
+                    // one warp per head and on one warp per 32-value group — where the head has
+                    // COMBINE_WIDE partials or more (8 by default; the steps at 1000+ with
+                    // 32-key partials), the path that loads 32 partials at once.
+                    for threads in [32, hdv] {
+                        let (aw2, m2) = (
+                            d.guarded(n_tok * aw * 4),
+                            d.guarded_from(&vec![0u32; n_tok]),
+                        );
+                        let args = combine_args()
+                            .ptr(aw2.ptr)
+                            .ptr(if gated { gd.ptr() } else { 0 })
+                            .ptr(sp.ptr())
+                            .ptr(m2.ptr);
+                        d.go(Kernel::AttnCombineMWide, cgrid, threads, 0, args);
+                        let what = format!("attn_combine_m_wide ({threads} threads), {what}");
+                        same_f32(&d.read::<f32>(&aw2, &what), &want_a, &what);
+                        same(&d.read::<u32>(&m2, &what), &want_m, &what);
+                    }
                     // attn_combine_h16: the same outputs and maxima, one ticket per block of a
                     // token, and the token's last block writes the row's f16 activations —
                     // act_h16's format (its host mirror, bit for bit).

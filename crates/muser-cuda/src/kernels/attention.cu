@@ -380,8 +380,10 @@ extern "C" __global__ void attn_partial_mt(const float* Q, const u16* Kc, const 
     }
 }
 
-// COMBINE_WIDE (`MUSER_CUDA_COMBINE_WIDE=N`, N > 0): combine_head's one-group-per-warp path
-// below for heads of at least N visible partials (0: never).
+// COMBINE_WIDE (`MUSER_CUDA_COMBINE_WIDE=N`, N > 0; the host's default 8): combine_head's
+// one-group-per-warp path below for heads of at least N visible partials (0: never) — in the
+// WIDE instances only (attn_combine_m_wide, the f16 route's decode launches): compiled into the
+// prefill's combine it cost pp512 1.3% at depth 0, where no head reaches 8 partials (session 33).
 #ifndef COMBINE_WIDE
 #define COMBINE_WIDE 0
 #endif
@@ -406,6 +408,7 @@ __device__ __forceinline__ void combine_weights(const float* __restrict__ Mp,
 // a one-lane scan would. Partials' outputs are loaded four at a time before their (dependent)
 // multiply-adds, so the loads overlap instead of forming one latency chain per partial. Only
 // the 32-value groups r with bit r of `rmask` set are computed (`combine_groups`).
+template <bool WIDE>
 __device__ __forceinline__ float combine_head(const float* __restrict__ Op,
                                               const float* __restrict__ Mp,
                                               const float* __restrict__ Lp, int window, int hd_v,
@@ -425,7 +428,7 @@ __device__ __forceinline__ float combine_head(const float* __restrict__ Op,
     // One group per warp (hd_v threads per block, the engine's launch): each chunk's 32
     // partials are loaded at once — one round trip per 32 partials instead of per 4 — then the
     // same multiply-adds in the same order (the same bits).
-    if (__popc(rmask) == 1 && s1 - s0 + 1 >= COMBINE_WIDE) {  // warp-uniform
+    if (WIDE && __popc(rmask) == 1 && s1 - s0 + 1 >= COMBINE_WIDE) {  // warp-uniform
         const int r = __ffs(rmask) - 1;
         float a = 0.f;
         for (int c0 = s0; c0 <= s1; c0 += 32) {
@@ -493,6 +496,7 @@ __device__ __forceinline__ unsigned combine_groups(int hd_v) {
 
 // This block's merged head (blockIdx.x) of token blockIdx.y: its 32-value groups `rmask`, the
 // unnormalised sums `acc` and 1/L `inv`; false when the token is past the step.
+template <bool WIDE = false>
 __device__ __forceinline__ bool combine_block(const float* Op, const float* Mp, const float* Lp,
                                               int window, int n_head, int hd_v, int n_super,
                                               int super_len, const StepParams* sp,
@@ -502,7 +506,8 @@ __device__ __forceinline__ bool combine_block(const float* Op, const float* Mp, 
     const int pos = (int)step_pos(sp, t);
     const size_t base = ((size_t)t * n_head + h) * n_super;
     rmask = combine_groups(hd_v);
-    inv = combine_head(Op, Mp, Lp, window, hd_v, n_super, super_len, pos, base, rmask, acc);
+    inv = combine_head<WIDE>(Op, Mp, Lp, window, hd_v, n_super, super_len, pos, base, rmask,
+                             acc);
     return true;
 }
 
@@ -534,6 +539,7 @@ extern "C" __global__ void attn_combine(const float* Op, const float* Mp, const 
 // step) — the f16 route's row maxima (MUSER_CUDA_H16_ROWMAX, on by default), the same numbers
 // as attn_combine → sigmoid_gate_m. Needs hd_v % 32 == 0.
 // The body of attn_combine_m: false when the token is past the step.
+template <bool WIDE = false>
 __device__ __forceinline__ bool combine_m_body(const float* Op, const float* Mp, const float* Lp,
                                                int window, int n_head, int hd_v, int n_super,
                                                int super_len, float* A, const float* G,
@@ -541,7 +547,8 @@ __device__ __forceinline__ bool combine_m_body(const float* Op, const float* Mp,
     const int h = blockIdx.x, t = blockIdx.y, lane = threadIdx.x & 31;
     unsigned rmask;
     float acc[8], inv;
-    if (!combine_block(Op, Mp, Lp, window, n_head, hd_v, n_super, super_len, sp, rmask, acc, inv))
+    if (!combine_block<WIDE>(Op, Mp, Lp, window, n_head, hd_v, n_super, super_len, sp, rmask, acc,
+                             inv))
         return false;
     const size_t width = (size_t)n_head * hd_v;
     float amax = 0.f;
@@ -565,6 +572,15 @@ extern "C" __global__ void attn_combine_m(const float* Op, const float* Mp, cons
                                           const StepParams* sp, u32* M) {
     PDL_ENTRY()
     combine_m_body(Op, Mp, Lp, window, n_head, hd_v, n_super, super_len, A, G, sp, M);
+}
+// attn_combine_m with the wide path (COMBINE_WIDE above): the same bits; the engine launches it
+// for decode steps (one token, or packed rows).
+extern "C" __global__ void attn_combine_m_wide(const float* Op, const float* Mp, const float* Lp,
+                                               int window, int n_head, int hd_v, int n_super,
+                                               int super_len, float* A, const float* G,
+                                               const StepParams* sp, u32* M) {
+    PDL_ENTRY()
+    combine_m_body<true>(Op, Mp, Lp, window, n_head, hd_v, n_super, super_len, A, G, sp, M);
 }
 
 // attn_combine_m, then the f16 route's activations of the token's row in the token's last block

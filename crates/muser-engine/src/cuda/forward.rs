@@ -345,8 +345,15 @@ impl<'m> CudaSession<'m> {
                     lw.wgate.as_ref().map_or(0, |_| b.gate.ptr()),
                     rowmax_cell(il, 0),
                 );
+                // Decode steps merge deep heads' partials 32 at a time (`MUSER_CUDA_COMBINE_WIDE`,
+                // the same bits); prefill keeps the plain kernel (the wide path cost it 1.3%).
+                let kernel = if !prefill_shape && self.reg.steps.combine_wide > 0 {
+                    Kernel::AttnCombineMWide
+                } else {
+                    Kernel::AttnCombineM
+                };
                 launch(
-                    self.f(Kernel::AttnCombineM),
+                    self.f(kernel),
                     combine_dims,
                     s,
                     combine_args.ptr(gate).ptr(step).ptr(m),

@@ -43,8 +43,9 @@ const INTEGER_ROUTE_SWITCHES: [&str; 18] = [
 
 /// The f16 route's own switches beside its chains' (`H16Switches::ENV`): on another route they
 /// would change nothing.
-const F16_ROUTE_SWITCHES: [&str; 11] = [
+const F16_ROUTE_SWITCHES: [&str; 12] = [
     "MUSER_CUDA_H16_ATTN",
+    "MUSER_CUDA_COMBINE_WIDE",
     "MUSER_CUDA_ATTN_BUFS",
     "MUSER_CUDA_NORM_H16",
     "MUSER_CUDA_L2_PREFETCH",
@@ -198,6 +199,19 @@ pub fn check_options(model: &Model, opts: &mut CudaOptions) -> Result<(), Engine
             "MUSER_CUDA_H16_COMBINE_ACT=1 extends the combine that folds the row maxima (on by \
              default, with the plain element-wise kernels) in strict math (unset \
              MUSER_CUDA_FAST_ACT)",
+        );
+    }
+    // The wide combine is a path of the decode combine that folds the row maxima
+    // (`attn_combine_m_wide`): asked for where that combine does not run, refused.
+    let combine_m = opts.h16_rowmax_on() && opts.act_math == Math::Strict;
+    if std::env::var_os("MUSER_CUDA_COMBINE_WIDE").is_some()
+        && (!combine_m || opts.h16_combine_act_on())
+    {
+        return refuse(
+            opts,
+            "MUSER_CUDA_COMBINE_WIDE shapes the decode combine that folds the row maxima (on by \
+             default, with the plain element-wise kernels, strict math and without \
+             MUSER_CUDA_H16_COMBINE_ACT=1)",
         );
     }
     match std::env::var("MUSER_CUDA_H16_ATTN").as_deref() {
