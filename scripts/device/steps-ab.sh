@@ -10,10 +10,10 @@
 #      default, NORM_H16=unit, NORM_H16=smem, COMBINE_WIDE=8 — every sha must be equal;
 #   3. tg128 on the full forge: default and each of TG alternating, twice;
 #   4. tg128 (and ppPP with PP > 0) at depths DEPTHS for the default and each of DV.
-# Session 34's call (docs/cuda-f16.md "Next" 0): first `.device/tests/cuda_attention
-#   --test-threads 1` (the decode-only wide combine's check), then ROUTE_V="-"
-#   LOGITS_V="MUSER_CUDA_COMBINE_WIDE=0" TG="" PP=512 DEPTHS=0,2048,8192,32768
-#   DV="MUSER_CUDA_COMBINE_WIDE=0"
+# Session 34's call (docs/cuda-f16.md "Next" 0): first `MUSER_CUDA_COMBINE_WIDE=8
+#   .device/tests/cuda_attention --test-threads 1` (the decode-only wide combine's check), then
+#   ROUTE_V="-" LOGITS_V="MUSER_CUDA_COMBINE_WIDE=8" TG="" PP=512 DEPTHS=0,2048,8192,32768
+#   DV="MUSER_CUDA_COMBINE_WIDE=8"
 # Carry .device/muser, .device/tests/cuda_route, .device/tests/cuda_attention.
 # LOGITS_V (space-separated variants) replaces step 2's list, ROUTE_V step 1's ("-": as is).
 # ROUTE=0 / LOGITS=0 skip steps 1 / 2 (their same-bits checks already ran); TG="" skips step 3.

@@ -71,11 +71,13 @@ pub struct StepSwitches {
     /// The f16 route's decode combine (`attn_combine_m_wide`, launched for decode steps; prefill
     /// keeps `attn_combine_m`) loads a chunk's 32 partials at once where a warp merges one
     /// 32-value group and the head has at least this many partials (`-DCOMBINE_WIDE`,
-    /// `MUSER_CUDA_COMBINE_WIDE=0|1|8|16|32`, 0 = never; 8 the default since session 33;
+    /// `MUSER_CUDA_COMBINE_WIDE=0|1|8|16|32`, 0 = never, the default until the device has run this
+    /// decode-only form (then 8);
     /// attention.cu `combine_head`): one round trip per 32 partials instead of per 4. The same
     /// multiply-adds in the same order: the same bits. Session 33 (full forge, compiled into
     /// every combine then): tg128 +0.6 / +0.6 / +0.6 / +2.6% at depth 0 / 2048 / 8192 / 32768,
-    /// pp512 −1.3 / −1.0 / −1.0 / +0.5% — hence decode launches only.
+    /// pp512 −1.3 / −1.0 / −1.0 / +0.5% — hence decode launches only (built in session 33, not
+    /// yet run on the device).
     pub combine_wide: u32,
     /// `residual_norm_h16`'s thread layout (`MUSER_CUDA_NORM_H16=shfl|smem|unit`).
     pub norm_h16: NormH16,
@@ -84,13 +86,12 @@ pub struct StepSwitches {
 impl StepSwitches {
     pub(crate) fn from_env() -> Result<StepSwitches, CudaError> {
         Ok(StepSwitches {
-            combine_wide: env_choice("MUSER_CUDA_COMBINE_WIDE", 8, &[0, 1, 8, 16, 32])?,
+            combine_wide: env_choice("MUSER_CUDA_COMBINE_WIDE", 0, &[0, 1, 8, 16, 32])?,
             norm_h16: NormH16::from_env()?,
         })
     }
 
-    /// The compile defines of module `m` (attention.cu's source default is 0: the wide combine
-    /// is always defined when on).
+    /// The compile defines of module `m` (none where these switches are the defaults).
     pub(crate) fn defines(&self, m: Module) -> Vec<String> {
         match m {
             Module::Attention if self.combine_wide > 0 => {
@@ -104,10 +105,10 @@ impl StepSwitches {
     }
 
     /// The route-id suffix of the attention (`attn=…`): `-cwN` with the wide combine from N
-    /// partials other than the default 8 (`-cw0`: never).
+    /// partials.
     pub fn combine_label(&self) -> String {
         match self.combine_wide {
-            8 => String::new(),
+            0 => String::new(),
             n => format!("-cw{n}"),
         }
     }
@@ -128,20 +129,20 @@ mod tests {
     }
 
     #[test]
-    fn defaults_label_nothing() {
+    fn defaults_define_nothing() {
         let s = StepSwitches {
-            combine_wide: 8,
+            combine_wide: 0,
             norm_h16: NormH16::Shfl,
         };
-        assert_eq!(s.defines(Module::Attention), vec!["-DCOMBINE_WIDE=8"]);
+        assert!(s.defines(Module::Attention).is_empty());
         assert!(s.defines(Module::Norm).is_empty());
         assert_eq!(s.combine_label(), "");
-        let never = StepSwitches {
-            combine_wide: 0,
+        let wide = StepSwitches {
+            combine_wide: 8,
             ..s
         };
-        assert!(never.defines(Module::Attention).is_empty());
-        assert_eq!(never.combine_label(), "-cw0");
+        assert_eq!(wide.defines(Module::Attention), vec!["-DCOMBINE_WIDE=8"]);
+        assert_eq!(wide.combine_label(), "-cw8");
         let s = StepSwitches {
             combine_wide: 16,
             norm_h16: NormH16::Unit,
