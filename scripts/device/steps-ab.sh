@@ -10,13 +10,11 @@
 #      default, NORM_H16=unit, NORM_H16=smem, COMBINE_WIDE=8 — every sha must be equal;
 #   3. tg128 on the full forge: default and each of TG alternating, twice;
 #   4. tg128 (and ppPP with PP > 0) at depths DEPTHS for the default and each of DV.
-# Session 34's call (docs/cuda-f16.md "Next" 0): first `MUSER_CUDA_COMBINE_WIDE=8
-#   .device/tests/cuda_attention --test-threads 1` (the decode-only wide combine's check), then
-#   ROUTE_V="-" LOGITS_V="MUSER_CUDA_COMBINE_WIDE=8" TG="" PP=512 DEPTHS=0,2048,8192,32768
-#   DV="MUSER_CUDA_COMBINE_WIDE=8"
-# Carry .device/muser, .device/tests/cuda_route, .device/tests/cuda_attention.
+# Session 34's calls: docs/cuda-f16.md "Next" 0 (call A: the checks of COMBINE_WIDE=8,
+#   ATTN_COLS=4, ATTN_EARLY=1 and the first two A/Bs; call B: ATTN_EARLY=1 and the winners).
 # LOGITS_V (space-separated variants) replaces step 2's list, ROUTE_V step 1's ("-": as is).
-# ROUTE=0 / LOGITS=0 skip steps 1 / 2 (their same-bits checks already ran); TG="" skips step 3.
+# ROUTE=0 / LOGITS=0 skip steps 1 / 2 (their same-bits checks already ran); TG="" skips step 3,
+# BENCH=0 step 4 (the forge then keeps running in the background for the next call).
 # Usage: [TG="..."] [DV="...;..."] [DEPTHS=2048,32768] [PP=0] bash scripts/device/steps-ab.sh OUTDIR
 set -uo pipefail
 out=${1:?outdir}
@@ -37,6 +35,7 @@ read -r -a lv <<< "${LOGITS_V:-MUSER_CUDA_NORM_H16=unit MUSER_CUDA_NORM_H16=smem
 read -r -a tg <<< "${TG-MUSER_CUDA_NORM_H16=unit MUSER_CUDA_NORM_H16=smem}"
 [ ${#tg[@]} = 0 ] || ab_tg "$log" "$out" "" "${tg[@]}"
 IFS=';' read -r -a dv <<< "${DV:-MUSER_CUDA_COMBINE_WIDE=8;MUSER_CUDA_NORM_H16=unit MUSER_CUDA_COMBINE_WIDE=8}"
+[ "${BENCH:-1}" = 0 ] && dv=() && { cat "$log"; exit 0; }
 while [ ! -f "$HOME/forge.done" ]; do sleep 2; done
 for v in "" "${dv[@]}"; do
   env $v timeout 300 .device/muser bench -m "$HOME/full.gguf" --backend cuda -p "${PP:-0}" \

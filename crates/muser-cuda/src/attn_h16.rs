@@ -3,7 +3,8 @@
 //! MMA's rows are independent, so which (token, head) rows share a warp or a block never changes
 //! a row's bits — decode (one token per block, packed rows included) and prefill (`tokens`
 //! consecutive tokens of one sequence per block) give every query the same partial, whatever
-//! the number of tiles in flight.
+//! the number of tiles in flight or the warps that share a row block's output columns
+//! (`with_cols`: the `_c4` kernels).
 
 use crate::launch::Dims;
 use crate::registry::Kernel;
@@ -28,6 +29,9 @@ pub struct AttnH16Shape {
     pub tokens: usize,
     /// K / V tiles in flight (the ring's buffers, 1..=4).
     pub bufs: usize,
+    /// Warps sharing each 16 rows, each a 1/cols share of the output columns (1, or 4 for the
+    /// `_c4` kernels).
+    pub cols: usize,
     hd: usize,
 }
 
@@ -37,6 +41,15 @@ impl AttnH16Shape {
         match (hd, hd_v) {
             (64, 64) => Some(Kernel::AttnH16D64),
             (128, 128) => Some(Kernel::AttnH16D128),
+            _ => None,
+        }
+    }
+
+    /// The four-warps-per-16-rows kernel for these head sizes.
+    fn kernel_c4(hd: usize, hd_v: usize) -> Option<Kernel> {
+        match (hd, hd_v) {
+            (64, 64) => Some(Kernel::AttnH16D64C4),
+            (128, 128) => Some(Kernel::AttnH16D128C4),
             _ => None,
         }
     }
@@ -53,6 +66,7 @@ impl AttnH16Shape {
             warps: WARPS.max(gqa.div_ceil(16)),
             tokens: 1,
             bufs: DECODE_BUFS,
+            cols: 1,
             hd,
         })
     }
@@ -65,6 +79,7 @@ impl AttnH16Shape {
             warps,
             tokens: (16 * warps / gqa).max(1),
             bufs: PREFILL_BUFS,
+            cols: 1,
             hd,
         })
     }
@@ -76,6 +91,21 @@ impl AttnH16Shape {
             "attn_h16 takes 1..=4 tiles in flight"
         );
         AttnH16Shape { bufs, ..self }
+    }
+
+    /// The same block with 4 warps on each 16 rows, each a quarter of the output columns of P·V
+    /// (the `_c4` kernels; launch only): None unless the warps come in fours and the block's
+    /// rows (`tokens` × `gqa`) fit 16 per four warps. For decode of the real model (16 heads
+    /// per KV head, 4 warps): the one tile chain a block's first warp ran alone, split four ways.
+    pub fn with_cols(self, gqa: usize) -> Option<AttnH16Shape> {
+        let fits = self.warps.is_multiple_of(4) && 16 * (self.warps / 4) >= self.tokens * gqa;
+        // The kernels' heads have as many values as keys (`kernel`).
+        let kernel = Self::kernel_c4(self.hd, self.hd)?;
+        fits.then_some(AttnH16Shape {
+            kernel,
+            cols: 4,
+            ..self
+        })
     }
 
     /// The same warps with one token per block (decode's row placement on prefill's block).
@@ -123,5 +153,21 @@ mod tests {
         assert!(AttnH16Shape::decode(16, 64, 96).is_none());
         assert!(AttnH16Shape::prefill(16, 256, 256).is_none());
         assert_eq!(p.dims(4, 2, 9).grid, (4, 2, 3));
+        // Four warps per 16 rows: decode of the real model, not its prefill blocks (64 rows).
+        let c = d.with_cols(16).expect("16 rows on 4 warps");
+        assert_eq!(
+            (c.kernel, c.cols, c.warps, c.smem()),
+            (Kernel::AttnH16D128C4, 4, 4, 69632)
+        );
+        assert!(p.with_cols(16).is_none());
+        assert_eq!(
+            AttnH16Shape::decode(2, 64, 64)
+                .and_then(|s| s.with_cols(2))
+                .map(|s| s.kernel),
+            Some(Kernel::AttnH16D64C4)
+        );
+        assert!(AttnH16Shape::decode(32, 128, 128)
+            .and_then(|s| s.with_cols(32))
+            .is_none());
     }
 }

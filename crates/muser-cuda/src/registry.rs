@@ -146,6 +146,7 @@ kernels! {
     AttnPartial => Attention, "attn_partial";
     AttnPartialMt => Attention, "attn_partial_mt";
     AttnH16D64 => AttnH16, "attn_h16_d64"; AttnH16D128 => AttnH16, "attn_h16_d128";
+    AttnH16D64C4 => AttnH16, "attn_h16_d64_c4"; AttnH16D128C4 => AttnH16, "attn_h16_d128_c4";
     AttnCombine => Attention, "attn_combine";
     AttnCombineQ => Attention, "attn_combine_q";
     AttnCombineQ8 => Attention, "attn_combine_q8";

@@ -81,6 +81,11 @@ pub struct StepSwitches {
     pub combine_wide: u32,
     /// `residual_norm_h16`'s thread layout (`MUSER_CUDA_NORM_H16=shfl|smem|unit`).
     pub norm_h16: NormH16,
+    /// The tensor-core attention requests its K / V tiles that precede the step's written
+    /// positions before the PDL wait, and its other first tiles before Q's loads
+    /// (`-DATTN_EARLY`, `MUSER_CUDA_ATTN_EARLY=0|1`, default 0; attn_h16.cu). The same tiles into
+    /// the same buffers: the same bits. Built in session 33, not yet run on the device.
+    pub attn_early: bool,
 }
 
 impl StepSwitches {
@@ -88,6 +93,7 @@ impl StepSwitches {
         Ok(StepSwitches {
             combine_wide: env_choice("MUSER_CUDA_COMBINE_WIDE", 0, &[0, 1, 8, 16, 32])?,
             norm_h16: NormH16::from_env()?,
+            attn_early: env_choice("MUSER_CUDA_ATTN_EARLY", 0, &[0, 1])? == 1,
         })
     }
 
@@ -100,16 +106,18 @@ impl StepSwitches {
             Module::Norm if self.norm_h16 != NormH16::Shfl => {
                 vec![format!("-DNORM_H16={}", self.norm_h16.define())]
             }
+            Module::AttnH16 if self.attn_early => vec!["-DATTN_EARLY=1".to_string()],
             _ => Vec::new(),
         }
     }
 
-    /// The route-id suffix of the attention (`attn=…`): `-cwN` with the wide combine from N
-    /// partials.
-    pub fn combine_label(&self) -> String {
+    /// The route-id suffix of the attention (`attn=…`): `-e` with the early tile requests,
+    /// `-cwN` with the wide combine from N partials.
+    pub fn attn_suffix(&self) -> String {
+        let early = if self.attn_early { "-e" } else { "" };
         match self.combine_wide {
-            0 => String::new(),
-            n => format!("-cw{n}"),
+            0 => early.to_string(),
+            n => format!("{early}-cw{n}"),
         }
     }
 }
@@ -133,24 +141,33 @@ mod tests {
         let s = StepSwitches {
             combine_wide: 0,
             norm_h16: NormH16::Shfl,
+            attn_early: false,
         };
+        assert!(s.defines(Module::AttnH16).is_empty());
+        let early = StepSwitches {
+            attn_early: true,
+            ..s
+        };
+        assert_eq!(early.defines(Module::AttnH16), vec!["-DATTN_EARLY=1"]);
+        assert_eq!(early.attn_suffix(), "-e");
         assert!(s.defines(Module::Attention).is_empty());
         assert!(s.defines(Module::Norm).is_empty());
-        assert_eq!(s.combine_label(), "");
+        assert_eq!(s.attn_suffix(), "");
         let wide = StepSwitches {
             combine_wide: 8,
             ..s
         };
         assert_eq!(wide.defines(Module::Attention), vec!["-DCOMBINE_WIDE=8"]);
-        assert_eq!(wide.combine_label(), "-cw8");
+        assert_eq!(wide.attn_suffix(), "-cw8");
         let s = StepSwitches {
             combine_wide: 16,
             norm_h16: NormH16::Unit,
+            attn_early: false,
         };
         assert_eq!(s.defines(Module::Attention), vec!["-DCOMBINE_WIDE=16"]);
         assert_eq!(s.defines(Module::Norm), vec!["-DNORM_H16=2"]);
         assert!(s.defines(Module::MatvecH16).is_empty());
-        assert_eq!(s.combine_label(), "-cw16");
+        assert_eq!(s.attn_suffix(), "-cw16");
         assert_eq!(NormH16::Unit.label(), "-unit");
     }
 }

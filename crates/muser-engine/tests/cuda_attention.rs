@@ -368,6 +368,9 @@ fn attention_h16_decode_and_prefill_agree_bit_for_bit() {
                 let pre = AttnH16Shape::prefill(gqa, hd, hd).expect("64 / 128");
                 // Decode with 2 tiles in flight, the prefill shapes: the default, one token per
                 // block on the prefill warps, 4 and 1 tiles in flight.
+                // Where the rows fit, decode on four warps per 16 rows (a quarter of the output
+                // columns each), with 4 and 2 tiles in flight.
+                let cols = dec.with_cols(gqa);
                 let shapes = [
                     dec,
                     dec.with_bufs(2),
@@ -375,7 +378,10 @@ fn attention_h16_decode_and_prefill_agree_bit_for_bit() {
                     pre.one_token_per_block(),
                     pre.with_bufs(4),
                     pre.with_bufs(1),
-                ];
+                ]
+                .into_iter()
+                .chain(cols)
+                .chain(cols.map(|c| c.with_bufs(2)));
                 let mut first: Option<Vec<u32>> = None;
                 let mut parts = None;
                 for shape in shapes {

@@ -291,6 +291,22 @@ fn f16_route_refuses_what_it_has_no_kernels_for() {
         "decode attention tiles with the f32 attention",
         "MUSER_CUDA_ATTN_BUFS",
     );
+    // Four warps per decode block's rows: 1 or 4, and only on the tensor-core attention.
+    refused(
+        &tiny_model(1),
+        &|o| o.attn_cols = 2,
+        "two warps per decode block's rows",
+        "MUSER_CUDA_ATTN_COLS",
+    );
+    refused(
+        &tiny_model(1),
+        &|o| {
+            o.attn_cols = 4;
+            o.h16_attn_mma = false;
+        },
+        "four warps per decode block's rows with the f32 attention",
+        "MUSER_CUDA_ATTN_COLS",
+    );
     let mut o = CudaOptions::new(256, 16);
     o.l2_prefetch_mb = 49;
     match CudaSession::new(&tiny_model(1), o, &mut |_, _| {}) {
@@ -401,6 +417,18 @@ fn cuda_f16_route_is_deterministic_and_tracks_the_oracle() {
             (
                 "two decode attention tiles in flight (MUSER_CUDA_ATTN_BUFS=2), chunk 1",
                 f16(1, |o| o.attn_bufs = Some(2)),
+            ),
+            (
+                "four warps per decode block's rows (MUSER_CUDA_ATTN_COLS=4), chunk 1",
+                f16(1, |o| o.attn_cols = 4),
+            ),
+            (
+                "four warps per decode block's rows, two tiles in flight, chunk 1, eager",
+                f16(1, |o| {
+                    o.attn_cols = 4;
+                    o.attn_bufs = Some(2);
+                    o.graphs = false;
+                }),
             ),
             (
                 "one decode attention tile in flight, chunk 1, eager",

@@ -22,12 +22,28 @@
 // Q:  [n_tok][n_head*HD] f32
 // Kc: [n_seq][cap][n_head_kv*HD] f16   Vc: [n_seq][cap][n_head_kv*HDV] f16
 // Op: [n_tok][n_head][n_super][HDV] f32; Mp, Lp: [n_tok][n_head][n_super] f32 (attention.cu)
-// Grid (n_super, n_head_kv, ceil(n_tok / tpb)), block W warps (16·W >= tpb · gqa rows:
-// row R = local token R / gqa, head R % gqa). Shared memory: a ring of `nbuf` (>= 2) K tiles
-// [32][HD + 8], then `nbuf` V tiles [32][HDV + 8] f16 (rows 16-byte aligned; the 8-value pad
-// keeps ldmatrix conflict-free); decode takes a super-block's tiles in flight at once.
+// Grid (n_super, n_head_kv, ceil(n_tok / tpb)), block W warps (16·W/CS >= tpb · gqa rows:
+// row R = local token R / gqa, head R % gqa). CS (the `_c4` kernels: 4; else 1) warps share
+// each 16 rows, each computing the rows' scores and softmax (the same operations on the same
+// values: the same bits in every warp) and a 1/CS share of the output columns' P·V — an output
+// column's operations are those of CS = 1, so the partials are the same bits; a decode block's
+// 4 warps then split its one tile chain instead of one warp running it alone.
+// Shared memory: a ring of `nbuf` (>= 2) K tiles [32][HD + 8], then `nbuf` V tiles
+// [32][HDV + 8] f16 (rows 16-byte aligned; the 8-value pad keeps ldmatrix conflict-free); decode
+// takes a super-block's tiles in flight at once.
 
 #define AH_TILE 32
+
+// ATTN_EARLY (`MUSER_CUDA_ATTN_EARLY=1`; 0 by default): the block's tiles whose keys all precede
+// the step's first written position (one sequence: pos0; packed rows: the block's row's) are
+// requested before the PDL wait (common.cuh's invariant: no kernel of the step writes those K / V
+// rows — earlier steps did; the step writes its positions from there on, and a visible key's
+// ring slot is never one of theirs: the ring holds the window and the chunk) — and the rest right
+// after the wait, before Q's loads, so neither waits behind the other. The same tiles into the
+// same buffers: the same bits.
+#ifndef ATTN_EARLY
+#define ATTN_EARLY 0
+#endif
 
 // 16 bytes global → shared, asynchronously; `ok` false writes zeros (cp.async zero fill).
 __device__ __forceinline__ void ah_cp16(u32 dst, const void* src, bool ok) {
@@ -70,17 +86,24 @@ __device__ __forceinline__ void ah_tile_copy(u32 ks, u32 vs, const u16* Kc, cons
     cp_async_commit();
 }
 
-template <int HD, int HDV>
+template <int HD, int HDV, int CS>
 __device__ __forceinline__ void attn_h16_body(const float* Q, const u16* Kc, const u16* Vc,
                                               int cap, int window, float scale, int n_head,
                                               int n_head_kv, int n_super, int super_len, int tpb,
                                               int nbuf, float* Op, float* Mp, float* Lp,
                                               const StepParams* sp) {
+    if (!ATTN_EARLY) {
+        pdl_wait();
+        pdl_trigger();
+    }
     constexpr int KT = HD / 16;   // k-steps of Q·K
     constexpr int NV = HDV / 8;   // 8-column tiles of the output
+    constexpr int NW = NV / CS;   // this warp's: tiles cw0 .. cw0 + NW − 1
+    static_assert(NW % 2 == 0, "P·V takes the column tiles in pairs");
     constexpr int KST = HD + 8, VST = HDV + 8;
     extern __shared__ __align__(16) u16 ah_smem[];
-    const int lane = threadIdx.x & 31, w = threadIdx.x >> 5, g = lane >> 2, c = lane & 3;
+    const int lane = threadIdx.x & 31, g = lane >> 2, c = lane & 3;
+    const int w = (threadIdx.x >> 5) / CS, cw0 = ((threadIdx.x >> 5) % CS) * NW;  // rows, columns
     const int sb = blockIdx.x, kvh = blockIdx.y, tb = blockIdx.z * tpb;
     const int gqa = n_head / n_head_kv, n_tok = (int)sp->n_tok, S = super_len;
     if (tb >= n_tok) return;
@@ -113,22 +136,26 @@ __device__ __forceinline__ void attn_h16_body(const float* Q, const u16* Kc, con
             b1[e] = min(pos, sb * S + S - 1);
         }
     }
-    // Q in f16 A fragments: qa[kk] = rows (g, g + 8), columns 16 kk + 2c (+1) and + 8.
+    // Q in f16 A fragments: qa[kk] = rows (g, g + 8), columns 16 kk + 2c (+1) and + 8 (loaded
+    // before the first tile's copies, or with ATTN_EARLY after them).
     u32 qa[KT][4];
+    auto load_q = [&]() {
 #pragma unroll
-    for (int kk = 0; kk < KT; ++kk) {
+        for (int kk = 0; kk < KT; ++kk) {
 #pragma unroll
-        for (int e = 0; e < 2; ++e) {
-            float2 lo = make_float2(0.f, 0.f), hi = lo;
-            if (b0[e] <= b1[e]) {
-                const float* q = Q + ((size_t)tok[e] * n_head + head[e]) * HD + 16 * kk + 2 * c;
-                lo = *(const float2*)q;
-                hi = *(const float2*)(q + 8);
+            for (int e = 0; e < 2; ++e) {
+                float2 lo = make_float2(0.f, 0.f), hi = lo;
+                if (b0[e] <= b1[e]) {
+                    const float* q = Q + ((size_t)tok[e] * n_head + head[e]) * HD + 16 * kk + 2 * c;
+                    lo = *(const float2*)q;
+                    hi = *(const float2*)(q + 8);
+                }
+                qa[kk][e] = ah_pack(lo.x, lo.y);
+                qa[kk][2 + e] = ah_pack(hi.x, hi.y);
             }
-            qa[kk][e] = ah_pack(lo.x, lo.y);
-            qa[kk][2 + e] = ah_pack(hi.x, hi.y);
         }
-    }
+    };
+    if (!ATTN_EARLY) load_q();
     const u32 sbase = (u32)__cvta_generic_to_shared(ah_smem);
     const u32 kbytes = AH_TILE * KST * 2, vbytes = AH_TILE * VST * 2;
     const u32 kbuf0 = sbase, vbuf0 = sbase + nbuf * kbytes;
@@ -138,13 +165,23 @@ __device__ __forceinline__ void attn_h16_body(const float* Q, const u16* Kc, con
     // A ring of `nbuf` tiles: tile i in buffer i % nbuf, the first min(nbuf, ntiles) copies in
     // flight at once, each later one issued as soon as its buffer's tile is done.
     int issued = 0;
+    if (ATTN_EARLY) {
+        // Tiles ending before the step's first written position: before the wait.
+        const int safe_end = (int)step_pos(sp, sp->per_row ? tb : 0);
+        for (; issued < min(nbuf, ntiles) && tA + issued * AH_TILE + AH_TILE <= safe_end; ++issued)
+            ah_tile_copy<HD, HDV>(kbuf0 + issued * kbytes, vbuf0 + issued * vbytes, Kc, Vc, cap,
+                                  kw, vw, kvh, tA + issued * AH_TILE, u0, u1);
+        pdl_wait();
+        pdl_trigger();
+    }
     for (; issued < min(nbuf, ntiles); ++issued)
         ah_tile_copy<HD, HDV>(kbuf0 + issued * kbytes, vbuf0 + issued * vbytes, Kc, Vc, cap, kw,
                               vw, kvh, tA + issued * AH_TILE, u0, u1);
+    if (ATTN_EARLY) load_q();
     float m[2] = {-MUSER_INF, -MUSER_INF}, l[2] = {0.f, 0.f};
-    float acc[NV][4];
+    float acc[NW][4];
 #pragma unroll
-    for (int j = 0; j < NV; ++j)
+    for (int j = 0; j < NW; ++j)
 #pragma unroll
         for (int r = 0; r < 4; ++r) acc[j][r] = 0.f;
     // ldmatrix row addresses (bytes within a tile): lane i feeds row i % 8 of matrix i / 8.
@@ -229,7 +266,7 @@ __device__ __forceinline__ void attn_h16_body(const float* Q, const u16* Kc, con
                 }
             }
 #pragma unroll
-            for (int jn = 0; jn < NV; jn += 2) {
+            for (int jn = 0; jn < NW; jn += 2) {
 #pragma unroll
                 for (int r = 0; r < 4; ++r) {
                     acc[jn][r] *= corr[r >> 1];
@@ -238,7 +275,7 @@ __device__ __forceinline__ void attn_h16_body(const float* Q, const u16* Kc, con
 #pragma unroll
                 for (int kk2 = 0; kk2 < 2; ++kk2) {
                     u32 b[4];
-                    ldsm_x4_t(vs + voff + (u32)(16 * kk2 * VST + 8 * jn) * 2, b);
+                    ldsm_x4_t(vs + voff + (u32)(16 * kk2 * VST + 8 * (cw0 + jn)) * 2, b);
                     mma_h16(acc[jn], pa[kk2], b[0], b[1]);
                     mma_h16(acc[jn + 1], pa[kk2], b[2], b[3]);
                 }
@@ -256,24 +293,26 @@ __device__ __forceinline__ void attn_h16_body(const float* Q, const u16* Kc, con
         if (b0[e] > b1[e]) continue;
         const size_t slot = ((size_t)tok[e] * n_head + head[e]) * n_super + sb;
 #pragma unroll
-        for (int jn = 0; jn < NV; ++jn)
-            *(float2*)(Op + slot * HDV + 8 * jn + 2 * c) =
+        for (int jn = 0; jn < NW; ++jn)
+            *(float2*)(Op + slot * HDV + 8 * (cw0 + jn) + 2 * c) =
                 make_float2(acc[jn][2 * e], acc[jn][2 * e + 1]);
-        if (c == 0) {
+        if (c == 0 && cw0 == 0) {
             Mp[slot] = m[e];
             Lp[slot] = l[e];
         }
     }
 }
 
-#define ATTN_H16(NAME, HD, HDV)                                                                 \
+#define ATTN_H16(NAME, HD, HDV, CS)                                                             \
     extern "C" __global__ void NAME(const float* Q, const u16* Kc, const u16* Vc, int cap,      \
                                     int window, float scale, int n_head, int n_head_kv,          \
                                     int n_super, int super_len, int tpb, int nbuf, float* Op,    \
                                     float* Mp, float* Lp, const StepParams* sp) {                \
-        PDL_ENTRY()                                                                              \
-        attn_h16_body<HD, HDV>(Q, Kc, Vc, cap, window, scale, n_head, n_head_kv, n_super,        \
+        attn_h16_body<HD, HDV, CS>(Q, Kc, Vc, cap, window, scale, n_head, n_head_kv, n_super,    \
                                super_len, tpb, nbuf, Op, Mp, Lp, sp);                            \
     }
-ATTN_H16(attn_h16_d64, 64, 64)
-ATTN_H16(attn_h16_d128, 128, 128)
+ATTN_H16(attn_h16_d64, 64, 64, 1)
+ATTN_H16(attn_h16_d128, 128, 128, 1)
+// Four warps per 16 rows (`MUSER_CUDA_ATTN_COLS=4`, decode blocks).
+ATTN_H16(attn_h16_d64_c4, 64, 64, 4)
+ATTN_H16(attn_h16_d128_c4, 128, 128, 4)

@@ -43,8 +43,10 @@ const INTEGER_ROUTE_SWITCHES: [&str; 18] = [
 
 /// The f16 route's own switches beside its chains' (`H16Switches::ENV`): on another route they
 /// would change nothing.
-const F16_ROUTE_SWITCHES: [&str; 12] = [
+const F16_ROUTE_SWITCHES: [&str; 14] = [
     "MUSER_CUDA_H16_ATTN",
+    "MUSER_CUDA_ATTN_EARLY",
+    "MUSER_CUDA_ATTN_COLS",
     "MUSER_CUDA_COMBINE_WIDE",
     "MUSER_CUDA_ATTN_BUFS",
     "MUSER_CUDA_NORM_H16",
@@ -238,6 +240,30 @@ pub fn check_options(model: &Model, opts: &mut CudaOptions) -> Result<(), Engine
             )
         }
         _ => {}
+    }
+    if std::env::var_os("MUSER_CUDA_ATTN_EARLY").is_some() && !opts.h16_attn_mma {
+        return refuse(
+            opts,
+            "MUSER_CUDA_ATTN_EARLY shapes the tensor-core attention only (unset \
+             MUSER_CUDA_H16_ATTN=f32)",
+        );
+    }
+    match opts.attn_cols {
+        1 => {}
+        4 if opts.h16_attn_mma => {}
+        4 => {
+            return refuse(
+                opts,
+                "MUSER_CUDA_ATTN_COLS shapes the tensor-core attention only (unset \
+                 MUSER_CUDA_H16_ATTN=f32)",
+            )
+        }
+        _ => {
+            return refuse(
+                opts,
+                "MUSER_CUDA_ATTN_COLS is the warps sharing a decode block's 16 rows: 1 or 4",
+            )
+        }
     }
     let c = &model.config;
     if opts.h16_attn_mma {

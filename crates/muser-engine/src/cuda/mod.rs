@@ -502,6 +502,16 @@ impl<'m> CudaSession<'m> {
             let dec = AttnH16Shape::decode(gqa, c.head_dim, c.head_dim_v).ok_or_else(no_shape)?;
             // h16::check_options refused a count outside 1..=4.
             let dec = opts.attn_bufs.map_or(dec, |b| dec.with_bufs(b));
+            // h16::check_options refused a value other than 1 or 4.
+            let dec = match opts.attn_cols {
+                4 => dec.with_cols(gqa).ok_or_else(|| {
+                    EngineError::Config(format!(
+                        "MUSER_CUDA_ATTN_COLS=4: {gqa} query heads per KV head do not fit 16 rows \
+                         per four warps of a decode block"
+                    ))
+                })?,
+                _ => dec,
+            };
             let pre = if opts.attn_mt {
                 AttnH16Shape::prefill(gqa, c.head_dim, c.head_dim_v).ok_or_else(no_shape)?
             } else {

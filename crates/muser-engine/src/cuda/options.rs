@@ -102,6 +102,12 @@ pub struct CudaOptions {
     /// buffers, less shared memory, more blocks per SM at depth. f16 route with the mma attention
     /// only (refused elsewhere).
     pub attn_bufs: Option<usize>,
+    /// Warps per 16 rows of a decode block of the tensor-core attention
+    /// (`MUSER_CUDA_ATTN_COLS=1|4`, default 1): with 4 the block's four warps each run a quarter
+    /// of the output columns' P·V (the `_c4` kernels, `AttnH16Shape::with_cols`) instead of one
+    /// warp running the whole tile chain. Launch only: the same bits (device test
+    /// `cuda_attention`'s shapes). f16 route with the mma attention only (refused elsewhere).
+    pub attn_cols: usize,
     /// Query heads per attention block (`MUSER_CUDA_ATTN_HPB`; 0 = the whole GQA group;
     /// must divide the GQA ratio). Launch shape only: a head's arithmetic does not change.
     pub attn_hpb: usize,
@@ -264,6 +270,7 @@ impl CudaOptions {
             attn_super: env_usize("MUSER_CUDA_ATTN_SUPER").unwrap_or(ATTN_SUPER),
             attn_hpb: env_usize("MUSER_CUDA_ATTN_HPB").unwrap_or(0),
             attn_bufs: env_usize("MUSER_CUDA_ATTN_BUFS"),
+            attn_cols: env_usize("MUSER_CUDA_ATTN_COLS").unwrap_or(1),
             attn_mt: std::env::var("MUSER_CUDA_ATTN_MT").as_deref() != Ok("0"),
             h16_attn_mma: std::env::var("MUSER_CUDA_H16_ATTN").as_deref() != Ok("f32"),
             acts: match std::env::var("MUSER_CUDA_ACTS").as_deref() {

@@ -151,17 +151,24 @@ impl CudaSession<'_> {
 
     /// The attention in the route identity: `f32/s{keys per partial}h{heads per block}[-mt]`,
     /// or the f16 route's tensor-core kernels `h16mma/s{keys}t{prefill tokens per block}` (`-bN`:
-    /// N decode tiles in flight, `MUSER_CUDA_ATTN_BUFS`); `-cwN`
+    /// N decode tiles in flight, `MUSER_CUDA_ATTN_BUFS`; `-c4`: four warps per decode block's 16
+    /// rows, `MUSER_CUDA_ATTN_COLS=4`); `-e` with the early tile requests
+    /// (`MUSER_CUDA_ATTN_EARLY=1`); `-cwN`
     /// with the wide combine from N partials (`MUSER_CUDA_COMBINE_WIDE=N`).
     fn attn_label(&self) -> String {
         let label = match self.attn_h16 {
             Some((dec, pre)) => format!(
-                "h16mma/s{}t{}{}",
+                "h16mma/s{}t{}{}{}",
                 self.opts.attn_super,
                 pre.tokens,
                 match self.opts.attn_bufs {
                     Some(_) => format!("-b{}", dec.bufs),
                     None => String::new(),
+                },
+                if dec.cols > 1 {
+                    format!("-c{}", dec.cols)
+                } else {
+                    String::new()
                 }
             ),
             None => format!(
@@ -175,6 +182,6 @@ impl CudaSession<'_> {
                 }
             ),
         };
-        label + &self.reg.steps.combine_label()
+        label + &self.reg.steps.attn_suffix()
     }
 }
