@@ -4,8 +4,12 @@
 # kernel apart — and ncu's stall sections for the one-token matvecs of the FFN. The route is the
 # environment's (MUSER_CUDA_ACTS=f16 for the f16 route); SECTIONS="kernel:launch-skip …" picks
 # the kernels whose stall sections are printed (default: the A8 route's, or with
-# MUSER_CUDA_ACTS=f16 the f16 route's).
-# Usage: [MUSER_CUDA_ACTS=f16] bash scripts/device/decode-profile.sh   (~3 min)
+# MUSER_CUDA_ACTS=f16 the f16 route's). DEPTH=N (default 0) decodes after an N-token context
+# (`muser bench -d N`) in the ncu sections; the context's prefill launches the same attention and
+# norm kernels, so their SECTIONS skip must count them: 4 layers x ceil(N / 512) chunks more per
+# per-layer kernel (e.g. DEPTH=32768 SECTIONS="attn_h16_d128:259"); ncu's launch line shows the
+# grid, (n_super, 2, 1) for a decode block of the attention — check it before reading on.
+# Usage: [MUSER_CUDA_ACTS=f16] [DEPTH=N] bash scripts/device/decode-profile.sh   (~3 min at 0)
 set -uo pipefail
 M=$PWD/.device/muser
 F=$HOME/f4.gguf
@@ -28,5 +32,5 @@ for k in ${SECTIONS:-$DEF}; do
   echo "== ncu sections: $1 (launch-skip $2)"
   MUSER_CUDA_GRAPH=0 $NCU --clock-control none -k regex:"^$1\$" --launch-skip $2 --launch-count 1 \
     --section SpeedOfLight --section Occupancy --section WarpStateStats --section LaunchStats \
-    $M bench -m $F --backend cuda -p 0 -n 2 -r 0 2>/dev/null | grep -vE "^(CUDA|==PROF==)" | grep -E "^\s+[A-Z]|Stall|stall|----" | head -70
+    $M bench -m $F --backend cuda -p 0 -n 2 -r 0 -d ${DEPTH:-0} 2>/dev/null | grep -vE "^(CUDA|==PROF==)" | grep -E "^\s+[A-Z]|Stall|stall|----" | head -70
 done

@@ -12,7 +12,8 @@
 #   4. tg128 (and ppPP with PP > 0) at depths DEPTHS for the default and each of DV.
 # Session 34's calls: docs/cuda-f16.md "Next" 0 (call A: the checks of COMBINE_WIDE=8,
 #   ATTN_COLS=4, ATTN_EARLY=1 and the first two A/Bs; call B: ATTN_EARLY=1 and the winners).
-# LOGITS_V (space-separated variants) replaces step 2's list, ROUTE_V step 1's ("-": as is).
+# LOGITS_V (variants separated by spaces, or by ';' when one sets several variables) replaces
+# step 2's list, ROUTE_V (space-separated) step 1's ("-": as is).
 # ROUTE=0 / LOGITS=0 skip steps 1 / 2 (their same-bits checks already ran); TG="" skips step 3,
 # BENCH=0 step 4 (the forge then keeps running in the background for the next call).
 # Usage: [TG="..."] [DV="...;..."] [DEPTHS=2048,32768] [PP=0] bash scripts/device/steps-ab.sh OUTDIR
@@ -30,7 +31,8 @@ for v in "${rv[@]}"; do
   echo "cuda_route f16 with $v rc=$? $(grep -E 'test result' "$out/cuda_route.txt")" >> "$log"
   grep -A4 panicked "$out/cuda_route.txt" | head -8 >> "$log"
 done
-read -r -a lv <<< "${LOGITS_V:-MUSER_CUDA_NORM_H16=unit MUSER_CUDA_NORM_H16=smem MUSER_CUDA_COMBINE_WIDE=8}"
+lvs=${LOGITS_V:-MUSER_CUDA_NORM_H16=unit MUSER_CUDA_NORM_H16=smem MUSER_CUDA_COMBINE_WIDE=8}
+if [[ $lvs == *";"* ]]; then IFS=';' read -r -a lv <<< "$lvs"; else read -r -a lv <<< "$lvs"; fi
 [ "${LOGITS:-1}" = 0 ] || ab_tiny_logits "$log" "$out" "" "${lv[@]}"
 read -r -a tg <<< "${TG-MUSER_CUDA_NORM_H16=unit MUSER_CUDA_NORM_H16=smem}"
 [ ${#tg[@]} = 0 ] || ab_tg "$log" "$out" "" "${tg[@]}"

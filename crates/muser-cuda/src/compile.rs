@@ -369,6 +369,7 @@ mod tests {
         variant(Module::Norm, &["-DNORM_H16=1"]);
         variant(Module::Norm, &["-DNORM_H16=2"]);
         variant(Module::Attention, &["-DCOMBINE_WIDE=16"]);
+        variant(Module::Attention, &["-DCOMBINE_WIDE=8", "-DCOMBINE_PIPE=1"]);
         variant(Module::AttnH16, &["-DATTN_EARLY=1"]);
         variant(Module::MatvecA8, &["-DMVR_ROWS=16", "-DMVR_AHEAD=1"]);
         // MUSER_CUDA_MVH_LEAN reaches the prefill tiles too (formats_h16.cuh's broadcasts).

@@ -79,6 +79,12 @@ pub struct StepSwitches {
     /// pp512 −1.3 / −1.0 / −1.0 / +0.5% — hence decode launches only (built in session 33, not
     /// yet run on the device).
     pub combine_wide: u32,
+    /// The wide combine requests the next chunk's 32 partials before the current chunk's
+    /// multiply-adds (`-DCOMBINE_PIPE`, `MUSER_CUDA_COMBINE_PIPE=0|1`, default 0; only with
+    /// `MUSER_CUDA_COMBINE_WIDE`, else refused): one load round trip per head instead of one
+    /// per 32 partials. The same bits; static SASS of `attn_combine_m_wide` 96 registers (115
+    /// without). Built in session 33, not yet run on the device.
+    pub combine_pipe: bool,
     /// `residual_norm_h16`'s thread layout (`MUSER_CUDA_NORM_H16=shfl|smem|unit`).
     pub norm_h16: NormH16,
     /// The tensor-core attention requests its K / V tiles that precede the step's written
@@ -90,18 +96,30 @@ pub struct StepSwitches {
 
 impl StepSwitches {
     pub(crate) fn from_env() -> Result<StepSwitches, CudaError> {
-        Ok(StepSwitches {
+        let s = StepSwitches {
             combine_wide: env_choice("MUSER_CUDA_COMBINE_WIDE", 0, &[0, 1, 8, 16, 32])?,
+            combine_pipe: env_choice("MUSER_CUDA_COMBINE_PIPE", 0, &[0, 1])? == 1,
             norm_h16: NormH16::from_env()?,
             attn_early: env_choice("MUSER_CUDA_ATTN_EARLY", 0, &[0, 1])? == 1,
-        })
+        };
+        if s.combine_pipe && s.combine_wide == 0 {
+            return Err(CudaError::Invalid(
+                "MUSER_CUDA_COMBINE_PIPE=1 pipelines the wide combine: set MUSER_CUDA_COMBINE_WIDE"
+                    .into(),
+            ));
+        }
+        Ok(s)
     }
 
     /// The compile defines of module `m` (none where these switches are the defaults).
     pub(crate) fn defines(&self, m: Module) -> Vec<String> {
         match m {
             Module::Attention if self.combine_wide > 0 => {
-                vec![format!("-DCOMBINE_WIDE={}", self.combine_wide)]
+                let mut d = vec![format!("-DCOMBINE_WIDE={}", self.combine_wide)];
+                if self.combine_pipe {
+                    d.push("-DCOMBINE_PIPE=1".to_string());
+                }
+                d
             }
             Module::Norm if self.norm_h16 != NormH16::Shfl => {
                 vec![format!("-DNORM_H16={}", self.norm_h16.define())]
@@ -115,9 +133,10 @@ impl StepSwitches {
     /// `-cwN` with the wide combine from N partials.
     pub fn attn_suffix(&self) -> String {
         let early = if self.attn_early { "-e" } else { "" };
+        let pipe = if self.combine_pipe { "p" } else { "" };
         match self.combine_wide {
             0 => early.to_string(),
-            n => format!("{early}-cw{n}"),
+            n => format!("{early}-cw{n}{pipe}"),
         }
     }
 }
@@ -140,6 +159,7 @@ mod tests {
     fn defaults_define_nothing() {
         let s = StepSwitches {
             combine_wide: 0,
+            combine_pipe: false,
             norm_h16: NormH16::Shfl,
             attn_early: false,
         };
@@ -159,8 +179,18 @@ mod tests {
         };
         assert_eq!(wide.defines(Module::Attention), vec!["-DCOMBINE_WIDE=8"]);
         assert_eq!(wide.attn_suffix(), "-cw8");
+        let piped = StepSwitches {
+            combine_pipe: true,
+            ..wide
+        };
+        assert_eq!(
+            piped.defines(Module::Attention),
+            vec!["-DCOMBINE_WIDE=8", "-DCOMBINE_PIPE=1"]
+        );
+        assert_eq!(piped.attn_suffix(), "-cw8p");
         let s = StepSwitches {
             combine_wide: 16,
+            combine_pipe: false,
             norm_h16: NormH16::Unit,
             attn_early: false,
         };

@@ -387,6 +387,12 @@ extern "C" __global__ void attn_partial_mt(const float* Q, const u16* Kc, const 
 #ifndef COMBINE_WIDE
 #define COMBINE_WIDE 0
 #endif
+// COMBINE_PIPE (`MUSER_CUDA_COMBINE_PIPE=1`, with the wide path): the next chunk's partials are
+// requested before the current chunk's multiply-adds, so a head of 256 partials (depth 32768,
+// 128-key partials) pays about one load round trip instead of eight. The same bits.
+#ifndef COMBINE_PIPE
+#define COMBINE_PIPE 0
+#endif
 
 // Lane j's partial of a chunk of `cnt` from partial c0 (0 past the chunk): its weight
 // expf(Mp − M) and its L — one definition for both paths of combine_head (the same bits).
@@ -431,6 +437,36 @@ __device__ __forceinline__ float combine_head(const float* __restrict__ Op,
     if (WIDE && __popc(rmask) == 1 && s1 - s0 + 1 >= COMBINE_WIDE) {  // warp-uniform
         const int r = __ffs(rmask) - 1;
         float a = 0.f;
+#if COMBINE_PIPE
+        // Chunk c0's weights and outputs (0 past the chunk); the next chunk's are requested
+        // before this one's multiply-adds (the same values into the same operations).
+        auto fetch = [&](int c0, float& ck, float& lk, float (&o)[32]) {
+            const int cnt = min(32, s1 - c0 + 1);  // warp-uniform
+            combine_weights(Mp, Lp, base, c0, cnt, M, ck, lk);
+#pragma unroll
+            for (int j = 0; j < 32; ++j)
+                o[j] = j < cnt ? Op[(base + c0 + j) * hd_v + lane + 32 * r] : 0.f;
+        };
+        float ck, lk, o[32];
+        fetch(s0, ck, lk, o);
+        for (int c0 = s0; c0 <= s1; c0 += 32) {
+            const int cnt = min(32, s1 - c0 + 1);  // warp-uniform
+            float nck = 0.f, nlk = 0.f, no[32];
+            if (c0 + 32 <= s1) fetch(c0 + 32, nck, nlk, no);
+#pragma unroll
+            for (int j = 0; j < 32; ++j) {
+                const float c = __shfl_sync(0xffffffffu, ck, j);
+                const float l = __shfl_sync(0xffffffffu, lk, j);
+                if (j < cnt) {
+                    L = fmaf(c, l, L);
+                    a = fmaf(c, o[j], a);
+                }
+            }
+            ck = nck, lk = nlk;
+#pragma unroll
+            for (int j = 0; j < 32; ++j) o[j] = no[j];
+        }
+#else
         for (int c0 = s0; c0 <= s1; c0 += 32) {
             const int cnt = min(32, s1 - c0 + 1);  // warp-uniform
             float ck, lk;
@@ -449,6 +485,7 @@ __device__ __forceinline__ float combine_head(const float* __restrict__ Op,
                 }
             }
         }
+#endif
 #pragma unroll
         for (int q = 0; q < 8; ++q)
             if (q == r) acc[q] = a;

@@ -43,8 +43,9 @@ const INTEGER_ROUTE_SWITCHES: [&str; 18] = [
 
 /// The f16 route's own switches beside its chains' (`H16Switches::ENV`): on another route they
 /// would change nothing.
-const F16_ROUTE_SWITCHES: [&str; 14] = [
+const F16_ROUTE_SWITCHES: [&str; 15] = [
     "MUSER_CUDA_H16_ATTN",
+    "MUSER_CUDA_COMBINE_PIPE",
     "MUSER_CUDA_ATTN_EARLY",
     "MUSER_CUDA_ATTN_COLS",
     "MUSER_CUDA_COMBINE_WIDE",
