@@ -407,6 +407,21 @@ __device__ __forceinline__ void combine_weights(const float* __restrict__ Mp,
     }
 }
 
+// The wide path's multiply-adds of one chunk of `cnt` partials (lane j's weight ck and L lk,
+// every lane's outputs o[j] of its group), in partial order.
+__device__ __forceinline__ void combine_chunk(float ck, float lk, const float (&o)[32], int cnt,
+                                              float& L, float& a) {
+#pragma unroll
+    for (int j = 0; j < 32; ++j) {
+        const float c = __shfl_sync(0xffffffffu, ck, j);
+        const float l = __shfl_sync(0xffffffffu, lk, j);
+        if (j < cnt) {
+            L = fmaf(c, l, L);
+            a = fmaf(c, o[j], a);
+        }
+    }
+}
+
 // The merged (unnormalised acc, 1/L) of one head's visible partials, in block order. Called by
 // a whole warp. The maximum M is order-free (fmaxf is exact), so lanes scan strided shares and a
 // butterfly finishes; each partial's weight expf(Mp - M) is computed by one lane and shuffled to
@@ -453,15 +468,7 @@ __device__ __forceinline__ float combine_head(const float* __restrict__ Op,
             const int cnt = min(32, s1 - c0 + 1);  // warp-uniform
             float nck = 0.f, nlk = 0.f, no[32];
             if (c0 + 32 <= s1) fetch(c0 + 32, nck, nlk, no);
-#pragma unroll
-            for (int j = 0; j < 32; ++j) {
-                const float c = __shfl_sync(0xffffffffu, ck, j);
-                const float l = __shfl_sync(0xffffffffu, lk, j);
-                if (j < cnt) {
-                    L = fmaf(c, l, L);
-                    a = fmaf(c, o[j], a);
-                }
-            }
+            combine_chunk(ck, lk, o, cnt, L, a);
             ck = nck, lk = nlk;
 #pragma unroll
             for (int j = 0; j < 32; ++j) o[j] = no[j];
@@ -475,15 +482,7 @@ __device__ __forceinline__ float combine_head(const float* __restrict__ Op,
 #pragma unroll
             for (int j = 0; j < 32; ++j)
                 o[j] = j < cnt ? Op[(base + c0 + j) * hd_v + lane + 32 * r] : 0.f;
-#pragma unroll
-            for (int j = 0; j < 32; ++j) {
-                const float c = __shfl_sync(0xffffffffu, ck, j);
-                const float l = __shfl_sync(0xffffffffu, lk, j);
-                if (j < cnt) {
-                    L = fmaf(c, l, L);
-                    a = fmaf(c, o[j], a);
-                }
-            }
+            combine_chunk(ck, lk, o, cnt, L, a);
         }
 #endif
 #pragma unroll
