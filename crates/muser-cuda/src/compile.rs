@@ -373,27 +373,11 @@ mod tests {
         variant(Module::AttnH16, &["-DATTN_EARLY=1"]);
         variant(Module::MatvecA8, &["-DMVR_ROWS=16", "-DMVR_AHEAD=1"]);
         // MUSER_CUDA_MVH_LEAN reaches the prefill tiles too (formats_h16.cuh's broadcasts).
-        for m in [Module::MmtH16, Module::MmwH16] {
-            compile_module(
-                m,
-                Math::Strict,
-                "sm_90a",
-                &m.source(),
-                &["-DMVH_LEAN=1".into()],
-            )
-            .unwrap_or_else(|e| panic!("{e}"));
+        variant(Module::MmtH16, &["-DMVH_LEAN=1"]);
+        variant(Module::MmwH16, &["-DMVH_LEAN=1"]);
+        for wg in ["-DMMT_WG=1", "-DMMT_WG=2"] {
+            variant(Module::MmtH16, &[wg, "-DMMT_MINB=2", "-DMMT_STAGES=2"]);
         }
-        let m = Module::MmtH16;
-        for wg in [1, 2] {
-            let extra = [
-                format!("-DMMT_WG={wg}"),
-                "-DMMT_MINB=2".to_string(),
-                "-DMMT_STAGES=2".to_string(),
-            ];
-            compile_module(m, Math::Strict, "sm_90a", &m.source(), &extra)
-                .unwrap_or_else(|e| panic!("{e}"));
-        }
-        let m = Module::MatvecH16;
         for define in [
             "-DMVH_BULK=2",
             "-DMVH_BULK=4",
@@ -411,32 +395,13 @@ mod tests {
             "-DMVH_LEAN=1",
             "-DMVH_LEAN=2",
         ] {
-            compile_module(
-                m,
-                Math::Strict,
-                "sm_90a",
-                &m.source(),
-                &[define.to_string()],
-            )
-            .unwrap_or_else(|e| panic!("{e}"));
+            variant(Module::MatvecH16, &[define]);
         }
-        let m = Module::MmwH16;
-        compile_module(
-            m,
-            Math::Strict,
-            "sm_90a",
-            &m.source(),
-            &["-DMMW_WG=2".to_string()],
-        )
-        .unwrap_or_else(|e| panic!("{e}"));
-        let m = Module::MmqA16;
-        let extra = [
-            "-DMMQ_WN=2".to_string(),
-            "-DMMQ_MINB=2".to_string(),
-            "-DMMQ_CVT=0".to_string(),
-        ];
-        compile_module(m, Math::Strict, "sm_90a", &m.source(), &extra)
-            .unwrap_or_else(|e| panic!("{e}"));
+        variant(Module::MmwH16, &["-DMMW_WG=2"]);
+        variant(
+            Module::MmqA16,
+            &["-DMMQ_WN=2", "-DMMQ_MINB=2", "-DMMQ_CVT=0"],
+        );
     }
 
     /// A module's identity names what was compiled: the same for two compilations (whose PTX
