@@ -12,6 +12,7 @@ ab_tiny_logits() {
     > "$out/toks.json"
   for c in 512 1; do
     for v in "$@"; do
+      rm -f "$out/logits.f32"  # a failed run must not report the previous one's sha
       env MUSER_CUDA_ATTN_SUPER=32 $v timeout 200 .device/muser eval -m "$out/tiny.gguf" \
         --tokens "$out/toks.json" --ctx 2048 --route cuda --chunk $c \
         --dump-logits "$out/logits.f32" > "$out/eval.txt" 2>&1

@@ -7,21 +7,33 @@
 #   1. cuda_route's f16 test under NORM_H16=unit and under COMBINE_WIDE=1 (fused-norm variants
 #      against the unfused kernels, bit for bit);
 #   2. `muser eval` on the tiny forge, 1100 tokens, MUSER_CUDA_ATTN_SUPER=32, chunk 512 and 1:
-#      default, NORM_H16=unit, NORM_H16=smem, COMBINE_WIDE=8 — every sha must be equal;
+#      default, NORM_H16=unit, NORM_H16=smem, COMBINE_WIDE=0 — every sha must be equal;
 #   3. tg128 on the full forge: default and each of TG alternating, twice;
 #   4. tg128 (and ppPP with PP > 0) at depths DEPTHS for the default and each of DV.
-# Session 34's calls: docs/cuda-f16.md "Next" 0 (call A: the checks of COMBINE_WIDE=8,
-#   ATTN_COLS=4, ATTN_EARLY=1 and the first two A/Bs; call B: ATTN_EARLY=1 and the winners).
+# Session 34 (docs/receipts/cuda-session34.txt) ran it with ROUTE_V / LOGITS_V / DV naming
+#   COMBINE_WIDE, COMBINE_PIPE, ATTN_COLS and ATTN_EARLY; since then COMBINE_WIDE=8 with
+#   COMBINE_PIPE=1 and ATTN_EARLY=1 are the defaults (their "off" forms: =0).
 # LOGITS_V (variants separated by spaces, or by ';' when one sets several variables) replaces
-# step 2's list, ROUTE_V (space-separated) step 1's ("-": as is).
+# step 2's list, ROUTE_V (space-separated) step 1's ("-": as is). ATTN_V (';'-separated) first
+# runs the device test cuda_attention under each variant (its output into $OUT/attn-N.txt).
 # ROUTE=0 / LOGITS=0 skip steps 1 / 2 (their same-bits checks already ran); TG="" skips step 3,
 # BENCH=0 step 4 (the forge then keeps running in the background for the next call).
-# Usage: [TG="..."] [DV="...;..."] [DEPTHS=2048,32768] [PP=0] bash scripts/device/steps-ab.sh OUTDIR
+# Usage: [ATTN_V="...;..."] [TG="..."] [DV="...;..."] [DEPTHS=2048,32768] [PP=0]
+#        bash scripts/device/steps-ab.sh OUTDIR
 set -uo pipefail
 out=${1:?outdir}
 log=$out/ab.txt
 source scripts/device/ab-lib.sh
 bash scripts/device/forge-bg.sh
+IFS=';' read -r -a av <<< "${ATTN_V:-}"
+n=0
+for v in "${av[@]}"; do
+  n=$((n + 1))
+  env $v MUSER_CUDA_DEADLINE_S=120 timeout 200 .device/tests/cuda_attention --test-threads 1 \
+    > "$out/attn-$n.txt" 2>&1
+  echo "cuda_attention with $v rc=$? $(grep -E 'test result' "$out/attn-$n.txt")" >> "$log"
+  grep -A4 panicked "$out/attn-$n.txt" | head -8 >> "$log"
+done
 read -r -a rv <<< "${ROUTE_V:-MUSER_CUDA_NORM_H16=unit MUSER_CUDA_COMBINE_WIDE=1}"
 for v in "${rv[@]}"; do
   [ "${ROUTE:-1}" = 0 ] && break
@@ -31,12 +43,12 @@ for v in "${rv[@]}"; do
   echo "cuda_route f16 with $v rc=$? $(grep -E 'test result' "$out/cuda_route.txt")" >> "$log"
   grep -A4 panicked "$out/cuda_route.txt" | head -8 >> "$log"
 done
-lvs=${LOGITS_V:-MUSER_CUDA_NORM_H16=unit MUSER_CUDA_NORM_H16=smem MUSER_CUDA_COMBINE_WIDE=8}
+lvs=${LOGITS_V:-MUSER_CUDA_NORM_H16=unit MUSER_CUDA_NORM_H16=smem MUSER_CUDA_COMBINE_WIDE=0}
 if [[ $lvs == *";"* ]]; then IFS=';' read -r -a lv <<< "$lvs"; else read -r -a lv <<< "$lvs"; fi
 [ "${LOGITS:-1}" = 0 ] || ab_tiny_logits "$log" "$out" "" "${lv[@]}"
 read -r -a tg <<< "${TG-MUSER_CUDA_NORM_H16=unit MUSER_CUDA_NORM_H16=smem}"
 [ ${#tg[@]} = 0 ] || ab_tg "$log" "$out" "" "${tg[@]}"
-IFS=';' read -r -a dv <<< "${DV:-MUSER_CUDA_COMBINE_WIDE=8;MUSER_CUDA_NORM_H16=unit MUSER_CUDA_COMBINE_WIDE=8}"
+IFS=';' read -r -a dv <<< "${DV:-MUSER_CUDA_COMBINE_WIDE=0;MUSER_CUDA_ATTN_EARLY=0}"
 [ "${BENCH:-1}" = 0 ] && dv=() && { cat "$log"; exit 0; }
 while [ ! -f "$HOME/forge.done" ]; do sleep 2; done
 for v in "" "${dv[@]}"; do

@@ -71,36 +71,82 @@ pub struct StepSwitches {
     /// The f16 route's decode combine (`attn_combine_m_wide`, launched for decode steps; prefill
     /// keeps `attn_combine_m`) loads a chunk's 32 partials at once where a warp merges one
     /// 32-value group and the head has at least this many partials (`-DCOMBINE_WIDE`,
-    /// `MUSER_CUDA_COMBINE_WIDE=0|1|8|16|32`, 0 = never, the default until the device has run this
-    /// decode-only form (then 8);
+    /// `MUSER_CUDA_COMBINE_WIDE=0|1|8|16|32`, default 8, 0 = never;
     /// attention.cu `combine_head`): one round trip per 32 partials instead of per 4. The same
     /// multiply-adds in the same order: the same bits. Session 33 (full forge, compiled into
     /// every combine then): tg128 +0.6 / +0.6 / +0.6 / +2.6% at depth 0 / 2048 / 8192 / 32768,
-    /// pp512 −1.3 / −1.0 / −1.0 / +0.5% — hence decode launches only (built in session 33, not
-    /// yet run on the device).
+    /// pp512 −1.3 / −1.0 / −1.0 / +0.5% — hence decode launches only. Session 34 (decode-only
+    /// form, beside the default in one call): tg128 +0.0 / +0.2 / +0.6 / +1.6%; with
+    /// `combine_pipe` −0.2 / +1.2 / +1.5 / +4.2%.
     pub combine_wide: u32,
     /// The wide combine requests the next chunk's 32 partials before the current chunk's
-    /// multiply-adds (`-DCOMBINE_PIPE`, `MUSER_CUDA_COMBINE_PIPE=0|1`, default 0; only with
-    /// `MUSER_CUDA_COMBINE_WIDE`, else refused): one load round trip per head instead of one
-    /// per 32 partials. The same bits; static SASS of `attn_combine_m_wide` 96 registers (115
-    /// without). Built in session 33, not yet run on the device.
+    /// multiply-adds (`-DCOMBINE_PIPE`, `MUSER_CUDA_COMBINE_PIPE=0|1`, default 1 with the wide
+    /// combine, 0 without it; asking for 1 with `MUSER_CUDA_COMBINE_WIDE=0` is refused): one load
+    /// round trip per head instead of one per 32 partials. The same bits; static SASS of
+    /// `attn_combine_m_wide` 96 registers (115 without). Session 34: see `combine_wide`.
     pub combine_pipe: bool,
     /// `residual_norm_h16`'s thread layout (`MUSER_CUDA_NORM_H16=shfl|smem|unit`).
     pub norm_h16: NormH16,
     /// The tensor-core attention requests its K / V tiles that precede the step's written
     /// positions before the PDL wait, and its other first tiles before Q's loads
-    /// (`-DATTN_EARLY`, `MUSER_CUDA_ATTN_EARLY=0|1`, default 0; attn_h16.cu). The same tiles into
-    /// the same buffers: the same bits. Built in session 33, not yet run on the device.
+    /// (`-DATTN_EARLY`, `MUSER_CUDA_ATTN_EARLY=0|1`, default 1; attn_h16.cu). The same tiles into
+    /// the same buffers: the same bits. Session 34 (full forge, beside the default in one call):
+    /// tg128 +1.3 / +1.3 / +1.0 / +0.7% at depth 0 / 2048 / 8192 / 32768; with the piped wide
+    /// combine +0.9 / +2.2 / +2.8 / +4.5%.
     pub attn_early: bool,
+    /// The tensor-core attention's softmax `expf`s without branches (`-DATTN_FLAT_EXP`,
+    /// `MUSER_CUDA_ATTN_FLAT_EXP=0|1`, default 0 until measured; attn_h16.cu): the plain form
+    /// compiles to a branch around each of a row pair's 18 `expf`s per tile (static SASS: one
+    /// `BSSY` region each, so one `MUFU.EX2` chain at a time); the flat form selects the
+    /// argument (−inf where the plain form writes 0; expf(−inf) = +0) and runs them all. The
+    /// same bits. Built in session 34 (`attn_h16_d128`'s tile 692 → 600 instructions, no
+    /// branch left in its softmax), not yet run on the device.
+    pub attn_flat_exp: bool,
+    /// The tensor-core attention issues a tile's copies row by row (`-DATTN_ROWCOPY`,
+    /// `MUSER_CUDA_ATTN_ROWCOPY=0|1`, default 0 until measured; attn_h16.cu): 8 lanes per key
+    /// row, the row's ring slot computed once, instead of one loop iteration and one signed
+    /// division by the ring's size per 16 bytes (static SASS: ~60 instructions per 16 bytes
+    /// before, ~55 per 64 now). The same bytes into the same places: the same bits. Built in
+    /// session 34, not yet run on the device.
+    pub attn_rowcopy: bool,
+    /// `qk_norm_rope_kv` computes its cos / sin table before the PDL wait (`-DROPE_EARLY`,
+    /// `MUSER_CUDA_ROPE_EARLY=0|1`, default 0 until measured; rope.cu; every route): the f64
+    /// `sincos` chain of the step's positions overlaps the projection before it. The same bits.
+    /// Built in session 34, not yet run on the device.
+    pub rope_early: bool,
 }
 
 impl StepSwitches {
+    /// The defaults (no variable set): the early tile requests and the piped wide combine from 8
+    /// partials (session 34's measurements above).
+    pub const DEFAULT: StepSwitches = StepSwitches {
+        combine_wide: 8,
+        combine_pipe: true,
+        norm_h16: NormH16::Shfl,
+        attn_early: true,
+        attn_flat_exp: false,
+        attn_rowcopy: false,
+        rope_early: false,
+    };
+
     pub(crate) fn from_env() -> Result<StepSwitches, CudaError> {
+        let combine_wide = env_choice(
+            "MUSER_CUDA_COMBINE_WIDE",
+            Self::DEFAULT.combine_wide,
+            &[0, 1, 8, 16, 32],
+        )?;
         let s = StepSwitches {
-            combine_wide: env_choice("MUSER_CUDA_COMBINE_WIDE", 0, &[0, 1, 8, 16, 32])?,
-            combine_pipe: env_choice("MUSER_CUDA_COMBINE_PIPE", 0, &[0, 1])? == 1,
+            combine_wide,
+            combine_pipe: env_choice(
+                "MUSER_CUDA_COMBINE_PIPE",
+                u32::from(combine_wide > 0),
+                &[0, 1],
+            )? == 1,
             norm_h16: NormH16::from_env()?,
-            attn_early: env_choice("MUSER_CUDA_ATTN_EARLY", 0, &[0, 1])? == 1,
+            attn_early: env_choice("MUSER_CUDA_ATTN_EARLY", 1, &[0, 1])? == 1,
+            attn_flat_exp: env_choice("MUSER_CUDA_ATTN_FLAT_EXP", 0, &[0, 1])? == 1,
+            attn_rowcopy: env_choice("MUSER_CUDA_ATTN_ROWCOPY", 0, &[0, 1])? == 1,
+            rope_early: env_choice("MUSER_CUDA_ROPE_EARLY", 0, &[0, 1])? == 1,
         };
         if s.combine_pipe && s.combine_wide == 0 {
             return Err(CudaError::Invalid(
@@ -111,7 +157,7 @@ impl StepSwitches {
         Ok(s)
     }
 
-    /// The compile defines of module `m` (none where these switches are the defaults).
+    /// The compile defines of module `m`.
     pub(crate) fn defines(&self, m: Module) -> Vec<String> {
         match m {
             Module::Attention if self.combine_wide > 0 => {
@@ -121,22 +167,52 @@ impl StepSwitches {
                 }
                 d
             }
+            Module::Rope if self.rope_early => vec!["-DROPE_EARLY=1".to_string()],
             Module::Norm if self.norm_h16 != NormH16::Shfl => {
                 vec![format!("-DNORM_H16={}", self.norm_h16.define())]
             }
-            Module::AttnH16 if self.attn_early => vec!["-DATTN_EARLY=1".to_string()],
+            Module::AttnH16 => {
+                let mut d = Vec::new();
+                if self.attn_early {
+                    d.push("-DATTN_EARLY=1".to_string());
+                }
+                if self.attn_flat_exp {
+                    d.push("-DATTN_FLAT_EXP=1".to_string());
+                }
+                if self.attn_rowcopy {
+                    d.push("-DATTN_ROWCOPY=1".to_string());
+                }
+                d
+            }
             _ => Vec::new(),
         }
     }
 
-    /// The route-id suffix of the attention (`attn=…`): `-e` with the early tile requests,
-    /// `-cwN` with the wide combine from N partials.
+    /// The route-id suffix of the attention (`attn=…`), naming what differs from
+    /// [`StepSwitches::DEFAULT`]: `-re` with the rope's table before the PDL wait, `-e0`
+    /// without the early tile requests, `-fx` with the flat softmax `expf`s, `-rc` with the
+    /// row-by-row tile copies, `-cw0` without the
+    /// wide combine, `-cwN` / `-cwNp` with the wide combine from N partials, unpiped / piped.
     pub fn attn_suffix(&self) -> String {
-        let early = if self.attn_early { "-e" } else { "" };
+        let d = Self::DEFAULT;
+        let mut early = String::new();
+        if self.rope_early != d.rope_early {
+            early += if self.rope_early { "-re" } else { "-re0" };
+        }
+        if self.attn_early != d.attn_early {
+            early += if self.attn_early { "-e" } else { "-e0" };
+        }
+        if self.attn_flat_exp != d.attn_flat_exp {
+            early += if self.attn_flat_exp { "-fx" } else { "-fx0" };
+        }
+        if self.attn_rowcopy != d.attn_rowcopy {
+            early += if self.attn_rowcopy { "-rc" } else { "-rc0" };
+        }
         let pipe = if self.combine_pipe { "p" } else { "" };
-        match self.combine_wide {
-            0 => early.to_string(),
-            n => format!("{early}-cw{n}{pipe}"),
+        if (self.combine_wide, self.combine_pipe) == (d.combine_wide, d.combine_pipe) {
+            early
+        } else {
+            format!("{early}-cw{}{pipe}", self.combine_wide)
         }
     }
 }
@@ -156,48 +232,84 @@ mod tests {
     }
 
     #[test]
-    fn defaults_define_nothing() {
-        let s = StepSwitches {
-            combine_wide: 0,
-            combine_pipe: false,
-            norm_h16: NormH16::Shfl,
-            attn_early: false,
-        };
-        assert!(s.defines(Module::AttnH16).is_empty());
-        let early = StepSwitches {
-            attn_early: true,
-            ..s
-        };
-        assert_eq!(early.defines(Module::AttnH16), vec!["-DATTN_EARLY=1"]);
-        assert_eq!(early.attn_suffix(), "-e");
-        assert!(s.defines(Module::Attention).is_empty());
-        assert!(s.defines(Module::Norm).is_empty());
-        assert_eq!(s.attn_suffix(), "");
-        let wide = StepSwitches {
-            combine_wide: 8,
-            ..s
-        };
-        assert_eq!(wide.defines(Module::Attention), vec!["-DCOMBINE_WIDE=8"]);
-        assert_eq!(wide.attn_suffix(), "-cw8");
-        let piped = StepSwitches {
-            combine_pipe: true,
-            ..wide
-        };
+    fn defaults_and_their_labels() {
+        let d = StepSwitches::DEFAULT;
+        assert_eq!(d.attn_suffix(), "");
+        assert_eq!(d.defines(Module::AttnH16), vec!["-DATTN_EARLY=1"]);
         assert_eq!(
-            piped.defines(Module::Attention),
+            d.defines(Module::Attention),
             vec!["-DCOMBINE_WIDE=8", "-DCOMBINE_PIPE=1"]
         );
-        assert_eq!(piped.attn_suffix(), "-cw8p");
+        assert!(d.defines(Module::Norm).is_empty());
+        assert!(d.defines(Module::MatvecH16).is_empty());
+        let late = StepSwitches {
+            attn_early: false,
+            ..d
+        };
+        assert!(late.defines(Module::AttnH16).is_empty());
+        assert_eq!(late.attn_suffix(), "-e0");
+        let flat = StepSwitches {
+            attn_flat_exp: true,
+            ..d
+        };
+        assert_eq!(
+            flat.defines(Module::AttnH16),
+            vec!["-DATTN_EARLY=1", "-DATTN_FLAT_EXP=1"]
+        );
+        assert_eq!(flat.attn_suffix(), "-fx");
+        let flat_late = StepSwitches {
+            attn_early: false,
+            ..flat
+        };
+        assert_eq!(
+            flat_late.defines(Module::AttnH16),
+            vec!["-DATTN_FLAT_EXP=1"]
+        );
+        assert_eq!(flat_late.attn_suffix(), "-e0-fx");
+        let rope = StepSwitches {
+            rope_early: true,
+            ..d
+        };
+        assert_eq!(rope.defines(Module::Rope), vec!["-DROPE_EARLY=1"]);
+        assert!(d.defines(Module::Rope).is_empty());
+        assert_eq!(rope.attn_suffix(), "-re");
+        let all = StepSwitches {
+            attn_rowcopy: true,
+            ..flat
+        };
+        assert_eq!(
+            all.defines(Module::AttnH16),
+            vec!["-DATTN_EARLY=1", "-DATTN_FLAT_EXP=1", "-DATTN_ROWCOPY=1"]
+        );
+        assert_eq!(all.attn_suffix(), "-fx-rc");
+        let unpiped = StepSwitches {
+            combine_pipe: false,
+            ..d
+        };
+        assert_eq!(unpiped.defines(Module::Attention), vec!["-DCOMBINE_WIDE=8"]);
+        assert_eq!(unpiped.attn_suffix(), "-cw8");
+        let narrow = StepSwitches {
+            combine_wide: 0,
+            combine_pipe: false,
+            attn_early: false,
+            ..d
+        };
+        assert!(narrow.defines(Module::Attention).is_empty());
+        assert_eq!(narrow.attn_suffix(), "-e0-cw0");
         let s = StepSwitches {
             combine_wide: 16,
-            combine_pipe: false,
+            combine_pipe: true,
             norm_h16: NormH16::Unit,
-            attn_early: false,
+            attn_early: true,
+            attn_flat_exp: false,
+            attn_rowcopy: false,
+            rope_early: false,
         };
-        assert_eq!(s.defines(Module::Attention), vec!["-DCOMBINE_WIDE=16"]);
+        assert_eq!(
+            s.defines(Module::Attention),
+            vec!["-DCOMBINE_WIDE=16", "-DCOMBINE_PIPE=1"]
+        );
         assert_eq!(s.defines(Module::Norm), vec!["-DNORM_H16=2"]);
-        assert!(s.defines(Module::MatvecH16).is_empty());
-        assert_eq!(s.attn_suffix(), "-cw16");
-        assert_eq!(NormH16::Unit.label(), "-unit");
+        assert_eq!(s.attn_suffix(), "-cw16p");
     }
 }

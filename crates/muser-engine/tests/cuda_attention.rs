@@ -260,11 +260,12 @@ fn attention_matches_an_f64_softmax_and_fused_combines_are_exact() {
                         })
                         .collect();
                     same(&d.read::<u32>(&m, &what), &want_m, &what);
-                    // attn_combine_m_wide (the decode launches' with MUSER_CUDA_COMBINE_WIDE=N):
-                    // the same outputs and maxima on one warp per head and on one warp per
-                    // 32-value group — where a head has N partials or more (the steps at 1000+
-                    // with 32-key partials), the path that loads 32 partials at once. Without
-                    // the variable the path is compiled out and this checks the plain one.
+                    // attn_combine_m_wide (the decode launches' combine; MUSER_CUDA_COMBINE_WIDE=N,
+                    // default 8, piped unless MUSER_CUDA_COMBINE_PIPE=0): the same outputs and
+                    // maxima on one warp per head and on one warp per 32-value group — where a
+                    // head has N partials or more (the steps at 1000+ with 32-key partials), the
+                    // path that loads 32 partials at once. With MUSER_CUDA_COMBINE_WIDE=0 the
+                    // path is compiled out and this checks the plain one.
                     for threads in [32, hdv] {
                         let (aw2, m2) = (
                             d.guarded(n_tok * aw * 4),

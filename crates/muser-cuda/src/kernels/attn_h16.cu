@@ -45,6 +45,28 @@
 #define ATTN_EARLY 0
 #endif
 
+// ATTN_FLAT_EXP (`MUSER_CUDA_ATTN_FLAT_EXP=1`; 0 by default until measured): the tile's
+// softmax `expf`s without branches. The plain form `x == -inf ? 0 : f2h(expf(x − m))` compiles
+// (strict math) to a branch around each `expf`'s ~10-instruction sequence — 18 dependent
+// regions per row pair and tile, one `MUFU.EX2` at a time. The flat form selects the argument
+// instead (−inf where the plain form writes 0) and runs every `expf`, so the regions interleave:
+// expf(−inf) is +0 exactly and f2h(+0) is the plain form's 0, every other argument is the plain
+// form's — the same bits. Likewise `corr`: expf(see ? m − m_new : 0), then 1 where !see.
+#ifndef ATTN_FLAT_EXP
+#define ATTN_FLAT_EXP 0
+#endif
+
+// ATTN_ROWCOPY (`MUSER_CUDA_ATTN_ROWCOPY=1`; 0 by default until measured): a tile's copies
+// issued row by row — 8 lanes per key row, each lane its 16-byte chunks c, c + 8, … of the K
+// row and of the V row, the row's ring slot (`p % cap`) computed once per row — instead of one
+// loop iteration per chunk, each with its own signed division by `cap` (static SASS: ~60
+// instructions and a `MUFU.RCP` chain per 16 bytes, the loop not unrolled: 32 dependent
+// iterations per thread for a decode block's 4 tiles before its computing warp starts). The
+// same bytes into the same places (rows outside [u0, u1] zero-filled): the same bits.
+#ifndef ATTN_ROWCOPY
+#define ATTN_ROWCOPY 0
+#endif
+
 // 16 bytes global → shared, asynchronously; `ok` false writes zeros (cp.async zero fill).
 __device__ __forceinline__ void ah_cp16(u32 dst, const void* src, bool ok) {
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src),
@@ -71,6 +93,24 @@ __device__ __forceinline__ void ah_tile_copy(u32 ks, u32 vs, const u16* Kc, cons
                                              int cap, int kw, int vw, int kvh, int ts, int u0,
                                              int u1) {
     constexpr int KC = HD / 8, VC = HDV / 8;  // 16-byte chunks per row
+#if ATTN_ROWCOPY
+    static_assert(KC % 8 == 0 && VC % 8 == 0, "8 lanes per row take the chunks in turn");
+    const int c8 = threadIdx.x & 7;
+    for (int j = threadIdx.x >> 3; j < AH_TILE; j += blockDim.x >> 3) {
+        const int p = ts + j;
+        const bool ok = p >= u0 && p <= u1;
+        const u64 row = ok ? (u64)((u32)p % (u32)cap) : 0;  // p >= u0 >= 0 when ok
+        const u16* kr = Kc + row * kw + kvh * HD;
+        const u16* vr = Vc + row * vw + kvh * HDV;
+        const u32 kd = ks + (u32)(j * (HD + 8)) * 2, vd = vs + (u32)(j * (HDV + 8)) * 2;
+#pragma unroll
+        for (int ch = c8; ch < KC; ch += 8) ah_cp16(kd + 16 * ch, kr + 8 * ch, ok);
+#pragma unroll
+        for (int ch = c8; ch < VC; ch += 8) ah_cp16(vd + 16 * ch, vr + 8 * ch, ok);
+    }
+    cp_async_commit();
+    return;
+#endif
     for (int i = threadIdx.x; i < AH_TILE * (KC + VC); i += blockDim.x) {
         const bool isk = i < AH_TILE * KC;
         const int ii = isk ? i : i - AH_TILE * KC, cw = isk ? KC : VC;
@@ -241,17 +281,30 @@ __device__ __forceinline__ void attn_h16_body(const float* Q, const u16* Kc, con
                 mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
                 mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
                 const float m_new = see[e] ? fmaxf(m[e], mx) : m[e];
-                corr[e] = see[e] ? expf(m[e] - m_new) : 1.f;
                 float rs = 0.f;
                 u16 ph[4][2];
+                if (ATTN_FLAT_EXP) {
+                    const float ce = expf(see[e] ? m[e] - m_new : 0.f);
+                    corr[e] = see[e] ? ce : 1.f;
 #pragma unroll
-                for (int j = 0; j < 4; ++j)
+                    for (int j = 0; j < 4; ++j)
 #pragma unroll
-                    for (int q = 0; q < 2; ++q) {
-                        const float sc = s[j][2 * e + q];
-                        ph[j][q] = sc == -MUSER_INF ? (u16)0 : f2h(expf(sc - m_new));
-                        rs += h2f(ph[j][q]);
-                    }
+                        for (int q = 0; q < 2; ++q) {
+                            const float sc = s[j][2 * e + q];
+                            ph[j][q] = f2h(expf(sc == -MUSER_INF ? -MUSER_INF : sc - m_new));
+                            rs += h2f(ph[j][q]);
+                        }
+                } else {
+                    corr[e] = see[e] ? expf(m[e] - m_new) : 1.f;
+#pragma unroll
+                    for (int j = 0; j < 4; ++j)
+#pragma unroll
+                        for (int q = 0; q < 2; ++q) {
+                            const float sc = s[j][2 * e + q];
+                            ph[j][q] = sc == -MUSER_INF ? (u16)0 : f2h(expf(sc - m_new));
+                            rs += h2f(ph[j][q]);
+                        }
+                }
                 rs += __shfl_xor_sync(0xffffffffu, rs, 1);
                 rs += __shfl_xor_sync(0xffffffffu, rs, 2);
                 if (see[e]) {

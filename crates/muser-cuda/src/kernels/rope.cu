@@ -12,17 +12,32 @@
 
 #define ROPE_MAX_HD 512
 
+// ROPE_EARLY (`MUSER_CUDA_ROPE_EARLY=1`; 0 by default until measured): the block's cos / sin
+// table — the step's positions (StepParams, which no kernel writes) and the host's inv_freq
+// only — is computed before the PDL wait, so its f64 sincos chain overlaps the kernel before
+// (the Q / K / V projection) instead of following it. The same values: the same bits.
+#ifndef ROPE_EARLY
+#define ROPE_EARLY 0
+#endif
+
 extern "C" __global__ void qk_norm_rope_kv(float* Q, float* K, const float* V, const float* qn,
                                            const float* kn, float eps, const double* inv_freq,
                                            int mode, int n_head, int n_head_kv, int hd, int hd_v,
                                            u16* Kc, u16* Vc, int cap, const StepParams* sp) {
     __shared__ float buf[4][ROPE_MAX_HD];
     __shared__ float cos_t[ROPE_MAX_HD / 2], sin_t[ROPE_MAX_HD / 2];
-    PDL_ENTRY()
+    if (!ROPE_EARLY) {
+        PDL_ENTRY()
+    }
     const int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
     const int t = blockIdx.y;
     const int head = blockIdx.x * 4 + w;
-    if ((u32)t >= sp->n_tok) return;  // the whole block
+    if ((u32)t >= sp->n_tok) {  // the whole block
+        if (ROPE_EARLY) {
+            PDL_ENTRY()
+        }
+        return;
+    }
     const u32 pos = step_pos(sp, t);
     const int half = hd / 2;
     if (mode != 0) {
@@ -32,6 +47,9 @@ extern "C" __global__ void qk_norm_rope_kv(float* Q, float* K, const float* V, c
             cos_t[i] = (float)cd;
             sin_t[i] = (float)sd;
         }
+    }
+    if (ROPE_EARLY) {
+        PDL_ENTRY()
     }
     __syncthreads();
     if (head >= n_head + 2 * n_head_kv) return;

@@ -43,8 +43,10 @@ const INTEGER_ROUTE_SWITCHES: [&str; 18] = [
 
 /// The f16 route's own switches beside its chains' (`H16Switches::ENV`): on another route they
 /// would change nothing.
-const F16_ROUTE_SWITCHES: [&str; 15] = [
+const F16_ROUTE_SWITCHES: [&str; 17] = [
     "MUSER_CUDA_H16_ATTN",
+    "MUSER_CUDA_ATTN_FLAT_EXP",
+    "MUSER_CUDA_ATTN_ROWCOPY",
     "MUSER_CUDA_COMBINE_PIPE",
     "MUSER_CUDA_ATTN_EARLY",
     "MUSER_CUDA_ATTN_COLS",
@@ -242,12 +244,20 @@ pub fn check_options(model: &Model, opts: &mut CudaOptions) -> Result<(), Engine
         }
         _ => {}
     }
-    if std::env::var_os("MUSER_CUDA_ATTN_EARLY").is_some() && !opts.h16_attn_mma {
-        return refuse(
-            opts,
-            "MUSER_CUDA_ATTN_EARLY shapes the tensor-core attention only (unset \
-             MUSER_CUDA_H16_ATTN=f32)",
-        );
+    for var in [
+        "MUSER_CUDA_ATTN_EARLY",
+        "MUSER_CUDA_ATTN_FLAT_EXP",
+        "MUSER_CUDA_ATTN_ROWCOPY",
+    ] {
+        if std::env::var_os(var).is_some() && !opts.h16_attn_mma {
+            return refuse(
+                opts,
+                format!(
+                    "{var} shapes the tensor-core attention only (unset \
+                     MUSER_CUDA_H16_ATTN=f32)"
+                ),
+            );
+        }
     }
     match opts.attn_cols {
         1 => {}

@@ -152,9 +152,9 @@ impl CudaSession<'_> {
     /// The attention in the route identity: `f32/s{keys per partial}h{heads per block}[-mt]`,
     /// or the f16 route's tensor-core kernels `h16mma/s{keys}t{prefill tokens per block}` (`-bN`:
     /// N decode tiles in flight, `MUSER_CUDA_ATTN_BUFS`; `-c4`: four warps per decode block's 16
-    /// rows, `MUSER_CUDA_ATTN_COLS=4`); `-e` with the early tile requests
-    /// (`MUSER_CUDA_ATTN_EARLY=1`); `-cwN`
-    /// with the wide combine from N partials (`MUSER_CUDA_COMBINE_WIDE=N`).
+    /// rows, `MUSER_CUDA_ATTN_COLS=4`); then what differs from the step switches' defaults
+    /// (`StepSwitches::attn_suffix`: `-e0` without the early tile requests, `-cw0` without the
+    /// wide decode combine, `-cwN` / `-cwNp` with another width or unpiped).
     fn attn_label(&self) -> String {
         let label = match self.attn_h16 {
             Some((dec, pre)) => format!(

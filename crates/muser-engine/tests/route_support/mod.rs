@@ -11,6 +11,20 @@ pub fn has_device() -> bool {
     matches!(muser_cuda::Gpu::probe(), Ok(Some(_)))
 }
 
+/// The tensor-core attention's switches set in the environment (a device A/B runs the tests
+/// under one): sessions with the f32 attention, or off the f16 route, refuse them by design, so
+/// the tests skip those sessions — saying so.
+pub fn mma_attention_env() -> Vec<&'static str> {
+    [
+        "MUSER_CUDA_ATTN_EARLY",
+        "MUSER_CUDA_ATTN_FLAT_EXP",
+        "MUSER_CUDA_ATTN_ROWCOPY",
+    ]
+    .into_iter()
+    .filter(|v| std::env::var_os(v).is_some())
+    .collect()
+}
+
 pub fn run(m: &Model, toks: &[u32], chunk: usize, graphs: bool, mode: GraphMode) -> Vec<f32> {
     run_with(m, toks, chunk, |o| {
         o.graphs = graphs;
