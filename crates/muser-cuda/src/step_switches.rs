@@ -130,27 +130,33 @@ impl StepSwitches {
     };
 
     pub(crate) fn from_env() -> Result<StepSwitches, CudaError> {
+        let d = Self::DEFAULT;
+        // A 0 / 1 variable, `default` when unset.
+        let flag = |name: &str, default: bool| -> Result<bool, CudaError> {
+            Ok(env_choice(name, u32::from(default), &[0, 1])? == 1)
+        };
         let combine_wide = env_choice(
             "MUSER_CUDA_COMBINE_WIDE",
-            Self::DEFAULT.combine_wide,
+            d.combine_wide,
             &[0, 1, 8, 16, 32],
         )?;
         let s = StepSwitches {
             combine_wide,
-            combine_pipe: env_choice(
+            // Piped by default wherever the wide combine runs.
+            combine_pipe: flag(
                 "MUSER_CUDA_COMBINE_PIPE",
-                u32::from(combine_wide > 0),
-                &[0, 1],
-            )? == 1,
+                d.combine_pipe && combine_wide > 0,
+            )?,
             norm_h16: NormH16::from_env()?,
-            attn_early: env_choice("MUSER_CUDA_ATTN_EARLY", 1, &[0, 1])? == 1,
-            attn_flat_exp: env_choice("MUSER_CUDA_ATTN_FLAT_EXP", 0, &[0, 1])? == 1,
-            attn_rowcopy: env_choice("MUSER_CUDA_ATTN_ROWCOPY", 0, &[0, 1])? == 1,
-            rope_early: env_choice("MUSER_CUDA_ROPE_EARLY", 0, &[0, 1])? == 1,
+            attn_early: flag("MUSER_CUDA_ATTN_EARLY", d.attn_early)?,
+            attn_flat_exp: flag("MUSER_CUDA_ATTN_FLAT_EXP", d.attn_flat_exp)?,
+            attn_rowcopy: flag("MUSER_CUDA_ATTN_ROWCOPY", d.attn_rowcopy)?,
+            rope_early: flag("MUSER_CUDA_ROPE_EARLY", d.rope_early)?,
         };
         if s.combine_pipe && s.combine_wide == 0 {
             return Err(CudaError::Invalid(
-                "MUSER_CUDA_COMBINE_PIPE=1 pipelines the wide combine: set MUSER_CUDA_COMBINE_WIDE"
+                "MUSER_CUDA_COMBINE_PIPE=1 pipelines the wide combine, which \
+                 MUSER_CUDA_COMBINE_WIDE=0 turns off"
                     .into(),
             ));
         }
