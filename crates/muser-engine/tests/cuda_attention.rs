@@ -237,19 +237,13 @@ fn attention_matches_an_f64_softmax_and_fused_combines_are_exact() {
                     same_f32(&gaq, &want_a, &what);
                     same_quants(&quants, &want_q, &what);
                     same_quants(&quants, &cpu_a16(&gaq, aw), &format!("{what} (CPU)"));
-                    // attn_combine_m: the same outputs, and each row's largest magnitude.
-                    let (am, m) = (
-                        d.guarded(n_tok * aw * 4),
-                        d.guarded_from(&vec![0u32; n_tok]),
-                    );
-                    let args = combine_args()
-                        .ptr(am.ptr)
-                        .ptr(if gated { gd.ptr() } else { 0 })
-                        .ptr(sp.ptr())
-                        .ptr(m.ptr);
-                    d.go(Kernel::AttnCombineM, cgrid, 32, 0, args);
-                    let what = format!("attn_combine_m, {what}");
-                    same_f32(&d.read::<f32>(&am, &what), &want_a, &what);
+                    // attn_combine_m: the same outputs, and each row's largest magnitude; so
+                    // attn_combine_m_wide (the decode launches' combine; MUSER_CUDA_COMBINE_WIDE=N,
+                    // default 8, piped unless MUSER_CUDA_COMBINE_PIPE=0) on one warp per head and
+                    // on one warp per 32-value group — where a head has N partials or more (the
+                    // steps at 1000+ with 32-key partials), the path that loads 32 partials at
+                    // once. With MUSER_CUDA_COMBINE_WIDE=0 that path is compiled out and this
+                    // checks the plain one.
                     let want_m: Vec<u32> = want_a
                         .chunks(aw)
                         .map(|row| {
@@ -259,27 +253,24 @@ fn attention_matches_an_f64_softmax_and_fused_combines_are_exact() {
                             max.to_bits()
                         })
                         .collect();
-                    same(&d.read::<u32>(&m, &what), &want_m, &what);
-                    // attn_combine_m_wide (the decode launches' combine; MUSER_CUDA_COMBINE_WIDE=N,
-                    // default 8, piped unless MUSER_CUDA_COMBINE_PIPE=0): the same outputs and
-                    // maxima on one warp per head and on one warp per 32-value group — where a
-                    // head has N partials or more (the steps at 1000+ with 32-key partials), the
-                    // path that loads 32 partials at once. With MUSER_CUDA_COMBINE_WIDE=0 the
-                    // path is compiled out and this checks the plain one.
-                    for threads in [32, hdv] {
-                        let (aw2, m2) = (
+                    for (kernel, name, threads) in [
+                        (Kernel::AttnCombineM, "attn_combine_m", 32),
+                        (Kernel::AttnCombineMWide, "attn_combine_m_wide", 32),
+                        (Kernel::AttnCombineMWide, "attn_combine_m_wide", hdv),
+                    ] {
+                        let (am, m) = (
                             d.guarded(n_tok * aw * 4),
                             d.guarded_from(&vec![0u32; n_tok]),
                         );
                         let args = combine_args()
-                            .ptr(aw2.ptr)
+                            .ptr(am.ptr)
                             .ptr(if gated { gd.ptr() } else { 0 })
                             .ptr(sp.ptr())
-                            .ptr(m2.ptr);
-                        d.go(Kernel::AttnCombineMWide, cgrid, threads, 0, args);
-                        let what = format!("attn_combine_m_wide ({threads} threads), {what}");
-                        same_f32(&d.read::<f32>(&aw2, &what), &want_a, &what);
-                        same(&d.read::<u32>(&m2, &what), &want_m, &what);
+                            .ptr(m.ptr);
+                        d.go(kernel, cgrid, threads, 0, args);
+                        let what = format!("{name} ({threads} threads), {what}");
+                        same_f32(&d.read::<f32>(&am, &what), &want_a, &what);
+                        same(&d.read::<u32>(&m, &what), &want_m, &what);
                     }
                     // attn_combine_h16: the same outputs and maxima, one ticket per block of a
                     // token, and the token's last block writes the row's f16 activations —

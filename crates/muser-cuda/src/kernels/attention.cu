@@ -452,9 +452,7 @@ __device__ __forceinline__ float combine_head(const float* __restrict__ Op,
     if (WIDE && __popc(rmask) == 1 && s1 - s0 + 1 >= COMBINE_WIDE) {  // warp-uniform
         const int r = __ffs(rmask) - 1;
         float a = 0.f;
-#if COMBINE_PIPE
-        // Chunk c0's weights and outputs (0 past the chunk); the next chunk's are requested
-        // before this one's multiply-adds (the same values into the same operations).
+        // Chunk c0's weights and outputs (0 past the chunk).
         auto fetch = [&](int c0, float& ck, float& lk, float (&o)[32]) {
             const int cnt = min(32, s1 - c0 + 1);  // warp-uniform
             combine_weights(Mp, Lp, base, c0, cnt, M, ck, lk);
@@ -462,6 +460,9 @@ __device__ __forceinline__ float combine_head(const float* __restrict__ Op,
             for (int j = 0; j < 32; ++j)
                 o[j] = j < cnt ? Op[(base + c0 + j) * hd_v + lane + 32 * r] : 0.f;
         };
+#if COMBINE_PIPE
+        // The next chunk's are requested before this one's multiply-adds (the same values into
+        // the same operations).
         float ck, lk, o[32];
         fetch(s0, ck, lk, o);
         for (int c0 = s0; c0 <= s1; c0 += 32) {
@@ -475,14 +476,9 @@ __device__ __forceinline__ float combine_head(const float* __restrict__ Op,
         }
 #else
         for (int c0 = s0; c0 <= s1; c0 += 32) {
-            const int cnt = min(32, s1 - c0 + 1);  // warp-uniform
-            float ck, lk;
-            combine_weights(Mp, Lp, base, c0, cnt, M, ck, lk);
-            float o[32];
-#pragma unroll
-            for (int j = 0; j < 32; ++j)
-                o[j] = j < cnt ? Op[(base + c0 + j) * hd_v + lane + 32 * r] : 0.f;
-            combine_chunk(ck, lk, o, cnt, L, a);
+            float ck, lk, o[32];
+            fetch(c0, ck, lk, o);
+            combine_chunk(ck, lk, o, min(32, s1 - c0 + 1), L, a);
         }
 #endif
 #pragma unroll

@@ -67,6 +67,20 @@
 #define ATTN_ROWCOPY 0
 #endif
 
+// The softmax's weights: P = f16(exp(sc − m_new)), 0 for a key the row does not see (sc = −inf),
+// and the rescale exp(m − m_new), 1 for a row that sees none of the tile (ATTN_FLAT_EXP above).
+__device__ __forceinline__ u16 ah_p16(float sc, float m_new) {
+    if (ATTN_FLAT_EXP) return f2h(expf(sc == -MUSER_INF ? -MUSER_INF : sc - m_new));
+    return sc == -MUSER_INF ? (u16)0 : f2h(expf(sc - m_new));
+}
+__device__ __forceinline__ float ah_corr(bool see, float m, float m_new) {
+    if (ATTN_FLAT_EXP) {
+        const float ce = expf(see ? m - m_new : 0.f);
+        return see ? ce : 1.f;
+    }
+    return see ? expf(m - m_new) : 1.f;
+}
+
 // 16 bytes global → shared, asynchronously; `ok` false writes zeros (cp.async zero fill).
 __device__ __forceinline__ void ah_cp16(u32 dst, const void* src, bool ok) {
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src),
@@ -281,30 +295,16 @@ __device__ __forceinline__ void attn_h16_body(const float* Q, const u16* Kc, con
                 mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
                 mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
                 const float m_new = see[e] ? fmaxf(m[e], mx) : m[e];
+                corr[e] = ah_corr(see[e], m[e], m_new);
                 float rs = 0.f;
                 u16 ph[4][2];
-                if (ATTN_FLAT_EXP) {
-                    const float ce = expf(see[e] ? m[e] - m_new : 0.f);
-                    corr[e] = see[e] ? ce : 1.f;
 #pragma unroll
-                    for (int j = 0; j < 4; ++j)
+                for (int j = 0; j < 4; ++j)
 #pragma unroll
-                        for (int q = 0; q < 2; ++q) {
-                            const float sc = s[j][2 * e + q];
-                            ph[j][q] = f2h(expf(sc == -MUSER_INF ? -MUSER_INF : sc - m_new));
-                            rs += h2f(ph[j][q]);
-                        }
-                } else {
-                    corr[e] = see[e] ? expf(m[e] - m_new) : 1.f;
-#pragma unroll
-                    for (int j = 0; j < 4; ++j)
-#pragma unroll
-                        for (int q = 0; q < 2; ++q) {
-                            const float sc = s[j][2 * e + q];
-                            ph[j][q] = sc == -MUSER_INF ? (u16)0 : f2h(expf(sc - m_new));
-                            rs += h2f(ph[j][q]);
-                        }
-                }
+                    for (int q = 0; q < 2; ++q) {
+                        ph[j][q] = ah_p16(s[j][2 * e + q], m_new);
+                        rs += h2f(ph[j][q]);
+                    }
                 rs += __shfl_xor_sync(0xffffffffu, rs, 1);
                 rs += __shfl_xor_sync(0xffffffffu, rs, 2);
                 if (see[e]) {

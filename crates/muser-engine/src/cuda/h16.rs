@@ -41,14 +41,19 @@ const INTEGER_ROUTE_SWITCHES: [&str; 18] = [
     "MUSER_CUDA_MVR",
 ];
 
-/// The f16 route's own switches beside its chains' (`H16Switches::ENV`): on another route they
-/// would change nothing.
-const F16_ROUTE_SWITCHES: [&str; 17] = [
-    "MUSER_CUDA_H16_ATTN",
+/// The tensor-core attention's compile switches (`muser_cuda::step_switches`): with the f32
+/// attention (`MUSER_CUDA_H16_ATTN=f32`) they would change nothing, so setting one is refused.
+pub const TENSOR_CORE_ATTENTION_ENV: [&str; 3] = [
+    "MUSER_CUDA_ATTN_EARLY",
     "MUSER_CUDA_ATTN_FLAT_EXP",
     "MUSER_CUDA_ATTN_ROWCOPY",
+];
+
+/// The f16 route's own switches beside its chains' (`H16Switches::ENV`) and the tensor-core
+/// attention's (`TENSOR_CORE_ATTENTION_ENV`): on another route they would change nothing.
+const F16_ROUTE_SWITCHES: [&str; 14] = [
+    "MUSER_CUDA_H16_ATTN",
     "MUSER_CUDA_COMBINE_PIPE",
-    "MUSER_CUDA_ATTN_EARLY",
     "MUSER_CUDA_ATTN_COLS",
     "MUSER_CUDA_COMBINE_WIDE",
     "MUSER_CUDA_ATTN_BUFS",
@@ -129,6 +134,7 @@ pub fn check_options(model: &Model, opts: &mut CudaOptions) -> Result<(), Engine
     if opts.acts != Acts::F16 {
         if let Some(name) = F16_ROUTE_SWITCHES
             .iter()
+            .chain(TENSOR_CORE_ATTENTION_ENV.iter())
             .chain(H16Switches::ENV.iter())
             .find(|n| std::env::var_os(n).is_some())
         {
@@ -228,52 +234,34 @@ pub fn check_options(model: &Model, opts: &mut CudaOptions) -> Result<(), Engine
             )
         }
     }
-    match opts.attn_bufs {
-        Some(b) if !(1..=4).contains(&b) => {
-            return refuse(
-                opts,
-                "MUSER_CUDA_ATTN_BUFS is the decode attention's tiles in flight, 1..=4",
-            )
-        }
-        Some(_) if !opts.h16_attn_mma => {
-            return refuse(
-                opts,
-                "MUSER_CUDA_ATTN_BUFS shapes the tensor-core attention only (unset \
-                 MUSER_CUDA_H16_ATTN=f32)",
-            )
-        }
-        _ => {}
+    if opts.attn_bufs.is_some_and(|b| !(1..=4).contains(&b)) {
+        return refuse(
+            opts,
+            "MUSER_CUDA_ATTN_BUFS is the decode attention's tiles in flight, 1..=4",
+        );
     }
-    for var in [
-        "MUSER_CUDA_ATTN_EARLY",
-        "MUSER_CUDA_ATTN_FLAT_EXP",
-        "MUSER_CUDA_ATTN_ROWCOPY",
-    ] {
-        if std::env::var_os(var).is_some() && !opts.h16_attn_mma {
+    if !matches!(opts.attn_cols, 1 | 4) {
+        return refuse(
+            opts,
+            "MUSER_CUDA_ATTN_COLS is the warps sharing a decode block's 16 rows: 1 or 4",
+        );
+    }
+    // The tensor-core attention's switches, asked for with the f32 attention: refused.
+    if !opts.h16_attn_mma {
+        let asked = [
+            ("MUSER_CUDA_ATTN_BUFS", opts.attn_bufs.is_some()),
+            ("MUSER_CUDA_ATTN_COLS", opts.attn_cols != 1),
+        ]
+        .into_iter()
+        .chain(TENSOR_CORE_ATTENTION_ENV.map(|v| (v, std::env::var_os(v).is_some())))
+        .find(|&(_, on)| on);
+        if let Some((var, _)) = asked {
             return refuse(
                 opts,
                 format!(
-                    "{var} shapes the tensor-core attention only (unset \
-                     MUSER_CUDA_H16_ATTN=f32)"
+                    "{var} shapes the tensor-core attention only (unset MUSER_CUDA_H16_ATTN=f32)"
                 ),
             );
-        }
-    }
-    match opts.attn_cols {
-        1 => {}
-        4 if opts.h16_attn_mma => {}
-        4 => {
-            return refuse(
-                opts,
-                "MUSER_CUDA_ATTN_COLS shapes the tensor-core attention only (unset \
-                 MUSER_CUDA_H16_ATTN=f32)",
-            )
-        }
-        _ => {
-            return refuse(
-                opts,
-                "MUSER_CUDA_ATTN_COLS is the warps sharing a decode block's 16 rows: 1 or 4",
-            )
         }
     }
     let c = &model.config;

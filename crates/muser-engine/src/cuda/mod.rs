@@ -49,6 +49,7 @@ use muser_cuda::{DeviceBuffer, Gpu, Graph, KArgs, Module, Registry, MAX_BATCH};
 
 use crate::model::Model;
 use crate::EngineError;
+pub use h16::TENSOR_CORE_ATTENTION_ENV;
 pub use options::{Acts, BatchMm, CudaOptions, ATTN_SUPER};
 use weights::DevWeights;
 

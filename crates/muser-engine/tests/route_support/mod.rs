@@ -15,14 +15,10 @@ pub fn has_device() -> bool {
 /// under one): sessions with the f32 attention, or off the f16 route, refuse them by design, so
 /// the tests skip those sessions — saying so.
 pub fn mma_attention_env() -> Vec<&'static str> {
-    [
-        "MUSER_CUDA_ATTN_EARLY",
-        "MUSER_CUDA_ATTN_FLAT_EXP",
-        "MUSER_CUDA_ATTN_ROWCOPY",
-    ]
-    .into_iter()
-    .filter(|v| std::env::var_os(v).is_some())
-    .collect()
+    muser_engine::cuda::TENSOR_CORE_ATTENTION_ENV
+        .into_iter()
+        .filter(|v| std::env::var_os(v).is_some())
+        .collect()
 }
 
 pub fn run(m: &Model, toks: &[u32], chunk: usize, graphs: bool, mode: GraphMode) -> Vec<f32> {
