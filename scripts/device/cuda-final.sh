@@ -31,7 +31,7 @@ for ab in ${AB:-}; do
   echo "== $ab" >> $OUT/ab.log
   env $ab $M bench -m $FULL --backend cuda -p 0 -n 128 -r ${AB_REPS:-2} >> $OUT/ab.log 2>&1
 done
-grep -E "==|tg128|route" $OUT/ab.log
+[ -f $OUT/ab.log ] && grep -E "==|tg128|route" $OUT/ab.log
 PYTHONUNBUFFERED=1 MUSER_COMMIT=${MUSER_COMMIT:-unknown} python3 scripts/bench-cuda.py --model $FULL \
   --model-sha256 8f7f1eaf590ce4fd4c7fd71274bbe60a72fbc4d76401252fbd2d5ba977ffe36b \
   --muser $M --llama-cuda $L --pp ${PP:-128,512} --tg 128 --depth ${DEPTH:-0} --reps 3 --batch "${BATCH:-}" --out $OUT/receipts/bench-cuda-full.json 2>&1 | tee $OUT/bench.log

@@ -95,37 +95,42 @@ pub struct StepSwitches {
     /// combine +0.9 / +2.2 / +2.8 / +4.5%.
     pub attn_early: bool,
     /// The tensor-core attention's softmax `expf`s without branches (`-DATTN_FLAT_EXP`,
-    /// `MUSER_CUDA_ATTN_FLAT_EXP=0|1`, default 0 until measured; attn_h16.cu): the plain form
+    /// `MUSER_CUDA_ATTN_FLAT_EXP=0|1`, default 1; attn_h16.cu): the plain form
     /// compiles to a branch around each of a row pair's 18 `expf`s per tile (static SASS: one
     /// `BSSY` region each, so one `MUFU.EX2` chain at a time); the flat form selects the
     /// argument (−inf where the plain form writes 0; expf(−inf) = +0) and runs them all. The
-    /// same bits. Built in session 34 (`attn_h16_d128`'s tile 692 → 600 instructions, no
-    /// branch left in its softmax), not yet run on the device.
+    /// same bits (`attn_h16_d128`'s tile 692 → 600 instructions, no branch left in its
+    /// softmax). Session 35 (full forge, beside the default in one call): tg128 +0.9 / +1.5 /
+    /// +2.0 / +1.9% at depth 0 / 2048 / 8192 / 32768, pp512 +0.6 / +0.9 / +1.1 / +2.3%; with
+    /// `attn_rowcopy` tg128 +2.1 / +4.3 / +4.0 / +4.4%, pp512 +1.3 / +2.9 / +4.0 / +7.3%.
     pub attn_flat_exp: bool,
     /// The tensor-core attention issues a tile's copies row by row (`-DATTN_ROWCOPY`,
-    /// `MUSER_CUDA_ATTN_ROWCOPY=0|1`, default 0 until measured; attn_h16.cu): 8 lanes per key
+    /// `MUSER_CUDA_ATTN_ROWCOPY=0|1`, default 1; attn_h16.cu): 8 lanes per key
     /// row, the row's ring slot computed once, instead of one loop iteration and one signed
     /// division by the ring's size per 16 bytes (static SASS: ~60 instructions per 16 bytes
-    /// before, ~55 per 64 now). The same bytes into the same places: the same bits. Built in
-    /// session 34, not yet run on the device.
+    /// before, ~55 per 64 now). The same bytes into the same places: the same bits. Session 35:
+    /// tg128 +1.1 / +1.8 / +1.8 / +2.7%, pp512 +1.1 / +1.5 / +2.8 / +5.5%; with `attn_flat_exp`
+    /// see there.
     pub attn_rowcopy: bool,
     /// `qk_norm_rope_kv` computes its cos / sin table before the PDL wait (`-DROPE_EARLY`,
-    /// `MUSER_CUDA_ROPE_EARLY=0|1`, default 0 until measured; rope.cu; every route): the f64
-    /// `sincos` chain of the step's positions overlaps the projection before it. The same bits.
-    /// Built in session 34, not yet run on the device.
+    /// `MUSER_CUDA_ROPE_EARLY=0|1`, default 0; rope.cu; every route): the f64 `sincos` chain of
+    /// the step's positions overlaps the projection before it. The same bits. Session 35: tg128
+    /// −0.7 / −0.8 / −1.0 / −0.3% at depth 0 / 2048 / 8192 / 32768 (pp512 +0.5 / +0.2 / −0.5 /
+    /// −0.1%): off.
     pub rope_early: bool,
 }
 
 impl StepSwitches {
     /// The defaults (no variable set): the early tile requests and the piped wide combine from 8
-    /// partials (session 34's measurements above).
+    /// partials (session 34), the flat softmax `expf`s and the row-by-row tile copies (session
+    /// 35; measurements above).
     pub const DEFAULT: StepSwitches = StepSwitches {
         combine_wide: 8,
         combine_pipe: true,
         norm_h16: NormH16::Shfl,
         attn_early: true,
-        attn_flat_exp: false,
-        attn_rowcopy: false,
+        attn_flat_exp: true,
+        attn_rowcopy: true,
         rope_early: false,
     };
 
@@ -240,54 +245,51 @@ mod tests {
     #[test]
     fn defaults_and_their_labels() {
         let d = StepSwitches::DEFAULT;
+        let all = ["-DATTN_EARLY=1", "-DATTN_FLAT_EXP=1", "-DATTN_ROWCOPY=1"];
         assert_eq!(d.attn_suffix(), "");
-        assert_eq!(d.defines(Module::AttnH16), vec!["-DATTN_EARLY=1"]);
+        assert_eq!(d.defines(Module::AttnH16), all);
         assert_eq!(
             d.defines(Module::Attention),
             vec!["-DCOMBINE_WIDE=8", "-DCOMBINE_PIPE=1"]
         );
         assert!(d.defines(Module::Norm).is_empty());
         assert!(d.defines(Module::MatvecH16).is_empty());
+        assert!(d.defines(Module::Rope).is_empty());
         let late = StepSwitches {
             attn_early: false,
             ..d
         };
-        assert!(late.defines(Module::AttnH16).is_empty());
+        assert_eq!(late.defines(Module::AttnH16), all[1..]);
         assert_eq!(late.attn_suffix(), "-e0");
-        let flat = StepSwitches {
-            attn_flat_exp: true,
+        let branchy = StepSwitches {
+            attn_flat_exp: false,
             ..d
         };
         assert_eq!(
-            flat.defines(Module::AttnH16),
-            vec!["-DATTN_EARLY=1", "-DATTN_FLAT_EXP=1"]
+            branchy.defines(Module::AttnH16),
+            vec!["-DATTN_EARLY=1", "-DATTN_ROWCOPY=1"]
         );
-        assert_eq!(flat.attn_suffix(), "-fx");
-        let flat_late = StepSwitches {
-            attn_early: false,
-            ..flat
+        assert_eq!(branchy.attn_suffix(), "-fx0");
+        let chunky = StepSwitches {
+            attn_rowcopy: false,
+            ..d
         };
-        assert_eq!(
-            flat_late.defines(Module::AttnH16),
-            vec!["-DATTN_FLAT_EXP=1"]
-        );
-        assert_eq!(flat_late.attn_suffix(), "-e0-fx");
+        assert_eq!(chunky.defines(Module::AttnH16), all[..2]);
+        assert_eq!(chunky.attn_suffix(), "-rc0");
+        let plain = StepSwitches {
+            attn_early: false,
+            attn_flat_exp: false,
+            attn_rowcopy: false,
+            ..d
+        };
+        assert!(plain.defines(Module::AttnH16).is_empty());
+        assert_eq!(plain.attn_suffix(), "-e0-fx0-rc0");
         let rope = StepSwitches {
             rope_early: true,
             ..d
         };
         assert_eq!(rope.defines(Module::Rope), vec!["-DROPE_EARLY=1"]);
-        assert!(d.defines(Module::Rope).is_empty());
         assert_eq!(rope.attn_suffix(), "-re");
-        let all = StepSwitches {
-            attn_rowcopy: true,
-            ..flat
-        };
-        assert_eq!(
-            all.defines(Module::AttnH16),
-            vec!["-DATTN_EARLY=1", "-DATTN_FLAT_EXP=1", "-DATTN_ROWCOPY=1"]
-        );
-        assert_eq!(all.attn_suffix(), "-fx-rc");
         let unpiped = StepSwitches {
             combine_pipe: false,
             ..d
@@ -306,10 +308,7 @@ mod tests {
             combine_wide: 16,
             combine_pipe: true,
             norm_h16: NormH16::Unit,
-            attn_early: true,
-            attn_flat_exp: false,
-            attn_rowcopy: false,
-            rope_early: false,
+            ..d
         };
         assert_eq!(
             s.defines(Module::Attention),

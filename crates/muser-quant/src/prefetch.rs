@@ -15,7 +15,7 @@
 //!
 //! Measured on the 2-core AMD EPYC (Zen 3) AVX2 dev VM, 2 threads, gemma-3-270m Q4_K_M
 //! (`matvec_bench`, the 262144 × 640 Q8_0 output projection, three alternating runs): burst
-//! 16.7 / 15.0 / 14.0 ms, spread 11.7 / 12.3 / 12.2 ms. See docs/benchmarks.md for decode.
+//! 16.7 / 15.0 / 14.0 ms, spread 11.7 / 12.3 / 12.2 ms. See docs/benchmarks-cpu.md for decode.
 
 use crate::env_setting::EnvSetting;
 use crate::QuantError;

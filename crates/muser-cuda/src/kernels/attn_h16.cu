@@ -34,7 +34,7 @@
 
 #define AH_TILE 32
 
-// ATTN_EARLY (`MUSER_CUDA_ATTN_EARLY=1`; 0 by default): the block's tiles whose keys all precede
+// ATTN_EARLY (`MUSER_CUDA_ATTN_EARLY=0|1`, default 1): the block's tiles whose keys all precede
 // the step's first written position (one sequence: pos0; packed rows: the block's row's) are
 // requested before the PDL wait (common.cuh's invariant: no kernel of the step writes those K / V
 // rows — earlier steps did; the step writes its positions from there on, and a visible key's
@@ -45,7 +45,7 @@
 #define ATTN_EARLY 0
 #endif
 
-// ATTN_FLAT_EXP (`MUSER_CUDA_ATTN_FLAT_EXP=1`; 0 by default until measured): the tile's
+// ATTN_FLAT_EXP (`MUSER_CUDA_ATTN_FLAT_EXP=0|1`, default 1): the tile's
 // softmax `expf`s without branches. The plain form `x == -inf ? 0 : f2h(expf(x − m))` compiles
 // (strict math) to a branch around each `expf`'s ~10-instruction sequence — 18 dependent
 // regions per row pair and tile, one `MUFU.EX2` at a time. The flat form selects the argument
@@ -56,7 +56,7 @@
 #define ATTN_FLAT_EXP 0
 #endif
 
-// ATTN_ROWCOPY (`MUSER_CUDA_ATTN_ROWCOPY=1`; 0 by default until measured): a tile's copies
+// ATTN_ROWCOPY (`MUSER_CUDA_ATTN_ROWCOPY=0|1`, default 1): a tile's copies
 // issued row by row — 8 lanes per key row, each lane its 16-byte chunks c, c + 8, … of the K
 // row and of the V row, the row's ring slot (`p % cap`) computed once per row — instead of one
 // loop iteration per chunk, each with its own signed division by `cap` (static SASS: ~60

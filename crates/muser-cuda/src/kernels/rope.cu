@@ -12,7 +12,7 @@
 
 #define ROPE_MAX_HD 512
 
-// ROPE_EARLY (`MUSER_CUDA_ROPE_EARLY=1`; 0 by default until measured): the block's cos / sin
+// ROPE_EARLY (`MUSER_CUDA_ROPE_EARLY=1`; off: measured slower, session 35): the block's cos / sin
 // table — the step's positions (StepParams, which no kernel writes) and the host's inv_freq
 // only — is computed before the PDL wait, so its f64 sincos chain overlaps the kernel before
 // (the Q / K / V projection) instead of following it. The same values: the same bits.
