@@ -16,7 +16,9 @@ ab_tiny_logits() {
       env MUSER_CUDA_ATTN_SUPER=32 $v timeout 200 .device/muser eval -m "$out/tiny.gguf" \
         --tokens "$out/toks.json" --ctx 2048 --route cuda --chunk $c \
         --dump-logits "$out/logits.f32" > "$out/eval.txt" 2>&1
-      echo "eval chunk $c ${v:-default} rc=$? $(sha256sum < "$out/logits.f32" | cut -c1-16)" >> "$log"
+      local rc=$? sha="no logits (see eval.txt)"
+      [ -f "$out/logits.f32" ] && sha=$(sha256sum < "$out/logits.f32" | cut -c1-16)
+      echo "eval chunk $c ${v:-default} rc=$rc $sha" >> "$log"
     done
   done
   rm -f "$out/tiny.gguf" "$out/logits.f32"

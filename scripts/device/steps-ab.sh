@@ -12,7 +12,8 @@
 #   4. tg128 (and ppPP with PP > 0) at depths DEPTHS for the default and each of DV.
 # Session 34 (docs/receipts/cuda-session34.txt) ran it with ROUTE_V / LOGITS_V / DV naming
 #   COMBINE_WIDE, COMBINE_PIPE, ATTN_COLS and ATTN_EARLY; since then COMBINE_WIDE=8 with
-#   COMBINE_PIPE=1 and ATTN_EARLY=1 are the defaults (their "off" forms: =0).
+#   COMBINE_PIPE=1 and ATTN_EARLY=1 are the defaults (their "off" forms: =0); session 35
+#   (cuda-session35.txt) measured ATTN_FLAT_EXP, ATTN_ROWCOPY (since the defaults) and ROPE_EARLY.
 # LOGITS_V (variants separated by spaces, or by ';' when one sets several variables) replaces
 # step 2's list, ROUTE_V (space-separated) step 1's ("-": as is). ATTN_V (';'-separated) first
 # runs the device test cuda_attention under each variant (its output into $OUT/attn-N.txt).

@@ -377,15 +377,6 @@ mod tests {
             &["-DATTN_EARLY=1", "-DATTN_FLAT_EXP=1", "-DATTN_ROWCOPY=1"],
         );
         variant(Module::AttnH16, &["-DATTN_ROWCOPY=1"]);
-        variant(
-            Module::AttnH16,
-            &[
-                "-DATTN_EARLY=1",
-                "-DATTN_FLAT_EXP=1",
-                "-DATTN_ROWCOPY=1",
-                "-DATTN_SPREAD=1",
-            ],
-        );
         variant(Module::Rope, &["-DROPE_EARLY=1"]);
         variant(Module::MatvecA8, &["-DMVR_ROWS=16", "-DMVR_AHEAD=1"]);
         // MUSER_CUDA_MVH_LEAN reaches the prefill tiles too (formats_h16.cuh's broadcasts).

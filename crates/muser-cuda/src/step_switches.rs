@@ -112,13 +112,6 @@ pub struct StepSwitches {
     /// tg128 +1.1 / +1.8 / +1.8 / +2.7%, pp512 +1.1 / +1.5 / +2.8 / +5.5%; with `attn_flat_exp`
     /// see there.
     pub attn_rowcopy: bool,
-    /// The tensor-core attention picks the warp that takes warp 0's roles from the block's
-    /// hardware warp slots (`-DATTN_SPREAD`, `MUSER_CUDA_ATTN_SPREAD=0|1`, default 0 until
-    /// measured; attn_h16.cu): a decode block computes on one warp, and if every block's warp 0
-    /// sits on sub-partition 0 an SM's computing warps share one scheduler and tensor core; with
-    /// it the k-th block on an SM computes on sub-partition k mod 4. Roles are launch only: the
-    /// same bits. Built in session 35, not yet run on the device.
-    pub attn_spread: bool,
     /// `qk_norm_rope_kv` computes its cos / sin table before the PDL wait (`-DROPE_EARLY`,
     /// `MUSER_CUDA_ROPE_EARLY=0|1`, default 0; rope.cu; every route): the f64 `sincos` chain of
     /// the step's positions overlaps the projection before it. The same bits. Session 35: tg128
@@ -138,7 +131,6 @@ impl StepSwitches {
         attn_early: true,
         attn_flat_exp: true,
         attn_rowcopy: true,
-        attn_spread: false,
         rope_early: false,
     };
 
@@ -164,7 +156,6 @@ impl StepSwitches {
             attn_early: flag("MUSER_CUDA_ATTN_EARLY", d.attn_early)?,
             attn_flat_exp: flag("MUSER_CUDA_ATTN_FLAT_EXP", d.attn_flat_exp)?,
             attn_rowcopy: flag("MUSER_CUDA_ATTN_ROWCOPY", d.attn_rowcopy)?,
-            attn_spread: flag("MUSER_CUDA_ATTN_SPREAD", d.attn_spread)?,
             rope_early: flag("MUSER_CUDA_ROPE_EARLY", d.rope_early)?,
         };
         if s.combine_pipe && s.combine_wide == 0 {
@@ -202,9 +193,6 @@ impl StepSwitches {
                 if self.attn_rowcopy {
                     d.push("-DATTN_ROWCOPY=1".to_string());
                 }
-                if self.attn_spread {
-                    d.push("-DATTN_SPREAD=1".to_string());
-                }
                 d
             }
             _ => Vec::new(),
@@ -214,7 +202,7 @@ impl StepSwitches {
     /// The route-id suffix of the attention (`attn=…`), naming what differs from
     /// [`StepSwitches::DEFAULT`]: `-re` with the rope's table before the PDL wait, `-e0`
     /// without the early tile requests, `-fx` with the flat softmax `expf`s, `-rc` with the
-    /// row-by-row tile copies, `-sp` with the slot-spread roles, `-cw0` without the
+    /// row-by-row tile copies, `-cw0` without the
     /// wide combine, `-cwN` / `-cwNp` with the wide combine from N partials, unpiped / piped.
     pub fn attn_suffix(&self) -> String {
         let d = Self::DEFAULT;
@@ -230,9 +218,6 @@ impl StepSwitches {
         }
         if self.attn_rowcopy != d.attn_rowcopy {
             early += if self.attn_rowcopy { "-rc" } else { "-rc0" };
-        }
-        if self.attn_spread != d.attn_spread {
-            early += if self.attn_spread { "-sp" } else { "-sp0" };
         }
         let pipe = if self.combine_pipe { "p" } else { "" };
         if (self.combine_wide, self.combine_pipe) == (d.combine_wide, d.combine_pipe) {
@@ -305,15 +290,6 @@ mod tests {
         };
         assert_eq!(rope.defines(Module::Rope), vec!["-DROPE_EARLY=1"]);
         assert_eq!(rope.attn_suffix(), "-re");
-        let spread = StepSwitches {
-            attn_spread: true,
-            ..d
-        };
-        assert_eq!(
-            spread.defines(Module::AttnH16),
-            vec![all[0], all[1], all[2], "-DATTN_SPREAD=1"]
-        );
-        assert_eq!(spread.attn_suffix(), "-sp");
         let unpiped = StepSwitches {
             combine_pipe: false,
             ..d

@@ -1,13 +1,16 @@
 // Experiment (issue 5, docs/cuda-f16.md session 35): where the warps of a decode attention block
 // land on an SM. attn_h16_d128's decode launch is 514 blocks of 4 warps with 69.6 KB of dynamic
-// shared memory each (3 blocks per SM), one warp of each block computing, three copying. If a
-// block's warps take consecutive hardware slots starting at a multiple of 4, every block's warp 0
-// sits on sub-partition 0 (slot % 4) and the SM's three computing warps share one scheduler and
-// one tensor core. This launches the same shape, records per warp %smid, %warpid (the hardware
-// slot, volatile but stable without preemption) and the block, and prints: how many blocks had
-// consecutive slots, the sub-partition of local warp 0 per co-resident block, and where the
-// computing warps would land with ATTN_SPREAD's rule (attn_h16.cu: local warp
-// ((base / 4) - base) mod 4 computes, base = local warp 0's slot).
+// shared memory each (3 blocks per SM), one warp of each block computing, three copying. The
+// question: do an SM's computing warps (every block's local warp 0) share one sub-partition
+// (hardware slot % 4), i.e. one scheduler and one tensor core? This launches the same shape and
+// records per warp %smid, %warpid (the hardware slot; volatile, stable without preemption) and
+// clock64 at entry (per-SM clocks: compared only within an SM). Per SM, the blocks that entered
+// within half the spin of that SM's first are its first wave. Prints how many blocks had
+// consecutive slots, a few SMs' first-wave blocks with their warps' sub-partitions, how many SMs
+// have every first-wave warp 0 on one sub-partition, and the sub-partition histogram of warp 0.
+// Session 35's run (with a cross-SM clock comparison, since fixed): 171 of 514 blocks had
+// consecutive slots and none of the 16 SMs it could read had its warp 0s on one sub-partition —
+// so the premise of a role-spreading switch (ATTN_SPREAD, built and withdrawn) did not hold.
 //   nvcc -O3 -arch=sm_90a -o warp_slots warp_slots.cu && ./warp_slots
 #include <cstdio>
 #include <cstdlib>
@@ -39,11 +42,11 @@ __global__ void probe(Rec* out, int spin) {
 }
 
 int main() {
-    const int grid = 514, threads = 128, smem = 71296, nw = threads / 32;
+    const int grid = 514, threads = 128, smem = 71296, nw = threads / 32, spin = 200000;
     Rec* d;
     cudaMalloc(&d, sizeof(Rec) * grid * nw);
     cudaFuncSetAttribute(probe, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
-    probe<<<grid, threads, smem>>>(d, 200000);
+    probe<<<grid, threads, smem>>>(d, spin);
     if (cudaDeviceSynchronize() != cudaSuccess) {
         printf("launch failed: %s\n", cudaGetErrorString(cudaGetLastError()));
         return 1;
@@ -51,41 +54,38 @@ int main() {
     std::vector<Rec> h(grid * nw);
     cudaMemcpy(h.data(), d, sizeof(Rec) * h.size(), cudaMemcpyDeviceToHost);
     int contiguous = 0;
-    std::map<unsigned, std::vector<unsigned>> base_by_sm;  // first wave only: t0 below median
-    std::map<unsigned, std::vector<unsigned>> spread_by_sm;
-    std::vector<long long> starts;
-    for (int b = 0; b < grid; ++b) starts.push_back(h[b * nw].t0);
-    std::vector<long long> sorted = starts;
-    std::sort(sorted.begin(), sorted.end());
+    std::map<unsigned, long long> first;  // per SM: the earliest entry (that SM's clock)
     for (int b = 0; b < grid; ++b) {
         const unsigned base = h[b * nw].warpid;
         bool cont = true;
         for (int w = 0; w < nw; ++w) cont = cont && h[b * nw + w].warpid == base + w;
         contiguous += cont;
-        if (h[b * nw].t0 - sorted[0] < 100000) {  // started with the first wave
-            base_by_sm[h[b * nw].smid].push_back(base);
-            const unsigned j = (((base / 4) - base) % 4 + 4) % 4;
-            spread_by_sm[h[b * nw].smid].push_back(h[b * nw + j].warpid % 4);
-        }
+        const unsigned sm = h[b * nw].smid;
+        if (!first.count(sm) || h[b * nw].t0 < first[sm]) first[sm] = h[b * nw].t0;
     }
+    std::map<unsigned, std::vector<int>> wave;  // per SM: its first-wave blocks
+    for (int b = 0; b < grid; ++b)
+        if (h[b * nw].t0 - first[h[b * nw].smid] < spin / 2) wave[h[b * nw].smid].push_back(b);
     printf("blocks with consecutive warp slots: %d of %d\n", contiguous, grid);
-    int same = 0, distinct = 0, sms = 0;
-    for (auto& kv : base_by_sm) {
-        std::set<unsigned> sub, sp;
-        for (unsigned bse : kv.second) sub.insert(bse % 4);
-        for (unsigned s : spread_by_sm[kv.first]) sp.insert(s);
-        same += sub.size() == 1;
-        distinct += sp.size() == spread_by_sm[kv.first].size();
-        ++sms;
-        if (kv.first < 4) {
-            printf("SM %u first-wave blocks' warp-0 slots:", kv.first);
-            for (unsigned bse : kv.second) printf(" %u", bse);
-            printf("; spread rule's computing sub-partitions:");
-            for (unsigned s : spread_by_sm[kv.first]) printf(" %u", s);
+    int one_sub = 0, shown = 0, hist[4] = {0, 0, 0, 0};
+    for (auto& kv : wave) {
+        std::set<unsigned> sub;
+        for (int b : kv.second) {
+            sub.insert(h[b * nw].warpid % 4);
+            ++hist[h[b * nw].warpid % 4];
+        }
+        one_sub += kv.second.size() > 1 && sub.size() == 1;
+        if (shown++ < 6) {
+            printf("SM %u, %zu first-wave blocks:", kv.first, kv.second.size());
+            for (int b : kv.second) {
+                printf("  block %d slots", b);
+                for (int w = 0; w < nw; ++w) printf(" %u", h[b * nw + w].warpid);
+            }
             printf("\n");
         }
     }
-    printf("SMs (first wave): %d; all warp 0s on one sub-partition: %d; spread rule all distinct: %d\n",
-           sms, same, distinct);
+    printf("SMs: %zu; with every first-wave warp 0 on one sub-partition: %d; warp 0 per "
+           "sub-partition: %d %d %d %d\n",
+           wave.size(), one_sub, hist[0], hist[1], hist[2], hist[3]);
     return 0;
 }

@@ -67,20 +67,6 @@
 #define ATTN_ROWCOPY 0
 #endif
 
-// ATTN_SPREAD (`MUSER_CUDA_ATTN_SPREAD=0|1`, default 0 until measured): which of the block's
-// warps takes which role, chosen from the block's hardware warp slots (%warpid: local warp 0's
-// slot `base`). A warp runs on sub-partition slot % 4; if a block's warps take consecutive slots
-// from a multiple of 4, every block's warp 0 — a decode block's one computing warp (16 rows = one
-// token's 16 query heads), the other three only copy — sits on sub-partition 0, so an SM's 3
-// computing warps share one scheduler and one tensor core (scripts/device/experiments/
-// warp_slots.cu checks the placement). With it, local warp j = ((base / 4) − base) mod 4 takes
-// the roles of warp 0 (and warp w those of (w − j) mod W): the block in the k-th group of 4 slots
-// computes on sub-partition k mod 4. Roles are launch only (the rows' arithmetic does not depend
-// on the warp running it): the same bits whatever %warpid returns.
-#ifndef ATTN_SPREAD
-#define ATTN_SPREAD 0
-#endif
-
 // The softmax's weights: P = f16(exp(sc − m_new)), 0 for a key the row does not see (sc = −inf),
 // and the rescale exp(m − m_new), 1 for a row that sees none of the tile (ATTN_FLAT_EXP above).
 __device__ __forceinline__ u16 ah_p16(float sc, float m_new) {
@@ -171,20 +157,7 @@ __device__ __forceinline__ void attn_h16_body(const float* Q, const u16* Kc, con
     constexpr int KST = HD + 8, VST = HDV + 8;
     extern __shared__ __align__(16) u16 ah_smem[];
     const int lane = threadIdx.x & 31, g = lane >> 2, c = lane & 3;
-#if ATTN_SPREAD
-    __shared__ int ah_rot;  // the local warp that takes warp 0's roles (ATTN_SPREAD above)
-    if (threadIdx.x == 0) {
-        u32 base;
-        asm volatile("mov.u32 %0, %%warpid;" : "=r"(base));
-        ah_rot = (int)(((base >> 2) - base) & 3u) % (int)(blockDim.x >> 5);
-    }
-    __syncthreads();  // before any return: block-uniform from here on, as below
-    const int nwb = (int)(blockDim.x >> 5);
-    const int wl = ((int)(threadIdx.x >> 5) + nwb - ah_rot) % nwb;  // this warp's roles
-#else
-    const int wl = (int)(threadIdx.x >> 5);
-#endif
-    const int w = wl / CS, cw0 = (wl % CS) * NW;  // rows, columns
+    const int w = (threadIdx.x >> 5) / CS, cw0 = ((threadIdx.x >> 5) % CS) * NW;  // rows, columns
     const int sb = blockIdx.x, kvh = blockIdx.y, tb = blockIdx.z * tpb;
     const int gqa = n_head / n_head_kv, n_tok = (int)sp->n_tok, S = super_len;
     if (tb >= n_tok) return;

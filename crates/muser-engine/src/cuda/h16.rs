@@ -43,11 +43,10 @@ const INTEGER_ROUTE_SWITCHES: [&str; 18] = [
 
 /// The tensor-core attention's compile switches (`muser_cuda::step_switches`): with the f32
 /// attention (`MUSER_CUDA_H16_ATTN=f32`) they would change nothing, so setting one is refused.
-pub const TENSOR_CORE_ATTENTION_ENV: [&str; 4] = [
+pub const TENSOR_CORE_ATTENTION_ENV: [&str; 3] = [
     "MUSER_CUDA_ATTN_EARLY",
     "MUSER_CUDA_ATTN_FLAT_EXP",
     "MUSER_CUDA_ATTN_ROWCOPY",
-    "MUSER_CUDA_ATTN_SPREAD",
 ];
 
 /// The f16 route's own switches beside its chains' (`H16Switches::ENV`) and the tensor-core
