@@ -368,6 +368,8 @@ mod tests {
         variant(m, &["-DMVA_AHEAD=2"]);
         variant(Module::Norm, &["-DNORM_H16=1"]);
         variant(Module::Norm, &["-DNORM_H16=2"]);
+        variant(Module::Norm, &["-DNORM_RED1=1"]);
+        variant(Module::Norm, &["-DNORM_H16=1", "-DNORM_RED1=1"]);
         variant(Module::Attention, &["-DCOMBINE_WIDE=16"]);
         variant(Module::Attention, &["-DCOMBINE_WIDE=8", "-DCOMBINE_PIPE=1"]);
         variant(Module::AttnH16, &["-DATTN_EARLY=1"]);

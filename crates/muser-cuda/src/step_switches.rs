@@ -87,6 +87,13 @@ pub struct StepSwitches {
     pub combine_pipe: bool,
     /// `residual_norm_h16`'s thread layout (`MUSER_CUDA_NORM_H16=shfl|smem|unit`).
     pub norm_h16: NormH16,
+    /// The norm kernels' block reductions (norm.cu `block_rms`, and the fused f16 norm's row
+    /// maximum) finish in warp 0 alone, the result broadcast through shared memory
+    /// (`-DNORM_RED1`, `MUSER_CUDA_NORM_RED1=0|1`, default 0 until measured; every route): the
+    /// last butterfly and the f64 division, square root and reciprocal once instead of in each
+    /// of 32 warps, which compete for the shuffle unit and the f64 pipe. The same tree and
+    /// operations: the same bits. Built in session 35, not yet run on the device.
+    pub norm_red1: bool,
     /// The tensor-core attention requests its K / V tiles that precede the step's written
     /// positions before the PDL wait, and its other first tiles before Q's loads
     /// (`-DATTN_EARLY`, `MUSER_CUDA_ATTN_EARLY=0|1`, default 1; attn_h16.cu). The same tiles into
@@ -128,6 +135,7 @@ impl StepSwitches {
         combine_wide: 8,
         combine_pipe: true,
         norm_h16: NormH16::Shfl,
+        norm_red1: false,
         attn_early: true,
         attn_flat_exp: true,
         attn_rowcopy: true,
@@ -153,6 +161,7 @@ impl StepSwitches {
                 d.combine_pipe && combine_wide > 0,
             )?,
             norm_h16: NormH16::from_env()?,
+            norm_red1: flag("MUSER_CUDA_NORM_RED1", d.norm_red1)?,
             attn_early: flag("MUSER_CUDA_ATTN_EARLY", d.attn_early)?,
             attn_flat_exp: flag("MUSER_CUDA_ATTN_FLAT_EXP", d.attn_flat_exp)?,
             attn_rowcopy: flag("MUSER_CUDA_ATTN_ROWCOPY", d.attn_rowcopy)?,
@@ -179,8 +188,15 @@ impl StepSwitches {
                 d
             }
             Module::Rope if self.rope_early => vec!["-DROPE_EARLY=1".to_string()],
-            Module::Norm if self.norm_h16 != NormH16::Shfl => {
-                vec![format!("-DNORM_H16={}", self.norm_h16.define())]
+            Module::Norm => {
+                let mut d = Vec::new();
+                if self.norm_h16 != NormH16::Shfl {
+                    d.push(format!("-DNORM_H16={}", self.norm_h16.define()));
+                }
+                if self.norm_red1 {
+                    d.push("-DNORM_RED1=1".to_string());
+                }
+                d
             }
             Module::AttnH16 => {
                 let mut d = Vec::new();
@@ -196,6 +212,16 @@ impl StepSwitches {
                 d
             }
             _ => Vec::new(),
+        }
+    }
+
+    /// The route-id suffix of the norm kernels (after `fuse=…`'s norm label): `-r1` with the
+    /// one-warp reductions' last step.
+    pub fn norm_suffix(&self) -> &'static str {
+        if self.norm_red1 {
+            "-r1"
+        } else {
+            ""
         }
     }
 
@@ -316,5 +342,16 @@ mod tests {
         );
         assert_eq!(s.defines(Module::Norm), vec!["-DNORM_H16=2"]);
         assert_eq!(s.attn_suffix(), "-cw16p");
+        assert_eq!(d.norm_suffix(), "");
+        let red1 = StepSwitches {
+            norm_red1: true,
+            ..s
+        };
+        assert_eq!(
+            red1.defines(Module::Norm),
+            vec!["-DNORM_H16=2", "-DNORM_RED1=1"]
+        );
+        assert_eq!(red1.norm_suffix(), "-r1");
+        assert_eq!(red1.attn_suffix(), "-cw16p");
     }
 }

@@ -29,6 +29,60 @@ __device__ __forceinline__ float rms_of(double sumsq, int n, float eps) {
     return (float)(1.0 / sqrt(sumsq / (double)n + (double)eps));
 }
 
+// NORM_RED1 (`MUSER_CUDA_NORM_RED1=0|1`, default 0 until measured): a block reduction's last
+// step — the butterfly over the warp totals, then rms_of / the max — run by warp 0 alone and
+// broadcast through shared memory, instead of by each of the block's 32 warps. The same tree and
+// the same operations, once: the same bits. Why: the last step is a shuffle butterfly (two
+// SHFL per f64 level) and the f64 division, square root and reciprocal; 32 warps repeating it
+// compete for the SM's one shuffle per clock and its f64 pipe, and session 30's stall samples of
+// residual_norm_h16 were 20% SHFL.
+#ifndef NORM_RED1
+#define NORM_RED1 0
+#endif
+
+// The rms scale of a row from each thread's f64 sum of squares `v` (block_sum_f64's tree, then
+// rms_of); `red` >= 32 doubles of shared memory; every thread gets the result.
+__device__ __forceinline__ float block_rms(double v, int n, float eps, double* red) {
+#if NORM_RED1
+    __shared__ float bc;
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = (blockDim.x + 31) >> 5;
+    v = warp_sum_f64(v);
+    // No barrier before the write: a previous block_rms read `red` in warp 0 only, before its
+    // broadcast barrier, and wrote `bc` before it; every warp read `bc` before reaching this
+    // call's barrier below, after which warp 0 alone writes `bc` again.
+    if (lane == 0) red[warp] = v;
+    __syncthreads();
+    if (warp == 0) {
+        const float r = rms_of(warp_sum_f64(lane < nw ? red[lane] : 0.0), n, eps);
+        if (lane == 0) bc = r;
+    }
+    __syncthreads();
+    return bc;
+#else
+    return rms_of(block_sum_f64(v, red), n, eps);
+#endif
+}
+
+// h16_block_max (act_h16.cuh) for the fused norm, with NORM_RED1 its last step in warp 0 alone
+// (max is exact in any order: the same value). `redf` >= 32 floats, used by nothing else.
+__device__ __forceinline__ float norm_block_max(float v, float* redf) {
+#if NORM_RED1
+    __shared__ float bcf;
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = (blockDim.x + 31) >> 5;
+    v = warp_max(v);
+    if (lane == 0) redf[warp] = v;
+    __syncthreads();
+    if (warp == 0) {
+        const float r = warp_max(lane < nw ? redf[lane] : 0.f);
+        if (lane == 0) bcf = r;
+    }
+    __syncthreads();
+    return bcf;
+#else
+    return h16_block_max(v, redf);
+#endif
+}
+
 __device__ __forceinline__ float rms_scale(const float* x, int n, float eps, double* red) {
     double s = 0.0;
     for (int r = threadIdx.x; r < n / 8; r += blockDim.x) {
@@ -36,7 +90,7 @@ __device__ __forceinline__ float rms_scale(const float* x, int n, float eps, dou
         ld8(x + 8 * r, v);
         s = sumsq8(v, s);
     }
-    return rms_of(block_sum_f64(s, red), n, eps);
+    return block_rms(s, n, eps, red);
 }
 
 extern "C" __global__ void __launch_bounds__(NORM_THREADS)
@@ -89,7 +143,7 @@ extern "C" __global__ void __launch_bounds__(NORM_THREADS)
         s2 = sumsq8(xv, s2);
     }
     if (Wnext) {
-        const float sx = rms_of(block_sum_f64(s2, red), n, eps);
+        const float sx = block_rms(s2, n, eps, red);
         float* h = H + (size_t)t * n;
         for (int r = threadIdx.x; r < n / 8; r += blockDim.x) {
             float xv[8], wv[8];
@@ -129,11 +183,11 @@ __device__ __forceinline__ bool residual_norm_run(const float* O, const float* W
         ld8(o, ov);
         ld8(x, xv);
     }
-    const float so = rms_of(block_sum_f64(sumsq8(ov, 0.0), red), n, eps_post);
+    const float so = block_rms(sumsq8(ov, 0.0), n, eps_post, red);
 #pragma unroll
     for (int j = 0; j < 8; ++j) xv[j] += (ov[j] * so) * wv[j];
     if (mine) st8(x, xv);
-    const float sx = rms_of(block_sum_f64(sumsq8(xv, 0.0), red), n, eps);
+    const float sx = block_rms(sumsq8(xv, 0.0), n, eps, red);
 #pragma unroll
     for (int j = 0; j < 8; ++j) hv[j] = (xv[j] * sx) * wn[j];
     return mine;
@@ -351,7 +405,7 @@ extern "C" __global__ void __launch_bounds__(NORM_H16_THREADS)
     __shared__ __align__(16) float hs[NORM_THREADS / 4 * 36];
     if (mine) st8(hs + 36 * (threadIdx.x >> 2) + 8 * (threadIdx.x & 3), hv);
 #endif
-    const int sh = h16_shift(h16_block_max(amax, redf));  // its barriers publish hs
+    const int sh = h16_shift(norm_block_max(amax, redf));  // its barriers publish hs
     if (mine) st8(H + (size_t)t * n + 8 * threadIdx.x, hv);
     if (threadIdx.x == 0) XINV[t] = ldexpf(1.f, -sh);
 #if NORM_H16 == 1

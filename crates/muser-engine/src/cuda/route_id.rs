@@ -111,15 +111,17 @@ impl CudaSession<'_> {
                 ),
                 (n, false) => format!(",seqs={n}/mm"),
             },
+            // `-r1`: MUSER_CUDA_NORM_RED1 (every norm kernel, fused or not).
             match (self.opts.fuse, self.opts.acts) {
-                (false, _) => "off".to_string(),
+                (false, _) => format!("off{}", self.reg.steps.norm_suffix()),
                 // No combine twin; `-smem` / `-unit`: MUSER_CUDA_NORM_H16.
                 (true, Acts::F16) => format!(
-                    "norm{}{}",
+                    "norm{}{}{}",
                     self.reg.steps.norm_h16.label(),
+                    self.reg.steps.norm_suffix(),
                     if self.opts.h16_ew_fused { "+ew" } else { "" }
                 ),
-                (true, _) => "on".to_string(),
+                (true, _) => format!("on{}", self.reg.steps.norm_suffix()),
             },
             match (
                 self.opts.h16_rowmax_on(),
