@@ -380,6 +380,7 @@ mod tests {
         );
         variant(Module::AttnH16, &["-DATTN_ROWCOPY=1"]);
         variant(Module::Rope, &["-DROPE_EARLY=1"]);
+        variant(Module::Rope, &["-DROPE_OVERLAP=1"]);
         variant(Module::MatvecA8, &["-DMVR_ROWS=16", "-DMVR_AHEAD=1"]);
         // MUSER_CUDA_MVH_LEAN reaches the prefill tiles too (formats_h16.cuh's broadcasts).
         variant(Module::MmtH16, &["-DMVH_LEAN=1"]);

@@ -125,6 +125,13 @@ pub struct StepSwitches {
     /// −0.7 / −0.8 / −1.0 / −0.3% at depth 0 / 2048 / 8192 / 32768 (pp512 +0.5 / +0.2 / −0.5 /
     /// −0.1%): off.
     pub rope_early: bool,
+    /// `qk_norm_rope_kv` requests each warp's head row before the cos / sin table and runs its
+    /// norm before the block's barrier (`-DROPE_OVERLAP`, `MUSER_CUDA_ROPE_OVERLAP=0|1`, default
+    /// 0 until measured; rope.cu; every route; refused with `MUSER_CUDA_ROPE_EARLY=1`, the other
+    /// placement of the table): the row's round trip and the norm overlap the f64 `sincos`
+    /// chain instead of following it. The same bits. Built in session 35, not yet run on the
+    /// device.
+    pub rope_overlap: bool,
 }
 
 impl StepSwitches {
@@ -140,6 +147,7 @@ impl StepSwitches {
         attn_flat_exp: true,
         attn_rowcopy: true,
         rope_early: false,
+        rope_overlap: false,
     };
 
     pub(crate) fn from_env() -> Result<StepSwitches, CudaError> {
@@ -166,7 +174,15 @@ impl StepSwitches {
             attn_flat_exp: flag("MUSER_CUDA_ATTN_FLAT_EXP", d.attn_flat_exp)?,
             attn_rowcopy: flag("MUSER_CUDA_ATTN_ROWCOPY", d.attn_rowcopy)?,
             rope_early: flag("MUSER_CUDA_ROPE_EARLY", d.rope_early)?,
+            rope_overlap: flag("MUSER_CUDA_ROPE_OVERLAP", d.rope_overlap)?,
         };
+        if s.rope_early && s.rope_overlap {
+            return Err(CudaError::Invalid(
+                "MUSER_CUDA_ROPE_OVERLAP=1 and MUSER_CUDA_ROPE_EARLY=1 place the rope's cos / sin \
+                 table in two different places: set one"
+                    .into(),
+            ));
+        }
         if s.combine_pipe && s.combine_wide == 0 {
             return Err(CudaError::Invalid(
                 "MUSER_CUDA_COMBINE_PIPE=1 pipelines the wide combine, which \
@@ -188,6 +204,7 @@ impl StepSwitches {
                 d
             }
             Module::Rope if self.rope_early => vec!["-DROPE_EARLY=1".to_string()],
+            Module::Rope if self.rope_overlap => vec!["-DROPE_OVERLAP=1".to_string()],
             Module::Norm => {
                 let mut d = Vec::new();
                 if self.norm_h16 != NormH16::Shfl {
@@ -226,7 +243,8 @@ impl StepSwitches {
     }
 
     /// The route-id suffix of the attention (`attn=…`), naming what differs from
-    /// [`StepSwitches::DEFAULT`]: `-re` with the rope's table before the PDL wait, `-e0`
+    /// [`StepSwitches::DEFAULT`]: `-re` with the rope's table before the PDL wait, `-ro` with
+    /// the rope's rows requested before its table, `-e0`
     /// without the early tile requests, `-fx` with the flat softmax `expf`s, `-rc` with the
     /// row-by-row tile copies, `-cw0` without the
     /// wide combine, `-cwN` / `-cwNp` with the wide combine from N partials, unpiped / piped.
@@ -235,6 +253,9 @@ impl StepSwitches {
         let mut early = String::new();
         if self.rope_early != d.rope_early {
             early += if self.rope_early { "-re" } else { "-re0" };
+        }
+        if self.rope_overlap != d.rope_overlap {
+            early += if self.rope_overlap { "-ro" } else { "-ro0" };
         }
         if self.attn_early != d.attn_early {
             early += if self.attn_early { "-e" } else { "-e0" };
@@ -316,6 +337,12 @@ mod tests {
         };
         assert_eq!(rope.defines(Module::Rope), vec!["-DROPE_EARLY=1"]);
         assert_eq!(rope.attn_suffix(), "-re");
+        let overlap = StepSwitches {
+            rope_overlap: true,
+            ..d
+        };
+        assert_eq!(overlap.defines(Module::Rope), vec!["-DROPE_OVERLAP=1"]);
+        assert_eq!(overlap.attn_suffix(), "-ro");
         let unpiped = StepSwitches {
             combine_pipe: false,
             ..d

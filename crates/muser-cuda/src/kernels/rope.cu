@@ -20,12 +20,81 @@
 #define ROPE_EARLY 0
 #endif
 
+// ROPE_OVERLAP (`MUSER_CUDA_ROPE_OVERLAP=1`; 0 by default until measured; not with ROPE_EARLY,
+// refused on the host): after the PDL wait each warp first requests its head's row (and its norm
+// weights) into registers, then the block computes the cos / sin table, then each warp its
+// head's norm into its buffer — so the row's L2 round trip overlaps the f64 sincos chain and the
+// norm's f64 reduction overlaps the other warps' table work, where the plain order computes the
+// table, waits for the whole block, and only then requests the rows. The same operations in the
+// same order per value: the same bits.
+#ifndef ROPE_OVERLAP
+#define ROPE_OVERLAP 0
+#endif
+#if ROPE_OVERLAP && ROPE_EARLY
+#error "ROPE_OVERLAP and ROPE_EARLY are alternative placements of the table"
+#endif
+
 extern "C" __global__ void qk_norm_rope_kv(float* Q, float* K, const float* V, const float* qn,
                                            const float* kn, float eps, const double* inv_freq,
                                            int mode, int n_head, int n_head_kv, int hd, int hd_v,
                                            u16* Kc, u16* Vc, int cap, const StepParams* sp) {
     __shared__ float buf[4][ROPE_MAX_HD];
     __shared__ float cos_t[ROPE_MAX_HD / 2], sin_t[ROPE_MAX_HD / 2];
+#if ROPE_OVERLAP
+    PDL_ENTRY()
+    const int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
+    const int t = blockIdx.y;
+    const int head = blockIdx.x * 4 + w;
+    if ((u32)t >= sp->n_tok) return;  // the whole block
+    const u32 pos = step_pos(sp, t);
+    const int half = hd / 2;
+    const bool live = head < n_head + 2 * n_head_kv, is_v = head >= n_head + n_head_kv;
+    const bool is_q = head < n_head, qk = live && !is_v;
+    float* x = !qk  ? nullptr
+               : is_q ? Q + (size_t)t * n_head * hd + head * hd
+                      : K + (size_t)t * n_head_kv * hd + (head - n_head) * hd;
+    const float* wn = is_q ? qn : kn;
+    // The row's values i = lane + 32 j, requested before the table's sincos.
+    float xr[ROPE_MAX_HD / 32], wr[ROPE_MAX_HD / 32];
+#pragma unroll
+    for (int j = 0; j < ROPE_MAX_HD / 32; ++j) {
+        const int i = lane + 32 * j;
+        xr[j] = wr[j] = 0.f;
+        if (qk && i < hd) {
+            xr[j] = x[i];
+            wr[j] = wn[i];
+        }
+    }
+    const u64 crow = step_kv_row(sp, t, pos, cap);
+    if (live && is_v) {  // V heads: the cache append needs no table
+        const int hv = head - n_head - n_head_kv;
+        const float* v = V + (size_t)t * n_head_kv * hd_v + hv * hd_v;
+        u16* dst = Vc + crow * n_head_kv * hd_v + hv * hd_v;
+        for (int i = lane; i < hd_v; i += 32) dst[i] = f2h(v[i]);
+    }
+    if (mode != 0) {
+        for (int i = threadIdx.x; i < half; i += blockDim.x) {
+            double sd, cd;
+            sincos((double)pos * inv_freq[i], &sd, &cd);
+            cos_t[i] = (float)cd;
+            sin_t[i] = (float)sd;
+        }
+    }
+    float* b = buf[w];
+    if (qk) {
+        double ss = 0.0;
+#pragma unroll
+        for (int j = 0; j < ROPE_MAX_HD / 32; ++j)
+            if (lane + 32 * j < hd) ss += (double)xr[j] * (double)xr[j];
+        ss = warp_sum_f64(ss);
+        const float s = (float)(1.0 / sqrt(ss / (double)hd + (double)eps));
+#pragma unroll
+        for (int j = 0; j < ROPE_MAX_HD / 32; ++j)
+            if (lane + 32 * j < hd) b[lane + 32 * j] = (xr[j] * s) * wr[j];
+    }
+    __syncthreads();  // the table (and each warp's own buffer)
+    if (!qk) return;
+#else
     if (!ROPE_EARLY) {
         PDL_ENTRY()
     }
@@ -72,6 +141,7 @@ extern "C" __global__ void qk_norm_rope_kv(float* Q, float* K, const float* V, c
     float* b = buf[w];
     for (int i = lane; i < hd; i += 32) b[i] = (x[i] * s) * wn[i];
     __syncwarp();
+#endif
     if (mode != 0) {
         for (int i = lane; i < half; i += 32) {
             const float c = cos_t[i], sn = sin_t[i];
