@@ -176,21 +176,26 @@ impl StepSwitches {
             rope_early: flag("MUSER_CUDA_ROPE_EARLY", d.rope_early)?,
             rope_overlap: flag("MUSER_CUDA_ROPE_OVERLAP", d.rope_overlap)?,
         };
-        if s.rope_early && s.rope_overlap {
+        s.checked()
+    }
+
+    /// `self`, or the error naming the two variables whose settings contradict each other.
+    fn checked(self) -> Result<StepSwitches, CudaError> {
+        if self.rope_early && self.rope_overlap {
             return Err(CudaError::Invalid(
                 "MUSER_CUDA_ROPE_OVERLAP=1 and MUSER_CUDA_ROPE_EARLY=1 place the rope's cos / sin \
                  table in two different places: set one"
                     .into(),
             ));
         }
-        if s.combine_pipe && s.combine_wide == 0 {
+        if self.combine_pipe && self.combine_wide == 0 {
             return Err(CudaError::Invalid(
                 "MUSER_CUDA_COMBINE_PIPE=1 pipelines the wide combine, which \
                  MUSER_CUDA_COMBINE_WIDE=0 turns off"
                     .into(),
             ));
         }
-        Ok(s)
+        Ok(self)
     }
 
     /// The compile defines of module `m`.
@@ -287,6 +292,39 @@ mod tests {
         assert_eq!(NormH16::Unit.block(8192, 1024), 256);
         assert_eq!(NormH16::Shfl.block(6656, 1024), 1024);
         assert_eq!(NormH16::Smem.block(640, 1024), 1024);
+    }
+
+    #[test]
+    fn contradicting_settings_are_refused() {
+        let d = StepSwitches::DEFAULT;
+        assert_eq!(d.checked().ok(), Some(d));
+        let both = StepSwitches {
+            rope_early: true,
+            rope_overlap: true,
+            ..d
+        };
+        let e = both
+            .checked()
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
+        assert!(e.contains("MUSER_CUDA_ROPE_OVERLAP=1") && e.contains("MUSER_CUDA_ROPE_EARLY=1"));
+        let pipe = StepSwitches {
+            combine_wide: 0,
+            ..d
+        };
+        let e = pipe
+            .checked()
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
+        assert!(e.contains("MUSER_CUDA_COMBINE_WIDE=0"), "{e}");
+        let unpiped = StepSwitches {
+            combine_wide: 0,
+            combine_pipe: false,
+            ..d
+        };
+        assert!(unpiped.checked().is_ok());
     }
 
     #[test]
