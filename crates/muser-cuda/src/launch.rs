@@ -205,6 +205,36 @@ pub fn launch(
     Ok(())
 }
 
+/// [`launch`] as thread-block clusters of `cluster` consecutive blocks along the grid's x
+/// (`dims.grid.0 % cluster == 0`, `cluster <= 8`: the portable limit), with the
+/// programmatic-dependent-launch attribute when the stream carries it. For kernels that
+/// exchange data through distributed shared memory (norm.cu's `NORM_H16 == 3`).
+pub fn launch_cluster(
+    f: &CudaFunction,
+    dims: Dims,
+    cluster: u32,
+    stream: Stream,
+    mut args: KArgs,
+) -> Result<(), CudaError> {
+    if cluster == 0 || cluster > 8 || !dims.grid.0.is_multiple_of(cluster) {
+        return Err(CudaError::Invalid(format!(
+            "a cluster of {cluster} blocks does not tile a grid of {} blocks along x (1..=8 \
+             blocks, dividing it)",
+            dims.grid.0
+        )));
+    }
+    let base = args.slots.as_mut_ptr();
+    let mut ptrs: Vec<*mut c_void> = (0..args.n)
+        // SAFETY: i < n <= 24, inside the boxed array.
+        .map(|i| unsafe { base.add(i) } as *mut c_void)
+        .collect();
+    let times = if crate::probe::is_dup(f) { 2 } else { 1 };
+    for _ in 0..times {
+        launch_ex(f, dims, cluster, stream, &mut ptrs)?;
+    }
+    Ok(())
+}
+
 fn launch_once(
     f: &CudaFunction,
     dims: Dims,
@@ -212,7 +242,7 @@ fn launch_once(
     ptrs: &mut [*mut c_void],
 ) -> Result<(), CudaError> {
     if stream.pdl() {
-        return launch_pdl(f, dims, stream, ptrs);
+        return launch_ex(f, dims, 1, stream, ptrs);
     }
     // SAFETY: argument slots match the kernel's parameter list (each call site in the engine
     // mirrors its kernel's signature, tested on the device); the slots outlive the call (the
@@ -230,21 +260,40 @@ fn launch_once(
     .map_err(drv("cuLaunchKernel"))
 }
 
-/// `cuLaunchKernelEx` with one attribute: programmatic stream serialization allowed.
-fn launch_pdl(
+/// `cuLaunchKernelEx` with the programmatic-stream-serialization attribute when the stream
+/// carries it (`Gpu::set_pdl`) and the cluster-dimension attribute when `cluster > 1`.
+fn launch_ex(
     f: &CudaFunction,
     dims: Dims,
+    cluster: u32,
     stream: Stream,
     ptrs: &mut [*mut c_void],
 ) -> Result<(), CudaError> {
     // SAFETY: an all-zero attribute value is valid plain data (a C union of integers/structs).
-    let mut value: sys::CUlaunchAttributeValue = unsafe { std::mem::zeroed() };
-    value.programmaticStreamSerializationAllowed = 1;
-    let mut attr = sys::CUlaunchAttribute {
-        id: sys::CUlaunchAttributeID::CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION,
-        pad: [0; 4],
-        value,
+    let mut pdl: sys::CUlaunchAttributeValue = unsafe { std::mem::zeroed() };
+    pdl.programmaticStreamSerializationAllowed = 1;
+    // SAFETY: as above.
+    let mut cl: sys::CUlaunchAttributeValue = unsafe { std::mem::zeroed() };
+    cl.clusterDim = sys::CUlaunchAttributeValue_union__bindgen_ty_1 {
+        x: cluster,
+        y: 1,
+        z: 1,
     };
+    let mut attrs = Vec::with_capacity(2);
+    if stream.pdl() {
+        attrs.push(sys::CUlaunchAttribute {
+            id: sys::CUlaunchAttributeID::CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION,
+            pad: [0; 4],
+            value: pdl,
+        });
+    }
+    if cluster > 1 {
+        attrs.push(sys::CUlaunchAttribute {
+            id: sys::CUlaunchAttributeID::CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION,
+            pad: [0; 4],
+            value: cl,
+        });
+    }
     let cfg = sys::CUlaunchConfig {
         gridDimX: dims.grid.0,
         gridDimY: dims.grid.1,
@@ -254,11 +303,11 @@ fn launch_pdl(
         blockDimZ: 1,
         sharedMemBytes: dims.smem,
         hStream: stream.raw(),
-        attrs: &mut attr,
-        numAttrs: 1,
+        attrs: attrs.as_mut_ptr(),
+        numAttrs: attrs.len() as u32,
     };
     // SAFETY: as in `launch` (slots match the kernel's parameters and outlive the call); `cfg`
-    // and the attribute it points to live across the call, which copies them.
+    // and the attributes it points to live across the call, which copies them.
     unsafe {
         sys::cuLaunchKernelEx(
             &cfg,

@@ -18,6 +18,11 @@ pub enum NormH16 {
     /// A thread per 32-value unit (n / 32 threads rounded up to whole warps): no gather, fewer
     /// warps at each barrier.
     Unit,
+    /// `Shfl`'s 1024 threads as a thread-block cluster of 8 blocks of 128 per token (grid (8,
+    /// n_tok), cluster (8, 1, 1): `crate::launch::launch_cluster`), the block reductions' warp
+    /// totals exchanged through distributed shared memory into `Shfl`'s 32 slots (the same
+    /// tree). Built in session 35, not yet run on the device.
+    Cl8,
 }
 
 impl NormH16 {
@@ -31,8 +36,9 @@ impl NormH16 {
             Err(_) | Ok("shfl") => Ok(NormH16::Shfl),
             Ok("smem") => Ok(NormH16::Smem),
             Ok("unit") => Ok(NormH16::Unit),
+            Ok("cl8") => Ok(NormH16::Cl8),
             Ok(v) => Err(CudaError::Invalid(format!(
-                "MUSER_CUDA_NORM_H16={v}: expected shfl, smem or unit"
+                "MUSER_CUDA_NORM_H16={v}: expected shfl, smem, unit or cl8"
             ))),
         }
     }
@@ -42,6 +48,7 @@ impl NormH16 {
             NormH16::Shfl => 0,
             NormH16::Smem => 1,
             NormH16::Unit => 2,
+            NormH16::Cl8 => 3,
         }
     }
 
@@ -51,16 +58,27 @@ impl NormH16 {
             NormH16::Shfl => "",
             NormH16::Smem => "-smem",
             NormH16::Unit => "-unit",
+            NormH16::Cl8 => "-cl8",
         }
     }
 
     /// Threads per block of `residual_norm_h16` for rows of `n` values (`n % 64 == 0`,
     /// `n <= 8 * norm_threads`, checked by the engine): `norm_threads` (the kernels'
-    /// `NORM_THREADS`), or with `Unit` one thread per 32 values rounded up to whole warps.
+    /// `NORM_THREADS`), with `Unit` one thread per 32 values rounded up to whole warps, with
+    /// `Cl8` an eighth of `norm_threads` (each of the cluster's 8 blocks).
     pub fn block(self, n: usize, norm_threads: u32) -> u32 {
         match self {
             NormH16::Unit => ((n / 32) as u32).div_ceil(32) * 32,
+            NormH16::Cl8 => norm_threads / 8,
             NormH16::Shfl | NormH16::Smem => norm_threads,
+        }
+    }
+
+    /// Blocks per token (one thread-block cluster of them): 8 with `Cl8`, else 1.
+    pub fn cluster(self) -> u32 {
+        match self {
+            NormH16::Cl8 => 8,
+            NormH16::Shfl | NormH16::Smem | NormH16::Unit => 1,
         }
     }
 }
@@ -292,6 +310,9 @@ mod tests {
         assert_eq!(NormH16::Unit.block(8192, 1024), 256);
         assert_eq!(NormH16::Shfl.block(6656, 1024), 1024);
         assert_eq!(NormH16::Smem.block(640, 1024), 1024);
+        assert_eq!(NormH16::Cl8.block(6656, 1024), 128);
+        assert_eq!(NormH16::Cl8.cluster(), 8);
+        assert_eq!(NormH16::Shfl.cluster(), 1);
     }
 
     #[test]

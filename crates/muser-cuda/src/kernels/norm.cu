@@ -288,7 +288,15 @@ extern "C" __global__ void __launch_bounds__(NORM_THREADS)
 //   2 `unit`: a thread per 32-value unit (n / 32 threads rounded up to whole warps — the host
 //     launches it so, `muser_cuda::step_switches::NormH16::block`), no gather, 7 warps at each
 //     barrier instead of 32.
-// All three give the same bits (norm_unit_sum below replays the f64 tree of block_sum_f64).
+//   3 `cl8`: `shfl`'s 1024 threads as a thread-block cluster of 8 blocks of 128 per token (grid
+//     (8, n_tok), cluster (8, 1, 1): the host's `launch_cluster`) — block c runs `shfl`'s threads
+//     128c .. 128c + 127, so its 4 warps are `shfl`'s warps 4c .. 4c + 3 with the same runs; a
+//     block reduction's warp totals go to slot 4c + w of every block's scratch through
+//     distributed shared memory, one cluster barrier, then each block runs `shfl`'s second
+//     butterfly over the same 32 slots. Why: one SM moves the whole row (~130 KB in and out at
+//     6656 values) and runs 32 warps' shuffles; eight share it.
+// All four give the same bits (norm_unit_sum below replays the f64 tree of block_sum_f64; the
+// cluster form fills block_sum_f64's 32 slots with the same warp totals).
 // Session 31 (H200, tg128 full forge): `smem` level with `shfl`, `unit` 4.3% slower (its four
 // runs' loads per thread take longer than one run in each of 1024 threads).
 #ifndef NORM_H16
@@ -298,6 +306,8 @@ extern "C" __global__ void __launch_bounds__(NORM_THREADS)
 // unit's 4 × 32 values stay in registers (the 1024-thread bound caps them at 64 and spills).
 #if NORM_H16 == 2
 #define NORM_H16_THREADS (NORM_THREADS / 4)
+#elif NORM_H16 == 3
+#define NORM_H16_THREADS (NORM_THREADS / 8)
 #else
 #define NORM_H16_THREADS NORM_THREADS
 #endif
@@ -323,6 +333,57 @@ __device__ __forceinline__ double norm_unit_sum(const double (&s)[4], double* re
     __syncthreads();
     return warp_sum_f64(lane < ng ? red[lane] : 0.0);
 }
+
+#if NORM_H16 == 3
+// The cluster form's primitives (sm_90 thread-block clusters). This block's rank in the cluster.
+__device__ __forceinline__ u32 cl_rank() {
+    u32 r;
+    asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
+    return r;
+}
+// Cluster barrier halves: arrive (release: this thread's shared-memory stores, remote ones
+// included, become visible to the cluster) and wait (acquire). Every thread of every block calls
+// each, in pairs.
+__device__ __forceinline__ void cl_arrive() {
+    asm volatile("barrier.cluster.arrive.release.aligned;" ::: "memory");
+}
+__device__ __forceinline__ void cl_wait() {
+    asm volatile("barrier.cluster.wait.acquire.aligned;" ::: "memory");
+}
+// The address of `p` (this block's shared memory) in block `rank`'s shared memory window.
+__device__ __forceinline__ u32 cl_map(const void* p, u32 rank) {
+    u32 a = (u32)__cvta_generic_to_shared(p), ra;
+    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(ra) : "r"(a), "r"(rank));
+    return ra;
+}
+// block_sum_f64 over the cluster's 32 warps (4 per block): warp w of block c puts its butterfly
+// total in slot 4c + w of every block's `red` (lane j writes block j's), one cluster barrier,
+// then every warp runs block_sum_f64's second butterfly over the 32 slots. `red` is this
+// reduction's own array (no block writes it again), so no barrier is needed before the writes.
+__device__ __forceinline__ double cl_sum_f64(double v, double* red, u32 rank) {
+    const int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
+    v = warp_sum_f64(v);
+    if (lane < 8) {
+        const u32 a = cl_map(red + 4 * rank + w, (u32)lane);
+        asm volatile("st.shared::cluster.f64 [%0], %1;" ::"r"(a), "d"(v) : "memory");
+    }
+    cl_arrive();
+    cl_wait();
+    return warp_sum_f64(red[lane]);
+}
+// h16_block_max over the cluster (max: exact in any order), the same exchange.
+__device__ __forceinline__ float cl_max(float v, float* red, u32 rank) {
+    const int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
+    v = warp_max(v);
+    if (lane < 8) {
+        const u32 a = cl_map(red + 4 * rank + w, (u32)lane);
+        asm volatile("st.shared::cluster.f32 [%0], %1;" ::"r"(a), "f"(v) : "memory");
+    }
+    cl_arrive();
+    cl_wait();
+    return warp_max(red[lane]);
+}
+#endif
 
 // residual_norm fused with the f16 route's activation step (`MUSER_CUDA_ACTS=f16`): H as
 // residual_norm writes it, then act_h16's outputs for it (act_h16.cuh's unit on the registers
@@ -389,6 +450,62 @@ extern "C" __global__ void __launch_bounds__(NORM_H16_THREADS)
     for (int j = 0; j < 4; ++j) st8(H + (size_t)t * n + 32 * u + 8 * j, hv + 8 * j);
     h16_unit_vals(hv, u, ldexpf(1.f, sh), XH + (size_t)t * n, XSUM + (size_t)t * (n / 32),
                   XSUM16 + (size_t)t * (n / 16));
+#elif NORM_H16 == 3
+    __shared__ double red1[32], red2[32];  // one array per reduction (remote writes, no reuse)
+    __shared__ float redm[32];
+    const int t = blockIdx.y;
+    if ((u32)t >= sp->n_tok) return;  // the whole cluster (it spans x only)
+    const u32 rank = cl_rank();
+    // `shfl`'s thread r = residual_norm_run's threadIdx.x: its run of 8 values.
+    const int r = 128 * (int)rank + (int)threadIdx.x;
+    const bool mine = r < n / 8;
+    const float* o = O + (size_t)t * n + 8 * r;
+    float* x = X + (size_t)t * n + 8 * r;
+    float ov[8], xv[8], wv[8], wn[8];
+#pragma unroll
+    for (int j = 0; j < 8; ++j) ov[j] = xv[j] = wv[j] = wn[j] = 0.f;
+    if (mine) {
+        ld8(Wpost + 8 * r, wv);
+        ld8(Wnext + 8 * r, wn);
+    }
+    // Every block of the cluster must have started before any writes into its shared memory:
+    // this arrive pairs with the wait before the first exchange.
+    cl_arrive();
+    pdl_wait();
+    pdl_trigger();
+    if (mine) {
+        ld8(o, ov);
+        ld8(x, xv);
+    }
+    const double s_o = sumsq8(ov, 0.0);
+    cl_wait();
+    const float so = rms_of(cl_sum_f64(s_o, red1, rank), n, eps_post);
+#pragma unroll
+    for (int j = 0; j < 8; ++j) xv[j] += (ov[j] * so) * wv[j];
+    if (mine) st8(x, xv);
+    const float sx = rms_of(cl_sum_f64(sumsq8(xv, 0.0), red2, rank), n, eps);
+    float hv[8];
+    float amax = 0.f;
+#pragma unroll
+    for (int j = 0; j < 8; ++j) {
+        hv[j] = (xv[j] * sx) * wn[j];
+        amax = fmaxf(amax, fabsf(hv[j]));
+    }
+    // The last exchange: after its barrier no block touches another's shared memory, so each
+    // may run to its end.
+    const int sh = h16_shift(cl_max(amax, redm, rank));
+    if (mine) st8(H + (size_t)t * n + 8 * r, hv);
+    if (r == 0) XINV[t] = ldexpf(1.f, -sh);
+    float v[32];
+#pragma unroll
+    for (int j = 0; j < 8; ++j) {
+        v[j] = hv[j];
+#pragma unroll
+        for (int l = 1; l < 4; ++l) v[8 * l + j] = __shfl_down_sync(0xffffffffu, hv[j], l);
+    }
+    if (mine && (r & 3) == 0)
+        h16_unit_vals(v, r >> 2, ldexpf(1.f, sh), XH + (size_t)t * n, XSUM + (size_t)t * (n / 32),
+                      XSUM16 + (size_t)t * (n / 16));
 #else
     __shared__ double red[32];
     __shared__ float redf[32];

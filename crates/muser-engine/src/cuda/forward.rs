@@ -3,7 +3,7 @@
 //! Every launch names its kernel through the typed registry; the matmuls go through
 //! `matmul.rs` (`project`).
 
-use muser_cuda::launch::{launch, AttnShape, Dims, SMEM_DEFAULT_MAX};
+use muser_cuda::launch::{launch, launch_cluster, AttnShape, Dims, SMEM_DEFAULT_MAX};
 use muser_cuda::profile::PhaseProfiler;
 use muser_cuda::{CudaError, Graph, KArgs, Kernel, Math, Registry, StepParams, MAX_BATCH};
 
@@ -555,16 +555,30 @@ impl<'m> CudaSession<'m> {
         } else {
             (Kernel::ResidualNorm, args.ptr(b.step.ptr()))
         };
-        let block = if k == Kernel::ResidualNormH16 {
-            self.reg.steps.norm_h16.block(c.n_embd, NORM_THREADS)
-        } else {
-            NORM_THREADS
-        };
+        if k == Kernel::ResidualNormH16 {
+            // One block per token, or with MUSER_CUDA_NORM_H16=cl8 one cluster of 8 (grid (8, n)).
+            let norm = self.reg.steps.norm_h16;
+            let cl = norm.cluster();
+            let dims = Dims {
+                grid: if cl > 1 {
+                    (cl, n as u32, 1)
+                } else {
+                    (n as u32, 1, 1)
+                },
+                block: norm.block(c.n_embd, NORM_THREADS),
+                smem: 0,
+            };
+            return if cl > 1 {
+                launch_cluster(self.f(k), dims, cl, s, args)
+            } else {
+                launch(self.f(k), dims, s, args)
+            };
+        }
         launch(
             self.f(k),
             Dims {
                 grid: (n as u32, 1, 1),
-                block,
+                block: NORM_THREADS,
                 smem: 0,
             },
             s,
