@@ -191,18 +191,23 @@ pub fn launch(
     stream: Stream,
     mut args: KArgs,
 ) -> Result<(), CudaError> {
-    let base = args.slots.as_mut_ptr();
-    // Little-endian: the first 4 bytes of a slot are the i32/f32 value.
-    let mut ptrs: Vec<*mut c_void> = (0..args.n)
-        // SAFETY: i < n <= 24, inside the boxed array.
-        .map(|i| unsafe { base.add(i) } as *mut c_void)
-        .collect();
+    let mut ptrs = slot_ptrs(&mut args);
     // A timing probe (crate::probe) enqueues the same launch again.
     let times = if crate::probe::is_dup(f) { 2 } else { 1 };
     for _ in 0..times {
         launch_once(f, dims, stream, &mut ptrs)?;
     }
     Ok(())
+}
+
+/// The kernel-parameter pointers of `args`' slots (little-endian: the first 4 bytes of a slot
+/// are the i32/f32 value).
+fn slot_ptrs(args: &mut KArgs) -> Vec<*mut c_void> {
+    let base = args.slots.as_mut_ptr();
+    (0..args.n)
+        // SAFETY: i < n <= 24, inside the boxed array.
+        .map(|i| unsafe { base.add(i) } as *mut c_void)
+        .collect()
 }
 
 /// [`launch`] as thread-block clusters of `cluster` consecutive blocks along the grid's x
@@ -216,21 +221,23 @@ pub fn launch_cluster(
     stream: Stream,
     mut args: KArgs,
 ) -> Result<(), CudaError> {
-    if cluster == 0 || cluster > 8 || !dims.grid.0.is_multiple_of(cluster) {
-        return Err(CudaError::Invalid(format!(
-            "a cluster of {cluster} blocks does not tile a grid of {} blocks along x (1..=8 \
-             blocks, dividing it)",
-            dims.grid.0
-        )));
-    }
-    let base = args.slots.as_mut_ptr();
-    let mut ptrs: Vec<*mut c_void> = (0..args.n)
-        // SAFETY: i < n <= 24, inside the boxed array.
-        .map(|i| unsafe { base.add(i) } as *mut c_void)
-        .collect();
+    cluster_tiles(dims.grid.0, cluster)?;
+    let mut ptrs = slot_ptrs(&mut args);
     let times = if crate::probe::is_dup(f) { 2 } else { 1 };
     for _ in 0..times {
         launch_ex(f, dims, cluster, stream, &mut ptrs)?;
+    }
+    Ok(())
+}
+
+/// Whether clusters of `cluster` blocks tile a grid of `grid_x` blocks along x (1..=8 blocks,
+/// the portable limit, dividing it).
+fn cluster_tiles(grid_x: u32, cluster: u32) -> Result<(), CudaError> {
+    if cluster == 0 || cluster > 8 || !grid_x.is_multiple_of(cluster) {
+        return Err(CudaError::Invalid(format!(
+            "a cluster of {cluster} blocks does not tile a grid of {grid_x} blocks along x \
+             (1..=8 blocks, dividing it)"
+        )));
     }
     Ok(())
 }
@@ -318,4 +325,19 @@ fn launch_ex(
     }
     .result()
     .map_err(drv("cuLaunchKernelEx"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn clusters_must_tile_the_grid() {
+        assert!(cluster_tiles(8, 8).is_ok());
+        assert!(cluster_tiles(16, 8).is_ok());
+        assert!(cluster_tiles(6, 2).is_ok());
+        assert!(cluster_tiles(12, 8).is_err());
+        assert!(cluster_tiles(16, 16).is_err());
+        assert!(cluster_tiles(8, 0).is_err());
+    }
 }
