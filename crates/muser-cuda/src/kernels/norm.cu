@@ -156,16 +156,16 @@ extern "C" __global__ void __launch_bounds__(NORM_THREADS)
     }
 }
 
-// The fused kernels' shared front: thread r = threadIdx.x's run of 8 values of H[t] into `hv`
-// (zeros past the row), X[t] updated in place; returns whether the run is in the row. Every
-// thread of the block calls it (block reductions).
-__device__ __forceinline__ bool residual_norm_run(const float* O, const float* Wpost,
-                                                  float eps_post, float* X, const float* Wnext,
-                                                  float eps, int n, int t, double* red,
-                                                  float (&hv)[8]) {
-    const int r = threadIdx.x;
+// The fused kernels' shared front: run r's 8 values of H[t] into `hv` (zeros past the row),
+// X[t] updated in place; returns whether the run is in the row. `rms(sumsq, eps, k)` is the
+// block's (or cluster's) rms scale of reduction k (0: O's, 1: X's); every thread of the block
+// calls it (block reductions).
+template <class Rms>
+__device__ __forceinline__ bool residual_norm_front(const float* O, const float* Wpost,
+                                                    float eps_post, float* X, const float* Wnext,
+                                                    float eps, int n, int t, int r, Rms rms,
+                                                    float (&hv)[8]) {
     const bool mine = r < n / 8;  // whole groups of 4 lanes in or out (n % 32 == 0)
-    // Launch with blockDim.x a multiple of 32 (every warp whole) — NORM_THREADS.
     const float* o = O + (size_t)t * n + 8 * r;
     float* x = X + (size_t)t * n + 8 * r;
     float ov[8], xv[8], wv[8], wn[8];
@@ -183,14 +183,25 @@ __device__ __forceinline__ bool residual_norm_run(const float* O, const float* W
         ld8(o, ov);
         ld8(x, xv);
     }
-    const float so = block_rms(sumsq8(ov, 0.0), n, eps_post, red);
+    const float so = rms(sumsq8(ov, 0.0), eps_post, 0);
 #pragma unroll
     for (int j = 0; j < 8; ++j) xv[j] += (ov[j] * so) * wv[j];
     if (mine) st8(x, xv);
-    const float sx = block_rms(sumsq8(xv, 0.0), n, eps, red);
+    const float sx = rms(sumsq8(xv, 0.0), eps, 1);
 #pragma unroll
     for (int j = 0; j < 8; ++j) hv[j] = (xv[j] * sx) * wn[j];
     return mine;
+}
+
+// residual_norm_front for one block per token: thread r = threadIdx.x (launch with blockDim.x a
+// multiple of 32, every warp whole — NORM_THREADS), block_rms over `red`.
+__device__ __forceinline__ bool residual_norm_run(const float* O, const float* Wpost,
+                                                  float eps_post, float* X, const float* Wnext,
+                                                  float eps, int n, int t, double* red,
+                                                  float (&hv)[8]) {
+    return residual_norm_front(O, Wpost, eps_post, X, Wnext, eps, n, t, (int)threadIdx.x,
+                               [&](double s, float e, int) { return block_rms(s, n, e, red); },
+                               hv);
 }
 
 // residual_norm fused with the quantization of H (the default; MUSER_CUDA_FUSE=0 for A/B; A16:
@@ -334,6 +345,21 @@ __device__ __forceinline__ double norm_unit_sum(const double (&s)[4], double* re
     return warp_sum_f64(lane < ng ? red[lane] : 0.0);
 }
 
+// Unit m = the runs r = 4m .. 4m + 3 of four consecutive lanes: lane 4m gathers its 32 values
+// by shuffles (every lane takes part; lanes past the row hold zeros and store nothing) and
+// writes the unit's f16 values and sums (h16_unit_vals) at scale 2^sh.
+__device__ __forceinline__ void h16_units_of_runs(const float (&hv)[8], u32 r, bool mine, int sh,
+                                                  u16* xh, u16* xsum, u16* xsum16) {
+    float v[32];
+#pragma unroll
+    for (int j = 0; j < 8; ++j) {
+        v[j] = hv[j];
+#pragma unroll
+        for (int l = 1; l < 4; ++l) v[8 * l + j] = __shfl_down_sync(0xffffffffu, hv[j], l);
+    }
+    if (mine && (r & 3) == 0) h16_unit_vals(v, (int)(r >> 2), ldexpf(1.f, sh), xh, xsum, xsum16);
+}
+
 #if NORM_H16 == 3
 // The cluster form's primitives (sm_90 thread-block clusters). This block's rank in the cluster.
 __device__ __forceinline__ u32 cl_rank() {
@@ -456,55 +482,28 @@ extern "C" __global__ void __launch_bounds__(NORM_H16_THREADS)
     const int t = blockIdx.y;
     if ((u32)t >= sp->n_tok) return;  // the whole cluster (it spans x only)
     const u32 rank = cl_rank();
-    // `shfl`'s thread r = residual_norm_run's threadIdx.x: its run of 8 values.
+    // `shfl`'s thread r = residual_norm_run's threadIdx.x: its run of 8 values. Every block of
+    // the cluster must have started before any writes into its shared memory: this arrive pairs
+    // with the wait before the first exchange.
     const int r = 128 * (int)rank + (int)threadIdx.x;
-    const bool mine = r < n / 8;
-    const float* o = O + (size_t)t * n + 8 * r;
-    float* x = X + (size_t)t * n + 8 * r;
-    float ov[8], xv[8], wv[8], wn[8];
-#pragma unroll
-    for (int j = 0; j < 8; ++j) ov[j] = xv[j] = wv[j] = wn[j] = 0.f;
-    if (mine) {
-        ld8(Wpost + 8 * r, wv);
-        ld8(Wnext + 8 * r, wn);
-    }
-    // Every block of the cluster must have started before any writes into its shared memory:
-    // this arrive pairs with the wait before the first exchange.
     cl_arrive();
-    pdl_wait();
-    pdl_trigger();
-    if (mine) {
-        ld8(o, ov);
-        ld8(x, xv);
-    }
-    const double s_o = sumsq8(ov, 0.0);
-    cl_wait();
-    const float so = rms_of(cl_sum_f64(s_o, red1, rank), n, eps_post);
-#pragma unroll
-    for (int j = 0; j < 8; ++j) xv[j] += (ov[j] * so) * wv[j];
-    if (mine) st8(x, xv);
-    const float sx = rms_of(cl_sum_f64(sumsq8(xv, 0.0), red2, rank), n, eps);
     float hv[8];
+    const bool mine = residual_norm_front(
+        O, Wpost, eps_post, X, Wnext, eps, n, t, r,
+        [&](double s, float e, int k) {
+            if (k == 0) cl_wait();
+            return rms_of(cl_sum_f64(s, k == 0 ? red1 : red2, rank), n, e);
+        },
+        hv);
     float amax = 0.f;
 #pragma unroll
-    for (int j = 0; j < 8; ++j) {
-        hv[j] = (xv[j] * sx) * wn[j];
-        amax = fmaxf(amax, fabsf(hv[j]));
-    }
+    for (int j = 0; j < 8; ++j) amax = fmaxf(amax, fabsf(hv[j]));
     // The last exchange: after its barrier no block touches another's shared memory, so each
     // may run to its end.
     const int sh = h16_shift(cl_max(amax, redm, rank));
     if (mine) st8(H + (size_t)t * n + 8 * r, hv);
     if (r == 0) XINV[t] = ldexpf(1.f, -sh);
-    float v[32];
-#pragma unroll
-    for (int j = 0; j < 8; ++j) {
-        v[j] = hv[j];
-#pragma unroll
-        for (int l = 1; l < 4; ++l) v[8 * l + j] = __shfl_down_sync(0xffffffffu, hv[j], l);
-    }
-    if (mine && (r & 3) == 0)
-        h16_unit_vals(v, r >> 2, ldexpf(1.f, sh), XH + (size_t)t * n, XSUM + (size_t)t * (n / 32),
+    h16_units_of_runs(hv, (u32)r, mine, sh, XH + (size_t)t * n, XSUM + (size_t)t * (n / 32),
                       XSUM16 + (size_t)t * (n / 16));
 #else
     __shared__ double red[32];
@@ -539,17 +538,7 @@ extern "C" __global__ void __launch_bounds__(NORM_H16_THREADS)
                       XSUM16 + (size_t)t * (n / 16));
     }
 #else
-    // Unit m = the runs of lanes 4m .. 4m + 3: lane 4m gathers its 32 values by shuffles (every
-    // lane takes part; lanes past the row hold zeros and store nothing).
-    float v[32];
-#pragma unroll
-    for (int j = 0; j < 8; ++j) {
-        v[j] = hv[j];
-#pragma unroll
-        for (int l = 1; l < 4; ++l) v[8 * l + j] = __shfl_down_sync(0xffffffffu, hv[j], l);
-    }
-    if (mine && (threadIdx.x & 3) == 0)
-        h16_unit_vals(v, threadIdx.x >> 2, ldexpf(1.f, sh), XH + (size_t)t * n,
+    h16_units_of_runs(hv, threadIdx.x, mine, sh, XH + (size_t)t * n,
                       XSUM + (size_t)t * (n / 32), XSUM16 + (size_t)t * (n / 16));
 #endif
 #endif  // NORM_H16

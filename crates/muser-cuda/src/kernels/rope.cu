@@ -34,6 +34,26 @@
 #error "ROPE_OVERLAP and ROPE_EARLY are alternative placements of the table"
 #endif
 
+// The block's cos / sin table of position `pos`: angles in f64 (pos * inv_freq[i]), rounded once
+// to f32 (threads stride the `half` frequencies).
+__device__ __forceinline__ void rope_table(u32 pos, const double* inv_freq, int half,
+                                           float* cos_t, float* sin_t) {
+    for (int i = threadIdx.x; i < half; i += blockDim.x) {
+        double sd, cd;
+        sincos((double)pos * inv_freq[i], &sd, &cd);
+        cos_t[i] = (float)cd;
+        sin_t[i] = (float)sd;
+    }
+}
+
+// V head `hv` of token t into its f16 cache row `crow` (one warp, lane `lane`).
+__device__ __forceinline__ void v_append(const float* V, u16* Vc, int t, u64 crow, int hv,
+                                         int n_head_kv, int hd_v, int lane) {
+    const float* v = V + (size_t)t * n_head_kv * hd_v + hv * hd_v;
+    u16* dst = Vc + crow * n_head_kv * hd_v + hv * hd_v;
+    for (int i = lane; i < hd_v; i += 32) dst[i] = f2h(v[i]);
+}
+
 extern "C" __global__ void qk_norm_rope_kv(float* Q, float* K, const float* V, const float* qn,
                                            const float* kn, float eps, const double* inv_freq,
                                            int mode, int n_head, int n_head_kv, int hd, int hd_v,
@@ -67,19 +87,9 @@ extern "C" __global__ void qk_norm_rope_kv(float* Q, float* K, const float* V, c
     }
     const u64 crow = step_kv_row(sp, t, pos, cap);
     if (live && is_v) {  // V heads: the cache append needs no table
-        const int hv = head - n_head - n_head_kv;
-        const float* v = V + (size_t)t * n_head_kv * hd_v + hv * hd_v;
-        u16* dst = Vc + crow * n_head_kv * hd_v + hv * hd_v;
-        for (int i = lane; i < hd_v; i += 32) dst[i] = f2h(v[i]);
+        v_append(V, Vc, t, crow, head - n_head - n_head_kv, n_head_kv, hd_v, lane);
     }
-    if (mode != 0) {
-        for (int i = threadIdx.x; i < half; i += blockDim.x) {
-            double sd, cd;
-            sincos((double)pos * inv_freq[i], &sd, &cd);
-            cos_t[i] = (float)cd;
-            sin_t[i] = (float)sd;
-        }
-    }
+    if (mode != 0) rope_table(pos, inv_freq, half, cos_t, sin_t);
     float* b = buf[w];
     if (qk) {
         double ss = 0.0;
@@ -109,14 +119,7 @@ extern "C" __global__ void qk_norm_rope_kv(float* Q, float* K, const float* V, c
     }
     const u32 pos = step_pos(sp, t);
     const int half = hd / 2;
-    if (mode != 0) {
-        for (int i = threadIdx.x; i < half; i += blockDim.x) {
-            double sd, cd;
-            sincos((double)pos * inv_freq[i], &sd, &cd);
-            cos_t[i] = (float)cd;
-            sin_t[i] = (float)sd;
-        }
-    }
+    if (mode != 0) rope_table(pos, inv_freq, half, cos_t, sin_t);
     if (ROPE_EARLY) {
         PDL_ENTRY()
     }
@@ -124,10 +127,7 @@ extern "C" __global__ void qk_norm_rope_kv(float* Q, float* K, const float* V, c
     if (head >= n_head + 2 * n_head_kv) return;
     const u64 crow = step_kv_row(sp, t, pos, cap);
     if (head >= n_head + n_head_kv) {
-        const int hv = head - n_head - n_head_kv;
-        const float* v = V + (size_t)t * n_head_kv * hd_v + hv * hd_v;
-        u16* dst = Vc + crow * n_head_kv * hd_v + hv * hd_v;
-        for (int i = lane; i < hd_v; i += 32) dst[i] = f2h(v[i]);
+        v_append(V, Vc, t, crow, head - n_head - n_head_kv, n_head_kv, hd_v, lane);
         return;
     }
     const bool is_q = head < n_head;

@@ -555,35 +555,28 @@ impl<'m> CudaSession<'m> {
         } else {
             (Kernel::ResidualNorm, args.ptr(b.step.ptr()))
         };
-        if k == Kernel::ResidualNormH16 {
-            // One block per token, or with MUSER_CUDA_NORM_H16=cl8 one cluster of 8 (grid (8, n)).
+        // One block per token; residual_norm_h16 as MUSER_CUDA_NORM_H16 shapes it (with `cl8` one
+        // cluster of 8 blocks per token: grid (8, n)).
+        let (block, cl) = if k == Kernel::ResidualNormH16 {
             let norm = self.reg.steps.norm_h16;
-            let cl = norm.cluster();
-            let dims = Dims {
-                grid: if cl > 1 {
-                    (cl, n as u32, 1)
-                } else {
-                    (n as u32, 1, 1)
-                },
-                block: norm.block(c.n_embd, NORM_THREADS),
-                smem: 0,
-            };
-            return if cl > 1 {
-                launch_cluster(self.f(k), dims, cl, s, args)
+            (norm.block(c.n_embd, NORM_THREADS), norm.cluster())
+        } else {
+            (NORM_THREADS, 1)
+        };
+        let dims = Dims {
+            grid: if cl > 1 {
+                (cl, n as u32, 1)
             } else {
-                launch(self.f(k), dims, s, args)
-            };
-        }
-        launch(
-            self.f(k),
-            Dims {
-                grid: (n as u32, 1, 1),
-                block: NORM_THREADS,
-                smem: 0,
+                (n as u32, 1, 1)
             },
-            s,
-            args,
-        )
+            block,
+            smem: 0,
+        };
+        if cl > 1 {
+            launch_cluster(self.f(k), dims, cl, s, args)
+        } else {
+            launch(self.f(k), dims, s, args)
+        }
     }
 
     /// A fused element-wise + quantize kernel (`k` the A16 one; `fused_q` picks `acts`'s): one
