@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The small steps' switches (crate muser_cuda::step_switches): the fused norm's thread layout
-# (MUSER_CUDA_NORM_H16=shfl|smem|unit|cl8) and the wide attention combine from N partials
+# (MUSER_CUDA_NORM_H16=auto|shfl|smem|unit|cl8) and the wide attention combine from N partials
 # (MUSER_CUDA_COMBINE_WIDE=N). One call; every line into $OUT/ab.txt. Times (H200, session 32): the
 # forge ~3 min in the background, then ~100 s per DV entry (the default included) at four depths
 # with pp512 — the default and two variants fit one call after the forge.

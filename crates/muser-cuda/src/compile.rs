@@ -368,8 +368,7 @@ mod tests {
         variant(m, &["-DMVA_AHEAD=2"]);
         variant(Module::Norm, &["-DNORM_H16=1"]);
         variant(Module::Norm, &["-DNORM_H16=2"]);
-        variant(Module::Norm, &["-DNORM_H16=3"]);
-        variant(Module::Norm, &["-DNORM_RED1=1"]);
+        variant(Module::Norm, &["-DNORM_RED1=0"]);
         variant(Module::Norm, &["-DNORM_H16=1", "-DNORM_RED1=1"]);
         variant(Module::Attention, &["-DCOMBINE_WIDE=16"]);
         variant(Module::Attention, &["-DCOMBINE_WIDE=8", "-DCOMBINE_PIPE=1"]);

@@ -213,7 +213,7 @@ fn slot_ptrs(args: &mut KArgs) -> Vec<*mut c_void> {
 /// [`launch`] as thread-block clusters of `cluster` consecutive blocks along the grid's x
 /// (`dims.grid.0 % cluster == 0`, `cluster <= 8`: the portable limit), with the
 /// programmatic-dependent-launch attribute when the stream carries it. For kernels that
-/// exchange data through distributed shared memory (norm.cu's `NORM_H16 == 3`).
+/// exchange data through distributed shared memory (norm.cu's `residual_norm_h16_cl8`).
 pub fn launch_cluster(
     f: &CudaFunction,
     dims: Dims,

@@ -130,6 +130,7 @@ kernels! {
     ResidualNormQ => Norm, "residual_norm_q";
     ResidualNormQ8 => Norm, "residual_norm_q8";
     ResidualNormH16 => Norm, "residual_norm_h16";
+    ResidualNormH16Cl8 => Norm, "residual_norm_h16_cl8";
     SigmoidGateQ => Elementwise, "sigmoid_gate_q";
     SigmoidGateQ8 => Elementwise, "sigmoid_gate_q8";
     SwigluQ => Elementwise, "swiglu_q";

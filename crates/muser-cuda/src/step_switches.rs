@@ -7,11 +7,24 @@
 use crate::error::CudaError;
 use crate::registry::{env_choice, Module};
 
-/// How `residual_norm_h16` (norm.cu, `-DNORM_H16`) lays the same arithmetic on threads.
+/// Launches of at most this many tokens run `residual_norm_h16_cl8` under
+/// [`NormH16::Auto`]: 8 blocks per token, so up to 128 blocks — one wave on the H200's 132 SMs.
+/// Measured at 1 token (decode, the win) and 512 (prefill, the loss); batched decode (2–16
+/// tokens) sits between, its side by side in docs/benchmarks.md.
+pub const CL8_AUTO_MAX_TOKENS: usize = 16;
+
+/// How the f16 route's fused norm (norm.cu `residual_norm_h16`, `-DNORM_H16`, and its cluster
+/// twin `residual_norm_h16_cl8`) lays the same arithmetic on threads
+/// (`MUSER_CUDA_NORM_H16=auto|shfl|smem|unit|cl8`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum NormH16 {
+    /// `Cl8` for launches of at most [`CL8_AUTO_MAX_TOKENS`] tokens (decode), `Shfl` for the
+    /// others (prefill) — the default since session 36: `cl8` measured tg128 +2.0 / +2.1 /
+    /// +2.8 / +2.7% at depth 0 / 2048 / 8192 / 32768 and pp512 −0.9 / −0.9 / −0.1 / +0.1%
+    /// against `shfl` (full forge, one call).
+    Auto,
     /// A thread per run of 8 values (`NORM_THREADS` threads), each 32-value unit gathered onto
-    /// its first lane by shuffles (the default).
+    /// its first lane by shuffles (every launch).
     Shfl,
     /// The same threads, the units gathered through shared memory.
     Smem,
@@ -21,7 +34,7 @@ pub enum NormH16 {
     /// `Shfl`'s 1024 threads as a thread-block cluster of 8 blocks of 128 per token (grid (8,
     /// n_tok), cluster (8, 1, 1): `crate::launch::launch_cluster`), the block reductions' warp
     /// totals exchanged through distributed shared memory into `Shfl`'s 32 slots (the same
-    /// tree). Built in session 35, not yet run on the device.
+    /// tree), for every launch.
     Cl8,
 }
 
@@ -29,59 +42,68 @@ impl NormH16 {
     fn from_env() -> Result<NormH16, CudaError> {
         if std::env::var_os("MUSER_CUDA_NORM_SMEM").is_some() {
             return Err(CudaError::Invalid(
-                "MUSER_CUDA_NORM_SMEM is now MUSER_CUDA_NORM_H16=smem (shfl | smem | unit)".into(),
+                "MUSER_CUDA_NORM_SMEM is now MUSER_CUDA_NORM_H16=smem (auto | shfl | smem | unit \
+                 | cl8)"
+                    .into(),
             ));
         }
         match std::env::var("MUSER_CUDA_NORM_H16").as_deref() {
-            Err(_) | Ok("shfl") => Ok(NormH16::Shfl),
+            Err(_) | Ok("auto") => Ok(NormH16::Auto),
+            Ok("shfl") => Ok(NormH16::Shfl),
             Ok("smem") => Ok(NormH16::Smem),
             Ok("unit") => Ok(NormH16::Unit),
             Ok("cl8") => Ok(NormH16::Cl8),
             Ok(v) => Err(CudaError::Invalid(format!(
-                "MUSER_CUDA_NORM_H16={v}: expected shfl, smem, unit or cl8"
+                "MUSER_CUDA_NORM_H16={v}: expected auto, shfl, smem, unit or cl8"
             ))),
         }
     }
 
+    /// `-DNORM_H16`'s value: the body of `residual_norm_h16` (the cluster twin is always
+    /// compiled).
     fn define(self) -> u32 {
         match self {
-            NormH16::Shfl => 0,
+            NormH16::Auto | NormH16::Shfl | NormH16::Cl8 => 0,
             NormH16::Smem => 1,
             NormH16::Unit => 2,
-            NormH16::Cl8 => 3,
         }
     }
 
     /// The route-id suffix of the fused norm (`fuse=norm…`): empty for the default.
     pub fn label(self) -> &'static str {
         match self {
-            NormH16::Shfl => "",
+            NormH16::Auto => "",
+            NormH16::Shfl => "-shfl",
             NormH16::Smem => "-smem",
             NormH16::Unit => "-unit",
             NormH16::Cl8 => "-cl8",
         }
     }
 
-    /// Threads per block of `residual_norm_h16` for rows of `n` values (`n % 64 == 0`,
-    /// `n <= 8 * norm_threads`, checked by the engine): `norm_threads` (the kernels'
-    /// `NORM_THREADS`), with `Unit` one thread per 32 values rounded up to whole warps, with
-    /// `Cl8` an eighth of `norm_threads` (each of the cluster's 8 blocks).
-    pub fn block(self, n: usize, norm_threads: u32) -> u32 {
+    /// Whether a launch of `n_tok` tokens runs the cluster twin `residual_norm_h16_cl8`.
+    pub fn cluster_for(self, n_tok: usize) -> bool {
         match self {
-            NormH16::Unit => ((n / 32) as u32).div_ceil(32) * 32,
-            NormH16::Cl8 => norm_threads / 8,
-            NormH16::Shfl | NormH16::Smem => norm_threads,
+            NormH16::Cl8 => true,
+            NormH16::Auto => n_tok <= CL8_AUTO_MAX_TOKENS,
+            NormH16::Shfl | NormH16::Smem | NormH16::Unit => false,
         }
     }
 
-    /// Blocks per token (one thread-block cluster of them): 8 with `Cl8`, else 1.
-    pub fn cluster(self) -> u32 {
+    /// Threads per block of `residual_norm_h16` for rows of `n` values (`n % 64 == 0`,
+    /// `n <= 8 * norm_threads`, checked by the engine): `norm_threads` (the kernels'
+    /// `NORM_THREADS`), with `Unit` one thread per 32 values rounded up to whole warps. The
+    /// cluster twin's blocks: [`CL8_BLOCKS`] blocks of `norm_threads / 8` per token.
+    pub fn block(self, n: usize, norm_threads: u32) -> u32 {
         match self {
-            NormH16::Cl8 => 8,
-            NormH16::Shfl | NormH16::Smem | NormH16::Unit => 1,
+            NormH16::Unit => ((n / 32) as u32).div_ceil(32) * 32,
+            NormH16::Auto | NormH16::Shfl | NormH16::Smem | NormH16::Cl8 => norm_threads,
         }
     }
 }
+
+/// Blocks per token of `residual_norm_h16_cl8` (one thread-block cluster of them), each of
+/// `NORM_THREADS / CL8_BLOCKS` threads.
+pub const CL8_BLOCKS: u32 = 8;
 
 /// The small steps' switches (`Registry::steps`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -103,14 +125,16 @@ pub struct StepSwitches {
     /// round trip per head instead of one per 32 partials. The same bits; static SASS of
     /// `attn_combine_m_wide` 96 registers (115 without). Session 34: see `combine_wide`.
     pub combine_pipe: bool,
-    /// `residual_norm_h16`'s thread layout (`MUSER_CUDA_NORM_H16=shfl|smem|unit`).
+    /// The fused f16 norm's thread layout (`MUSER_CUDA_NORM_H16=auto|shfl|smem|unit|cl8`).
     pub norm_h16: NormH16,
     /// The norm kernels' block reductions (norm.cu `block_rms`, and the fused f16 norm's row
     /// maximum) finish in warp 0 alone, the result broadcast through shared memory
-    /// (`-DNORM_RED1`, `MUSER_CUDA_NORM_RED1=0|1`, default 0 until measured; every route): the
+    /// (`-DNORM_RED1`, `MUSER_CUDA_NORM_RED1=0|1`, default 1 since session 36; every route): the
     /// last butterfly and the f64 division, square root and reciprocal once instead of in each
     /// of 32 warps, which compete for the shuffle unit and the f64 pipe. The same tree and
-    /// operations: the same bits. Built in session 35, not yet run on the device.
+    /// operations: the same bits. Session 36 (full forge, beside the old default in one call,
+    /// the fused norm unclustered): tg128 +0.2 / −0.1 / +0.2 / +0.8% at depth 0 / 2048 / 8192 /
+    /// 32768, pp512 +0.0 / +0.3 / +0.4 / +0.7% — small, never worse beyond the noise.
     pub norm_red1: bool,
     /// The tensor-core attention requests its K / V tiles that precede the step's written
     /// positions before the PDL wait, and its other first tiles before Q's loads
@@ -159,8 +183,8 @@ impl StepSwitches {
     pub const DEFAULT: StepSwitches = StepSwitches {
         combine_wide: 8,
         combine_pipe: true,
-        norm_h16: NormH16::Shfl,
-        norm_red1: false,
+        norm_h16: NormH16::Auto,
+        norm_red1: true,
         attn_early: true,
         attn_flat_exp: true,
         attn_rowcopy: true,
@@ -230,7 +254,7 @@ impl StepSwitches {
             Module::Rope if self.rope_overlap => vec!["-DROPE_OVERLAP=1".to_string()],
             Module::Norm => {
                 let mut d = Vec::new();
-                if self.norm_h16 != NormH16::Shfl {
+                if self.norm_h16.define() != 0 {
                     d.push(format!("-DNORM_H16={}", self.norm_h16.define()));
                 }
                 if self.norm_red1 {
@@ -255,13 +279,13 @@ impl StepSwitches {
         }
     }
 
-    /// The route-id suffix of the norm kernels (after `fuse=…`'s norm label): `-r1` with the
-    /// one-warp reductions' last step.
+    /// The route-id suffix of the norm kernels (after `fuse=…`'s norm label): empty with the
+    /// default one-warp reductions' last step, `-r0` without it.
     pub fn norm_suffix(&self) -> &'static str {
         if self.norm_red1 {
-            "-r1"
-        } else {
             ""
+        } else {
+            "-r0"
         }
     }
 
@@ -310,9 +334,22 @@ mod tests {
         assert_eq!(NormH16::Unit.block(8192, 1024), 256);
         assert_eq!(NormH16::Shfl.block(6656, 1024), 1024);
         assert_eq!(NormH16::Smem.block(640, 1024), 1024);
-        assert_eq!(NormH16::Cl8.block(6656, 1024), 128);
-        assert_eq!(NormH16::Cl8.cluster(), 8);
-        assert_eq!(NormH16::Shfl.cluster(), 1);
+        assert_eq!(NormH16::Cl8.block(6656, 1024), 1024);
+    }
+
+    #[test]
+    fn auto_clusters_few_token_launches_only() {
+        assert!(NormH16::Auto.cluster_for(1));
+        assert!(NormH16::Auto.cluster_for(CL8_AUTO_MAX_TOKENS));
+        assert!(!NormH16::Auto.cluster_for(CL8_AUTO_MAX_TOKENS + 1));
+        assert!(!NormH16::Auto.cluster_for(512));
+        assert!(NormH16::Cl8.cluster_for(512));
+        for n in [NormH16::Shfl, NormH16::Smem, NormH16::Unit] {
+            assert!(!n.cluster_for(1));
+        }
+        // Auto and Cl8 compile the default body; only the launch differs.
+        assert_eq!(NormH16::Auto.define(), 0);
+        assert_eq!(NormH16::Cl8.define(), 0);
     }
 
     #[test]
@@ -358,7 +395,7 @@ mod tests {
             d.defines(Module::Attention),
             vec!["-DCOMBINE_WIDE=8", "-DCOMBINE_PIPE=1"]
         );
-        assert!(d.defines(Module::Norm).is_empty());
+        assert_eq!(d.defines(Module::Norm), vec!["-DNORM_RED1=1"]);
         assert!(d.defines(Module::MatvecH16).is_empty());
         assert!(d.defines(Module::Rope).is_empty());
         let late = StepSwitches {
@@ -426,18 +463,19 @@ mod tests {
             s.defines(Module::Attention),
             vec!["-DCOMBINE_WIDE=16", "-DCOMBINE_PIPE=1"]
         );
-        assert_eq!(s.defines(Module::Norm), vec!["-DNORM_H16=2"]);
-        assert_eq!(s.attn_suffix(), "-cw16p");
-        assert_eq!(d.norm_suffix(), "");
-        let red1 = StepSwitches {
-            norm_red1: true,
-            ..s
-        };
         assert_eq!(
-            red1.defines(Module::Norm),
+            s.defines(Module::Norm),
             vec!["-DNORM_H16=2", "-DNORM_RED1=1"]
         );
-        assert_eq!(red1.norm_suffix(), "-r1");
-        assert_eq!(red1.attn_suffix(), "-cw16p");
+        assert_eq!(s.attn_suffix(), "-cw16p");
+        assert_eq!(d.norm_suffix(), "");
+        assert_eq!(d.defines(Module::Norm), vec!["-DNORM_RED1=1"]);
+        let red0 = StepSwitches {
+            norm_red1: false,
+            ..s
+        };
+        assert_eq!(red0.defines(Module::Norm), vec!["-DNORM_H16=2"]);
+        assert_eq!(red0.norm_suffix(), "-r0");
+        assert_eq!(red0.attn_suffix(), "-cw16p");
     }
 }

@@ -293,23 +293,27 @@ extern "C" __global__ void __launch_bounds__(NORM_THREADS)
 }
 
 // NORM_H16 (`MUSER_CUDA_NORM_H16`) — how residual_norm_h16 shapes the same arithmetic:
-//   0 `shfl` (default): a thread per run of 8 (NORM_THREADS threads), each 32-value unit
+//   0 `shfl` (default body): a thread per run of 8 (NORM_THREADS threads), each 32-value unit
 //     gathered onto its first lane by 24 shuffles;
 //   1 `smem`: the same threads, the units gathered through shared memory;
 //   2 `unit`: a thread per 32-value unit (n / 32 threads rounded up to whole warps — the host
 //     launches it so, `muser_cuda::step_switches::NormH16::block`), no gather, 7 warps at each
 //     barrier instead of 32.
-//   3 `cl8`: `shfl`'s 1024 threads as a thread-block cluster of 8 blocks of 128 per token (grid
-//     (8, n_tok), cluster (8, 1, 1): the host's `launch_cluster`) — block c runs `shfl`'s threads
-//     128c .. 128c + 127, so its 4 warps are `shfl`'s warps 4c .. 4c + 3 with the same runs; a
-//     block reduction's warp totals go to slot 4c + w of every block's scratch through
-//     distributed shared memory, one cluster barrier, then each block runs `shfl`'s second
-//     butterfly over the same 32 slots. Why: one SM moves the whole row (~130 KB in and out at
-//     6656 values) and runs 32 warps' shuffles; eight share it.
-// All four give the same bits (norm_unit_sum below replays the f64 tree of block_sum_f64; the
+// Beside it, always compiled, residual_norm_h16_cl8: `shfl`'s 1024 threads as a thread-block
+// cluster of 8 blocks of 128 per token (grid (8, n_tok), cluster (8, 1, 1): the host's
+// `launch_cluster`) — block c runs `shfl`'s threads 128c .. 128c + 127, so its 4 warps are
+// `shfl`'s warps 4c .. 4c + 3 with the same runs; a block reduction's warp totals go to slot
+// 4c + w of every block's scratch through distributed shared memory, one cluster barrier, then
+// each block runs `shfl`'s second butterfly over the same 32 slots. Why: one SM moves the whole
+// row (~130 KB in and out at 6656 values) and runs 32 warps' shuffles; eight share it. The host
+// launches it for launches of few tokens (`MUSER_CUDA_NORM_H16=auto`, the default: decode) or
+// for all (`cl8`).
+// All give the same bits (norm_unit_sum below replays the f64 tree of block_sum_f64; the
 // cluster form fills block_sum_f64's 32 slots with the same warp totals).
 // Session 31 (H200, tg128 full forge): `smem` level with `shfl`, `unit` 4.3% slower (its four
-// runs' loads per thread take longer than one run in each of 1024 threads).
+// runs' loads per thread take longer than one run in each of 1024 threads). Session 36: `cl8`
+// tg128 +2.0 / +2.1 / +2.8 / +2.7% at depth 0 / 2048 / 8192 / 32768, pp512 −0.9 / −0.9 / −0.1 /
+// +0.1% — hence decode only by default.
 #ifndef NORM_H16
 #define NORM_H16 0
 #endif
@@ -317,8 +321,6 @@ extern "C" __global__ void __launch_bounds__(NORM_THREADS)
 // unit's 4 × 32 values stay in registers (the 1024-thread bound caps them at 64 and spills).
 #if NORM_H16 == 2
 #define NORM_H16_THREADS (NORM_THREADS / 4)
-#elif NORM_H16 == 3
-#define NORM_H16_THREADS (NORM_THREADS / 8)
 #else
 #define NORM_H16_THREADS NORM_THREADS
 #endif
@@ -360,7 +362,6 @@ __device__ __forceinline__ void h16_units_of_runs(const float (&hv)[8], u32 r, b
     if (mine && (r & 3) == 0) h16_unit_vals(v, (int)(r >> 2), ldexpf(1.f, sh), xh, xsum, xsum16);
 }
 
-#if NORM_H16 == 3
 // The cluster form's primitives (sm_90 thread-block clusters). This block's rank in the cluster.
 __device__ __forceinline__ u32 cl_rank() {
     u32 r;
@@ -409,7 +410,6 @@ __device__ __forceinline__ float cl_max(float v, float* red, u32 rank) {
     cl_wait();
     return warp_max(red[lane]);
 }
-#endif
 
 // residual_norm fused with the f16 route's activation step (`MUSER_CUDA_ACTS=f16`): H as
 // residual_norm writes it, then act_h16's outputs for it (act_h16.cuh's unit on the registers
@@ -476,35 +476,6 @@ extern "C" __global__ void __launch_bounds__(NORM_H16_THREADS)
     for (int j = 0; j < 4; ++j) st8(H + (size_t)t * n + 32 * u + 8 * j, hv + 8 * j);
     h16_unit_vals(hv, u, ldexpf(1.f, sh), XH + (size_t)t * n, XSUM + (size_t)t * (n / 32),
                   XSUM16 + (size_t)t * (n / 16));
-#elif NORM_H16 == 3
-    __shared__ double red1[32], red2[32];  // one array per reduction (remote writes, no reuse)
-    __shared__ float redm[32];
-    const int t = blockIdx.y;
-    if ((u32)t >= sp->n_tok) return;  // the whole cluster (it spans x only)
-    const u32 rank = cl_rank();
-    // `shfl`'s thread r = residual_norm_run's threadIdx.x: its run of 8 values. Every block of
-    // the cluster must have started before any writes into its shared memory: this arrive pairs
-    // with the wait before the first exchange.
-    const int r = 128 * (int)rank + (int)threadIdx.x;
-    cl_arrive();
-    float hv[8];
-    const bool mine = residual_norm_front(
-        O, Wpost, eps_post, X, Wnext, eps, n, t, r,
-        [&](double s, float e, int k) {
-            if (k == 0) cl_wait();
-            return rms_of(cl_sum_f64(s, k == 0 ? red1 : red2, rank), n, e);
-        },
-        hv);
-    float amax = 0.f;
-#pragma unroll
-    for (int j = 0; j < 8; ++j) amax = fmaxf(amax, fabsf(hv[j]));
-    // The last exchange: after its barrier no block touches another's shared memory, so each
-    // may run to its end.
-    const int sh = h16_shift(cl_max(amax, redm, rank));
-    if (mine) st8(H + (size_t)t * n + 8 * r, hv);
-    if (r == 0) XINV[t] = ldexpf(1.f, -sh);
-    h16_units_of_runs(hv, (u32)r, mine, sh, XH + (size_t)t * n, XSUM + (size_t)t * (n / 32),
-                      XSUM16 + (size_t)t * (n / 16));
 #else
     __shared__ double red[32];
     __shared__ float redf[32];
@@ -542,4 +513,40 @@ extern "C" __global__ void __launch_bounds__(NORM_H16_THREADS)
                       XSUM + (size_t)t * (n / 32), XSUM16 + (size_t)t * (n / 16));
 #endif
 #endif  // NORM_H16
+}
+
+// residual_norm_h16 as a cluster of 8 blocks of NORM_THREADS / 8 per token (grid (8, n_tok),
+// cluster (8, 1, 1)); the same arguments, needs and bits.
+extern "C" __global__ void __launch_bounds__(NORM_THREADS / 8)
+    residual_norm_h16_cl8(const float* O, const float* Wpost, float eps_post, float* X,
+                          const float* Wnext, float eps, float* H, int n, u16* XH, u16* XSUM,
+                          u16* XSUM16, float* XINV, const StepParams* sp) {
+    __shared__ double red1[32], red2[32];  // one array per reduction (remote writes, no reuse)
+    __shared__ float redm[32];
+    const int t = blockIdx.y;
+    if ((u32)t >= sp->n_tok) return;  // the whole cluster (it spans x only)
+    const u32 rank = cl_rank();
+    // `shfl`'s thread r = residual_norm_run's threadIdx.x: its run of 8 values. Every block of
+    // the cluster must have started before any writes into its shared memory: this arrive pairs
+    // with the wait before the first exchange.
+    const int r = 128 * (int)rank + (int)threadIdx.x;
+    cl_arrive();
+    float hv[8];
+    const bool mine = residual_norm_front(
+        O, Wpost, eps_post, X, Wnext, eps, n, t, r,
+        [&](double s, float e, int k) {
+            if (k == 0) cl_wait();
+            return rms_of(cl_sum_f64(s, k == 0 ? red1 : red2, rank), n, e);
+        },
+        hv);
+    float amax = 0.f;
+#pragma unroll
+    for (int j = 0; j < 8; ++j) amax = fmaxf(amax, fabsf(hv[j]));
+    // The last exchange: after its barrier no block touches another's shared memory, so each
+    // may run to its end.
+    const int sh = h16_shift(cl_max(amax, redm, rank));
+    if (mine) st8(H + (size_t)t * n + 8 * r, hv);
+    if (r == 0) XINV[t] = ldexpf(1.f, -sh);
+    h16_units_of_runs(hv, (u32)r, mine, sh, XH + (size_t)t * n, XSUM + (size_t)t * (n / 32),
+                      XSUM16 + (size_t)t * (n / 16));
 }

@@ -5,6 +5,7 @@
 
 use muser_cuda::launch::{launch, launch_cluster, AttnShape, Dims, SMEM_DEFAULT_MAX};
 use muser_cuda::profile::PhaseProfiler;
+use muser_cuda::step_switches::CL8_BLOCKS;
 use muser_cuda::{CudaError, Graph, KArgs, Kernel, Math, Registry, StepParams, MAX_BATCH};
 
 use super::weights::{kernels_for, DevLayer, DevMatrix};
@@ -555,28 +556,35 @@ impl<'m> CudaSession<'m> {
         } else {
             (Kernel::ResidualNorm, args.ptr(b.step.ptr()))
         };
-        // One block per token; residual_norm_h16 as MUSER_CUDA_NORM_H16 shapes it (with `cl8` one
-        // cluster of 8 blocks per token: grid (8, n)).
-        let (block, cl) = if k == Kernel::ResidualNormH16 {
-            let norm = self.reg.steps.norm_h16;
-            (norm.block(c.n_embd, NORM_THREADS), norm.cluster())
+        // One block per token; residual_norm_h16 as MUSER_CUDA_NORM_H16 shapes it, or its
+        // cluster twin (`auto`: launches of few tokens; `cl8`: all) as one cluster of 8 blocks
+        // per token, grid (8, n).
+        let norm = self.reg.steps.norm_h16;
+        if k == Kernel::ResidualNormH16 && norm.cluster_for(n) {
+            let dims = Dims {
+                grid: (CL8_BLOCKS, n as u32, 1),
+                block: NORM_THREADS / CL8_BLOCKS,
+                smem: 0,
+            };
+            return launch_cluster(
+                self.f(Kernel::ResidualNormH16Cl8),
+                dims,
+                CL8_BLOCKS,
+                s,
+                args,
+            );
+        }
+        let block = if k == Kernel::ResidualNormH16 {
+            norm.block(c.n_embd, NORM_THREADS)
         } else {
-            (NORM_THREADS, 1)
+            NORM_THREADS
         };
         let dims = Dims {
-            grid: if cl > 1 {
-                (cl, n as u32, 1)
-            } else {
-                (n as u32, 1, 1)
-            },
+            grid: (n as u32, 1, 1),
             block,
             smem: 0,
         };
-        if cl > 1 {
-            launch_cluster(self.f(k), dims, cl, s, args)
-        } else {
-            launch(self.f(k), dims, s, args)
-        }
+        launch(self.f(k), dims, s, args)
     }
 
     /// A fused element-wise + quantize kernel (`k` the A16 one; `fused_q` picks `acts`'s): one
