@@ -4,24 +4,26 @@
 # ab_tiny_logits LOG OUT VARIANT...: `muser eval --route cuda` of the tiny forge (seed 1),
 #   1100 tokens, MUSER_CUDA_ATTN_SUPER=32 (35 partials per late token), chunk 512 and 1, per
 #   variant: the logits' sha — every line must agree for switches that keep the bits.
+#   The model, tokens and logits live in $HOME/ab-tiny (not $OUT: a call cut short must not
+#   leave them among the files that come back — session 36 lost a receipt beside them).
 ab_tiny_logits() {
-  local log=$1 out=$2 c v
+  local log=$1 out=$2 w=$HOME/ab-tiny c v
   shift 2
-  .device/muser forge --preset tiny --seed 1 -o "$out/tiny.gguf" > /dev/null 2>&1
+  mkdir -p "$w"
+  .device/muser forge --preset tiny --seed 1 -o "$w/tiny.gguf" > /dev/null 2>&1
   python3 -c "import json; print(json.dumps([(i * 37 + 11) % 500 + 1 for i in range(1100)]))" \
-    > "$out/toks.json"
+    > "$w/toks.json"
   for c in 512 1; do
     for v in "$@"; do
-      rm -f "$out/logits.f32"  # a failed run must not report the previous one's sha
-      env MUSER_CUDA_ATTN_SUPER=32 $v timeout 200 .device/muser eval -m "$out/tiny.gguf" \
-        --tokens "$out/toks.json" --ctx 2048 --route cuda --chunk $c \
-        --dump-logits "$out/logits.f32" > "$out/eval.txt" 2>&1
+      rm -f "$w/logits.f32" "$w/logits.f32.json"  # a failed run must not report the previous sha
+      env MUSER_CUDA_ATTN_SUPER=32 $v timeout 200 .device/muser eval -m "$w/tiny.gguf" \
+        --tokens "$w/toks.json" --ctx 2048 --route cuda --chunk $c \
+        --dump-logits "$w/logits.f32" > "$out/eval.txt" 2>&1
       local rc=$? sha="no logits (see eval.txt)"
-      [ -f "$out/logits.f32" ] && sha=$(sha256sum < "$out/logits.f32" | cut -c1-16)
+      [ -f "$w/logits.f32" ] && sha=$(sha256sum < "$w/logits.f32" | cut -c1-16)
       echo "eval chunk $c ${v:-default} rc=$rc $sha" >> "$log"
     done
   done
-  rm -f "$out/tiny.gguf" "$out/logits.f32"
 }
 
 # ab_tg LOG OUT VARIANT...: tg128 on the full forge ($HOME/full.gguf, waited for), the variants
