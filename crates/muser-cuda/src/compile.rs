@@ -20,6 +20,7 @@ const MMV: &str = include_str!("kernels/mmv.cuh");
 const ACT_H16: &str = include_str!("kernels/act_h16.cuh");
 const FORMATS_H16: &str = include_str!("kernels/formats_h16.cuh");
 const MVH_CHAIN: &str = include_str!("kernels/mvh_chain.cuh");
+const CLUSTER: &str = include_str!("kernels/cluster.cuh");
 
 /// Numerics of a compiled module variant.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -184,7 +185,10 @@ impl Module {
             Module::MmvA16 | Module::MmvA8 => {
                 return format!("{COMMON}\n{FORMATS_A16}\n{MMA_INT8}\n{MMV}\n{body}")
             }
-            Module::Norm | Module::Elementwise | Module::Attention => ACT_H16,
+            Module::Norm | Module::Attention => {
+                return format!("{COMMON}\n{ACT_H16}\n{CLUSTER}\n{body}")
+            }
+            Module::Elementwise => ACT_H16,
             Module::MatvecH16 => {
                 return format!("{COMMON}\n{ACT_H16}\n{FORMATS_H16}\n{MVH_CHAIN}\n{body}")
             }

@@ -154,6 +154,7 @@ kernels! {
     AttnCombineM => Attention, "attn_combine_m";
     AttnCombineMWide => Attention, "attn_combine_m_wide";
     AttnCombineH16 => Attention, "attn_combine_h16";
+    AttnCombineH16Cl => Attention, "attn_combine_h16_cl";
     SigmoidGate => Elementwise, "sigmoid_gate";
     L2Prefetch => Prefetch, "l2_prefetch";
     Swiglu => Elementwise, "swiglu";

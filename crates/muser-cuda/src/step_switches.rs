@@ -105,6 +105,23 @@ impl NormH16 {
 /// `NORM_THREADS / CL8_BLOCKS` threads.
 pub const CL8_BLOCKS: u32 = 8;
 
+/// The cluster of `attn_combine_h16_cl` (`StepSwitches::combine_cl`) for `n_head` heads of
+/// `hd_v` values: (blocks per token C, threads per block) — the most blocks (at most 8, the
+/// portable cluster size) that divide the heads evenly with at most 1024 threads each (one warp
+/// per 32-value group); `None` where no cluster fits (`hd_v % 32 != 0`, or a row wider than
+/// 8 × 1024 values).
+pub fn combine_cluster(n_head: usize, hd_v: usize) -> Option<(u32, u32)> {
+    if hd_v == 0 || !hd_v.is_multiple_of(32) {
+        return None;
+    }
+    [8usize, 4, 2, 1]
+        .into_iter()
+        .filter(|&c| n_head.is_multiple_of(c))
+        .map(|c| (c, n_head / c * hd_v))
+        .find(|&(_, threads)| threads <= 1024)
+        .map(|(c, threads)| (c as u32, threads as u32))
+}
+
 /// The small steps' switches (`Registry::steps`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct StepSwitches {
@@ -125,6 +142,13 @@ pub struct StepSwitches {
     /// round trip per head instead of one per 32 partials. The same bits; static SASS of
     /// `attn_combine_m_wide` 96 registers (115 without). Session 34: see `combine_wide`.
     pub combine_pipe: bool,
+    /// Decode steps' combine and the f16 activations of its row as one launch
+    /// (`attn_combine_h16_cl`, attention.cu; `MUSER_CUDA_COMBINE_CL=0|1`, default 0 until
+    /// measured): each token's heads as a thread-block cluster whose blocks exchange their row
+    /// maxima through distributed shared memory, then convert their own values — instead of
+    /// `attn_combine_m_wide` → `act_h16_m` (one kernel boundary fewer per layer, ~2.5 µs in the
+    /// graph). The same bits. Built in session 36, not yet run on the device.
+    pub combine_cl: bool,
     /// The fused f16 norm's thread layout (`MUSER_CUDA_NORM_H16=auto|shfl|smem|unit|cl8`).
     pub norm_h16: NormH16,
     /// The norm kernels' block reductions (norm.cu `block_rms`, and the fused f16 norm's row
@@ -183,6 +207,7 @@ impl StepSwitches {
     pub const DEFAULT: StepSwitches = StepSwitches {
         combine_wide: 8,
         combine_pipe: true,
+        combine_cl: false,
         norm_h16: NormH16::Auto,
         norm_red1: true,
         attn_early: true,
@@ -210,6 +235,7 @@ impl StepSwitches {
                 "MUSER_CUDA_COMBINE_PIPE",
                 d.combine_pipe && combine_wide > 0,
             )?,
+            combine_cl: flag("MUSER_CUDA_COMBINE_CL", d.combine_cl)?,
             norm_h16: NormH16::from_env()?,
             norm_red1: flag("MUSER_CUDA_NORM_RED1", d.norm_red1)?,
             attn_early: flag("MUSER_CUDA_ATTN_EARLY", d.attn_early)?,
@@ -291,7 +317,7 @@ impl StepSwitches {
 
     /// The route-id suffix of the attention (`attn=…`), naming what differs from
     /// [`StepSwitches::DEFAULT`]: `-re` with the rope's table before the PDL wait, `-ro` with
-    /// the rope's rows requested before its table, `-e0`
+    /// the rope's rows requested before its table, `-ccl` with the clustered decode combine, `-e0`
     /// without the early tile requests, `-fx` with the flat softmax `expf`s, `-rc` with the
     /// row-by-row tile copies, `-cw0` without the
     /// wide combine, `-cwN` / `-cwNp` with the wide combine from N partials, unpiped / piped.
@@ -312,6 +338,9 @@ impl StepSwitches {
         }
         if self.attn_rowcopy != d.attn_rowcopy {
             early += if self.attn_rowcopy { "-rc" } else { "-rc0" };
+        }
+        if self.combine_cl != d.combine_cl {
+            early += if self.combine_cl { "-ccl" } else { "-ccl0" };
         }
         let pipe = if self.combine_pipe { "p" } else { "" };
         if (self.combine_wide, self.combine_pipe) == (d.combine_wide, d.combine_pipe) {
@@ -335,6 +364,21 @@ mod tests {
         assert_eq!(NormH16::Shfl.block(6656, 1024), 1024);
         assert_eq!(NormH16::Smem.block(640, 1024), 1024);
         assert_eq!(NormH16::Cl8.block(6656, 1024), 1024);
+    }
+
+    #[test]
+    fn combine_cluster_divides_the_heads() {
+        // Muse Glimmer: 32 heads of 128 -> 8 blocks of 4 heads (512 threads).
+        assert_eq!(combine_cluster(32, 128), Some((8, 512)));
+        // gemma-3-270m: 4 heads of 256 -> 4 blocks of one head.
+        assert_eq!(combine_cluster(4, 256), Some((4, 256)));
+        // 8 heads of 512: one head per block.
+        assert_eq!(combine_cluster(8, 512), Some((8, 512)));
+        // 6 heads: 2 blocks of 3.
+        assert_eq!(combine_cluster(6, 128), Some((2, 384)));
+        assert_eq!(combine_cluster(64, 256), None); // 16 384 values: wider than 8 x 1024
+        assert_eq!(combine_cluster(32, 100), None);
+        assert_eq!(combine_cluster(3, 0), None);
     }
 
     #[test]
@@ -413,6 +457,15 @@ mod tests {
             vec!["-DATTN_EARLY=1", "-DATTN_ROWCOPY=1"]
         );
         assert_eq!(branchy.attn_suffix(), "-fx0");
+        let clustered = StepSwitches {
+            combine_cl: true,
+            ..d
+        };
+        assert_eq!(clustered.attn_suffix(), "-ccl");
+        assert_eq!(
+            clustered.defines(Module::Attention),
+            d.defines(Module::Attention)
+        );
         let chunky = StepSwitches {
             attn_rowcopy: false,
             ..d

@@ -9,6 +9,7 @@ mod cuda_support;
 use half::f16;
 use muser_cuda::attn_h16::AttnH16Shape;
 use muser_cuda::launch::{AttnShape, ATTN_MT_TOKENS, SMEM_DEFAULT_MAX};
+use muser_cuda::step_switches::combine_cluster;
 use muser_cuda::{DeviceBuffer, KArgs, Kernel};
 
 use cuda_support::*;
@@ -281,41 +282,43 @@ fn attention_matches_an_f64_softmax_and_fused_combines_are_exact() {
                         d.guarded_from(&zeros),
                         d.guarded_from(&zeros),
                     );
-                    let (xh, xs, xs16, xinv) = (
-                        d.guarded(n_tok * aw * 2),
-                        d.guarded(n_tok * aw / 32 * 2),
-                        d.guarded(n_tok * aw / 16 * 2),
-                        d.guarded(n_tok * 4),
-                    );
+                    let acts = H16Acts::new(&d, n_tok, aw);
                     let args = combine_args()
                         .ptr(ah.ptr)
                         .ptr(if gated { gd.ptr() } else { 0 })
                         .ptr(sp.ptr())
                         .ptr(mh.ptr)
                         .ptr(tk.ptr)
-                        .ptr(xh.ptr)
-                        .ptr(xs.ptr)
-                        .ptr(xs16.ptr)
-                        .ptr(xinv.ptr);
+                        .ptr(acts.xh.ptr)
+                        .ptr(acts.xs.ptr)
+                        .ptr(acts.xs16.ptr)
+                        .ptr(acts.xinv.ptr);
                     d.go(Kernel::AttnCombineH16, cgrid, 32, 0, args);
                     let what = format!("attn_combine_h16, {what}");
                     same_f32(&d.read::<f32>(&ah, &what), &want_a, &what);
                     same(&d.read::<u32>(&mh, &what), &want_m, &what);
                     same(&d.read::<u32>(&tk, &what), &vec![nh as u32; n_tok], &what);
-                    let (gh, gs, gs16, gi) = (
-                        d.read::<u16>(&xh, &what),
-                        d.read::<u16>(&xs, &what),
-                        d.read::<u16>(&xs16, &what),
-                        d.read::<f32>(&xinv, &what),
-                    );
-                    for (t, row) in want_a.chunks(aw).enumerate() {
-                        let r = muser_cuda::h16::act_reference(row).expect("a row of 64s");
-                        let msg = format!("{what}, token {t}");
-                        same(&gh[t * aw..(t + 1) * aw], &r.xh, &msg);
-                        same(&gs[t * aw / 32..(t + 1) * aw / 32], &r.xsum, &msg);
-                        same(&gs16[t * aw / 16..(t + 1) * aw / 16], &r.xsum16, &msg);
-                        same(&[gi[t].to_bits()], &[r.inv.to_bits()], &msg);
-                    }
+                    acts.check(&d, &want_a, aw, &what);
+                    // attn_combine_h16_cl (MUSER_CUDA_COMBINE_CL, decode): the same outputs
+                    // and f16 activations from one cluster of blocks per token, the row maximum
+                    // exchanged between them (M is not written).
+                    let (cl, threads) =
+                        combine_cluster(nh, hdv).expect("the test's heads fit a cluster");
+                    let ac = d.guarded(n_tok * aw * 4);
+                    let acts = H16Acts::new(&d, n_tok, aw);
+                    let args = combine_args()
+                        .ptr(ac.ptr)
+                        .ptr(if gated { gd.ptr() } else { 0 })
+                        .ptr(sp.ptr())
+                        .ptr(acts.xh.ptr)
+                        .ptr(acts.xs.ptr)
+                        .ptr(acts.xs16.ptr)
+                        .ptr(acts.xinv.ptr);
+                    let grid = [cl as usize, n_tok + SPARE, 1];
+                    d.go_cluster(Kernel::AttnCombineH16Cl, grid, threads as usize, cl, args);
+                    let what = format!("attn_combine_h16_cl ({cl} blocks of {threads}), {what}");
+                    same_f32(&d.read::<f32>(&ac, &what), &want_a, &what);
+                    acts.check(&d, &want_a, aw, &what);
                 }
                 eprintln!("{what}: fused combines ok");
             }
@@ -426,6 +429,45 @@ fn attention_h16_decode_and_prefill_agree_bit_for_bit() {
                 close(&ga, &want, 4e-3, |i| want_scale[i], &what);
                 eprintln!("{what}: decode == prefill shapes, close to f64");
             }
+        }
+    }
+}
+
+/// The f16 route's activation outputs of `n_tok` rows of `width` values (XH, XSUM, XSUM16,
+/// XINV), as guarded device buffers.
+struct H16Acts {
+    xh: Guarded,
+    xs: Guarded,
+    xs16: Guarded,
+    xinv: Guarded,
+}
+
+impl H16Acts {
+    fn new(d: &Dev, n_tok: usize, width: usize) -> H16Acts {
+        H16Acts {
+            xh: d.guarded(n_tok * width * 2),
+            xs: d.guarded(n_tok * width / 32 * 2),
+            xs16: d.guarded(n_tok * width / 16 * 2),
+            xinv: d.guarded(n_tok * 4),
+        }
+    }
+
+    /// Each row of `want` (rows of `width`) in act_h16's format — its host mirror — bit for bit.
+    fn check(&self, d: &Dev, want: &[f32], width: usize, what: &str) {
+        let (gh, gs, gs16, gi) = (
+            d.read::<u16>(&self.xh, what),
+            d.read::<u16>(&self.xs, what),
+            d.read::<u16>(&self.xs16, what),
+            d.read::<f32>(&self.xinv, what),
+        );
+        let w = width;
+        for (t, row) in want.chunks(w).enumerate() {
+            let r = muser_cuda::h16::act_reference(row).expect("a row of 64s");
+            let msg = format!("{what}, token {t}");
+            same(&gh[t * w..(t + 1) * w], &r.xh, &msg);
+            same(&gs[t * w / 32..(t + 1) * w / 32], &r.xsum, &msg);
+            same(&gs16[t * w / 16..(t + 1) * w / 16], &r.xsum16, &msg);
+            same(&[gi[t].to_bits()], &[r.inv.to_bits()], &msg);
         }
     }
 }

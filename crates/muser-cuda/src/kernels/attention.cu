@@ -654,6 +654,63 @@ extern "C" __global__ void attn_combine_h16(const float* Op, const float* Mp, co
     }
 }
 
+// attn_combine_m_wide followed by act_h16_m as one launch (`MUSER_CUDA_COMBINE_CL=1`, decode
+// steps): each token's heads as one thread-block cluster of C = gridDim.x blocks (grid (C,
+// n_tok), cluster (C, 1, 1); C <= 8 divides n_head), block c merging heads c·hpb .. c·hpb + hpb
+// − 1 (hpb = n_head / C) with one warp per 32-value group (blockDim = hpb · hd_v), so every
+// group's numbers are attn_combine_m_wide's (combine_head does not depend on which warp runs
+// it). The row's largest magnitude — act_h16_m's M[t], exact in any order — is each block's
+// maximum, exchanged through distributed shared memory (slot c of every block), one cluster
+// barrier; then each block converts its own hpb · hd_v values (its own writes of A, after a
+// block barrier) with act_h16_m's arithmetic (h16_shift of the maximum, h16_unit per 32-value
+// unit). The same bits as attn_combine_m_wide → act_h16_m, one launch fewer; M is not written.
+extern "C" __global__ void attn_combine_h16_cl(const float* Op, const float* Mp, const float* Lp,
+                                               int window, int n_head, int hd_v, int n_super,
+                                               int super_len, float* A, const float* G,
+                                               const StepParams* sp, u16* XH, u16* XSUM,
+                                               u16* XSUM16, float* XINV) {
+    __shared__ float redw[32];  // the block's warp maxima
+    __shared__ float redc[8];   // the cluster's block maxima, slot c from block c
+    const int t = blockIdx.y;
+    if ((u32)t >= sp->n_tok) return;  // the whole cluster (it spans x only)
+    const u32 rank = cl_rank(), C = gridDim.x;
+    // Every block of the cluster must have started before any writes into its shared memory:
+    // this arrive pairs with the wait before the exchange.
+    cl_arrive();
+    PDL_ENTRY()
+    const int lane = threadIdx.x & 31, w = threadIdx.x >> 5, nw = blockDim.x >> 5;
+    const int ng = hd_v / 32, hpb = n_head / (int)C;
+    const int h = (int)rank * hpb + w / ng, r = w % ng;  // this warp's head and group
+    const int pos = (int)step_pos(sp, t);
+    const size_t base = ((size_t)t * n_head + h) * n_super;
+    float acc[8];
+    const float inv = combine_head<true>(Op, Mp, Lp, window, hd_v, n_super, super_len, pos, base,
+                                         1u << r, acc);
+    const int K = n_head * hd_v;
+    const size_t i = (size_t)t * K + (size_t)h * hd_v + 32 * r + lane;
+    const float v = combine_out(acc[r], inv, G, i);
+    A[i] = v;
+    const float m = warp_max(v == v ? fabsf(v) : 0.f);
+    if (lane == 0) redw[w] = m;
+    __syncthreads();  // redw, and this block's A values for the conversion below
+    cl_wait();
+    if (w == 0) {
+        const float bm = warp_max(lane < nw ? redw[lane] : 0.f);
+        if (lane < (int)C) {
+            const u32 a = cl_map(redc + rank, (u32)lane);
+            asm volatile("st.shared::cluster.f32 [%0], %1;" ::"r"(a), "f"(bm) : "memory");
+        }
+    }
+    cl_arrive();
+    cl_wait();
+    const int sh = h16_shift(warp_max(lane < (int)C ? redc[lane] : 0.f));
+    if (rank == 0 && threadIdx.x == 0) XINV[t] = ldexpf(1.f, -sh);
+    const int nu = hpb * hd_v / 32, u = (int)rank * nu + (int)threadIdx.x;  // this block's units
+    if ((int)threadIdx.x < nu)
+        h16_unit(A + (size_t)t * K, u, ldexpf(1.f, sh), XH + (size_t)t * K,
+                 XSUM + (size_t)t * (K / 32), XSUM16 + (size_t)t * (K / 16));
+}
+
 // Needs hd_v % 32 == 0 (checked on the host). XQ/XS/XSUM rows are n_head*hd_v wide; the
 // quantization is the format XQ names (attn_combine_q: A16, attn_combine_q8: A8).
 template <class XE>

@@ -362,27 +362,6 @@ __device__ __forceinline__ void h16_units_of_runs(const float (&hv)[8], u32 r, b
     if (mine && (r & 3) == 0) h16_unit_vals(v, (int)(r >> 2), ldexpf(1.f, sh), xh, xsum, xsum16);
 }
 
-// The cluster form's primitives (sm_90 thread-block clusters). This block's rank in the cluster.
-__device__ __forceinline__ u32 cl_rank() {
-    u32 r;
-    asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
-    return r;
-}
-// Cluster barrier halves: arrive (release: this thread's shared-memory stores, remote ones
-// included, become visible to the cluster) and wait (acquire). Every thread of every block calls
-// each, in pairs.
-__device__ __forceinline__ void cl_arrive() {
-    asm volatile("barrier.cluster.arrive.release.aligned;" ::: "memory");
-}
-__device__ __forceinline__ void cl_wait() {
-    asm volatile("barrier.cluster.wait.acquire.aligned;" ::: "memory");
-}
-// The address of `p` (this block's shared memory) in block `rank`'s shared memory window.
-__device__ __forceinline__ u32 cl_map(const void* p, u32 rank) {
-    u32 a = (u32)__cvta_generic_to_shared(p), ra;
-    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(ra) : "r"(a), "r"(rank));
-    return ra;
-}
 // block_sum_f64 over the cluster's 32 warps (4 per block): warp w of block c puts its butterfly
 // total in slot 4c + w of every block's `red` (lane j writes block j's), one cluster barrier,
 // then every warp runs block_sum_f64's second butterfly over the 32 slots. `red` is this

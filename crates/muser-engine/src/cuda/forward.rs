@@ -5,7 +5,7 @@
 
 use muser_cuda::launch::{launch, launch_cluster, AttnShape, Dims, SMEM_DEFAULT_MAX};
 use muser_cuda::profile::PhaseProfiler;
-use muser_cuda::step_switches::CL8_BLOCKS;
+use muser_cuda::step_switches::{combine_cluster, CL8_BLOCKS};
 use muser_cuda::{CudaError, Graph, KArgs, Kernel, Math, Registry, StepParams, MAX_BATCH};
 
 use super::weights::{kernels_for, DevLayer, DevMatrix};
@@ -341,6 +341,24 @@ impl<'m> CudaSession<'m> {
                     s,
                     b.h16.append(args),
                 )?;
+            } else if combine_m && !prefill_shape && self.reg.steps.combine_cl {
+                // Decode: the combine and the row's f16 activations as one cluster launch per
+                // token (`MUSER_CUDA_COMBINE_CL`, the same bits as the two launches below).
+                let (cl, threads) = combine_cluster(c.n_head, c.head_dim_v).ok_or_else(|| {
+                    CudaError::Invalid(format!(
+                        "MUSER_CUDA_COMBINE_CL: no cluster of at most 8 blocks of 1024 threads \
+                         holds {} heads of {} values",
+                        c.n_head, c.head_dim_v
+                    ))
+                })?;
+                let gate = lw.wgate.as_ref().map_or(0, |_| b.gate.ptr());
+                let dims = Dims {
+                    grid: (cl, n as u32, 1),
+                    block: threads,
+                    smem: 0,
+                };
+                let args = b.h16.append(combine_args.ptr(gate).ptr(step));
+                launch_cluster(self.f(Kernel::AttnCombineH16Cl), dims, cl, s, args)?;
             } else if combine_m {
                 let (gate, m) = (
                     lw.wgate.as_ref().map_or(0, |_| b.gate.ptr()),

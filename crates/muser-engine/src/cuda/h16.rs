@@ -51,9 +51,10 @@ pub const TENSOR_CORE_ATTENTION_ENV: [&str; 3] = [
 
 /// The f16 route's own switches beside its chains' (`H16Switches::ENV`) and the tensor-core
 /// attention's (`TENSOR_CORE_ATTENTION_ENV`): on another route they would change nothing.
-const F16_ROUTE_SWITCHES: [&str; 14] = [
+const F16_ROUTE_SWITCHES: [&str; 15] = [
     "MUSER_CUDA_H16_ATTN",
     "MUSER_CUDA_COMBINE_PIPE",
+    "MUSER_CUDA_COMBINE_CL",
     "MUSER_CUDA_ATTN_COLS",
     "MUSER_CUDA_COMBINE_WIDE",
     "MUSER_CUDA_ATTN_BUFS",
@@ -215,15 +216,17 @@ pub fn check_options(model: &Model, opts: &mut CudaOptions) -> Result<(), Engine
     // The wide combine is a path of the decode combine that folds the row maxima
     // (`attn_combine_m_wide`): asked for where that combine does not run, refused.
     let combine_m = opts.h16_rowmax_on() && opts.act_math == Math::Strict;
-    if std::env::var_os("MUSER_CUDA_COMBINE_WIDE").is_some()
-        && (!combine_m || opts.h16_combine_act_on())
-    {
-        return refuse(
-            opts,
-            "MUSER_CUDA_COMBINE_WIDE shapes the decode combine that folds the row maxima (on by \
-             default, with the plain element-wise kernels, strict math and without \
-             MUSER_CUDA_H16_COMBINE_ACT=1)",
-        );
+    for name in ["MUSER_CUDA_COMBINE_WIDE", "MUSER_CUDA_COMBINE_CL"] {
+        if std::env::var_os(name).is_some() && (!combine_m || opts.h16_combine_act_on()) {
+            return refuse(
+                opts,
+                format!(
+                    "{name} shapes the decode combine that folds the row maxima (on by default, \
+                     with the plain element-wise kernels, strict math and without \
+                     MUSER_CUDA_H16_COMBINE_ACT=1)"
+                ),
+            );
+        }
     }
     match std::env::var("MUSER_CUDA_H16_ATTN").as_deref() {
         Err(_) | Ok("mma" | "f32") => {}

@@ -7,7 +7,7 @@
 use std::fmt::Debug;
 
 use bytemuck::{Pod, Zeroable};
-use muser_cuda::launch::{launch, Dims};
+use muser_cuda::launch::{launch, launch_cluster, Dims};
 use muser_cuda::{DeviceBuffer, Gpu, KArgs, Kernel, Math, Module, Registry};
 use muser_quant::a16::{self, BlockA16};
 
@@ -122,6 +122,23 @@ impl Dev {
         };
         launch(self.reg.get(k, Math::Strict), dims, self.gpu.stream(), args)
             .unwrap_or_else(|e| panic!("launch {}: {e}", k.symbol()));
+    }
+
+    /// [`Dev::go`] as thread-block clusters of `cluster` consecutive blocks along x.
+    pub fn go_cluster(&self, k: Kernel, grid: [usize; 3], block: usize, cluster: u32, args: KArgs) {
+        let dims = Dims {
+            grid: (grid[0] as u32, grid[1] as u32, grid[2] as u32),
+            block: block as u32,
+            smem: 0,
+        };
+        launch_cluster(
+            self.reg.get(k, Math::Strict),
+            dims,
+            cluster,
+            self.gpu.stream(),
+            args,
+        )
+        .unwrap_or_else(|e| panic!("launch {}: {e}", k.symbol()));
     }
 
     /// quant_a16 (the unfused A16 quantization, as the engine launches it) of `n_tok` rows of
