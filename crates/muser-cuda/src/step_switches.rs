@@ -203,7 +203,8 @@ pub struct StepSwitches {
 impl StepSwitches {
     /// The defaults (no variable set): the early tile requests and the piped wide combine from 8
     /// partials (session 34), the flat softmax `expf`s and the row-by-row tile copies (session
-    /// 35; measurements above).
+    /// 35), the clustered fused norm for decode launches and the one-warp reduction tails
+    /// (session 36; measurements above).
     pub const DEFAULT: StepSwitches = StepSwitches {
         combine_wide: 8,
         combine_pipe: true,
@@ -363,7 +364,6 @@ mod tests {
         assert_eq!(NormH16::Unit.block(8192, 1024), 256);
         assert_eq!(NormH16::Shfl.block(6656, 1024), 1024);
         assert_eq!(NormH16::Smem.block(640, 1024), 1024);
-        assert_eq!(NormH16::Cl8.block(6656, 1024), 1024);
     }
 
     #[test]
