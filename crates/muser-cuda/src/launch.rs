@@ -211,9 +211,11 @@ fn slot_ptrs(args: &mut KArgs) -> Vec<*mut c_void> {
 }
 
 /// [`launch`] as thread-block clusters of `cluster` consecutive blocks along the grid's x
-/// (`dims.grid.0 % cluster == 0`, `cluster <= 8`: the portable limit), with the
+/// (`dims.grid.0 % cluster == 0`; `cluster <= 8`, the portable limit, or 16 for a function the
+/// registry allowed the non-portable size, `Registry::NON_PORTABLE_CLUSTER`), with the
 /// programmatic-dependent-launch attribute when the stream carries it. For kernels that
-/// exchange data through distributed shared memory (norm.cu's `residual_norm_h16_cl8`).
+/// exchange data through distributed shared memory (norm.cu's `residual_norm_h16_cl8` / `_cl16`,
+/// attention.cu's `attn_combine_h16_cl`).
 pub fn launch_cluster(
     f: &CudaFunction,
     dims: Dims,
@@ -230,13 +232,13 @@ pub fn launch_cluster(
     Ok(())
 }
 
-/// Whether clusters of `cluster` blocks tile a grid of `grid_x` blocks along x (1..=8 blocks,
-/// the portable limit, dividing it).
+/// Whether clusters of `cluster` blocks tile a grid of `grid_x` blocks along x (1..=16 blocks
+/// — above 8 the function must allow the non-portable size — dividing it).
 fn cluster_tiles(grid_x: u32, cluster: u32) -> Result<(), CudaError> {
-    if cluster == 0 || cluster > 8 || !grid_x.is_multiple_of(cluster) {
+    if cluster == 0 || cluster > 16 || !grid_x.is_multiple_of(cluster) {
         return Err(CudaError::Invalid(format!(
             "a cluster of {cluster} blocks does not tile a grid of {grid_x} blocks along x \
-             (1..=8 blocks, dividing it)"
+             (1..=16 blocks, dividing it)"
         )));
     }
     Ok(())
@@ -337,7 +339,8 @@ mod tests {
         assert!(cluster_tiles(16, 8).is_ok());
         assert!(cluster_tiles(6, 2).is_ok());
         assert!(cluster_tiles(12, 8).is_err());
-        assert!(cluster_tiles(16, 16).is_err());
+        assert!(cluster_tiles(16, 16).is_ok());
+        assert!(cluster_tiles(32, 32).is_err());
         assert!(cluster_tiles(8, 0).is_err());
     }
 }

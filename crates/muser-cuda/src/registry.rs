@@ -131,6 +131,7 @@ kernels! {
     ResidualNormQ8 => Norm, "residual_norm_q8";
     ResidualNormH16 => Norm, "residual_norm_h16";
     ResidualNormH16Cl8 => Norm, "residual_norm_h16_cl8";
+    ResidualNormH16Cl16 => Norm, "residual_norm_h16_cl16";
     SigmoidGateQ => Elementwise, "sigmoid_gate_q";
     SigmoidGateQ8 => Elementwise, "sigmoid_gate_q8";
     SwigluQ => Elementwise, "swiglu_q";
@@ -284,6 +285,10 @@ const MMV_THREADS: u32 = 256;
 const MMV_STATIC_SMEM: usize = 16 * 1024;
 
 impl Registry {
+    /// The kernels launched as clusters of more than 8 blocks (the portable limit): the
+    /// registry allows each the non-portable size when it loads them.
+    pub const NON_PORTABLE_CLUSTER: [Kernel; 1] = [Kernel::ResidualNormH16Cl16];
+
     /// The launch of a tensor-core packed-rows matmul (`mmv_*`) over `n_out` rows of `k`
     /// inputs (`k` <= 93 184: the staged factors fit the opt-in shared memory).
     pub fn mmv_dims(&self, n_out: usize, k: usize) -> crate::launch::Dims {
@@ -595,6 +600,17 @@ impl Registry {
                         f.set_attribute(
                             cudarc::driver::sys::CUfunction_attribute_enum::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
                             (SMEM_OPTIN_MAX - st) as i32,
+                        )
+                        .map_err(|e| CudaError::Load {
+                            module: m.file().into(),
+                            kernel: k.symbol().into(),
+                            source: e,
+                        })?;
+                    }
+                    if Registry::NON_PORTABLE_CLUSTER.contains(&k) {
+                        f.set_attribute(
+                            cudarc::driver::sys::CUfunction_attribute_enum::CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED,
+                            1,
                         )
                         .map_err(|e| CudaError::Load {
                             module: m.file().into(),

@@ -36,6 +36,11 @@ pub enum NormH16 {
     /// totals exchanged through distributed shared memory into `Shfl`'s 32 slots (the same
     /// tree), for every launch.
     Cl8,
+    /// The same as a cluster of 16 blocks of 64 per token (`residual_norm_h16_cl16`, a
+    /// non-portable cluster size), the warp totals into slot 2c + w: the same tree, for launches
+    /// of at most [`CL8_AUTO_MAX_TOKENS`] tokens (`Shfl` above). Built in session 36, not yet
+    /// run on the device.
+    Cl16,
 }
 
 impl NormH16 {
@@ -43,7 +48,7 @@ impl NormH16 {
         if std::env::var_os("MUSER_CUDA_NORM_SMEM").is_some() {
             return Err(CudaError::Invalid(
                 "MUSER_CUDA_NORM_SMEM is now MUSER_CUDA_NORM_H16=smem (auto | shfl | smem | unit \
-                 | cl8)"
+                 | cl8 | cl16)"
                     .into(),
             ));
         }
@@ -53,8 +58,9 @@ impl NormH16 {
             Ok("smem") => Ok(NormH16::Smem),
             Ok("unit") => Ok(NormH16::Unit),
             Ok("cl8") => Ok(NormH16::Cl8),
+            Ok("cl16") => Ok(NormH16::Cl16),
             Ok(v) => Err(CudaError::Invalid(format!(
-                "MUSER_CUDA_NORM_H16={v}: expected auto, shfl, smem, unit or cl8"
+                "MUSER_CUDA_NORM_H16={v}: expected auto, shfl, smem, unit, cl8 or cl16"
             ))),
         }
     }
@@ -63,7 +69,7 @@ impl NormH16 {
     /// compiled).
     fn define(self) -> u32 {
         match self {
-            NormH16::Auto | NormH16::Shfl | NormH16::Cl8 => 0,
+            NormH16::Auto | NormH16::Shfl | NormH16::Cl8 | NormH16::Cl16 => 0,
             NormH16::Smem => 1,
             NormH16::Unit => 2,
         }
@@ -77,33 +83,34 @@ impl NormH16 {
             NormH16::Smem => "-smem",
             NormH16::Unit => "-unit",
             NormH16::Cl8 => "-cl8",
+            NormH16::Cl16 => "-cl16",
         }
     }
 
-    /// Whether a launch of `n_tok` tokens runs the cluster twin `residual_norm_h16_cl8`.
-    pub fn cluster_for(self, n_tok: usize) -> bool {
+    /// The blocks per token of the cluster twin (`residual_norm_h16_cl8` / `_cl16`) a launch of
+    /// `n_tok` tokens runs, or `None` for the one-block `residual_norm_h16`.
+    pub fn cluster_for(self, n_tok: usize) -> Option<u32> {
         match self {
-            NormH16::Cl8 => true,
-            NormH16::Auto => n_tok <= CL8_AUTO_MAX_TOKENS,
-            NormH16::Shfl | NormH16::Smem | NormH16::Unit => false,
+            NormH16::Cl8 => Some(8),
+            NormH16::Auto => (n_tok <= CL8_AUTO_MAX_TOKENS).then_some(8),
+            NormH16::Cl16 => (n_tok <= CL8_AUTO_MAX_TOKENS).then_some(16),
+            NormH16::Shfl | NormH16::Smem | NormH16::Unit => None,
         }
     }
 
     /// Threads per block of `residual_norm_h16` for rows of `n` values (`n % 64 == 0`,
     /// `n <= 8 * norm_threads`, checked by the engine): `norm_threads` (the kernels'
     /// `NORM_THREADS`), with `Unit` one thread per 32 values rounded up to whole warps. The
-    /// cluster twin's blocks: [`CL8_BLOCKS`] blocks of `norm_threads / 8` per token.
+    /// cluster twins' blocks: `cluster_for`'s count of `norm_threads / count` per token.
     pub fn block(self, n: usize, norm_threads: u32) -> u32 {
         match self {
             NormH16::Unit => ((n / 32) as u32).div_ceil(32) * 32,
-            NormH16::Auto | NormH16::Shfl | NormH16::Smem | NormH16::Cl8 => norm_threads,
+            NormH16::Auto | NormH16::Shfl | NormH16::Smem | NormH16::Cl8 | NormH16::Cl16 => {
+                norm_threads
+            }
         }
     }
 }
-
-/// Blocks per token of `residual_norm_h16_cl8` (one thread-block cluster of them), each of
-/// `NORM_THREADS / CL8_BLOCKS` threads.
-pub const CL8_BLOCKS: u32 = 8;
 
 /// The cluster of `attn_combine_h16_cl` (`StepSwitches::combine_cl`) for `n_head` heads of
 /// `hd_v` values: (blocks per token C, threads per block) — the most blocks (at most 8, the
@@ -383,17 +390,20 @@ mod tests {
 
     #[test]
     fn auto_clusters_few_token_launches_only() {
-        assert!(NormH16::Auto.cluster_for(1));
-        assert!(NormH16::Auto.cluster_for(CL8_AUTO_MAX_TOKENS));
-        assert!(!NormH16::Auto.cluster_for(CL8_AUTO_MAX_TOKENS + 1));
-        assert!(!NormH16::Auto.cluster_for(512));
-        assert!(NormH16::Cl8.cluster_for(512));
+        assert_eq!(NormH16::Auto.cluster_for(1), Some(8));
+        assert_eq!(NormH16::Auto.cluster_for(CL8_AUTO_MAX_TOKENS), Some(8));
+        assert_eq!(NormH16::Auto.cluster_for(CL8_AUTO_MAX_TOKENS + 1), None);
+        assert_eq!(NormH16::Auto.cluster_for(512), None);
+        assert_eq!(NormH16::Cl8.cluster_for(512), Some(8));
+        assert_eq!(NormH16::Cl16.cluster_for(1), Some(16));
+        assert_eq!(NormH16::Cl16.cluster_for(512), None);
         for n in [NormH16::Shfl, NormH16::Smem, NormH16::Unit] {
-            assert!(!n.cluster_for(1));
+            assert_eq!(n.cluster_for(1), None);
         }
         // Auto and Cl8 compile the default body; only the launch differs.
         assert_eq!(NormH16::Auto.define(), 0);
         assert_eq!(NormH16::Cl8.define(), 0);
+        assert_eq!(NormH16::Cl16.define(), 0);
     }
 
     #[test]

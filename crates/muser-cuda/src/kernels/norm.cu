@@ -362,15 +362,17 @@ __device__ __forceinline__ void h16_units_of_runs(const float (&hv)[8], u32 r, b
     if (mine && (r & 3) == 0) h16_unit_vals(v, (int)(r >> 2), ldexpf(1.f, sh), xh, xsum, xsum16);
 }
 
-// block_sum_f64 over the cluster's 32 warps (4 per block): warp w of block c puts its butterfly
-// total in slot 4c + w of every block's `red` (lane j writes block j's), one cluster barrier,
-// then every warp runs block_sum_f64's second butterfly over the 32 slots. `red` is this
-// reduction's own array (no block writes it again), so no barrier is needed before the writes.
+// block_sum_f64 over the cluster's 32 warps (32 / CL per block, CL blocks): warp w of block c
+// puts its butterfly total in slot (32 / CL)·c + w of every block's `red` (lane j writes block
+// j's), one cluster barrier, then every warp runs block_sum_f64's second butterfly over the 32
+// slots. `red` is this reduction's own array (no block writes it again), so no barrier is
+// needed before the writes.
+template <int CL>
 __device__ __forceinline__ double cl_sum_f64(double v, double* red, u32 rank) {
     const int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
     v = warp_sum_f64(v);
-    if (lane < 8) {
-        const u32 a = cl_map(red + 4 * rank + w, (u32)lane);
+    if (lane < CL) {
+        const u32 a = cl_map(red + (32 / CL) * rank + w, (u32)lane);
         asm volatile("st.shared::cluster.f64 [%0], %1;" ::"r"(a), "d"(v) : "memory");
     }
     cl_arrive();
@@ -378,11 +380,12 @@ __device__ __forceinline__ double cl_sum_f64(double v, double* red, u32 rank) {
     return warp_sum_f64(red[lane]);
 }
 // h16_block_max over the cluster (max: exact in any order), the same exchange.
+template <int CL>
 __device__ __forceinline__ float cl_max(float v, float* red, u32 rank) {
     const int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
     v = warp_max(v);
-    if (lane < 8) {
-        const u32 a = cl_map(red + 4 * rank + w, (u32)lane);
+    if (lane < CL) {
+        const u32 a = cl_map(red + (32 / CL) * rank + w, (u32)lane);
         asm volatile("st.shared::cluster.f32 [%0], %1;" ::"r"(a), "f"(v) : "memory");
     }
     cl_arrive();
@@ -494,12 +497,16 @@ extern "C" __global__ void __launch_bounds__(NORM_H16_THREADS)
 #endif  // NORM_H16
 }
 
-// residual_norm_h16 as a cluster of 8 blocks of NORM_THREADS / 8 per token (grid (8, n_tok),
-// cluster (8, 1, 1)); the same arguments, needs and bits.
-extern "C" __global__ void __launch_bounds__(NORM_THREADS / 8)
-    residual_norm_h16_cl8(const float* O, const float* Wpost, float eps_post, float* X,
-                          const float* Wnext, float eps, float* H, int n, u16* XH, u16* XSUM,
-                          u16* XSUM16, float* XINV, const StepParams* sp) {
+// residual_norm_h16 as a cluster of CL blocks of NORM_THREADS / CL per token (grid (CL, n_tok),
+// cluster (CL, 1, 1)); the same arguments, needs and bits. CL = 8 (`residual_norm_h16_cl8`,
+// the portable cluster size) or 16 (`residual_norm_h16_cl16`: a non-portable size, allowed on
+// the function by the registry).
+template <int CL>
+__device__ __forceinline__ void residual_norm_h16_cluster(const float* O, const float* Wpost,
+                                                          float eps_post, float* X,
+                                                          const float* Wnext, float eps, float* H,
+                                                          int n, u16* XH, u16* XSUM, u16* XSUM16,
+                                                          float* XINV, const StepParams* sp) {
     __shared__ double red1[32], red2[32];  // one array per reduction (remote writes, no reuse)
     __shared__ float redm[32];
     const int t = blockIdx.y;
@@ -508,14 +515,14 @@ extern "C" __global__ void __launch_bounds__(NORM_THREADS / 8)
     // `shfl`'s thread r = residual_norm_run's threadIdx.x: its run of 8 values. Every block of
     // the cluster must have started before any writes into its shared memory: this arrive pairs
     // with the wait before the first exchange.
-    const int r = 128 * (int)rank + (int)threadIdx.x;
+    const int r = NORM_THREADS / CL * (int)rank + (int)threadIdx.x;
     cl_arrive();
     float hv[8];
     const bool mine = residual_norm_front(
         O, Wpost, eps_post, X, Wnext, eps, n, t, r,
         [&](double s, float e, int k) {
             if (k == 0) cl_wait();
-            return rms_of(cl_sum_f64(s, k == 0 ? red1 : red2, rank), n, e);
+            return rms_of(cl_sum_f64<CL>(s, k == 0 ? red1 : red2, rank), n, e);
         },
         hv);
     float amax = 0.f;
@@ -523,9 +530,23 @@ extern "C" __global__ void __launch_bounds__(NORM_THREADS / 8)
     for (int j = 0; j < 8; ++j) amax = fmaxf(amax, fabsf(hv[j]));
     // The last exchange: after its barrier no block touches another's shared memory, so each
     // may run to its end.
-    const int sh = h16_shift(cl_max(amax, redm, rank));
+    const int sh = h16_shift(cl_max<CL>(amax, redm, rank));
     if (mine) st8(H + (size_t)t * n + 8 * r, hv);
     if (r == 0) XINV[t] = ldexpf(1.f, -sh);
     h16_units_of_runs(hv, (u32)r, mine, sh, XH + (size_t)t * n, XSUM + (size_t)t * (n / 32),
                       XSUM16 + (size_t)t * (n / 16));
+}
+extern "C" __global__ void __launch_bounds__(NORM_THREADS / 8)
+    residual_norm_h16_cl8(const float* O, const float* Wpost, float eps_post, float* X,
+                          const float* Wnext, float eps, float* H, int n, u16* XH, u16* XSUM,
+                          u16* XSUM16, float* XINV, const StepParams* sp) {
+    residual_norm_h16_cluster<8>(O, Wpost, eps_post, X, Wnext, eps, H, n, XH, XSUM, XSUM16, XINV,
+                                 sp);
+}
+extern "C" __global__ void __launch_bounds__(NORM_THREADS / 16)
+    residual_norm_h16_cl16(const float* O, const float* Wpost, float eps_post, float* X,
+                           const float* Wnext, float eps, float* H, int n, u16* XH, u16* XSUM,
+                           u16* XSUM16, float* XINV, const StepParams* sp) {
+    residual_norm_h16_cluster<16>(O, Wpost, eps_post, X, Wnext, eps, H, n, XH, XSUM, XSUM16,
+                                  XINV, sp);
 }

@@ -5,7 +5,7 @@
 
 use muser_cuda::launch::{launch, launch_cluster, AttnShape, Dims, SMEM_DEFAULT_MAX};
 use muser_cuda::profile::PhaseProfiler;
-use muser_cuda::step_switches::{combine_cluster, CL8_BLOCKS};
+use muser_cuda::step_switches::combine_cluster;
 use muser_cuda::{CudaError, Graph, KArgs, Kernel, Math, Registry, StepParams, MAX_BATCH};
 
 use super::weights::{kernels_for, DevLayer, DevMatrix};
@@ -575,22 +575,24 @@ impl<'m> CudaSession<'m> {
             (Kernel::ResidualNorm, args.ptr(b.step.ptr()))
         };
         // One block per token; residual_norm_h16 as MUSER_CUDA_NORM_H16 shapes it, or its
-        // cluster twin (`auto`: launches of few tokens; `cl8`: all) as one cluster of 8 blocks
-        // per token, grid (8, n).
+        // cluster twin (`auto`: 8 blocks per token for launches of few tokens; `cl8`: 8 for all;
+        // `cl16`: 16 for few) as one cluster of `cl` blocks per token, grid (cl, n).
         let norm = self.reg.steps.norm_h16;
-        if k == Kernel::ResidualNormH16 && norm.cluster_for(n) {
+        if let Some(cl) = (k == Kernel::ResidualNormH16)
+            .then(|| norm.cluster_for(n))
+            .flatten()
+        {
+            let kernel = if cl == 16 {
+                Kernel::ResidualNormH16Cl16
+            } else {
+                Kernel::ResidualNormH16Cl8
+            };
             let dims = Dims {
-                grid: (CL8_BLOCKS, n as u32, 1),
-                block: NORM_THREADS / CL8_BLOCKS,
+                grid: (cl, n as u32, 1),
+                block: NORM_THREADS / cl,
                 smem: 0,
             };
-            return launch_cluster(
-                self.f(Kernel::ResidualNormH16Cl8),
-                dims,
-                CL8_BLOCKS,
-                s,
-                args,
-            );
+            return launch_cluster(self.f(kernel), dims, cl, s, args);
         }
         let block = if k == Kernel::ResidualNormH16 {
             norm.block(c.n_embd, NORM_THREADS)

@@ -114,7 +114,7 @@ impl CudaSession<'_> {
             // `-r0`: MUSER_CUDA_NORM_RED1=0 (every norm kernel, fused or not).
             match (self.opts.fuse, self.opts.acts) {
                 (false, _) => format!("off{}", self.reg.steps.norm_suffix()),
-                // No combine twin; `-shfl` / `-smem` / `-unit` / `-cl8`: MUSER_CUDA_NORM_H16.
+                // No combine twin; `-shfl` / `-smem` / `-unit` / `-cl8` / `-cl16`: MUSER_CUDA_NORM_H16.
                 (true, Acts::F16) => format!(
                     "norm{}{}{}",
                     self.reg.steps.norm_h16.label(),
