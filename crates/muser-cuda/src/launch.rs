@@ -185,17 +185,24 @@ impl AttnShape {
 /// Launch `f` on `stream` — with the programmatic-dependent-launch attribute when the stream
 /// carries it (`Gpu::set_pdl`; the kernel then overlaps the previous kernel's tail and waits for
 /// it in `pdl_wait`), plainly otherwise.
-pub fn launch(
+pub fn launch(f: &CudaFunction, dims: Dims, stream: Stream, args: KArgs) -> Result<(), CudaError> {
+    launch_clusters_of(f, dims, 1, stream, args)
+}
+
+/// Every launch: `f` in clusters of `cluster` blocks (1: plain blocks), twice under a timing
+/// probe (crate::probe enqueues the same launch again).
+fn launch_clusters_of(
     f: &CudaFunction,
     dims: Dims,
+    cluster: u32,
     stream: Stream,
     mut args: KArgs,
 ) -> Result<(), CudaError> {
+    cluster_tiles(dims.grid.0, cluster)?;
     let mut ptrs = slot_ptrs(&mut args);
-    // A timing probe (crate::probe) enqueues the same launch again.
     let times = if crate::probe::is_dup(f) { 2 } else { 1 };
     for _ in 0..times {
-        launch_once(f, dims, stream, &mut ptrs)?;
+        launch_once(f, dims, cluster, stream, &mut ptrs)?;
     }
     Ok(())
 }
@@ -221,15 +228,9 @@ pub fn launch_cluster(
     dims: Dims,
     cluster: u32,
     stream: Stream,
-    mut args: KArgs,
+    args: KArgs,
 ) -> Result<(), CudaError> {
-    cluster_tiles(dims.grid.0, cluster)?;
-    let mut ptrs = slot_ptrs(&mut args);
-    let times = if crate::probe::is_dup(f) { 2 } else { 1 };
-    for _ in 0..times {
-        launch_ex(f, dims, cluster, stream, &mut ptrs)?;
-    }
-    Ok(())
+    launch_clusters_of(f, dims, cluster, stream, args)
 }
 
 /// Whether clusters of `cluster` blocks tile a grid of `grid_x` blocks along x (1..=16 blocks
@@ -247,11 +248,12 @@ fn cluster_tiles(grid_x: u32, cluster: u32) -> Result<(), CudaError> {
 fn launch_once(
     f: &CudaFunction,
     dims: Dims,
+    cluster: u32,
     stream: Stream,
     ptrs: &mut [*mut c_void],
 ) -> Result<(), CudaError> {
-    if stream.pdl() {
-        return launch_ex(f, dims, 1, stream, ptrs);
+    if stream.pdl() || cluster > 1 {
+        return launch_ex(f, dims, cluster, stream, ptrs);
     }
     // SAFETY: argument slots match the kernel's parameter list (each call site in the engine
     // mirrors its kernel's signature, tested on the device); the slots outlive the call (the

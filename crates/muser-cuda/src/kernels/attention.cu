@@ -696,10 +696,7 @@ extern "C" __global__ void attn_combine_h16_cl(const float* Op, const float* Mp,
     cl_wait();
     if (w == 0) {
         const float bm = warp_max(lane < nw ? redw[lane] : 0.f);
-        if (lane < (int)C) {
-            const u32 a = cl_map(redc + rank, (u32)lane);
-            asm volatile("st.shared::cluster.f32 [%0], %1;" ::"r"(a), "f"(bm) : "memory");
-        }
+        if (lane < (int)C) cl_st(cl_map(redc + rank, (u32)lane), bm);
     }
     cl_arrive();
     cl_wait();

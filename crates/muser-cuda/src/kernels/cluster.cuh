@@ -24,3 +24,10 @@ __device__ __forceinline__ u32 cl_map(const void* p, u32 rank) {
     asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(ra) : "r"(a), "r"(rank));
     return ra;
 }
+// Store `v` at `a`, an address in a cluster block's shared memory window (cl_map).
+__device__ __forceinline__ void cl_st(u32 a, float v) {
+    asm volatile("st.shared::cluster.f32 [%0], %1;" ::"r"(a), "f"(v) : "memory");
+}
+__device__ __forceinline__ void cl_st(u32 a, double v) {
+    asm volatile("st.shared::cluster.f64 [%0], %1;" ::"r"(a), "d"(v) : "memory");
+}

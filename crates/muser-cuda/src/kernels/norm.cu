@@ -362,35 +362,28 @@ __device__ __forceinline__ void h16_units_of_runs(const float (&hv)[8], u32 r, b
     if (mine && (r & 3) == 0) h16_unit_vals(v, (int)(r >> 2), ldexpf(1.f, sh), xh, xsum, xsum16);
 }
 
-// block_sum_f64 over the cluster's 32 warps (32 / CL per block, CL blocks): warp w of block c
-// puts its butterfly total in slot (32 / CL)·c + w of every block's `red` (lane j writes block
-// j's), one cluster barrier, then every warp runs block_sum_f64's second butterfly over the 32
-// slots. `red` is this reduction's own array (no block writes it again), so no barrier is
-// needed before the writes.
+// A block reduction over the cluster's 32 warps (32 / CL per block, CL blocks) by the warp
+// reduction `wr`: warp w of block c puts its warp's result in slot (32 / CL)·c + w of every
+// block's `red` (lane j writes block j's), one cluster barrier, then every warp reduces the 32
+// slots — block_sum_f64's tree with warp_sum_f64 (cl_sum_f64), h16_block_max's with warp_max
+// (cl_max; max is exact in any order). `red` is this reduction's own array (no block writes it
+// again), so no barrier is needed before the writes.
+template <int CL, class T, class WR>
+__device__ __forceinline__ T cl_reduce(T v, T* red, u32 rank, WR wr) {
+    const int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
+    v = wr(v);
+    if (lane < CL) cl_st(cl_map(red + (32 / CL) * rank + w, (u32)lane), v);
+    cl_arrive();
+    cl_wait();
+    return wr(red[lane]);
+}
 template <int CL>
 __device__ __forceinline__ double cl_sum_f64(double v, double* red, u32 rank) {
-    const int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
-    v = warp_sum_f64(v);
-    if (lane < CL) {
-        const u32 a = cl_map(red + (32 / CL) * rank + w, (u32)lane);
-        asm volatile("st.shared::cluster.f64 [%0], %1;" ::"r"(a), "d"(v) : "memory");
-    }
-    cl_arrive();
-    cl_wait();
-    return warp_sum_f64(red[lane]);
+    return cl_reduce<CL>(v, red, rank, [](double x) { return warp_sum_f64(x); });
 }
-// h16_block_max over the cluster (max: exact in any order), the same exchange.
 template <int CL>
 __device__ __forceinline__ float cl_max(float v, float* red, u32 rank) {
-    const int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
-    v = warp_max(v);
-    if (lane < CL) {
-        const u32 a = cl_map(red + (32 / CL) * rank + w, (u32)lane);
-        asm volatile("st.shared::cluster.f32 [%0], %1;" ::"r"(a), "f"(v) : "memory");
-    }
-    cl_arrive();
-    cl_wait();
-    return warp_max(red[lane]);
+    return cl_reduce<CL>(v, red, rank, [](float x) { return warp_max(x); });
 }
 
 // residual_norm fused with the f16 route's activation step (`MUSER_CUDA_ACTS=f16`): H as
