@@ -38,8 +38,8 @@ pub enum NormH16 {
     Cl8,
     /// The same as a cluster of 16 blocks of 64 per token (`residual_norm_h16_cl16`, a
     /// non-portable cluster size), the warp totals into slot 2c + w: the same tree, for launches
-    /// of at most [`CL8_AUTO_MAX_TOKENS`] tokens (`Shfl` above). Built in session 36, not yet
-    /// run on the device.
+    /// of at most [`CL8_AUTO_MAX_TOKENS`] tokens (`Shfl` above). The same bits; level with
+    /// `Cl8` (session 37, full forge tg128 alternating: 143.99 / 143.43 vs 143.67 / 144.03).
     Cl16,
 }
 
@@ -150,13 +150,13 @@ pub struct StepSwitches {
     /// `attn_combine_m_wide` 96 registers (115 without). Session 34: see `combine_wide`.
     pub combine_pipe: bool,
     /// Decode steps' combine and the f16 activations of its row as one launch
-    /// (`attn_combine_h16_cl`, attention.cu; `MUSER_CUDA_COMBINE_CL=0|1`, default 0 until
-    /// measured): each token's heads as a thread-block cluster whose blocks exchange their row
+    /// (`attn_combine_h16_cl`, attention.cu; `MUSER_CUDA_COMBINE_CL=0|1`, default 0): each token's heads as a thread-block cluster whose blocks exchange their row
     /// maxima through distributed shared memory, then convert their own values — instead of
     /// `attn_combine_m_wide` → `act_h16_m` (one kernel boundary fewer per layer, ~2.5 µs in the
-    /// graph). The same bits. Built in session 36, not yet run on the device.
+    /// graph). The same bits (session 37: `cuda_attention`, tiny logits). Not kept: full forge
+    /// tg128 +0.5 / −0.2 / −0.1 / −1.7% at depth 0 / 2048 / 8192 / 32768 (session 37).
     pub combine_cl: bool,
-    /// The fused f16 norm's thread layout (`MUSER_CUDA_NORM_H16=auto|shfl|smem|unit|cl8`).
+    /// The fused f16 norm's thread layout (`MUSER_CUDA_NORM_H16=auto|shfl|smem|unit|cl8|cl16`).
     pub norm_h16: NormH16,
     /// The norm kernels' block reductions (norm.cu `block_rms`, and the fused f16 norm's row
     /// maximum) finish in warp 0 alone, the result broadcast through shared memory
@@ -200,10 +200,10 @@ pub struct StepSwitches {
     pub rope_early: bool,
     /// `qk_norm_rope_kv` requests each warp's head row before the cos / sin table and runs its
     /// norm before the block's barrier (`-DROPE_OVERLAP`, `MUSER_CUDA_ROPE_OVERLAP=0|1`, default
-    /// 0 until measured; rope.cu; every route; refused with `MUSER_CUDA_ROPE_EARLY=1`, the other
-    /// placement of the table): the row's round trip and the norm overlap the f64 `sincos`
-    /// chain instead of following it. The same bits. Built in session 35, not yet run on the
-    /// device.
+    /// 0; rope.cu; every route; refused with `MUSER_CUDA_ROPE_EARLY=1`, the other placement of
+    /// the table): the row's round trip and the norm overlap the f64 `sincos` chain instead of
+    /// following it. The same bits. Not kept (session 36, full forge tg128 −0.4 / −0.7 / −0.6 /
+    /// −0.0% at depth 0 / 2048 / 8192 / 32768).
     pub rope_overlap: bool,
 }
 
