@@ -1,6 +1,13 @@
 # Shared steps of the device A/B scripts (sourced; each appends its lines to the log as they
 # come). Variants are env assignments ("" = the default; one variant may set several).
 #
+# variants NAME LIST: the array NAME from LIST — split on ';' when LIST has one (a variant may then
+#   set several variables, and an empty entry is the default), else on spaces.
+variants() {
+  local -n arr=$1
+  if [[ $2 == *";"* ]]; then IFS=';' read -r -a arr <<< "$2"; else read -r -a arr <<< "$2"; fi
+}
+
 # ab_tiny_logits LOG OUT VARIANT...: `muser eval --route cuda` of the tiny forge (seed 1),
 #   1100 tokens, MUSER_CUDA_ATTN_SUPER=32 (35 partials per late token), chunk 512 and 1, per
 #   variant: the logits' sha — every line must agree for switches that keep the bits.

@@ -14,8 +14,8 @@
 #   COMBINE_WIDE, COMBINE_PIPE, ATTN_COLS and ATTN_EARLY; since then COMBINE_WIDE=8 with
 #   COMBINE_PIPE=1 and ATTN_EARLY=1 are the defaults (their "off" forms: =0); session 35
 #   (cuda-session35.txt) measured ATTN_FLAT_EXP, ATTN_ROWCOPY (since the defaults) and ROPE_EARLY.
-# LOGITS_V (variants separated by spaces, or by ';' when one sets several variables) replaces
-# step 2's list, ROUTE_V (space-separated) step 1's ("-": as is). ATTN_V (';'-separated) first
+# LOGITS_V, ROUTE_V and TG (variants separated by spaces, or by ';' when one sets several
+# variables) replace steps 2's, 1's ("-": as is) and 3's lists. ATTN_V (';'-separated) first
 # runs the device test cuda_attention under each variant (its output into $OUT/attn-N.txt).
 # ROUTE=0 / LOGITS=0 skip steps 1 / 2 (their same-bits checks already ran); TG="" skips step 3,
 # BENCH=0 step 4 (the forge then keeps running in the background for the next call).
@@ -36,7 +36,7 @@ for v in "${av[@]}"; do
   grep -A4 panicked "$out/attn-$n.txt" | head -8 >> "$log"
 done
 # (Not MUSER_CUDA_NORM_H16: the test's base session is unfused, which refuses it.)
-read -r -a rv <<< "${ROUTE_V:-MUSER_CUDA_COMBINE_WIDE=1}"
+variants rv "${ROUTE_V:-MUSER_CUDA_COMBINE_WIDE=1}"
 for v in "${rv[@]}"; do
   [ "${ROUTE:-1}" = 0 ] && break
   [ "$v" = - ] && v=""
@@ -45,10 +45,9 @@ for v in "${rv[@]}"; do
   echo "cuda_route f16 with $v rc=$? $(grep -E 'test result' "$out/cuda_route.txt")" >> "$log"
   grep -A4 panicked "$out/cuda_route.txt" | head -8 >> "$log"
 done
-lvs=${LOGITS_V:-MUSER_CUDA_NORM_H16=unit MUSER_CUDA_NORM_H16=smem MUSER_CUDA_COMBINE_WIDE=0}
-if [[ $lvs == *";"* ]]; then IFS=';' read -r -a lv <<< "$lvs"; else read -r -a lv <<< "$lvs"; fi
+variants lv "${LOGITS_V:-MUSER_CUDA_NORM_H16=unit MUSER_CUDA_NORM_H16=smem MUSER_CUDA_COMBINE_WIDE=0}"
 [ "${LOGITS:-1}" = 0 ] || ab_tiny_logits "$log" "$out" "" "${lv[@]}"
-read -r -a tg <<< "${TG-MUSER_CUDA_NORM_H16=unit MUSER_CUDA_NORM_H16=smem}"
+variants tg "${TG-MUSER_CUDA_NORM_H16=unit MUSER_CUDA_NORM_H16=smem}"
 [ ${#tg[@]} = 0 ] || ab_tg "$log" "$out" "" "${tg[@]}"
 IFS=';' read -r -a dv <<< "${DV:-MUSER_CUDA_COMBINE_WIDE=0;MUSER_CUDA_ATTN_EARLY=0}"
 [ "${BENCH:-1}" = 0 ] && dv=() && { cat "$log"; exit 0; }

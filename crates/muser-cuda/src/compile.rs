@@ -408,9 +408,11 @@ mod tests {
             "-DMVH_XSMEM=1",
             "-DMVH_LEAN=1",
             "-DMVH_LEAN=2",
+            "-DMVH_XTOUCH=1",
         ] {
             variant(Module::MatvecH16, &[define]);
         }
+        variant(Module::MatvecH16, &["-DMVH_XSMEM=1", "-DMVH_WBOUNDS=0"]);
         variant(Module::MmwH16, &["-DMMW_WG=2"]);
         variant(
             Module::MmqA16,

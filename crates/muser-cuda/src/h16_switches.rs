@@ -82,7 +82,9 @@ pub struct H16Switches {
     /// SASS: Q4H 170 registers (96 without), Q6H 249–255 (124). Only with the plain schedule
     /// (refused with `MUSER_CUDA_MVH_EARLY` > 1, `_AHEAD=2`, `_BULK`, `_XSTAGE`, `_PP`, `_XPF`).
     /// Measured slower at the same S (session 31, `mvh_persist` S = 4: graph 111.7 vs 100.4 µs
-    /// per layer; `kernels_h16` passed with it), so 0; the doubled-S A/B not yet run.
+    /// per layer; `kernels_h16` passed with it), so 0; with the chain counts doubled also
+    /// slower (session 37, full forge tg128: 121.0 / 121.4 vs 144.2; the doubled counts alone
+    /// 126.2 / 126.4, `_WIDE_S=4` with it 134.5 / 133.7).
     pub mvh_pair: bool,
     /// One-token launches of the f16 decode kernels stage the token's whole activation row and
     /// sums in dynamic shared memory once, after the PDL wait, and their chains read them there
@@ -93,7 +95,8 @@ pub struct H16Switches {
     /// `MVH_XSTAGE` staged per piece and lost to its synchronisation. The same values into the
     /// same MMAs: the same bits. Static SASS: Q4H 96 registers at S = 2 and 4 (its bounds keep
     /// the warps per SM), Q6H 128. Not with `_BULK`, `_XSTAGE`, `_PP`, `_XPF` or `_PAIR`
-    /// (refused). Built in session 31, not yet run on the device.
+    /// (refused). Measured in session 32 and not kept: `mvh_persist` graph 104.84 vs 100.15 µs
+    /// per layer, full forge tg128 126.64 / 126.23 vs 131.78 / 129.77.
     pub mvh_xsmem: bool,
     /// Fewer instructions per piece in the f16 matmul kernels (`-DMVH_LEAN`,
     /// `MUSER_CUDA_MVH_LEAN=0|1|2`, default 1 since session 33; matvec_h16.cu, formats_h16.cuh): 1 writes the
@@ -115,11 +118,30 @@ pub struct H16Switches {
     /// registers — and 2 capped at 96 registers (`MVH_MAXREG=96`, which keeps 20 warps per SM)
     /// 283, the compiler rematerialising the activation addresses: 2's loss was its registers.
     pub mvh_lean: u32,
+    /// One-token f16 chains touch the next piece's activation sectors (one 4-byte load per
+    /// lane, lanes 0..15, its value read a piece later) while they work on the current piece
+    /// (`-DMVH_XTOUCH`, `MUSER_CUDA_MVH_XTOUCH=0|1`, default 0; mvh_chain.cuh): the piece's
+    /// first MMA then finds its activations in L1 instead of waiting on the SM's first read of
+    /// them (session 30's PC sampling: 43.5% of `mvh_glu_q4h_s2`'s stall samples on that MMA;
+    /// `MUSER_CUDA_MVH_XPF`'s `prefetch.global.L1` is a `CCTL` in the SASS and lost). The same
+    /// values into the same MMAs: the same bits. Static SASS: Q4H 96 registers, 3–6 more
+    /// instructions per piece. Only the plain register schedule (refused with `_BULK`,
+    /// `_XSTAGE`, `_PP`, `_PAIR`, `_XSMEM`). Built in session 37, not yet run on the device.
+    pub mvh_xtouch: bool,
+    /// The launch bounds of the one-token f16 kernels under `MUSER_CUDA_MVH_XSTAGE=1`, `_PP=1`
+    /// or `_XSMEM=1` (`-DMVH_WBOUNDS`, `MUSER_CUDA_MVH_WBOUNDS=0|1`, default 1; mvh_chain.cuh):
+    /// 1 the blocks per SM of the build without them (what their measured A/Bs ran), 0 the plain
+    /// bounds. Why: static SASS (session 37) shows those bounds alone lengthen `mvh_q4h_s4`'s
+    /// chain loop from 274 to 324 instructions at the same 96 registers; with 0, `XSMEM`'s
+    /// shared-memory loop is 250 instructions at 100 registers (16 warps per SM instead of 20)
+    /// against 276 at 96 with them. Register allocation only: the same bits. 0 is refused
+    /// without one of the three (it would change nothing).
+    pub mvh_wbounds: bool,
 }
 
 impl H16Switches {
     /// The environment variables `from_env` reads (the engine refuses them on other routes).
-    pub const ENV: [&'static str; 14] = [
+    pub const ENV: [&'static str; 16] = [
         "MUSER_CUDA_H16_WIDE_S",
         "MUSER_CUDA_H16_MID_S",
         "MUSER_CUDA_H16_NARROW_S",
@@ -134,6 +156,8 @@ impl H16Switches {
         "MUSER_CUDA_MVH_PAIR",
         "MUSER_CUDA_MVH_XSMEM",
         "MUSER_CUDA_MVH_LEAN",
+        "MUSER_CUDA_MVH_XTOUCH",
+        "MUSER_CUDA_MVH_WBOUNDS",
     ];
 
     pub(crate) fn from_env() -> Result<H16Switches, CudaError> {
@@ -190,6 +214,25 @@ impl H16Switches {
             ));
         }
         let mvh_lean = env_choice("MUSER_CUDA_MVH_LEAN", 1, &[0, 1, 2])?;
+        let mvh_xtouch = env_choice("MUSER_CUDA_MVH_XTOUCH", 0, &[0, 1])? == 1;
+        if mvh_xtouch && (mvh_bulk > 0 || mvh_xstage || mvh_pp || mvh_pair || mvh_xsmem) {
+            return Err(CudaError::Invalid(
+                "MUSER_CUDA_MVH_XTOUCH=1 touches the activations of the plain register schedule's \
+                 next piece; it does not combine with MUSER_CUDA_MVH_BULK, \
+                 MUSER_CUDA_MVH_XSTAGE=1, MUSER_CUDA_MVH_PP=1, MUSER_CUDA_MVH_PAIR=1 or \
+                 MUSER_CUDA_MVH_XSMEM=1"
+                    .into(),
+            ));
+        }
+        let mvh_wbounds = env_choice("MUSER_CUDA_MVH_WBOUNDS", 1, &[0, 1])? == 1;
+        if !(mvh_wbounds || mvh_xstage || mvh_pp || mvh_xsmem) {
+            return Err(CudaError::Invalid(
+                "MUSER_CUDA_MVH_WBOUNDS=0 gives MUSER_CUDA_MVH_XSTAGE=1, MUSER_CUDA_MVH_PP=1 or \
+                 MUSER_CUDA_MVH_XSMEM=1 the plain launch bounds; without one of them it changes \
+                 nothing"
+                    .into(),
+            ));
+        }
         Ok(H16Switches {
             h16_wide_s,
             h16_mid_s,
@@ -205,6 +248,8 @@ impl H16Switches {
             mvh_pair,
             mvh_xsmem,
             mvh_lean,
+            mvh_xtouch,
+            mvh_wbounds,
         })
     }
 
@@ -252,6 +297,12 @@ impl H16Switches {
         if self.mvh_lean != 1 {
             l += &format!("-lean{}", self.mvh_lean);
         }
+        if self.mvh_xtouch {
+            l += "-xtouch";
+        }
+        if !self.mvh_wbounds {
+            l += "-wb0";
+        }
         l
     }
 
@@ -270,6 +321,8 @@ impl H16Switches {
             format!("-DMVH_PAIR={}", u8::from(self.mvh_pair)),
             format!("-DMVH_XSMEM={}", u8::from(self.mvh_xsmem)),
             format!("-DMVH_LEAN={}", self.mvh_lean),
+            format!("-DMVH_XTOUCH={}", u8::from(self.mvh_xtouch)),
+            format!("-DMVH_WBOUNDS={}", u8::from(self.mvh_wbounds)),
         ]
     }
 }
@@ -319,5 +372,20 @@ mod tests {
         assert!(staged.defines().contains(&"-DMVH_XSMEM=1".to_string()));
         assert!(paired.defines().contains(&"-DMVH_PAIR=1".to_string()));
         assert!(d.defines().contains(&"-DMVH_PAIR=0".to_string()));
+        let touched = H16Switches {
+            mvh_xtouch: true,
+            ..d
+        };
+        assert_eq!(touched.label(), "mvh-s2-xtouch");
+        assert!(touched.defines().contains(&"-DMVH_XTOUCH=1".to_string()));
+        assert!(d.defines().contains(&"-DMVH_XTOUCH=0".to_string()));
+        let plain = H16Switches {
+            mvh_xsmem: true,
+            mvh_wbounds: false,
+            ..d
+        };
+        assert_eq!(plain.label(), "mvh-s2-xsmem-wb0");
+        assert!(plain.defines().contains(&"-DMVH_WBOUNDS=0".to_string()));
+        assert!(d.defines().contains(&"-DMVH_WBOUNDS=1".to_string()));
     }
 }

@@ -2,7 +2,7 @@
 // tensor cores (mvh_piece), a warp's chain of pieces in order (mvh_chain, and the two-chain
 // MVH_PAIR form), the fold of a block's S chains in warp order (mvh_finish), and the compile-time
 // switches of the chain's loads (MVH_EARLY, MVH_AHEAD, MVH_PP, MVH_PAIR, MVH_XSMEM, MVH_XPF,
-// MVH_XSTAGE, MVH_MAXREG). Concatenated by compile.rs after formats_h16.cuh and before
+// MVH_XTOUCH, MVH_XSTAGE, MVH_MAXREG). Concatenated by compile.rs after formats_h16.cuh and before
 // matvec_h16.cu (module MatvecH16) and probes_h16.cu (ProbesH16), which hold the kernels. The
 // numbers each output gets are fixed here: its MMA sequence depends on (K, S) only.
 
@@ -69,6 +69,31 @@
 #define MVH_XPF 0
 #endif
 
+// One-token launches' chains touch the next piece's activations while they work on the current
+// one (-DMVH_XTOUCH, `MUSER_CUDA_MVH_XTOUCH=0|1`, default 0): lanes 0..15 each load the first
+// word of one 32-byte sector of the next piece's 512 activation bytes into one register that the
+// chain folds (one XOR into a sink) only one piece later — so each piece's activation lines are
+// already in L1 when its first MMA reads them, and nothing waits on the touch. (ptxas deletes a
+// load whose value nothing reads, hence the sink: it reaches the accumulator only under
+// `n_tok < 0`, which no launch has.) The sums (read once, late in the piece) are not touched.
+// Why: session 30's PC sampling put 43.5% of `mvh_glu_q4h_s2`'s stall samples on a piece's first
+// HMMA waiting on its activation load (the SM's first read of those lines), `MVH_XPF`'s
+// `prefetch.global.L1` is a `CCTL.E.PF1` in the SASS and lost, and `MVH_XSMEM` paid a block
+// barrier. The same values into the same MMAs: the same bits. Only the plain register schedule
+// of one-token kernels (not with MVH_BULK, MVH_XSTAGE, MVH_PP, MVH_PAIR, MVH_XSMEM: the host
+// refuses those). Plain launch bounds: the static SASS keeps Q4H at 96 registers with 3–6 more
+// instructions per piece, where the warps-per-SM bounds of MVH_XSTAGE cost ~50 (ptxas then
+// recomputes the activation addresses in the loop).
+#ifndef MVH_XTOUCH
+#define MVH_XTOUCH 0
+#endif
+// A 4-byte read with the activations' own hint (L1::evict_last).
+__device__ __forceinline__ u32 touch_u32(const void* p) {
+    u32 v;
+    asm volatile("ld.global.nc.L1::evict_last.u32 %0, [%1];" : "=r"(v) : "l"(p));
+    return v;
+}
+
 // One-token chains stage each piece's activations and sums in shared memory one piece ahead,
 // by cp.async (-DMVH_XSTAGE, `MUSER_CUDA_MVH_XSTAGE=0|1`, default 0; not with MVH_BULK): the
 // MMAs then read them from shared memory instead of waiting on a global round trip per load.
@@ -79,10 +104,19 @@
 #define MVH_XSTAGE 0
 #endif
 #define XST_TOK 544
-// Without MVH_MAXREG (below): with MVH_XSTAGE or MVH_PP the one-token kernels keep the warps per
-// SM of their build without them (Q4H 20 at 96 registers, Q6H 16 at 124: the staging's address
-// arithmetic, or the second register set's live ranges, would otherwise cost registers and
-// blocks); without any of them the bounds are the plain ones (the production SASS).
+// Without MVH_MAXREG (below): with MVH_XSTAGE, MVH_PP or MVH_XSMEM the one-token kernels keep
+// the warps per SM of their build without them (Q4H 20 at 96 registers, Q6H 16 at 124: the
+// staging's address arithmetic or the second register set's live ranges would otherwise cost
+// registers and blocks); without any of them the bounds are the plain ones (the production
+// SASS). These bounds cost Q4H ~50 instructions per piece even at the same 96 registers
+// (static SASS of mvh_q4h_s4's loop, session 37: 324 vs 274 — ptxas recomputes the activation
+// addresses in the loop), so -DMVH_WBOUNDS=0 (`MUSER_CUDA_MVH_WBOUNDS=0`, default 1) gives those
+// switches the plain bounds instead (XSMEM's shared-memory loop on mvh_q4h_s4: 250 instructions
+// at 100 registers, 16 warps per SM, against 276 at 96 with the bounds; PP: 452 at 99 against
+// 596). Register allocation only: the same bits.
+#ifndef MVH_WBOUNDS
+#define MVH_WBOUNDS 1
+#endif
 // A register ceiling for the one-token kernels (-DMVH_MAXREG, `MUSER_CUDA_MVH_MAXREG`, 0 = none,
 // the default): the blocks per SM that leave each thread MVH_MAXREG registers, so a warp
 // scheduler has more warps to switch between while each waits on its chain (96: Q6H from 124
@@ -94,7 +128,7 @@
 #endif
 #if MVH_MAXREG > 0
 #define MVH_BOUNDS(THREADS, SM_WARPS) __launch_bounds__(THREADS, 65536 / (MVH_MAXREG * (THREADS)))
-#elif MVH_XSTAGE || MVH_PP || MVH_XSMEM
+#elif (MVH_XSTAGE || MVH_PP || MVH_XSMEM) && MVH_WBOUNDS
 #define MVH_BOUNDS(THREADS, SM_WARPS) \
     __launch_bounds__(THREADS, ((SM_WARPS) * 32 / (THREADS)) > 0 ? ((SM_WARPS) * 32 / (THREADS)) : 1)
 #else
@@ -319,9 +353,23 @@ __device__ __forceinline__ void mvh_chain(const u8* __restrict__ W, size_t piece
         if (s < nsb) stage(s, 0);
         cp_async_commit();
     }
+#if MVH_XTOUCH
+    // This lane's touch of a piece (lanes 0..15 of a one-token launch; see MVH_XTOUCH): byte
+    // 32·lane of the piece's activations (a 32-bit offset from XH: a 64-bit pointer stepped
+    // across pieces cost Q4H's 96-register kernels a spill — static SASS); `touched` holds the
+    // last touch's word until the next touch folds it into `sink`.
+    const bool toucher = TG == 1 && !XS && XG && n_tok == 1 && lane < 16;
+    u32 touched = 0u, sink = 0u;
+#endif
     for (int it = 0; s < nsb; s += S, ++it) {
         typename F::Regs rn;
         if (s + MVH_AHEAD * S < nsb) load(s + MVH_AHEAD * S, rn);
+#if MVH_XTOUCH
+        if (toucher && s + S < nsb) {
+            sink ^= touched;  // the previous touch, a piece ago: landed by now
+            touched = touch_u32((const u8*)XH + ((u32)(s + S) * 512u + 32u * lane));
+        }
+#endif
         if constexpr (XS) {
             // The next piece into the other stage (read last iteration, released by the
             // __syncwarp after it); one group per piece, empty at the end.
@@ -357,6 +405,10 @@ __device__ __forceinline__ void mvh_chain(const u8* __restrict__ W, size_t piece
 #endif
     }
     if constexpr (XS) cp_async_wait<0>();
+#if MVH_XTOUCH
+    if constexpr (TG == 1 && !XS && XG)
+        if (n_tok < 0) acc[0][0] = __uint_as_float(sink ^ touched);  // never: keeps the touches
+#endif
 }
 
 // Two pieces of one-token chains on their registers `ra` (super-block sa, into `acca`) and
