@@ -413,6 +413,7 @@ mod tests {
             variant(Module::MatvecH16, &[define]);
         }
         variant(Module::MatvecH16, &["-DMVH_XSMEM=1", "-DMVH_WBOUNDS=0"]);
+        variant(Module::MatvecH16, &["-DMVH_PP=1", "-DMVH_WBOUNDS=0"]);
         variant(Module::MmwH16, &["-DMMW_WG=2"]);
         variant(
             Module::MmqA16,

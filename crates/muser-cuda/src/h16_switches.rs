@@ -134,8 +134,9 @@ pub struct H16Switches {
     /// bounds. Why: static SASS (session 37) shows those bounds alone lengthen `mvh_q4h_s4`'s
     /// chain loop from 274 to 324 instructions at the same 96 registers; with 0, `XSMEM`'s
     /// shared-memory loop is 250 instructions at 100 registers (16 warps per SM instead of 20)
-    /// against 276 at 96 with them. Register allocation only: the same bits. 0 is refused
-    /// without one of the three (it would change nothing).
+    /// against 276 at 96 with them, and `PP` runs 226 instructions per piece at 99 registers
+    /// (the default: 274 at 96; `PP` with the bounds 298). Register allocation only: the same
+    /// bits. 0 is refused without one of the three (it would change nothing).
     pub mvh_wbounds: bool,
 }
 

@@ -112,8 +112,8 @@ __device__ __forceinline__ u32 touch_u32(const void* p) {
 // (static SASS of mvh_q4h_s4's loop, session 37: 324 vs 274 — ptxas recomputes the activation
 // addresses in the loop), so -DMVH_WBOUNDS=0 (`MUSER_CUDA_MVH_WBOUNDS=0`, default 1) gives those
 // switches the plain bounds instead (XSMEM's shared-memory loop on mvh_q4h_s4: 250 instructions
-// at 100 registers, 16 warps per SM, against 276 at 96 with the bounds; PP: 452 at 99 against
-// 596). Register allocation only: the same bits.
+// at 100 registers, 16 warps per SM, against 276 at 96 with the bounds; PP: 226 per piece at 99
+// against 298, the default's 274). Register allocation only: the same bits.
 #ifndef MVH_WBOUNDS
 #define MVH_WBOUNDS 1
 #endif
