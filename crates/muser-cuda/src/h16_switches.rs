@@ -125,8 +125,8 @@ pub struct H16Switches {
     /// them (session 30's PC sampling: 43.5% of `mvh_glu_q4h_s2`'s stall samples on that MMA;
     /// `MUSER_CUDA_MVH_XPF`'s `prefetch.global.L1` is a `CCTL` in the SASS and lost). The same
     /// values into the same MMAs: the same bits. Static SASS: Q4H 96 registers, 3–6 more
-    /// instructions per piece. Only the plain register schedule (refused with `_BULK`,
-    /// `_XSTAGE`, `_PP`, `_PAIR`, `_XSMEM`). Built in session 37, not yet run on the device.
+    /// instructions per piece. The register schedules only, plain or `_PP` (refused with
+    /// `_BULK`, `_XSTAGE`, `_PAIR`, `_XSMEM`). Built in session 37, not yet run on the device.
     pub mvh_xtouch: bool,
     /// The launch bounds of the one-token f16 kernels under `MUSER_CUDA_MVH_XSTAGE=1`, `_PP=1`
     /// or `_XSMEM=1` (`-DMVH_WBOUNDS`, `MUSER_CUDA_MVH_WBOUNDS=0|1`, default 1; mvh_chain.cuh):
@@ -216,11 +216,11 @@ impl H16Switches {
         }
         let mvh_lean = env_choice("MUSER_CUDA_MVH_LEAN", 1, &[0, 1, 2])?;
         let mvh_xtouch = env_choice("MUSER_CUDA_MVH_XTOUCH", 0, &[0, 1])? == 1;
-        if mvh_xtouch && (mvh_bulk > 0 || mvh_xstage || mvh_pp || mvh_pair || mvh_xsmem) {
+        if mvh_xtouch && (mvh_bulk > 0 || mvh_xstage || mvh_pair || mvh_xsmem) {
             return Err(CudaError::Invalid(
-                "MUSER_CUDA_MVH_XTOUCH=1 touches the activations of the plain register schedule's \
-                 next piece; it does not combine with MUSER_CUDA_MVH_BULK, \
-                 MUSER_CUDA_MVH_XSTAGE=1, MUSER_CUDA_MVH_PP=1, MUSER_CUDA_MVH_PAIR=1 or \
+                "MUSER_CUDA_MVH_XTOUCH=1 touches the next piece's activations in the register \
+                 schedules (plain or MUSER_CUDA_MVH_PP=1); it does not combine with \
+                 MUSER_CUDA_MVH_BULK, MUSER_CUDA_MVH_XSTAGE=1, MUSER_CUDA_MVH_PAIR=1 or \
                  MUSER_CUDA_MVH_XSMEM=1"
                     .into(),
             ));

@@ -79,8 +79,8 @@
 // Why: session 30's PC sampling put 43.5% of `mvh_glu_q4h_s2`'s stall samples on a piece's first
 // HMMA waiting on its activation load (the SM's first read of those lines), `MVH_XPF`'s
 // `prefetch.global.L1` is a `CCTL.E.PF1` in the SASS and lost, and `MVH_XSMEM` paid a block
-// barrier. The same values into the same MMAs: the same bits. Only the plain register schedule
-// of one-token kernels (not with MVH_BULK, MVH_XSTAGE, MVH_PP, MVH_PAIR, MVH_XSMEM: the host
+// barrier. The same values into the same MMAs: the same bits. One-token kernels' register
+// schedules, plain or MVH_PP (not with MVH_BULK, MVH_XSTAGE, MVH_PAIR, MVH_XSMEM: the host
 // refuses those). Plain launch bounds: the static SASS keeps Q4H at 96 registers with 3–6 more
 // instructions per piece, where the warps-per-SM bounds of MVH_XSTAGE cost ~50 (ptxas then
 // recomputes the activation addresses in the loop).
@@ -333,6 +333,28 @@ __device__ __forceinline__ void mvh_chain(const u8* __restrict__ W, size_t piece
     if (s + S < nsb) load(s + S, r1);
 #endif
 #endif
+#if MVH_XTOUCH
+    // This lane's touch of a piece (lanes 0..15 of a one-token launch; see MVH_XTOUCH): byte
+    // 32·lane of the piece's activations (a 32-bit offset from XH: a 64-bit pointer stepped
+    // across pieces cost Q4H's 96-register kernels a spill — static SASS); `touched` holds the
+    // last touch's word until the next touch folds it into `sink`.
+    const bool toucher = TG == 1 && !XS && XG && n_tok == 1 && lane < 16;
+    u32 touched = 0u, sink = 0u;
+    auto touch = [&](int sp) {
+        if (toucher && sp < nsb) {
+            sink ^= touched;  // the previous touch, a piece ago: landed by now
+            touched = touch_u32((const u8*)XH + ((u32)sp * 512u + 32u * lane));
+        }
+    };
+    // (The sink reaches the accumulator only under n_tok < 0, which no launch has.)
+    auto keep_touches = [&]() {
+        if constexpr (TG == 1 && !XS && XG)
+            if (n_tok < 0) acc[0][0] = __uint_as_float(sink ^ touched);
+    };
+#else
+    auto touch = [](int) {};
+    auto keep_touches = []() {};
+#endif
 #if MVH_PP
     if constexpr (!XS && TG == 1 && MVH_AHEAD == 1) {
         // Two register sets in turn (MVH_PP): the next piece is requested into the set the
@@ -341,11 +363,14 @@ __device__ __forceinline__ void mvh_chain(const u8* __restrict__ W, size_t piece
         typename F::Regs r2;
         for (; s < nsb; s += 2 * S) {
             if (s + S < nsb) load(s + S, r2);
+            touch(s + S);
             mvh_piece<F, TG, false, XG>(r, s, K, nsb, XH, sums, tok0, n_tok, g, t4, acc);
             if (s + S >= nsb) break;
             if (s + 2 * S < nsb) load(s + 2 * S, r);
+            touch(s + 2 * S);
             mvh_piece<F, TG, false, XG>(r2, s + S, K, nsb, XH, sums, tok0, n_tok, g, t4, acc);
         }
+        keep_touches();
         return;
     }
 #endif
@@ -353,23 +378,10 @@ __device__ __forceinline__ void mvh_chain(const u8* __restrict__ W, size_t piece
         if (s < nsb) stage(s, 0);
         cp_async_commit();
     }
-#if MVH_XTOUCH
-    // This lane's touch of a piece (lanes 0..15 of a one-token launch; see MVH_XTOUCH): byte
-    // 32·lane of the piece's activations (a 32-bit offset from XH: a 64-bit pointer stepped
-    // across pieces cost Q4H's 96-register kernels a spill — static SASS); `touched` holds the
-    // last touch's word until the next touch folds it into `sink`.
-    const bool toucher = TG == 1 && !XS && XG && n_tok == 1 && lane < 16;
-    u32 touched = 0u, sink = 0u;
-#endif
     for (int it = 0; s < nsb; s += S, ++it) {
         typename F::Regs rn;
         if (s + MVH_AHEAD * S < nsb) load(s + MVH_AHEAD * S, rn);
-#if MVH_XTOUCH
-        if (toucher && s + S < nsb) {
-            sink ^= touched;  // the previous touch, a piece ago: landed by now
-            touched = touch_u32((const u8*)XH + ((u32)(s + S) * 512u + 32u * lane));
-        }
-#endif
+        touch(s + S);
         if constexpr (XS) {
             // The next piece into the other stage (read last iteration, released by the
             // __syncwarp after it); one group per piece, empty at the end.
@@ -405,10 +417,7 @@ __device__ __forceinline__ void mvh_chain(const u8* __restrict__ W, size_t piece
 #endif
     }
     if constexpr (XS) cp_async_wait<0>();
-#if MVH_XTOUCH
-    if constexpr (TG == 1 && !XS && XG)
-        if (n_tok < 0) acc[0][0] = __uint_as_float(sink ^ touched);  // never: keeps the touches
-#endif
+    keep_touches();
 }
 
 // Two pieces of one-token chains on their registers `ra` (super-block sa, into `acca`) and
