@@ -136,7 +136,7 @@ pub struct H16Switches {
     /// shared-memory loop is 250 instructions at 100 registers (16 warps per SM instead of 20)
     /// against 276 at 96 with them, and `PP` runs 226 instructions per piece at 99 registers
     /// (the default: 274 at 96; `PP` with the bounds 298). Register allocation only: the same
-    /// bits. 0 is refused without one of the three (it would change nothing).
+    /// bits. 0 is refused without one of the three or with `_MAXREG` (it would change nothing).
     pub mvh_wbounds: bool,
 }
 
@@ -226,11 +226,11 @@ impl H16Switches {
             ));
         }
         let mvh_wbounds = env_choice("MUSER_CUDA_MVH_WBOUNDS", 1, &[0, 1])? == 1;
-        if !(mvh_wbounds || mvh_xstage || mvh_pp || mvh_xsmem) {
+        if !mvh_wbounds && (mvh_maxreg > 0 || !(mvh_xstage || mvh_pp || mvh_xsmem)) {
             return Err(CudaError::Invalid(
                 "MUSER_CUDA_MVH_WBOUNDS=0 gives MUSER_CUDA_MVH_XSTAGE=1, MUSER_CUDA_MVH_PP=1 or \
-                 MUSER_CUDA_MVH_XSMEM=1 the plain launch bounds; without one of them it changes \
-                 nothing"
+                 MUSER_CUDA_MVH_XSMEM=1 the plain launch bounds; without one of them, or under \
+                 MUSER_CUDA_MVH_MAXREG (whose bounds take precedence), it changes nothing"
                     .into(),
             ));
         }
