@@ -70,8 +70,13 @@ pub struct H16Switches {
     /// requested only once they land (static SASS of `mvh_q4h_s2`: 26 moves per piece at the
     /// loop's end; with it 96 registers, no spills). The same pieces in the same order: the same
     /// bits. Not with `MUSER_CUDA_MVH_AHEAD=2`, `_XSTAGE=1` or `_BULK` (refused). Measured in
-    /// session 30 and not kept: tg128 129.2 / 128.9 vs 132.1 / 132.1 tok/s.
-    pub mvh_pp: bool,
+    /// session 30 and not kept: tg128 129.2 / 128.9 vs 132.1 / 132.1 tok/s (with the
+    /// warps-per-SM launch bounds, which alone cost ~50 instructions per piece: see
+    /// `mvh_wbounds`). 2 (`MUSER_CUDA_MVH_PP=2`, session 37, built, not yet run): only in the
+    /// kernels whose warps per SM its registers do not lower (all but Q4H's of S ≤ 4), with the
+    /// plain bounds — static SASS `mvh_q4h_s8` 295 instructions per piece against 322, the Q6H
+    /// kernels 380 against 418, the rest the default's SASS.
+    pub mvh_pp: u32,
     /// One-token f16 kernels of S chains run on S/2 warps, each chaining two of them into two
     /// accumulators with the pieces' MMAs interleaved (`-DMVH_PAIR`, `MUSER_CUDA_MVH_PAIR=0|1`,
     /// default 0; matvec_h16.cu `mvh_chain_pair`): two independent MMA chains per warp where
@@ -179,10 +184,10 @@ impl H16Switches {
         let h16_mid_s = env_choice("MUSER_CUDA_H16_MID_S", 4, &[4, 8])?;
         let h16_narrow_s = env_choice("MUSER_CUDA_H16_NARROW_S", 8, &[8, 16])?;
         let mvh_maxreg = env_choice("MUSER_CUDA_MVH_MAXREG", 0, &[0, 80, 96])?;
-        let mvh_pp = env_choice("MUSER_CUDA_MVH_PP", 0, &[0, 1])? == 1;
-        if mvh_pp && (mvh_ahead != 1 || mvh_xstage || mvh_bulk > 0) {
+        let mvh_pp = env_choice("MUSER_CUDA_MVH_PP", 0, &[0, 1, 2])?;
+        if mvh_pp > 0 && (mvh_ahead != 1 || mvh_xstage || mvh_bulk > 0) {
             return Err(CudaError::Invalid(
-                "MUSER_CUDA_MVH_PP=1 alternates the one-token chains' two register sets; it does \
+                "MUSER_CUDA_MVH_PP=1|2 alternates the one-token chains' two register sets; it does \
                  not combine with MUSER_CUDA_MVH_AHEAD=2, MUSER_CUDA_MVH_XSTAGE=1 or \
                  MUSER_CUDA_MVH_BULK"
                     .into(),
@@ -194,7 +199,7 @@ impl H16Switches {
                 || mvh_ahead != 1
                 || mvh_bulk > 0
                 || mvh_xstage
-                || mvh_pp
+                || mvh_pp > 0
                 || mvh_xpf != 0)
         {
             return Err(CudaError::Invalid(
@@ -206,7 +211,7 @@ impl H16Switches {
             ));
         }
         let mvh_xsmem = env_choice("MUSER_CUDA_MVH_XSMEM", 0, &[0, 1])? == 1;
-        if mvh_xsmem && (mvh_bulk > 0 || mvh_xstage || mvh_pp || mvh_xpf != 0 || mvh_pair) {
+        if mvh_xsmem && (mvh_bulk > 0 || mvh_xstage || mvh_pp > 0 || mvh_xpf != 0 || mvh_pair) {
             return Err(CudaError::Invalid(
                 "MUSER_CUDA_MVH_XSMEM=1 stages the one-token activations for the plain register \
                  schedule; it does not combine with MUSER_CUDA_MVH_BULK, MUSER_CUDA_MVH_XSTAGE=1, \
@@ -226,7 +231,7 @@ impl H16Switches {
             ));
         }
         let mvh_wbounds = env_choice("MUSER_CUDA_MVH_WBOUNDS", 1, &[0, 1])? == 1;
-        if !mvh_wbounds && (mvh_maxreg > 0 || !(mvh_xstage || mvh_pp || mvh_xsmem)) {
+        if !mvh_wbounds && (mvh_maxreg > 0 || !(mvh_xstage || mvh_pp == 1 || mvh_xsmem)) {
             return Err(CudaError::Invalid(
                 "MUSER_CUDA_MVH_WBOUNDS=0 gives MUSER_CUDA_MVH_XSTAGE=1, MUSER_CUDA_MVH_PP=1 or \
                  MUSER_CUDA_MVH_XSMEM=1 the plain launch bounds; without one of them, or under \
@@ -286,8 +291,10 @@ impl H16Switches {
         if self.mvh_maxreg != 0 {
             l += &format!("-maxreg{}", self.mvh_maxreg);
         }
-        if self.mvh_pp {
-            l += "-pp";
+        match self.mvh_pp {
+            0 => {}
+            1 => l += "-pp",
+            n => l += &format!("-pp{n}"),
         }
         if self.mvh_pair {
             l += "-pair";
@@ -318,7 +325,7 @@ impl H16Switches {
             format!("-DMVH_WHINT={}", self.mvh_whint),
             format!("-DMVH_XSTAGE={}", u8::from(self.mvh_xstage)),
             format!("-DMVH_MAXREG={}", self.mvh_maxreg),
-            format!("-DMVH_PP={}", u8::from(self.mvh_pp)),
+            format!("-DMVH_PP={}", self.mvh_pp),
             format!("-DMVH_PAIR={}", u8::from(self.mvh_pair)),
             format!("-DMVH_XSMEM={}", u8::from(self.mvh_xsmem)),
             format!("-DMVH_LEAN={}", self.mvh_lean),
@@ -346,7 +353,7 @@ mod tests {
         assert_eq!(d.label(), "mvh-s2");
         let moved = H16Switches {
             mvh_whint: 0,
-            mvh_pp: true,
+            mvh_pp: 1,
             mvh_maxreg: 96,
             ..d
         };
@@ -388,5 +395,8 @@ mod tests {
         assert_eq!(plain.label(), "mvh-s2-xsmem-wb0");
         assert!(plain.defines().contains(&"-DMVH_WBOUNDS=0".to_string()));
         assert!(d.defines().contains(&"-DMVH_WBOUNDS=1".to_string()));
+        let some = H16Switches { mvh_pp: 2, ..d };
+        assert_eq!(some.label(), "mvh-s2-pp2");
+        assert!(some.defines().contains(&"-DMVH_PP=2".to_string()));
     }
 }

@@ -29,10 +29,18 @@
 // mvh_q4h_s2) reads the registers the piece's loads write, so each piece ends waiting for the
 // next piece's bytes and the piece after it is requested only then; alternating, it is requested
 // as soon as the current piece's MMAs are issued. The same pieces in the same order, so the
-// same bits.
+// same bits. MVH_PP=2: only in the kernels whose warps per SM its registers do not lower — every
+// kernel but Q4H's of S <= 4 (20 warps per SM at 96 registers; PP needs 99), which keep the
+// plain schedule — always with the plain launch bounds (session 37's static SASS: PP then runs
+// mvh_q4h_s8 at 295 instructions per piece against 322, mvh_q6h_s2 / _s4 at 380 against 418).
 #ifndef MVH_PP
 #define MVH_PP 0
 #endif
+// Whether a one-token chain of format F and S chains runs MVH_PP's two register sets.
+template <class F, int S>
+__device__ constexpr bool mvh_pp_on() {
+    return MVH_PP == 1 || (MVH_PP == 2 && !(F::SM_WARPS == 20 && S <= 4));
+}
 
 // One-token kernels of S chains (their name's sN: their numbers) run on S/2 warps, warp w
 // chaining both chain w and chain w + S/2 into two accumulators with the two pieces' MMAs
@@ -128,7 +136,7 @@ __device__ __forceinline__ u32 touch_u32(const void* p) {
 #endif
 #if MVH_MAXREG > 0
 #define MVH_BOUNDS(THREADS, SM_WARPS) __launch_bounds__(THREADS, 65536 / (MVH_MAXREG * (THREADS)))
-#elif (MVH_XSTAGE || MVH_PP || MVH_XSMEM) && MVH_WBOUNDS
+#elif (MVH_XSTAGE || MVH_PP == 1 || MVH_XSMEM) && MVH_WBOUNDS
 #define MVH_BOUNDS(THREADS, SM_WARPS) \
     __launch_bounds__(THREADS, ((SM_WARPS) * 32 / (THREADS)) > 0 ? ((SM_WARPS) * 32 / (THREADS)) : 1)
 #else
@@ -356,7 +364,7 @@ __device__ __forceinline__ void mvh_chain(const u8* __restrict__ W, size_t piece
     auto keep_touches = []() {};
 #endif
 #if MVH_PP
-    if constexpr (!XS && TG == 1 && MVH_AHEAD == 1) {
+    if constexpr (!XS && TG == 1 && MVH_AHEAD == 1 && mvh_pp_on<F, S>()) {
         // Two register sets in turn (MVH_PP): the next piece is requested into the set the
         // previous piece was computed from, and nothing is copied, so no instruction waits on
         // the next piece's loads before the one after it is requested.
