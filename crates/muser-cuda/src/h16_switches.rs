@@ -351,52 +351,82 @@ mod tests {
         }
         let d = H16Switches::from_env().expect("defaults");
         assert_eq!(d.label(), "mvh-s2");
-        let moved = H16Switches {
-            mvh_whint: 0,
-            mvh_pp: 1,
-            mvh_maxreg: 96,
-            ..d
-        };
-        assert_eq!(moved.label(), "mvh-s2-whint0-maxreg96-pp");
-        assert!(moved.defines().contains(&"-DMVH_PP=1".to_string()));
-        assert!(d.defines().contains(&"-DMVH_WHINT=2".to_string()));
-        let paired = H16Switches {
-            mvh_pair: true,
-            h16_wide_s: 4,
-            ..d
-        };
-        assert_eq!(paired.label(), "mvh-pair");
-        let staged = H16Switches {
-            mvh_xsmem: true,
-            ..d
-        };
-        assert_eq!(staged.label(), "mvh-s2-xsmem");
-        let lean = H16Switches { mvh_lean: 2, ..d };
-        assert_eq!(lean.label(), "mvh-s2-lean2");
-        assert!(lean.defines().contains(&"-DMVH_LEAN=2".to_string()));
-        let plain = H16Switches { mvh_lean: 0, ..d };
-        assert_eq!(plain.label(), "mvh-s2-lean0");
-        assert!(d.defines().contains(&"-DMVH_LEAN=1".to_string()));
-        assert!(staged.defines().contains(&"-DMVH_XSMEM=1".to_string()));
-        assert!(paired.defines().contains(&"-DMVH_PAIR=1".to_string()));
-        assert!(d.defines().contains(&"-DMVH_PAIR=0".to_string()));
-        let touched = H16Switches {
-            mvh_xtouch: true,
-            ..d
-        };
-        assert_eq!(touched.label(), "mvh-s2-xtouch");
-        assert!(touched.defines().contains(&"-DMVH_XTOUCH=1".to_string()));
-        assert!(d.defines().contains(&"-DMVH_XTOUCH=0".to_string()));
-        let plain = H16Switches {
-            mvh_xsmem: true,
-            mvh_wbounds: false,
-            ..d
-        };
-        assert_eq!(plain.label(), "mvh-s2-xsmem-wb0");
-        assert!(plain.defines().contains(&"-DMVH_WBOUNDS=0".to_string()));
-        assert!(d.defines().contains(&"-DMVH_WBOUNDS=1".to_string()));
-        let some = H16Switches { mvh_pp: 2, ..d };
-        assert_eq!(some.label(), "mvh-s2-pp2");
-        assert!(some.defines().contains(&"-DMVH_PP=2".to_string()));
+        for define in [
+            "-DMVH_WHINT=2",
+            "-DMVH_LEAN=1",
+            "-DMVH_PAIR=0",
+            "-DMVH_XTOUCH=0",
+            "-DMVH_WBOUNDS=1",
+        ] {
+            assert!(
+                d.defines().contains(&define.to_string()),
+                "defaults: {define}"
+            );
+        }
+        // Each switch set away from the defaults: its label and a define it must pass.
+        let cases = [
+            (
+                H16Switches {
+                    mvh_whint: 0,
+                    mvh_pp: 1,
+                    mvh_maxreg: 96,
+                    ..d
+                },
+                "mvh-s2-whint0-maxreg96-pp",
+                "-DMVH_PP=1",
+            ),
+            (
+                H16Switches {
+                    mvh_pair: true,
+                    h16_wide_s: 4,
+                    ..d
+                },
+                "mvh-pair",
+                "-DMVH_PAIR=1",
+            ),
+            (
+                H16Switches {
+                    mvh_xsmem: true,
+                    ..d
+                },
+                "mvh-s2-xsmem",
+                "-DMVH_XSMEM=1",
+            ),
+            (
+                H16Switches { mvh_lean: 2, ..d },
+                "mvh-s2-lean2",
+                "-DMVH_LEAN=2",
+            ),
+            (
+                H16Switches { mvh_lean: 0, ..d },
+                "mvh-s2-lean0",
+                "-DMVH_LEAN=0",
+            ),
+            (
+                H16Switches {
+                    mvh_xtouch: true,
+                    ..d
+                },
+                "mvh-s2-xtouch",
+                "-DMVH_XTOUCH=1",
+            ),
+            (
+                H16Switches {
+                    mvh_xsmem: true,
+                    mvh_wbounds: false,
+                    ..d
+                },
+                "mvh-s2-xsmem-wb0",
+                "-DMVH_WBOUNDS=0",
+            ),
+            (H16Switches { mvh_pp: 2, ..d }, "mvh-s2-pp2", "-DMVH_PP=2"),
+        ];
+        for (sw, label, define) in cases {
+            assert_eq!(sw.label(), label);
+            assert!(
+                sw.defines().contains(&define.to_string()),
+                "{label}: {define}"
+            );
+        }
     }
 }
