@@ -9,6 +9,9 @@
 set -uo pipefail
 out=${1:?outdir}
 log=$out/ahead.txt
+# The alternating register sets (MUSER_CUDA_MVH_PP, 2 by default since session 38) do not combine
+# with this switch: its A/B runs on the plain schedule.
+export MUSER_CUDA_MVH_PP=0
 bash scripts/device/forge-bg.sh
 for a in 1 2; do
   MUSER_CUDA_MVH_AHEAD=$a timeout 120 .device/mvh_persist --layers 12 --reps 20 > "$out/persist$a.txt" 2>&1

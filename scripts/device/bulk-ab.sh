@@ -5,6 +5,9 @@
 # and the others, alternating (Muser only). Carry .device/muser, .device/mvh_bench,
 # .device/tests/kernels_h16, .device/tests/cuda_route. Usage: bash scripts/device/bulk-ab.sh OUTDIR
 set -uo pipefail
+# The alternating register sets (MUSER_CUDA_MVH_PP, 2 by default since session 38) do not combine
+# with this switch: its A/B runs on the plain schedule.
+export MUSER_CUDA_MVH_PP=0
 out=${1:?outdir}
 bash scripts/device/forge-bg.sh
 MUSER_CUDA_MVH_BULK=3 MUSER_CUDA_DEADLINE_S=120 timeout 200 .device/tests/kernels_h16 --test-threads 1 \

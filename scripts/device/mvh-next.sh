@@ -13,7 +13,7 @@
 # Usage: [PERSIST=0] [KTESTS=0] [VARIANTS="MUSER_CUDA_MVH_MAXREG=80 MUSER_CUDA_MVH_MAXREG=96"] bash scripts/device/mvh-next.sh OUTDIR
 #   Session 31's two-chains-per-warp candidate (same bits as the same S without it; its speed
 #   A/B against the defaults runs with the chain counts doubled, a numbers change):
-#   VARIANTS="MUSER_CUDA_MVH_PAIR=1;MUSER_CUDA_H16_WIDE_S=4 MUSER_CUDA_H16_MID_S=8 MUSER_CUDA_H16_NARROW_S=16;MUSER_CUDA_H16_WIDE_S=4 MUSER_CUDA_H16_MID_S=8 MUSER_CUDA_H16_NARROW_S=16 MUSER_CUDA_MVH_PAIR=1"
+#   VARIANTS="MUSER_CUDA_MVH_PP=0 MUSER_CUDA_MVH_PAIR=1;MUSER_CUDA_H16_WIDE_S=4 MUSER_CUDA_H16_MID_S=8 MUSER_CUDA_H16_NARROW_S=16;MUSER_CUDA_H16_WIDE_S=4 MUSER_CUDA_H16_MID_S=8 MUSER_CUDA_H16_NARROW_S=16 MUSER_CUDA_MVH_PP=0 MUSER_CUDA_MVH_PAIR=1"
 #   (~8 min with the forge and three variants)
 set -uo pipefail
 out=${1:?outdir}
@@ -21,7 +21,9 @@ log=$out/next.txt
 bash scripts/device/forge-bg.sh
 # VARIANTS: one env assignment per variant separated by spaces, or, where a variant sets
 # several, variants separated by ';'.
-v_in=${VARIANTS:-MUSER_CUDA_MVH_WHINT=1 MUSER_CUDA_MVH_WHINT=2 MUSER_CUDA_MVH_XSTAGE=1}
+# (MUSER_CUDA_MVH_PP is 2 by default since session 38: XSTAGE, PAIR, XSMEM, BULK and AHEAD=2 need
+# MUSER_CUDA_MVH_PP=0 in their variant.)
+v_in=${VARIANTS:-MUSER_CUDA_MVH_WHINT=1;MUSER_CUDA_MVH_WHINT=2;MUSER_CUDA_MVH_PP=0 MUSER_CUDA_MVH_XSTAGE=1}
 if [[ $v_in == *";"* ]]; then IFS=';' read -r -a picked <<< "$v_in"; else read -r -a picked <<< "$v_in"; fi
 variants=("" "${picked[@]}")
 for v in "${variants[@]}"; do

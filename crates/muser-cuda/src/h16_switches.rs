@@ -65,17 +65,22 @@ pub struct H16Switches {
     /// session 30 and not kept: tg128 119.8 (96) and 97.4 (80) vs 132.1 tok/s.
     pub mvh_maxreg: u32,
     /// One-token f16 chains alternate two register sets instead of copying the next piece's
-    /// registers at the end of every piece (`-DMVH_PP`, `MUSER_CUDA_MVH_PP=0|1`, default 0;
+    /// registers at the end of every piece (`-DMVH_PP`, `MUSER_CUDA_MVH_PP=0|1|2`, default 2;
     /// matvec_h16.cu): the copy waits on the next piece's loads, so the piece after it is
     /// requested only once they land (static SASS of `mvh_q4h_s2`: 26 moves per piece at the
     /// loop's end; with it 96 registers, no spills). The same pieces in the same order: the same
     /// bits. Not with `MUSER_CUDA_MVH_AHEAD=2`, `_XSTAGE=1` or `_BULK` (refused). Measured in
     /// session 30 and not kept: tg128 129.2 / 128.9 vs 132.1 / 132.1 tok/s (with the
     /// warps-per-SM launch bounds, which alone cost ~50 instructions per piece: see
-    /// `mvh_wbounds`). 2 (`MUSER_CUDA_MVH_PP=2`, session 37, built, not yet run): only in the
-    /// kernels whose warps per SM its registers do not lower (all but Q4H's of S ≤ 4), with the
-    /// plain bounds — static SASS `mvh_q4h_s8` 295 instructions per piece against 322, the Q6H
-    /// kernels 380 against 418, the rest the default's SASS.
+    /// `mvh_wbounds`). 2, the default since session 38: only in the kernels whose warps per SM
+    /// its registers do not lower (all but Q4H's of S ≤ 4, which keep 0's SASS), with the plain
+    /// bounds — static SASS `mvh_q4h_s8` 295 instructions per piece against 322, the Q6H
+    /// kernels 380 against 418. Measured in session 38 (full forge, same call,
+    /// `docs/receipts/cuda-session38.txt`; `kernels_h16` passed, tiny logits unchanged at chunk
+    /// 512 and 1): tg128 145.11 / 145.14 vs 142.90 / 143.67, at depth 0 / 2048 / 8192 / 32768
+    /// 146.31 / 142.23 / 141.31 / 136.68 vs 144.47 / 140.02 / 138.68 / 134.21 (+1.3 to +1.9%),
+    /// pp512 level. Its conflicts below name `MUSER_CUDA_MVH_PP=0` for the switches that need
+    /// the plain schedule.
     pub mvh_pp: u32,
     /// One-token f16 kernels of S chains run on S/2 warps, each chaining two of them into two
     /// accumulators with the pieces' MMAs interleaved (`-DMVH_PAIR`, `MUSER_CUDA_MVH_PAIR=0|1`,
@@ -184,12 +189,12 @@ impl H16Switches {
         let h16_mid_s = env_choice("MUSER_CUDA_H16_MID_S", 4, &[4, 8])?;
         let h16_narrow_s = env_choice("MUSER_CUDA_H16_NARROW_S", 8, &[8, 16])?;
         let mvh_maxreg = env_choice("MUSER_CUDA_MVH_MAXREG", 0, &[0, 80, 96])?;
-        let mvh_pp = env_choice("MUSER_CUDA_MVH_PP", 0, &[0, 1, 2])?;
+        let mvh_pp = env_choice("MUSER_CUDA_MVH_PP", 2, &[0, 1, 2])?;
         if mvh_pp > 0 && (mvh_ahead != 1 || mvh_xstage || mvh_bulk > 0) {
             return Err(CudaError::Invalid(
-                "MUSER_CUDA_MVH_PP=1|2 alternates the one-token chains' two register sets; it does \
-                 not combine with MUSER_CUDA_MVH_AHEAD=2, MUSER_CUDA_MVH_XSTAGE=1 or \
-                 MUSER_CUDA_MVH_BULK"
+                "MUSER_CUDA_MVH_PP=1|2 (2 the default) alternates the one-token chains' two \
+                 register sets; it does not combine with MUSER_CUDA_MVH_AHEAD=2, \
+                 MUSER_CUDA_MVH_XSTAGE=1 or MUSER_CUDA_MVH_BULK: set MUSER_CUDA_MVH_PP=0 with them"
                     .into(),
             ));
         }
@@ -206,7 +211,8 @@ impl H16Switches {
                 "MUSER_CUDA_MVH_PAIR=1 runs two chains per warp on the plain one-piece-ahead \
                  schedule; it does not combine with MUSER_CUDA_MVH_EARLY > 1, \
                  MUSER_CUDA_MVH_AHEAD=2, MUSER_CUDA_MVH_BULK, MUSER_CUDA_MVH_XSTAGE=1, \
-                 MUSER_CUDA_MVH_PP=1 or MUSER_CUDA_MVH_XPF=1"
+                 MUSER_CUDA_MVH_PP=1|2 (2 the default: set MUSER_CUDA_MVH_PP=0) or \
+                 MUSER_CUDA_MVH_XPF=1"
                     .into(),
             ));
         }
@@ -215,7 +221,8 @@ impl H16Switches {
             return Err(CudaError::Invalid(
                 "MUSER_CUDA_MVH_XSMEM=1 stages the one-token activations for the plain register \
                  schedule; it does not combine with MUSER_CUDA_MVH_BULK, MUSER_CUDA_MVH_XSTAGE=1, \
-                 MUSER_CUDA_MVH_PP=1, MUSER_CUDA_MVH_XPF=1 or MUSER_CUDA_MVH_PAIR=1"
+                 MUSER_CUDA_MVH_PP=1|2 (2 the default: set MUSER_CUDA_MVH_PP=0), \
+                 MUSER_CUDA_MVH_XPF=1 or MUSER_CUDA_MVH_PAIR=1"
                     .into(),
             ));
         }
@@ -292,7 +299,7 @@ impl H16Switches {
             l += &format!("-maxreg{}", self.mvh_maxreg);
         }
         match self.mvh_pp {
-            0 => {}
+            2 => {}
             1 => l += "-pp",
             n => l += &format!("-pp{n}"),
         }
@@ -353,6 +360,7 @@ mod tests {
         assert_eq!(d.label(), "mvh-s2");
         for define in [
             "-DMVH_WHINT=2",
+            "-DMVH_PP=2",
             "-DMVH_LEAN=1",
             "-DMVH_PAIR=0",
             "-DMVH_XTOUCH=0",
@@ -378,18 +386,20 @@ mod tests {
             (
                 H16Switches {
                     mvh_pair: true,
+                    mvh_pp: 0,
                     h16_wide_s: 4,
                     ..d
                 },
-                "mvh-pair",
+                "mvh-pp0-pair",
                 "-DMVH_PAIR=1",
             ),
             (
                 H16Switches {
                     mvh_xsmem: true,
+                    mvh_pp: 0,
                     ..d
                 },
-                "mvh-s2-xsmem",
+                "mvh-s2-pp0-xsmem",
                 "-DMVH_XSMEM=1",
             ),
             (
@@ -413,13 +423,14 @@ mod tests {
             (
                 H16Switches {
                     mvh_xsmem: true,
+                    mvh_pp: 0,
                     mvh_wbounds: false,
                     ..d
                 },
-                "mvh-s2-xsmem-wb0",
+                "mvh-s2-pp0-xsmem-wb0",
                 "-DMVH_WBOUNDS=0",
             ),
-            (H16Switches { mvh_pp: 2, ..d }, "mvh-s2-pp2", "-DMVH_PP=2"),
+            (H16Switches { mvh_pp: 0, ..d }, "mvh-s2-pp0", "-DMVH_PP=0"),
         ];
         for (sw, label, define) in cases {
             assert_eq!(sw.label(), label);

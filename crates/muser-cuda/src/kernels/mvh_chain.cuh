@@ -24,15 +24,17 @@
 #endif
 
 // One-token chains alternate two register sets instead of copying the next piece's registers
-// into the current ones at the end of every piece (-DMVH_PP, `MUSER_CUDA_MVH_PP=0|1`, default
-// 0; with MVH_AHEAD = 1 and without MVH_XSTAGE). The copy (26 moves per Q4H piece in the SASS of
+// into the current ones at the end of every piece (-DMVH_PP, `MUSER_CUDA_MVH_PP=0|1|2`; the
+// host passes 2 by default since session 38, this file's fallback 0 is the plain schedule; with
+// MVH_AHEAD = 1 and without MVH_XSTAGE). The copy (26 moves per Q4H piece in the SASS of
 // mvh_q4h_s2) reads the registers the piece's loads write, so each piece ends waiting for the
 // next piece's bytes and the piece after it is requested only then; alternating, it is requested
 // as soon as the current piece's MMAs are issued. The same pieces in the same order, so the
 // same bits. MVH_PP=2: only in the kernels whose warps per SM its registers do not lower — every
 // kernel but Q4H's of S <= 4 (20 warps per SM at 96 registers; PP needs 99), which keep the
 // plain schedule — always with the plain launch bounds (session 37's static SASS: PP then runs
-// mvh_q4h_s8 at 295 instructions per piece against 322, mvh_q6h_s2 / _s4 at 380 against 418).
+// mvh_q4h_s8 at 295 instructions per piece against 322, mvh_q6h_s2 / _s4 at 380 against 418;
+// session 38: tg128 +1.3 to +1.9% at every depth, the same logits).
 #ifndef MVH_PP
 #define MVH_PP 0
 #endif
