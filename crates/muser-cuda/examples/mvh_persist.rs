@@ -176,7 +176,7 @@ fn main() {
     println!(
         "mvh_persist: {layers} layers x {} matrices, {:.1} MB per layer (Q4H), persist grid {blocks} \
          ({per_sm} per SM x {sms} SMs), early first piece {} (MUSER_CUDA_MVH_EARLY), ahead {}, \
-         L1 hints {}, staged activations {}, register ceiling {} (MUSER_CUDA_MVH_MAXREG), alternating register sets {} (MUSER_CUDA_MVH_PP), two chains per warp {} (MUSER_CUDA_MVH_PAIR), activation row in shared memory {} (MUSER_CUDA_MVH_XSMEM), activation touch {} (MUSER_CUDA_MVH_XTOUCH), warps-per-SM bounds {} (MUSER_CUDA_MVH_WBOUNDS)",
+         L1 hints {}, staged activations {}, register ceiling {} (MUSER_CUDA_MVH_MAXREG), alternating register sets {} (MUSER_CUDA_MVH_PP) x {} (MUSER_CUDA_MVH_PP_SETS), two chains per warp {} (MUSER_CUDA_MVH_PAIR), activation row in shared memory {} (MUSER_CUDA_MVH_XSMEM), activation touch {} (MUSER_CUDA_MVH_XTOUCH), warps-per-SM bounds {} (MUSER_CUDA_MVH_WBOUNDS)",
         shapes.len(),
         bytes_per_layer as f64 / 1e6,
         reg.h16.mvh_early,
@@ -185,6 +185,7 @@ fn main() {
         reg.h16.mvh_xstage,
         reg.h16.mvh_maxreg,
         reg.h16.mvh_pp,
+        reg.h16.mvh_pp_sets,
         reg.h16.mvh_pair,
         reg.h16.mvh_xsmem,
         reg.h16.mvh_xtouch,

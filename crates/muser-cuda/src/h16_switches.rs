@@ -136,7 +136,8 @@ pub struct H16Switches {
     /// `MUSER_CUDA_MVH_XPF`'s `prefetch.global.L1` is a `CCTL` in the SASS and lost). The same
     /// values into the same MMAs: the same bits. Static SASS: Q4H 96 registers, 3–6 more
     /// instructions per piece. The register schedules only, plain or `_PP` (refused with
-    /// `_BULK`, `_XSTAGE`, `_PAIR`, `_XSMEM`). Built in session 37, not yet run on the device.
+    /// `_BULK`, `_XSTAGE`, `_PAIR`, `_XSMEM`). Measured in session 38 and not kept: tg128 139.84
+    /// / 140.10 vs 142.90 / 143.67.
     pub mvh_xtouch: bool,
     /// The launch bounds of the one-token f16 kernels under `MUSER_CUDA_MVH_XSTAGE=1`, `_PP=1`
     /// or `_XSMEM=1` (`-DMVH_WBOUNDS`, `MUSER_CUDA_MVH_WBOUNDS=0|1`, default 1; mvh_chain.cuh):
@@ -147,12 +148,25 @@ pub struct H16Switches {
     /// against 276 at 96 with them, and `PP` runs 226 instructions per piece at 99 registers
     /// (the default: 274 at 96; `PP` with the bounds 298). Register allocation only: the same
     /// bits. 0 is refused without one of the three or with `_MAXREG` (it would change nothing).
+    /// Measured in session 38 and not kept: `_PP=1` with 0 tg128 139.04 / 138.75, `_XSMEM=1`
+    /// with 0 140.86 / 141.10, vs 142.90 / 143.67 (16 warps per SM lose to 20 on Q4H S ≤ 4).
     pub mvh_wbounds: bool,
+    /// The register sets `MUSER_CUDA_MVH_PP=3` rotates in Q4H's one-token kernels of S ≥ 4
+    /// (`-DMVH_PP_SETS`, `MUSER_CUDA_MVH_PP_SETS=2|3`, default 2; mvh_chain.cuh): 3 keeps two
+    /// pieces in flight per warp, those kernels bounded to 16 warps per SM (128 registers — their
+    /// Muse Glimmer grids hold at most 16). Why: session 38's in-graph account puts those
+    /// launches (the attention output, FFN down in the Q4_K layers, Q and the gate) at ~2.8 TB/s
+    /// against ~3.8 for FFN gate / up and the Q6H FFN down, whose 3.5 KB pieces on the same grid
+    /// keep ~40% more bytes in flight per warp. The same pieces in the same order: the same
+    /// bits. Static SASS: `mvh_q4h_s4` 276 instructions per piece (PP=3 alone: 226), `mvh_q4h_s8`
+    /// 276 (295), 128 registers with an 8-byte spill; the other kernels' SASS unchanged. Only
+    /// with `_PP=3`, not with `_XTOUCH` (refused). Built in session 38, not yet run.
+    pub mvh_pp_sets: u32,
 }
 
 impl H16Switches {
     /// The environment variables `from_env` reads (the engine refuses them on other routes).
-    pub const ENV: [&'static str; 16] = [
+    pub const ENV: [&'static str; 17] = [
         "MUSER_CUDA_H16_WIDE_S",
         "MUSER_CUDA_H16_MID_S",
         "MUSER_CUDA_H16_NARROW_S",
@@ -164,6 +178,7 @@ impl H16Switches {
         "MUSER_CUDA_MVH_XSTAGE",
         "MUSER_CUDA_MVH_MAXREG",
         "MUSER_CUDA_MVH_PP",
+        "MUSER_CUDA_MVH_PP_SETS",
         "MUSER_CUDA_MVH_PAIR",
         "MUSER_CUDA_MVH_XSMEM",
         "MUSER_CUDA_MVH_LEAN",
@@ -189,10 +204,10 @@ impl H16Switches {
         let h16_mid_s = env_choice("MUSER_CUDA_H16_MID_S", 4, &[4, 8])?;
         let h16_narrow_s = env_choice("MUSER_CUDA_H16_NARROW_S", 8, &[8, 16])?;
         let mvh_maxreg = env_choice("MUSER_CUDA_MVH_MAXREG", 0, &[0, 80, 96])?;
-        let mvh_pp = env_choice("MUSER_CUDA_MVH_PP", 2, &[0, 1, 2])?;
+        let mvh_pp = env_choice("MUSER_CUDA_MVH_PP", 2, &[0, 1, 2, 3])?;
         if mvh_pp > 0 && (mvh_ahead != 1 || mvh_xstage || mvh_bulk > 0) {
             return Err(CudaError::Invalid(
-                "MUSER_CUDA_MVH_PP=1|2 (2 the default) alternates the one-token chains' two \
+                "MUSER_CUDA_MVH_PP=1|2|3 (2 the default) alternates the one-token chains' two \
                  register sets; it does not combine with MUSER_CUDA_MVH_AHEAD=2, \
                  MUSER_CUDA_MVH_XSTAGE=1 or MUSER_CUDA_MVH_BULK: set MUSER_CUDA_MVH_PP=0 with them"
                     .into(),
@@ -237,6 +252,14 @@ impl H16Switches {
                     .into(),
             ));
         }
+        let mvh_pp_sets = env_choice("MUSER_CUDA_MVH_PP_SETS", 2, &[2, 3])?;
+        if mvh_pp_sets == 3 && (mvh_pp != 3 || mvh_xtouch) {
+            return Err(CudaError::Invalid(
+                "MUSER_CUDA_MVH_PP_SETS=3 rotates the register sets of MUSER_CUDA_MVH_PP=3 (set \
+                 it too); it does not combine with MUSER_CUDA_MVH_XTOUCH=1"
+                    .into(),
+            ));
+        }
         let mvh_wbounds = env_choice("MUSER_CUDA_MVH_WBOUNDS", 1, &[0, 1])? == 1;
         if !mvh_wbounds && (mvh_maxreg > 0 || !(mvh_xstage || mvh_pp == 1 || mvh_xsmem)) {
             return Err(CudaError::Invalid(
@@ -263,6 +286,7 @@ impl H16Switches {
             mvh_lean,
             mvh_xtouch,
             mvh_wbounds,
+            mvh_pp_sets,
         })
     }
 
@@ -318,6 +342,9 @@ impl H16Switches {
         if !self.mvh_wbounds {
             l += "-wb0";
         }
+        if self.mvh_pp_sets != 2 {
+            l += &format!("-sets{}", self.mvh_pp_sets);
+        }
         l
     }
 
@@ -338,6 +365,7 @@ impl H16Switches {
             format!("-DMVH_LEAN={}", self.mvh_lean),
             format!("-DMVH_XTOUCH={}", u8::from(self.mvh_xtouch)),
             format!("-DMVH_WBOUNDS={}", u8::from(self.mvh_wbounds)),
+            format!("-DMVH_PP_SETS={}", self.mvh_pp_sets),
         ]
     }
 }
@@ -361,6 +389,7 @@ mod tests {
         for define in [
             "-DMVH_WHINT=2",
             "-DMVH_PP=2",
+            "-DMVH_PP_SETS=2",
             "-DMVH_LEAN=1",
             "-DMVH_PAIR=0",
             "-DMVH_XTOUCH=0",
@@ -431,6 +460,15 @@ mod tests {
                 "-DMVH_WBOUNDS=0",
             ),
             (H16Switches { mvh_pp: 0, ..d }, "mvh-s2-pp0", "-DMVH_PP=0"),
+            (
+                H16Switches {
+                    mvh_pp: 3,
+                    mvh_pp_sets: 3,
+                    ..d
+                },
+                "mvh-s2-pp3-sets3",
+                "-DMVH_PP_SETS=3",
+            ),
         ];
         for (sw, label, define) in cases {
             assert_eq!(sw.label(), label);

@@ -38,10 +38,39 @@
 #ifndef MVH_PP
 #define MVH_PP 0
 #endif
-// Whether a one-token chain of format F and S chains runs MVH_PP's two register sets.
+// MVH_PP=3 (session 38, from the in-graph account of the matmuls: the Q4H `s4` / `s8` launches
+// of Muse Glimmer — the attention output, FFN down in the Q4_K layers, Q and the gate; 416 and
+// 256 row groups — run at ~2.8 TB/s while FFN gate / up and the Q6H FFN down run at ~3.8): PP
+// also in Q4H's S = 4 kernels, whose grids of 416 blocks of 4 warps put at most 4 blocks (16
+// warps) on an SM anyway, so PP's 99 registers (16 warps per SM) cost them no warps; only the
+// S = 2 kernels (FFN gate / up: 1248 row groups, two waves at 20 warps per SM) keep the plain
+// schedule. Plain launch bounds, as 2.
+// Whether a one-token chain of format F and S chains runs MVH_PP's register sets.
 template <class F, int S>
 __device__ constexpr bool mvh_pp_on() {
-    return MVH_PP == 1 || (MVH_PP == 2 && !(F::SM_WARPS == 20 && S <= 4));
+    return MVH_PP == 1 || (MVH_PP == 2 && !(F::SM_WARPS == 20 && S <= 4)) ||
+           (MVH_PP == 3 && !(F::SM_WARPS == 20 && S <= 2));
+}
+// The register sets MVH_PP rotates (-DMVH_PP_SETS, `MUSER_CUDA_MVH_PP_SETS=2|3`, default 2): 3
+// keeps two pieces in flight per warp instead of one — the next two pieces are requested into
+// the sets the last two were computed from. Why: the mid-sized Q4H launches (above) hold at most
+// ~13–16 warps per SM, each with one 2.5 KB piece in flight — ~40 KB per SM, which at the ~2.8
+// TB/s they reach means ~1.9 µs per round trip, where the copy bandwidth would need ~60 KB —
+// while the Q6H FFN down, whose pieces are 3.5 KB on the same grid, moves ~36% more bytes per µs. (MVH_AHEAD=2 meant the same but
+// its register copies waited on the newest piece: one piece in flight, measured neutral.) The
+// same pieces in the same order into the same accumulators: the same bits. Q4H's kernels only
+// (the Q6H ones would need 166 registers: 12 warps per SM, two waves for FFN down's 416 blocks),
+// bounded to 16 warps per SM (128 registers; unbounded, `mvh_q4h_s4` takes 130 — static SASS).
+// Only with MVH_PP=3 and without MVH_XTOUCH (the host refuses otherwise).
+#ifndef MVH_PP_SETS
+#define MVH_PP_SETS 2
+#endif
+#if MVH_PP_SETS == 3 && (MVH_PP != 3 || MVH_XTOUCH)
+#error "MVH_PP_SETS=3 rotates MVH_PP=3's register sets, without MVH_XTOUCH"
+#endif
+template <class F, int S>
+__device__ constexpr bool mvh_pp3_on() {
+    return MVH_PP_SETS == 3 && F::SM_WARPS == 20 && mvh_pp_on<F, S>();
 }
 
 // One-token kernels of S chains (their name's sN: their numbers) run on S/2 warps, warp w
@@ -145,7 +174,16 @@ __device__ __forceinline__ u32 touch_u32(const void* p) {
 #define MVH_BOUNDS(THREADS, SM_WARPS) __launch_bounds__(THREADS)
 #endif
 // By tokens per warp (MVH_KERNEL's TG): one-token kernels as above, the prefill rows plain.
+// MVH_PP_SETS=3 (with MVH_PP=3): the Q4H one-token kernels of 4 and more warps (mvh_pp3_on's) at
+// 16 warps per SM, 128 registers; the others no minimum of blocks (0: the plain bounds' SASS,
+// checked by static SASS — 1 would let ptxas give Q6H 142 registers) — not MVH_GLU_KERNEL's,
+// which keep MVH_BOUNDS.
+#if MVH_PP_SETS == 3 && MVH_MAXREG == 0
+#define MVH_BOUNDS_1(THREADS, SM_WARPS) \
+    __launch_bounds__(THREADS, ((SM_WARPS) == 20 && (THREADS) >= 128) ? 512 / (THREADS) : 0)
+#else
 #define MVH_BOUNDS_1(THREADS, SM_WARPS) MVH_BOUNDS(THREADS, SM_WARPS)
+#endif
 #define MVH_BOUNDS_4(THREADS, SM_WARPS) __launch_bounds__(THREADS)
 // Threads of a kernel of S chains by TG: one-token kernels S warps, S / 2 with MVH_PAIR (its
 // bound must say so, or the compiler caps the registers for twice the threads and spills).
@@ -366,6 +404,23 @@ __device__ __forceinline__ void mvh_chain(const u8* __restrict__ W, size_t piece
     auto keep_touches = []() {};
 #endif
 #if MVH_PP
+    if constexpr (!XS && TG == 1 && MVH_AHEAD == 1 && mvh_pp3_on<F, S>()) {
+        // Three register sets in turn (MVH_PP_SETS=3): two pieces in flight while one is
+        // computed; nothing copied.
+        typename F::Regs r2, r3;
+        if (s + S < nsb) load(s + S, r2);
+        for (; s < nsb; s += 3 * S) {
+            if (s + 2 * S < nsb) load(s + 2 * S, r3);
+            mvh_piece<F, TG, false, XG>(r, s, K, nsb, XH, sums, tok0, n_tok, g, t4, acc);
+            if (s + S >= nsb) break;
+            if (s + 3 * S < nsb) load(s + 3 * S, r);
+            mvh_piece<F, TG, false, XG>(r2, s + S, K, nsb, XH, sums, tok0, n_tok, g, t4, acc);
+            if (s + 2 * S >= nsb) break;
+            if (s + 4 * S < nsb) load(s + 4 * S, r2);
+            mvh_piece<F, TG, false, XG>(r3, s + 2 * S, K, nsb, XH, sums, tok0, n_tok, g, t4, acc);
+        }
+        return;
+    }
     if constexpr (!XS && TG == 1 && MVH_AHEAD == 1 && mvh_pp_on<F, S>()) {
         // Two register sets in turn (MVH_PP): the next piece is requested into the set the
         // previous piece was computed from, and nothing is copied, so no instruction waits on
