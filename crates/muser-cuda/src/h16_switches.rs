@@ -65,7 +65,7 @@ pub struct H16Switches {
     /// session 30 and not kept: tg128 119.8 (96) and 97.4 (80) vs 132.1 tok/s.
     pub mvh_maxreg: u32,
     /// One-token f16 chains alternate two register sets instead of copying the next piece's
-    /// registers at the end of every piece (`-DMVH_PP`, `MUSER_CUDA_MVH_PP=0|1|2`, default 2;
+    /// registers at the end of every piece (`-DMVH_PP`, `MUSER_CUDA_MVH_PP=0|1|2|3`, default 2;
     /// matvec_h16.cu): the copy waits on the next piece's loads, so the piece after it is
     /// requested only once they land (static SASS of `mvh_q4h_s2`: 26 moves per piece at the
     /// loop's end; with it 96 registers, no spills). The same pieces in the same order: the same
@@ -80,7 +80,8 @@ pub struct H16Switches {
     /// 512 and 1): tg128 145.11 / 145.14 vs 142.90 / 143.67, at depth 0 / 2048 / 8192 / 32768
     /// 146.31 / 142.23 / 141.31 / 136.68 vs 144.47 / 140.02 / 138.68 / 134.21 (+1.3 to +1.9%),
     /// pp512 level. Its conflicts below name `MUSER_CUDA_MVH_PP=0` for the switches that need
-    /// the plain schedule.
+    /// the plain schedule. 3 (session 38, built, not yet run): also Q4H's S = 4 kernels, whose
+    /// Muse Glimmer grids hold at most 16 warps per SM anyway (`mvh_pp_sets` has the why).
     pub mvh_pp: u32,
     /// One-token f16 kernels of S chains run on S/2 warps, each chaining two of them into two
     /// accumulators with the pieces' MMAs interleaved (`-DMVH_PAIR`, `MUSER_CUDA_MVH_PAIR=0|1`,
@@ -226,7 +227,7 @@ impl H16Switches {
                 "MUSER_CUDA_MVH_PAIR=1 runs two chains per warp on the plain one-piece-ahead \
                  schedule; it does not combine with MUSER_CUDA_MVH_EARLY > 1, \
                  MUSER_CUDA_MVH_AHEAD=2, MUSER_CUDA_MVH_BULK, MUSER_CUDA_MVH_XSTAGE=1, \
-                 MUSER_CUDA_MVH_PP=1|2 (2 the default: set MUSER_CUDA_MVH_PP=0) or \
+                 MUSER_CUDA_MVH_PP=1|2|3 (2 the default: set MUSER_CUDA_MVH_PP=0) or \
                  MUSER_CUDA_MVH_XPF=1"
                     .into(),
             ));
@@ -236,7 +237,7 @@ impl H16Switches {
             return Err(CudaError::Invalid(
                 "MUSER_CUDA_MVH_XSMEM=1 stages the one-token activations for the plain register \
                  schedule; it does not combine with MUSER_CUDA_MVH_BULK, MUSER_CUDA_MVH_XSTAGE=1, \
-                 MUSER_CUDA_MVH_PP=1|2 (2 the default: set MUSER_CUDA_MVH_PP=0), \
+                 MUSER_CUDA_MVH_PP=1|2|3 (2 the default: set MUSER_CUDA_MVH_PP=0), \
                  MUSER_CUDA_MVH_XPF=1 or MUSER_CUDA_MVH_PAIR=1"
                     .into(),
             ));

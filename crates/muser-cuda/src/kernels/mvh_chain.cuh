@@ -1,8 +1,8 @@
 // mvh_chain.cuh — the f16 decode matmul's chain: one piece of a row group's super-blocks on the
 // tensor cores (mvh_piece), a warp's chain of pieces in order (mvh_chain, and the two-chain
 // MVH_PAIR form), the fold of a block's S chains in warp order (mvh_finish), and the compile-time
-// switches of the chain's loads (MVH_EARLY, MVH_AHEAD, MVH_PP, MVH_PAIR, MVH_XSMEM, MVH_XPF,
-// MVH_XTOUCH, MVH_XSTAGE, MVH_MAXREG). Concatenated by compile.rs after formats_h16.cuh and before
+// switches of the chain's loads (MVH_EARLY, MVH_AHEAD, MVH_PP, MVH_PP_SETS, MVH_PAIR, MVH_XSMEM,
+// MVH_XPF, MVH_XTOUCH, MVH_XSTAGE, MVH_MAXREG, MVH_WBOUNDS). Concatenated by compile.rs after formats_h16.cuh and before
 // matvec_h16.cu (module MatvecH16) and probes_h16.cu (ProbesH16), which hold the kernels. The
 // numbers each output gets are fixed here: its MMA sequence depends on (K, S) only.
 
