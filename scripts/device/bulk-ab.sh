@@ -6,7 +6,8 @@
 # .device/tests/kernels_h16, .device/tests/cuda_route. Usage: bash scripts/device/bulk-ab.sh OUTDIR
 set -uo pipefail
 # The alternating register sets (MUSER_CUDA_MVH_PP, 2 by default since session 38) do not combine
-# with this switch: its A/B runs on the plain schedule.
+# with this switch: its A/B (both arms, so its baseline is PP=0, not the current default) runs on the
+# plain schedule.
 export MUSER_CUDA_MVH_PP=0
 out=${1:?outdir}
 bash scripts/device/forge-bg.sh

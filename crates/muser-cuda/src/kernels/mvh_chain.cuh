@@ -406,7 +406,9 @@ __device__ __forceinline__ void mvh_chain(const u8* __restrict__ W, size_t piece
 #if MVH_PP
     if constexpr (!XS && TG == 1 && MVH_AHEAD == 1 && mvh_pp3_on<F, S>()) {
         // Three register sets in turn (MVH_PP_SETS=3): two pieces in flight while one is
-        // computed; nothing copied.
+        // computed; nothing copied. (The two-set loop below written out again: one loop over
+        // an array of N sets changes the measured default's SASS — mvh_q4h_s8, the Q6H kernels
+        // — so it waits until the device can measure it.)
         typename F::Regs r2, r3;
         if (s + S < nsb) load(s + S, r2);
         for (; s < nsb; s += 3 * S) {
