@@ -80,8 +80,15 @@ pub struct H16Switches {
     /// 512 and 1): tg128 145.11 / 145.14 vs 142.90 / 143.67, at depth 0 / 2048 / 8192 / 32768
     /// 146.31 / 142.23 / 141.31 / 136.68 vs 144.47 / 140.02 / 138.68 / 134.21 (+1.3 to +1.9%),
     /// pp512 level. Its conflicts below name `MUSER_CUDA_MVH_PP=0` for the switches that need
-    /// the plain schedule. 3 (session 38, built, not yet run): also Q4H's S = 4 kernels, whose
-    /// Muse Glimmer grids hold at most 16 warps per SM anyway (`mvh_pp_sets` has the why).
+    /// the plain schedule. 3, the default since session 39: also Q4H's S = 4 kernels, whose
+    /// Muse Glimmer grids hold at most 16 warps per SM anyway (`mvh_pp_sets` has the why);
+    /// static SASS `mvh_q4h_s4` 226 instructions per piece at 99 registers against 274 at 96,
+    /// the other kernels' SASS as under 2. Measured in session 39 (full forge, same call,
+    /// `docs/receipts/cuda-session39.txt`; `kernels_h16` passed, tiny logits unchanged at chunk
+    /// 512 and 1, `cuda_route` f16 passed): tg128 145.63 / 145.23 vs 144.73 / 144.17; at depth
+    /// 0 / 2048 / 8192 / 32768 148.62 / 143.99 / 142.78 / 138.32 vs 146.68 / 142.41 / 141.57 /
+    /// 136.70 (+0.9 to +1.3%), pp512 level; the in-graph account of `mvh_q4h_s4` 946 µs per
+    /// token against 1090 (3.2 TB/s against 2.8).
     pub mvh_pp: u32,
     /// One-token f16 kernels of S chains run on S/2 warps, each chaining two of them into two
     /// accumulators with the pieces' MMAs interleaved (`-DMVH_PAIR`, `MUSER_CUDA_MVH_PAIR=0|1`,
@@ -161,7 +168,10 @@ pub struct H16Switches {
     /// keep ~40% more bytes in flight per warp. The same pieces in the same order: the same
     /// bits. Static SASS: `mvh_q4h_s4` 276 instructions per piece (PP=3 alone: 226), `mvh_q4h_s8`
     /// 276 (295), 128 registers with an 8-byte spill; the other kernels' SASS unchanged. Only
-    /// with `_PP=3`, not with `_XTOUCH` (refused). Built in session 38, not yet run.
+    /// with `_PP=3` (the default), not with `_XTOUCH` (refused). Built in session 38; measured
+    /// in session 39 and not kept (full forge, same call, tiny logits unchanged): tg128
+    /// 144.06 / 142.26 against `_PP=3` alone 145.63 / 145.23 — the spill and the longer piece
+    /// cost more than the second piece in flight buys.
     pub mvh_pp_sets: u32,
 }
 
@@ -205,10 +215,10 @@ impl H16Switches {
         let h16_mid_s = env_choice("MUSER_CUDA_H16_MID_S", 4, &[4, 8])?;
         let h16_narrow_s = env_choice("MUSER_CUDA_H16_NARROW_S", 8, &[8, 16])?;
         let mvh_maxreg = env_choice("MUSER_CUDA_MVH_MAXREG", 0, &[0, 80, 96])?;
-        let mvh_pp = env_choice("MUSER_CUDA_MVH_PP", 2, &[0, 1, 2, 3])?;
+        let mvh_pp = env_choice("MUSER_CUDA_MVH_PP", 3, &[0, 1, 2, 3])?;
         if mvh_pp > 0 && (mvh_ahead != 1 || mvh_xstage || mvh_bulk > 0) {
             return Err(CudaError::Invalid(
-                "MUSER_CUDA_MVH_PP=1|2|3 (2 the default) alternates the one-token chains' two \
+                "MUSER_CUDA_MVH_PP=1|2|3 (3 the default) alternates the one-token chains' two \
                  register sets; it does not combine with MUSER_CUDA_MVH_AHEAD=2, \
                  MUSER_CUDA_MVH_XSTAGE=1 or MUSER_CUDA_MVH_BULK: set MUSER_CUDA_MVH_PP=0 with them"
                     .into(),
@@ -227,7 +237,7 @@ impl H16Switches {
                 "MUSER_CUDA_MVH_PAIR=1 runs two chains per warp on the plain one-piece-ahead \
                  schedule; it does not combine with MUSER_CUDA_MVH_EARLY > 1, \
                  MUSER_CUDA_MVH_AHEAD=2, MUSER_CUDA_MVH_BULK, MUSER_CUDA_MVH_XSTAGE=1, \
-                 MUSER_CUDA_MVH_PP=1|2|3 (2 the default: set MUSER_CUDA_MVH_PP=0) or \
+                 MUSER_CUDA_MVH_PP=1|2|3 (3 the default: set MUSER_CUDA_MVH_PP=0) or \
                  MUSER_CUDA_MVH_XPF=1"
                     .into(),
             ));
@@ -237,7 +247,7 @@ impl H16Switches {
             return Err(CudaError::Invalid(
                 "MUSER_CUDA_MVH_XSMEM=1 stages the one-token activations for the plain register \
                  schedule; it does not combine with MUSER_CUDA_MVH_BULK, MUSER_CUDA_MVH_XSTAGE=1, \
-                 MUSER_CUDA_MVH_PP=1|2|3 (2 the default: set MUSER_CUDA_MVH_PP=0), \
+                 MUSER_CUDA_MVH_PP=1|2|3 (3 the default: set MUSER_CUDA_MVH_PP=0), \
                  MUSER_CUDA_MVH_XPF=1 or MUSER_CUDA_MVH_PAIR=1"
                     .into(),
             ));
@@ -324,7 +334,7 @@ impl H16Switches {
             l += &format!("-maxreg{}", self.mvh_maxreg);
         }
         match self.mvh_pp {
-            2 => {}
+            3 => {}
             1 => l += "-pp",
             n => l += &format!("-pp{n}"),
         }
@@ -389,7 +399,7 @@ mod tests {
         assert_eq!(d.label(), "mvh-s2");
         for define in [
             "-DMVH_WHINT=2",
-            "-DMVH_PP=2",
+            "-DMVH_PP=3",
             "-DMVH_PP_SETS=2",
             "-DMVH_LEAN=1",
             "-DMVH_PAIR=0",
@@ -461,13 +471,13 @@ mod tests {
                 "-DMVH_WBOUNDS=0",
             ),
             (H16Switches { mvh_pp: 0, ..d }, "mvh-s2-pp0", "-DMVH_PP=0"),
+            (H16Switches { mvh_pp: 2, ..d }, "mvh-s2-pp2", "-DMVH_PP=2"),
             (
                 H16Switches {
-                    mvh_pp: 3,
                     mvh_pp_sets: 3,
                     ..d
                 },
-                "mvh-s2-pp3-sets3",
+                "mvh-s2-sets3",
                 "-DMVH_PP_SETS=3",
             ),
         ];

@@ -24,8 +24,9 @@
 #endif
 
 // One-token chains alternate two register sets instead of copying the next piece's registers
-// into the current ones at the end of every piece (-DMVH_PP, `MUSER_CUDA_MVH_PP=0|1|2`; the
-// host passes 2 by default since session 38, this file's fallback 0 is the plain schedule; with
+// into the current ones at the end of every piece (-DMVH_PP, `MUSER_CUDA_MVH_PP=0|1|2|3`; the
+// host passes 3 by default since session 39 (2 in session 38), this file's fallback 0 is the
+// plain schedule; with
 // MVH_AHEAD = 1 and without MVH_XSTAGE). The copy (26 moves per Q4H piece in the SASS of
 // mvh_q4h_s2) reads the registers the piece's loads write, so each piece ends waiting for the
 // next piece's bytes and the piece after it is requested only then; alternating, it is requested
@@ -44,7 +45,8 @@
 // also in Q4H's S = 4 kernels, whose grids of 416 blocks of 4 warps put at most 4 blocks (16
 // warps) on an SM anyway, so PP's 99 registers (16 warps per SM) cost them no warps; only the
 // S = 2 kernels (FFN gate / up: 1248 row groups, two waves at 20 warps per SM) keep the plain
-// schedule. Plain launch bounds, as 2.
+// schedule. Plain launch bounds, as 2. Session 39: tg128 +0.9 to +1.3% over 2 at every depth,
+// the same logits; the default since.
 // Whether a one-token chain of format F and S chains runs MVH_PP's register sets.
 template <class F, int S>
 __device__ constexpr bool mvh_pp_on() {
@@ -61,7 +63,8 @@ __device__ constexpr bool mvh_pp_on() {
 // same pieces in the same order into the same accumulators: the same bits. Q4H's kernels only
 // (the Q6H ones would need 166 registers: 12 warps per SM, two waves for FFN down's 416 blocks),
 // bounded to 16 warps per SM (128 registers; unbounded, `mvh_q4h_s4` takes 130 — static SASS).
-// Only with MVH_PP=3 and without MVH_XTOUCH (the host refuses otherwise).
+// Only with MVH_PP=3 and without MVH_XTOUCH (the host refuses otherwise). Session 39: slower
+// than MVH_PP=3 alone (tg128 144.06 / 142.26 vs 145.63 / 145.23), so 2.
 #ifndef MVH_PP_SETS
 #define MVH_PP_SETS 2
 #endif
