@@ -408,6 +408,7 @@ mod tests {
             "-DMVH_XSMEM=1",
             "-DMVH_LEAN=1",
             "-DMVH_LEAN=2",
+            "-DMVH_LEAN=3",
             "-DMVH_XTOUCH=1",
         ] {
             variant(Module::MatvecH16, &[define]);

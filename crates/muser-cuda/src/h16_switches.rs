@@ -135,6 +135,12 @@ pub struct H16Switches {
     /// (the chain loop's static SASS, `mvh_q4h_s4`): 0 303 instructions, 1 274, 2 251 at 102
     /// registers — and 2 capped at 96 registers (`MVH_MAXREG=96`, which keeps 20 warps per SM)
     /// 283, the compiler rematerialising the activation addresses: 2's loss was its registers.
+    /// 3 (session 39; mvh_chain.cuh `mvh_lean_loads`): 2's loads only in Q4H's one-token
+    /// kernels of S ≥ 4, which under `MUSER_CUDA_MVH_PP=3` run two register sets at 16 warps
+    /// per SM anyway — static SASS per two pieces `mvh_q4h_s4` 415 instructions at 96
+    /// registers (1: 452 at 99), `mvh_q4h_s8` / `_s16` 510 at 124 (589 at 98; the same 16 warps
+    /// per SM at 256 / 512 threads); every other kernel's SASS is 1's (FFN gate / up would take
+    /// 102 registers under 2, the Q6H loops grow). Built in session 39.
     pub mvh_lean: u32,
     /// One-token f16 chains touch the next piece's activation sectors (one 4-byte load per
     /// lane, lanes 0..15, its value read a piece later) while they work on the current piece
@@ -252,7 +258,7 @@ impl H16Switches {
                     .into(),
             ));
         }
-        let mvh_lean = env_choice("MUSER_CUDA_MVH_LEAN", 1, &[0, 1, 2])?;
+        let mvh_lean = env_choice("MUSER_CUDA_MVH_LEAN", 1, &[0, 1, 2, 3])?;
         let mvh_xtouch = env_choice("MUSER_CUDA_MVH_XTOUCH", 0, &[0, 1])? == 1;
         if mvh_xtouch && (mvh_bulk > 0 || mvh_xstage || mvh_pair || mvh_xsmem) {
             return Err(CudaError::Invalid(
@@ -446,6 +452,11 @@ mod tests {
                 H16Switches { mvh_lean: 2, ..d },
                 "mvh-s2-lean2",
                 "-DMVH_LEAN=2",
+            ),
+            (
+                H16Switches { mvh_lean: 3, ..d },
+                "mvh-s2-lean3",
+                "-DMVH_LEAN=3",
             ),
             (
                 H16Switches { mvh_lean: 0, ..d },

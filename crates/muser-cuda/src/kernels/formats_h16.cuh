@@ -26,8 +26,8 @@ __device__ __forceinline__ u32 and_or(u32 a, u32 c) {
 }
 // MVH_LEAN >= 1 (`MUSER_CUDA_MVH_LEAN`; the decode kernels' and the prefill tiles' modules): the
 // broadcasts below as moves of halves, which ptxas folds into the consuming HFMA2's operand
-// selectors (.H0_H0 / .H1_H1) instead of one PRMT each; the same values. (2 also changes
-// mvh_chain.cuh's loads of unused token columns.)
+// selectors (.H0_H0 / .H1_H1) instead of one PRMT each; the same values. (2 and 3 also change
+// mvh_chain.cuh's loads of unused token columns: mvh_lean_loads.)
 #ifndef MVH_LEAN
 #define MVH_LEAN 0
 #endif

@@ -75,6 +75,21 @@ template <class F, int S>
 __device__ constexpr bool mvh_pp3_on() {
     return MVH_PP_SETS == 3 && F::SM_WARPS == 20 && mvh_pp_on<F, S>();
 }
+// MVH_LEAN=3 (session 39): MVH_LEAN=2's loads of the unused token columns (mvh_piece's `LN`:
+// read the last token's values, not zeroed and predicated off) only in Q4H's one-token kernels
+// of S >= 4 — which run MVH_PP's register sets at 16 warps per SM under MVH_PP=3 — and LEAN=1's
+// everywhere else. Why: LEAN=2 lost in session 32 (−2%) when its six more registers took
+// mvh_q4h_s4 from 20 warps per SM to 16; under MVH_PP=3 that kernel has 99 registers and 16
+// warps anyway, and with LEAN=2's loads static SASS gives it 96 registers and 415 instructions
+// per two pieces (452 without), mvh_q4h_s8 / _s16 124 registers (the same 16 warps per SM at
+// 256 / 512 threads) and 510 (589) — while FFN gate / up (S = 2) would go from 96 registers to
+// 102 (fewer warps) and the Q6H kernels' loops grow (mvh_q6h_s4 856 against 761). The same
+// values into the valid columns: the same bits. Not a kernel of the prefill tiles (for their
+// modules LEAN=3 is LEAN=1: formats_h16.cuh reads only whether MVH_LEAN is set).
+template <class F, int S, int TG>
+__device__ constexpr bool mvh_lean_loads() {
+    return MVH_LEAN == 2 || (MVH_LEAN == 3 && TG == 1 && F::SM_WARPS == 20 && S >= 4);
+}
 
 // One-token kernels of S chains (their name's sN: their numbers) run on S/2 warps, warp w
 // chaining both chain w and chain w + S/2 into two accumulators with the two pieces' MMAs
@@ -211,7 +226,7 @@ __device__ __forceinline__ void prefetch_piece_l2(const u8* W, size_t pieces, si
 
 // One piece (group G, super-block s) of the matmul on its registers `r`: the four loads' tiles,
 // then the min MMA, into the TG token groups' accumulators (tokens tok0 + 8n + g per lane).
-template <class F, int TG, bool XS = false, bool XG = true>
+template <class F, int TG, bool XS = false, bool XG = true, bool LN = (MVH_LEAN == 2)>
 __device__ __forceinline__ void mvh_piece(const typename F::Regs& r, int s, int K, int nsb,
                                           const u16* __restrict__ XH, const u32* sums, int tok0,
                                           int n_tok, int g, int t4, float (&acc)[TG][4],
@@ -224,7 +239,7 @@ __device__ __forceinline__ void mvh_piece(const typename F::Regs& r, int s, int 
         for (int n = 0; n < TG; ++n) {
             const int tok = tok0 + 8 * n + g;  // this lane's B column
             uint4 xa = make_uint4(0, 0, 0, 0), xb = xa;
-            if (MVH_LEAN >= 2 && !XS) {
+            if (LN && !XS) {
                 // An unused column (tok >= n_tok) reads the last token's values: its outputs are
                 // never stored and the valid columns' do not depend on it.
                 const int tc = max(0, min(tok, n_tok - 1));
@@ -253,7 +268,7 @@ __device__ __forceinline__ void mvh_piece(const typename F::Regs& r, int s, int 
     for (int n = 0; n < TG; ++n) {
         const int tok = tok0 + 8 * n + g;
         u32 b0 = 0u, b1 = 0u;
-        if (MVH_LEAN >= 2 && !XS)  // as the tiles' loads above
+        if (LN && !XS)  // as the tiles' loads above
             F::template min_b<XG>(sums + ((size_t)max(0, min(tok, n_tok - 1)) * nsb + s) * F::SUM_WORDS, t4, b0, b1);
         else if (tok < n_tok) {
             if constexpr (XS)
@@ -336,6 +351,7 @@ __device__ __forceinline__ void mvh_chain(const u8* __restrict__ W, size_t piece
                                           float (&acc)[TG][4], const Wait& wait = Wait(),
                                           u8* xarea = nullptr) {
     static_assert(!XS || TG == 1, "staged activations: one 8-token group per warp");
+    constexpr bool LN = mvh_lean_loads<F, S, TG>();
     const int lane = threadIdx.x & 31, g = lane >> 2, t4 = lane & 3;
     // MVH_XSTAGE: this warp's two stages (xarea), min(n_tok, 8) tokens each, nv of them this
     // block's; piece sp's activations and sums into stage b, lane l copying bytes 16l..16l+15
@@ -416,13 +432,13 @@ __device__ __forceinline__ void mvh_chain(const u8* __restrict__ W, size_t piece
         if (s + S < nsb) load(s + S, r2);
         for (; s < nsb; s += 3 * S) {
             if (s + 2 * S < nsb) load(s + 2 * S, r3);
-            mvh_piece<F, TG, false, XG>(r, s, K, nsb, XH, sums, tok0, n_tok, g, t4, acc);
+            mvh_piece<F, TG, false, XG, LN>(r, s, K, nsb, XH, sums, tok0, n_tok, g, t4, acc);
             if (s + S >= nsb) break;
             if (s + 3 * S < nsb) load(s + 3 * S, r);
-            mvh_piece<F, TG, false, XG>(r2, s + S, K, nsb, XH, sums, tok0, n_tok, g, t4, acc);
+            mvh_piece<F, TG, false, XG, LN>(r2, s + S, K, nsb, XH, sums, tok0, n_tok, g, t4, acc);
             if (s + 2 * S >= nsb) break;
             if (s + 4 * S < nsb) load(s + 4 * S, r2);
-            mvh_piece<F, TG, false, XG>(r3, s + 2 * S, K, nsb, XH, sums, tok0, n_tok, g, t4, acc);
+            mvh_piece<F, TG, false, XG, LN>(r3, s + 2 * S, K, nsb, XH, sums, tok0, n_tok, g, t4, acc);
         }
         return;
     }
@@ -434,11 +450,11 @@ __device__ __forceinline__ void mvh_chain(const u8* __restrict__ W, size_t piece
         for (; s < nsb; s += 2 * S) {
             if (s + S < nsb) load(s + S, r2);
             touch(s + S);
-            mvh_piece<F, TG, false, XG>(r, s, K, nsb, XH, sums, tok0, n_tok, g, t4, acc);
+            mvh_piece<F, TG, false, XG, LN>(r, s, K, nsb, XH, sums, tok0, n_tok, g, t4, acc);
             if (s + S >= nsb) break;
             if (s + 2 * S < nsb) load(s + 2 * S, r);
             touch(s + 2 * S);
-            mvh_piece<F, TG, false, XG>(r2, s + S, K, nsb, XH, sums, tok0, n_tok, g, t4, acc);
+            mvh_piece<F, TG, false, XG, LN>(r2, s + S, K, nsb, XH, sums, tok0, n_tok, g, t4, acc);
         }
         keep_touches();
         return;
@@ -476,8 +492,8 @@ __device__ __forceinline__ void mvh_chain(const u8* __restrict__ W, size_t piece
             }
         }
 #endif
-        mvh_piece<F, TG, XS, XG>(r, s, K, nsb, XH, sums, tok0, n_tok, g, t4, acc,
-                             xarea + (it & 1) * ntb * XST_TOK);
+        mvh_piece<F, TG, XS, XG, LN>(r, s, K, nsb, XH, sums, tok0, n_tok, g, t4, acc,
+                                 xarea + (it & 1) * ntb * XST_TOK);
         if constexpr (XS) __syncwarp();
 #if MVH_AHEAD == 2
         r = r1;
