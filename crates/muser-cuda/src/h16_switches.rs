@@ -258,7 +258,7 @@ impl H16Switches {
                     .into(),
             ));
         }
-        let mvh_lean = env_choice("MUSER_CUDA_MVH_LEAN", 1, &[0, 1, 2, 3])?;
+        let mvh_lean = env_choice("MUSER_CUDA_MVH_LEAN", 3, &[0, 1, 2, 3])?;
         let mvh_xtouch = env_choice("MUSER_CUDA_MVH_XTOUCH", 0, &[0, 1])? == 1;
         if mvh_xtouch && (mvh_bulk > 0 || mvh_xstage || mvh_pair || mvh_xsmem) {
             return Err(CudaError::Invalid(
@@ -350,7 +350,7 @@ impl H16Switches {
         if self.mvh_xsmem {
             l += "-xsmem";
         }
-        if self.mvh_lean != 1 {
+        if self.mvh_lean != 3 {
             l += &format!("-lean{}", self.mvh_lean);
         }
         if self.mvh_xtouch {
@@ -407,7 +407,7 @@ mod tests {
             "-DMVH_WHINT=2",
             "-DMVH_PP=3",
             "-DMVH_PP_SETS=2",
-            "-DMVH_LEAN=1",
+            "-DMVH_LEAN=3",
             "-DMVH_PAIR=0",
             "-DMVH_XTOUCH=0",
             "-DMVH_WBOUNDS=1",
@@ -454,9 +454,9 @@ mod tests {
                 "-DMVH_LEAN=2",
             ),
             (
-                H16Switches { mvh_lean: 3, ..d },
-                "mvh-s2-lean3",
-                "-DMVH_LEAN=3",
+                H16Switches { mvh_lean: 1, ..d },
+                "mvh-s2-lean1",
+                "-DMVH_LEAN=1",
             ),
             (
                 H16Switches { mvh_lean: 0, ..d },
