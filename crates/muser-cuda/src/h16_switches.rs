@@ -140,7 +140,13 @@ pub struct H16Switches {
     /// per SM anyway — static SASS per two pieces `mvh_q4h_s4` 415 instructions at 96
     /// registers (1: 452 at 99), `mvh_q4h_s8` / `_s16` 510 at 124 (589 at 98; the same 16 warps
     /// per SM at 256 / 512 threads); every other kernel's SASS is 1's (FFN gate / up would take
-    /// 102 registers under 2, the Q6H loops grow). Built in session 39.
+    /// 102 registers under 2, the Q6H loops grow). Measured in session 39 and **the default
+    /// since** (full forge, `docs/receipts/cuda-session39.txt`; `kernels_h16` passed, tiny
+    /// logits unchanged at chunk 512 and 1): tg128 alternating 147.75 / 148.30 and 148.79 /
+    /// 149.24 vs 145.51 / 146.56 and 147.35 / 148.07 (+0.8 to +1.5%), at depth 8192 143.11 /
+    /// 143.62 vs 142.17 / 142.24; one four-depth pass level (148.27 / 144.12 / 142.12 /
+    /// 137.80 vs 147.42 / 144.17 / 142.37 / 137.59). A small gain: fewer instructions per piece
+    /// on the launches that were furthest from the copy bandwidth.
     pub mvh_lean: u32,
     /// One-token f16 chains touch the next piece's activation sectors (one 4-byte load per
     /// lane, lanes 0..15, its value read a piece later) while they work on the current piece
