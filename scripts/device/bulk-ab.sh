@@ -5,7 +5,7 @@
 # and the others, alternating (Muser only). Carry .device/muser, .device/mvh_bench,
 # .device/tests/kernels_h16, .device/tests/cuda_route. Usage: bash scripts/device/bulk-ab.sh OUTDIR
 set -uo pipefail
-# The alternating register sets (MUSER_CUDA_MVH_PP, 2 by default since session 38) do not combine
+# The alternating register sets (MUSER_CUDA_MVH_PP, 3 by default since session 39) do not combine
 # with this switch: its A/B (both arms, so its baseline is PP=0, not the current default) runs on the
 # plain schedule.
 export MUSER_CUDA_MVH_PP=0

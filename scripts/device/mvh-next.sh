@@ -21,7 +21,7 @@ log=$out/next.txt
 bash scripts/device/forge-bg.sh
 # VARIANTS: one env assignment per variant separated by spaces, or, where a variant sets
 # several, variants separated by ';'.
-# (MUSER_CUDA_MVH_PP is 2 by default since session 38: XSTAGE, PAIR, XSMEM, BULK and AHEAD=2 need
+# (MUSER_CUDA_MVH_PP is 3 by default since session 39: XSTAGE, PAIR, XSMEM, BULK and AHEAD=2 need
 # MUSER_CUDA_MVH_PP=0 in their variant.)
 v_in=${VARIANTS:-MUSER_CUDA_MVH_WHINT=1;MUSER_CUDA_MVH_WHINT=2;MUSER_CUDA_MVH_PP=0 MUSER_CUDA_MVH_XSTAGE=1}
 if [[ $v_in == *";"* ]]; then IFS=';' read -r -a picked <<< "$v_in"; else read -r -a picked <<< "$v_in"; fi
