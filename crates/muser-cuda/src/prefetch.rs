@@ -11,6 +11,15 @@
 //! [`L2Prefetcher::join`] makes the main stream wait for the branch once per step (a captured
 //! graph must end joined). The branch owns side stream [`PREFETCH_SIDE`]; `graph::Fork` never
 //! uses it.
+//!
+//! Two ways to pull the bytes ([`PrefetchKind`]): `cp.async.bulk.prefetch.L2` hints
+//! (`l2_prefetch`) or plain loads whose values are dropped (`l2_touch`), over a grid of
+//! `blocks` blocks. Session 31 measured the hints from one block: a loss growing with the bytes.
+//! One block is slow to pull them (8 MiB took it 36 µs on the H200 in session 40's
+//! `scripts/device/experiments/l2pf_rate.cu`, 132 blocks 4 µs), so the side stream fell behind
+//! the main chain and the step's join waited for it. The same microbenchmark found that the
+//! hints, from any grid, leave a later streaming read at cold speed, where loads leave it at L2
+//! speed.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -23,13 +32,50 @@ use crate::launch::{launch, Dims, KArgs};
 /// The side stream the prefetch branch runs on (the last; `Fork` uses the others).
 pub const PREFETCH_SIDE: usize = SIDE_STREAMS - 1;
 
-/// Threads of the one `l2_prefetch` block (each issues 32 KiB chunks).
-const THREADS: u32 = 128;
+/// Threads of an `l2_prefetch` block (each issues 32 KiB chunks).
+const HINT_THREADS: u32 = 128;
+/// Threads of an `l2_touch` block (each keeps 8 loads of 16 bytes in flight).
+const TOUCH_THREADS: u32 = 256;
+
+/// How the branch pulls bytes into L2.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PrefetchKind {
+    /// `cp.async.bulk.prefetch.L2` hints (`l2_prefetch`).
+    Hint,
+    /// Loads whose values are dropped (`l2_touch`).
+    Touch,
+}
+
+impl PrefetchKind {
+    /// The kernel that runs this kind.
+    pub fn kernel(self) -> crate::Kernel {
+        match self {
+            PrefetchKind::Hint => crate::Kernel::L2Prefetch,
+            PrefetchKind::Touch => crate::Kernel::L2Touch,
+        }
+    }
+
+    /// Its letter in the route identity.
+    pub fn letter(self) -> char {
+        match self {
+            PrefetchKind::Hint => 'h',
+            PrefetchKind::Touch => 't',
+        }
+    }
+
+    fn threads(self) -> u32 {
+        match self {
+            PrefetchKind::Hint => HINT_THREADS,
+            PrefetchKind::Touch => TOUCH_THREADS,
+        }
+    }
+}
 
 /// Issues prefetches on the side branch and joins it.
 pub struct L2Prefetcher {
-    /// Bytes prefetched per issue point (shared by the matrices of that point).
-    budget: usize,
+    kind: PrefetchKind,
+    /// Blocks of each prefetch launch.
+    blocks: u32,
     mark: Event,
     end: Event,
     /// Whether a prefetch was issued since the last join (a join of a branch with no work in
@@ -38,23 +84,25 @@ pub struct L2Prefetcher {
 }
 
 impl L2Prefetcher {
-    /// A prefetcher of `budget` bytes per issue point.
-    pub fn new(budget: usize) -> Result<L2Prefetcher, CudaError> {
+    /// A prefetcher whose launches run `kind` on `blocks` blocks (at least 1).
+    pub fn new(kind: PrefetchKind, blocks: u32) -> Result<L2Prefetcher, CudaError> {
         Ok(L2Prefetcher {
-            budget,
+            kind,
+            blocks: blocks.max(1),
             mark: Event::new(false)?,
             end: Event::new(false)?,
             pending: AtomicBool::new(false),
         })
     }
 
-    pub fn budget(&self) -> usize {
-        self.budget
+    pub fn kind(&self) -> PrefetchKind {
+        self.kind
     }
 
     /// Prefetch three byte ranges `(device address, length)` into L2 once the work queued so
-    /// far on `gpu`'s main stream is done. Addresses must be 16-byte aligned (a length's tail
-    /// below 16 bytes is skipped); an empty range is skipped.
+    /// far on `gpu`'s main stream is done, with `f` (the registry's function for
+    /// [`PrefetchKind::kernel`] of this prefetcher's kind). Addresses must be 16-byte aligned (a
+    /// length's tail below 16 bytes is skipped); an empty range is skipped.
     pub fn issue(
         &self,
         gpu: &Gpu,
@@ -77,8 +125,8 @@ impl L2Prefetcher {
             args = args.ptr(p).u64(n as u64);
         }
         let dims = Dims {
-            grid: (1, 1, 1),
-            block: THREADS,
+            grid: (self.blocks, 1, 1),
+            block: self.kind.threads(),
             smem: 0,
         };
         launch(f, dims, side, args)?;
@@ -112,7 +160,8 @@ mod tests {
 
     /// A step with the prefetch branch (main: double; branch: prefetch the buffer; main: double;
     /// join) runs eagerly and as a replayed graph, with and without programmatic dependent
-    /// launch, to the values of the main chain alone; a misaligned range is a typed error.
+    /// launch, with either kind on one block and on many, to the values of the main chain
+    /// alone; a misaligned range is a typed error.
     #[test]
     fn the_prefetch_branch_changes_no_value_and_joins() {
         if !matches!(Gpu::probe(), Ok(Some(_))) {
@@ -122,19 +171,30 @@ mod tests {
         let gpu = Gpu::open(0).expect("open GPU");
         let reg = Registry::build_modules(&gpu, &[Module::Elementwise, Module::Prefetch])
             .expect("registry");
-        let f = reg.get(Kernel::L2Prefetch, Math::Strict);
         let n = 1 << 22;
         let x0: Vec<f32> = (0..n).map(|i| (i % 1009) as f32 - 504.0).collect();
         let buf = gpu.alloc(n * 4, "x").expect("alloc");
-        let pf = L2Prefetcher::new(8 << 20).expect("prefetcher");
         let p = buf.ptr();
-        let step = || -> Result<(), CudaError> {
-            scale(&reg, gpu.stream(), p, 2.0, n)?;
-            pf.issue(&gpu, f, [(p, n * 2), (p + (n * 2) as u64, n * 2), (0, 0)])?;
-            scale(&reg, gpu.stream(), p, 2.0, n)?;
-            pf.join(&gpu)
-        };
-        for pdl in [false, true] {
+        let forms = [
+            (PrefetchKind::Hint, 1),
+            (PrefetchKind::Hint, 132),
+            (PrefetchKind::Touch, 1),
+            (PrefetchKind::Touch, 132),
+        ];
+        for ((kind, blocks), pdl) in forms.into_iter().flat_map(|k| [(k, false), (k, true)]) {
+            let f = reg.get(kind.kernel(), Math::Strict);
+            let pf = L2Prefetcher::new(kind, blocks).expect("prefetcher");
+            let step = || -> Result<(), CudaError> {
+                scale(&reg, gpu.stream(), p, 2.0, n)?;
+                // An odd length: the tail below 16 bytes is skipped.
+                pf.issue(
+                    &gpu,
+                    f,
+                    [(p, n * 2), (p + (n * 2) as u64, n * 2 - 7), (0, 0)],
+                )?;
+                scale(&reg, gpu.stream(), p, 2.0, n)?;
+                pf.join(&gpu)
+            };
             gpu.set_pdl(pdl);
             gpu.upload(p, &x0).expect("upload");
             step().expect("eager step");
@@ -147,9 +207,11 @@ mod tests {
             gpu.download(&mut got, p, "x").expect("download");
             // Three steps of two doublings: × 64, exact in f32.
             for (i, (&g, &x)) in got.iter().zip(&x0).enumerate() {
-                assert_eq!(g, x * 64.0, "pdl {pdl}: value {i}");
+                assert_eq!(g, x * 64.0, "{kind:?} × {blocks}, pdl {pdl}: value {i}");
             }
         }
+        let f = reg.get(Kernel::L2Touch, Math::Strict);
+        let pf = L2Prefetcher::new(PrefetchKind::Touch, 8).expect("prefetcher");
         let err = pf.issue(&gpu, f, [(p + 4, 64), (0, 0), (0, 0)]);
         assert!(matches!(err, Err(CudaError::Invalid(_))), "{err:?}");
     }

@@ -158,6 +158,7 @@ kernels! {
     AttnCombineH16Cl => Attention, "attn_combine_h16_cl";
     SigmoidGate => Elementwise, "sigmoid_gate";
     L2Prefetch => Prefetch, "l2_prefetch";
+    L2Touch => Prefetch, "l2_touch";
     Swiglu => Elementwise, "swiglu";
     Geglu => Elementwise, "geglu";
     ScaleSoftcap => Elementwise, "scale_softcap";

@@ -11,7 +11,7 @@ use muser_cuda::{CudaError, GraphMode};
 use muser_engine::cpu::matmul::ActFormat;
 use muser_engine::cpu::repack::Repack;
 use muser_engine::cpu::{CpuOptions, CpuSession, Logits};
-use muser_engine::cuda::{Acts, CudaOptions, CudaSession};
+use muser_engine::cuda::{Acts, CudaOptions, CudaSession, L2Kind};
 use muser_engine::session::Backend;
 use muser_engine::{EngineError, Model, Oracle};
 use route_support::{a16, bits, forged_uniform, has_device, run, run_with, same_bits};
@@ -278,7 +278,7 @@ fn f16_route_refuses_what_it_has_no_kernels_for() {
         &tiny_model(1),
         &|o| {
             o.acts = Acts::A16;
-            o.l2_prefetch_mb = 8;
+            o.l2_prefetch_mb = [8; 4];
         },
         "the L2 prefetch branch on A16",
         "MUSER_CUDA_L2_PREFETCH",
@@ -316,11 +316,43 @@ fn f16_route_refuses_what_it_has_no_kernels_for() {
         "MUSER_CUDA_ATTN_COLS",
     );
     let mut o = CudaOptions::new(256, 16);
-    o.l2_prefetch_mb = 49;
+    o.l2_prefetch_mb = [49; 4];
     match CudaSession::new(&tiny_model(1), o, &mut |_, _| {}) {
         Err(EngineError::Config(msg)) => assert!(msg.contains("0..=48"), "{msg}"),
         Err(e) => panic!("49 MiB of prefetch: unexpected error {e}"),
         Ok(_) => panic!("49 MiB of prefetch must be refused"),
+    }
+    // The branch's shape without the branch would change nothing; its blocks have a range; its
+    // kinds are two.
+    type Set<'a> = &'a dyn Fn(&mut CudaOptions);
+    let cases: [(&str, &str, Set); 4] = [
+        (
+            "a prefetch kind without the branch",
+            "_KIND / _BLOCKS",
+            &|o| o.l2_prefetch_kind = Some(L2Kind::Hint),
+        ),
+        (
+            "prefetch blocks without the branch",
+            "_KIND / _BLOCKS",
+            &|o| o.l2_prefetch_blocks = Some(8),
+        ),
+        ("a prefetch launch of no blocks", "in 1..=1024", &|o| {
+            o.l2_prefetch_mb = [8; 4];
+            o.l2_prefetch_blocks = Some(0);
+        }),
+        ("an unknown prefetch kind", "hint or touch", &|o| {
+            o.l2_prefetch_mb = [0, 8, 0, 0];
+            o.l2_prefetch_kind = Some(L2Kind::Invalid);
+        }),
+    ];
+    for (what, needle, set) in cases {
+        let mut o = CudaOptions::new(256, 16);
+        set(&mut o);
+        match CudaSession::new(&tiny_model(1), o, &mut |_, _| {}) {
+            Err(EngineError::Config(msg)) => assert!(msg.contains(needle), "{what}: {msg}"),
+            Err(e) => panic!("{what}: unexpected error {e}"),
+            Ok(_) => panic!("{what} must be refused"),
+        }
     }
 }
 
@@ -404,12 +436,20 @@ fn cuda_f16_route_is_deterministic_and_tracks_the_oracle() {
             ),
             (
                 "the L2 prefetch branch (8 MiB per point), chunk 1, decode graph",
-                f16(1, |o| o.l2_prefetch_mb = 8),
+                f16(1, |o| o.l2_prefetch_mb = [8; 4]),
+            ),
+            (
+                "the L2 prefetch branch as hints from 8 blocks, chunk 1, decode graph",
+                f16(1, |o| {
+                    o.l2_prefetch_mb = [4, 8, 0, 2];
+                    o.l2_prefetch_kind = Some(L2Kind::Hint);
+                    o.l2_prefetch_blocks = Some(8);
+                }),
             ),
             (
                 "the L2 prefetch branch, chunk 5, eager, serial capture of the projections",
                 f16(5, |o| {
-                    o.l2_prefetch_mb = 1;
+                    o.l2_prefetch_mb = [1, 2, 0, 1];
                     o.graphs = false;
                     o.mode = GraphMode::Serial;
                 }),

@@ -8,6 +8,7 @@ use muser_cuda::profile::PhaseProfiler;
 use muser_cuda::step_switches::combine_cluster;
 use muser_cuda::{CudaError, Graph, KArgs, Kernel, Math, Registry, StepParams, MAX_BATCH};
 
+use super::prefetch::PfPoint;
 use super::weights::{kernels_for, DevLayer, DevMatrix};
 use super::{bufs_rows, Acts, CudaSession};
 use crate::config::{FfnActivation, RopeMode};
@@ -137,7 +138,7 @@ impl<'m> CudaSession<'m> {
             pf.begin();
         }
         if let Some(l0) = w.layers.first() {
-            self.prefetch(n, &qkv_mats(l0))?;
+            self.prefetch(n, PfPoint::Projections, &qkv_mats(l0))?;
         }
         let kemb = kernels_for(w.token_embd.ty)
             .and_then(|k| k.embed)
@@ -219,7 +220,7 @@ impl<'m> CudaSession<'m> {
                 outs.push((wg, b.gate.ptr(), aw));
             }
             self.project((h, e), e, n, &outs, fuse && il > 0, packed, qkv_acts)?;
-            self.prefetch(n, &[&lw.wo])?;
+            self.prefetch(n, PfPoint::AttnOutput, &[&lw.wo])?;
             prof.mark("qkv+gate", s)?;
             let kv = &self.kv[il];
             let (inv, mode) = match (&b.rope[il], c.rope_mode) {
@@ -414,7 +415,7 @@ impl<'m> CudaSession<'m> {
                 packed,
                 acts,
             )?;
-            self.prefetch(n, &[&lw.ffn_gate, &lw.ffn_up])?;
+            self.prefetch(n, PfPoint::GateUp, &[&lw.ffn_gate, &lw.ffn_up])?;
             self.residual_norm(s, n, lw.post_attn_norm, lw.ffn_norm, fuse, acts)?;
             prof.mark("attn out+norm", s)?;
             // The f16 decode FFN's gate, up and SwiGLU in one launch where it applies
@@ -432,7 +433,7 @@ impl<'m> CudaSession<'m> {
                     rowmax_cell(il, 1),
                 )?;
             if glu {
-                self.prefetch(n, &[&lw.ffn_down])?;
+                self.prefetch(n, PfPoint::Down, &[&lw.ffn_down])?;
                 self.act_h16(s, (b.fg.ptr(), c.n_ff), c.n_ff, n, Some(rowmax_cell(il, 1)))?;
             } else {
                 self.project(
@@ -447,7 +448,7 @@ impl<'m> CudaSession<'m> {
                     packed,
                     acts,
                 )?;
-                self.prefetch(n, &[&lw.ffn_down])?;
+                self.prefetch(n, PfPoint::Down, &[&lw.ffn_down])?;
                 let act = match (c.ffn_activation, fuse_ew, rowmax) {
                     (FfnActivation::Silu, false, false) => Kernel::Swiglu,
                     (FfnActivation::GeluTanh, false, false) => Kernel::Geglu,
@@ -482,8 +483,8 @@ impl<'m> CudaSession<'m> {
                 acts,
             )?;
             match w.layers.get(il + 1) {
-                Some(l) => self.prefetch(n, &qkv_mats(l))?,
-                None if rows > 0 => self.prefetch(n, &[&w.output])?,
+                Some(l) => self.prefetch(n, PfPoint::Projections, &qkv_mats(l))?,
+                None if rows > 0 => self.prefetch(n, PfPoint::Projections, &[&w.output])?,
                 None => {}
             }
             let next = w.layers.get(il + 1).map_or(w.output_norm, |l| l.attn_norm);

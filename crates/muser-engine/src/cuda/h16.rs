@@ -51,7 +51,7 @@ pub const TENSOR_CORE_ATTENTION_ENV: [&str; 3] = [
 
 /// The f16 route's own switches beside its chains' (`H16Switches::ENV`) and the tensor-core
 /// attention's (`TENSOR_CORE_ATTENTION_ENV`): on another route they would change nothing.
-const F16_ROUTE_SWITCHES: [&str; 15] = [
+const F16_ROUTE_SWITCHES: [&str; 17] = [
     "MUSER_CUDA_H16_ATTN",
     "MUSER_CUDA_COMBINE_PIPE",
     "MUSER_CUDA_COMBINE_CL",
@@ -60,6 +60,8 @@ const F16_ROUTE_SWITCHES: [&str; 15] = [
     "MUSER_CUDA_ATTN_BUFS",
     "MUSER_CUDA_NORM_H16",
     "MUSER_CUDA_L2_PREFETCH",
+    "MUSER_CUDA_L2_PREFETCH_KIND",
+    "MUSER_CUDA_L2_PREFETCH_BLOCKS",
     "MUSER_CUDA_H16_ROWMAX",
     "MUSER_CUDA_MMT",
     "MUSER_CUDA_MMW_MIN",

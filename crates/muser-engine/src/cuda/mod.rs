@@ -50,7 +50,7 @@ use muser_cuda::{DeviceBuffer, Gpu, Graph, KArgs, Module, Registry, MAX_BATCH};
 use crate::model::Model;
 use crate::EngineError;
 pub use h16::TENSOR_CORE_ATTENTION_ENV;
-pub use options::{Acts, BatchMm, CudaOptions, ATTN_SUPER};
+pub use options::{Acts, BatchMm, CudaOptions, L2Kind, ATTN_SUPER, L2_PREFETCH_BLOCKS};
 use weights::DevWeights;
 
 /// Device memory a session needs, by part (bytes).
@@ -328,10 +328,37 @@ impl<'m> CudaSession<'m> {
                 opts.attn_super
             )));
         }
-        if opts.l2_prefetch_mb > 48 {
+        if opts.l2_prefetch_mb.iter().any(|&mb| mb > 48) {
             return Err(EngineError::Config(format!(
-                "MUSER_CUDA_L2_PREFETCH is MiB per prefetch point in 0..=48 (got {})",
-                opts.l2_prefetch_mb
+                "MUSER_CUDA_L2_PREFETCH is MiB per prefetch point in 0..=48, one number or four \
+                 separated by commas (got {})",
+                match opts.l2_prefetch_mb {
+                    [usize::MAX, ..] => "an unreadable value".to_string(),
+                    mb => format!("{mb:?}"),
+                }
+            )));
+        }
+        let prefetching = opts.l2_prefetch_mb.iter().any(|&mb| mb > 0);
+        if !prefetching && (opts.l2_prefetch_kind.is_some() || opts.l2_prefetch_blocks.is_some()) {
+            return Err(EngineError::Config(
+                "MUSER_CUDA_L2_PREFETCH_KIND / _BLOCKS shape the L2 prefetch branch, which is off \
+                 (set MUSER_CUDA_L2_PREFETCH)"
+                    .into(),
+            ));
+        }
+        if opts.l2_prefetch_kind == Some(L2Kind::Invalid) {
+            return Err(EngineError::Config(
+                "MUSER_CUDA_L2_PREFETCH_KIND must be hint or touch".into(),
+            ));
+        }
+        if let Some(b) = opts.l2_prefetch_blocks.filter(|b| !(1..=1024).contains(b)) {
+            return Err(EngineError::Config(format!(
+                "MUSER_CUDA_L2_PREFETCH_BLOCKS must be in 1..=1024 (got {})",
+                if b == usize::MAX {
+                    "an unreadable value".to_string()
+                } else {
+                    b.to_string()
+                }
             )));
         }
         if opts.n_seq == 0 {
@@ -365,7 +392,7 @@ impl<'m> CudaSession<'m> {
         }
         resolve_default_acts(model, &mut opts);
         h16::check_options(model, &mut opts)?;
-        if opts.l2_prefetch_mb > 0 && opts.acts != Acts::F16 {
+        if prefetching && opts.acts != Acts::F16 {
             return Err(EngineError::Config(
                 "the L2 prefetch branch (MUSER_CUDA_L2_PREFETCH) runs on the f16 route only \
                  (MUSER_CUDA_ACTS=f16)"
@@ -456,7 +483,7 @@ impl<'m> CudaSession<'m> {
             if opts.h16_attn_mma {
                 modules.push(Module::AttnH16);
             }
-            if opts.l2_prefetch_mb > 0 {
+            if opts.l2_prefetch_on() {
                 modules.push(Module::Prefetch);
             }
         }
@@ -538,7 +565,13 @@ impl<'m> CudaSession<'m> {
         );
         let n_seq = opts.n_seq;
         // The branch only on the f16 route (refused above otherwise).
-        let opts_l2 = opts.l2_prefetch_mb;
+        let prefetch = match opts.l2_prefetch_on() {
+            false => None,
+            true => Some(L2Prefetcher::new(
+                opts.l2_prefetch_kind_on(),
+                opts.l2_prefetch_blocks_on() as u32,
+            )?),
+        };
         Ok(CudaSession {
             model,
             gpu,
@@ -553,10 +586,7 @@ impl<'m> CudaSession<'m> {
             n_past: vec![0; n_seq],
             graphs: (0..=MAX_BATCH).map(|_| None).collect(),
             fork: Fork::new()?,
-            prefetch: match opts_l2 {
-                0 => None,
-                mb => Some(L2Prefetcher::new(mb << 20)?),
-            },
+            prefetch,
             sched: AcceleratorScheduler::new(),
             profile: PhaseProfiler::from_env(),
             load_report,

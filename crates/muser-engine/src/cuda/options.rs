@@ -3,6 +3,7 @@
 //! prefill chunk, sequence slots). Invalid values are kept as such and refused with the
 //! switch's name by `CudaSession::new`.
 
+use muser_cuda::prefetch::PrefetchKind;
 use muser_cuda::{GraphMode, Math};
 
 /// Default keys per attention block (`MUSER_CUDA_ATTN_SUPER`); a multiple of 32.
@@ -88,10 +89,18 @@ pub struct CudaOptions {
     /// where [`CudaOptions::h16_combine_act_on`] says.
     pub h16_combine_act: bool,
     /// MiB of the next matmul's weights prefetched into L2 at each point of a decode step where
-    /// the main chain runs small kernels (`MUSER_CUDA_L2_PREFETCH`, f16 route, 0 = off, the
-    /// default; at most 48): a side branch of `l2_prefetch` hints (`muser_cuda::prefetch`). No
-    /// number changes.
-    pub l2_prefetch_mb: usize,
+    /// the main chain runs small kernels, by the matmuls prefetched there: [the attention
+    /// projections (or the output head), the attention output, FFN gate + up, FFN down]
+    /// (`MUSER_CUDA_L2_PREFETCH=<MiB>` for all four or `=<a>,<b>,<c>,<d>`; f16 route, 0 = off,
+    /// the default; each at most 48): a side branch of prefetch launches
+    /// (`muser_cuda::prefetch`). No number changes.
+    pub l2_prefetch_mb: [usize; 4],
+    /// How the prefetch branch pulls the bytes (`MUSER_CUDA_L2_PREFETCH_KIND=hint|touch`; unset:
+    /// `touch`); only with `l2_prefetch_mb` (else refused).
+    pub l2_prefetch_kind: Option<L2Kind>,
+    /// Blocks per prefetch launch (`MUSER_CUDA_L2_PREFETCH_BLOCKS=1..=1024`; unset:
+    /// [`L2_PREFETCH_BLOCKS`]); only with `l2_prefetch_mb` (else refused).
+    pub l2_prefetch_blocks: Option<usize>,
     /// Keys per attention partial block (`MUSER_CUDA_ATTN_SUPER`, a multiple of 32 in
     /// 32..=4096): the fixed partition of the key range (part of the numerics: every route
     /// of one session uses the same partition).
@@ -233,6 +242,24 @@ impl CudaOptions {
         self.h16_combine_act && self.h16_rowmax_on() && self.act_math == Math::Strict
     }
 
+    /// Whether decode steps run the L2 prefetch branch (some point's budget above 0).
+    pub fn l2_prefetch_on(&self) -> bool {
+        self.l2_prefetch_mb.iter().any(|&mb| mb > 0)
+    }
+
+    /// The prefetch branch's kind as it runs (`touch` unless set).
+    pub fn l2_prefetch_kind_on(&self) -> PrefetchKind {
+        match self.l2_prefetch_kind {
+            Some(L2Kind::Hint) => PrefetchKind::Hint,
+            _ => PrefetchKind::Touch,
+        }
+    }
+
+    /// Blocks per prefetch launch as they run.
+    pub fn l2_prefetch_blocks_on(&self) -> usize {
+        self.l2_prefetch_blocks.unwrap_or(L2_PREFETCH_BLOCKS)
+    }
+
     /// Whether kernels launch with programmatic dependent launch: `pdl` where set, else on the
     /// f16 route only. H200, full forge, session 26 (alternating, one call): f16 tg128
     /// **124.93 / 124.65 vs 120.54 / 121.30** off, pp512 4473.5 vs 4434.7; the A8 route
@@ -266,7 +293,15 @@ impl CudaOptions {
                 _ => None,
             },
             h16_combine_act: std::env::var("MUSER_CUDA_H16_COMBINE_ACT").as_deref() == Ok("1"),
-            l2_prefetch_mb: env_usize("MUSER_CUDA_L2_PREFETCH").unwrap_or(0),
+            l2_prefetch_mb: std::env::var("MUSER_CUDA_L2_PREFETCH")
+                .map_or([0; 4], |v| parse_points(&v)),
+            l2_prefetch_kind: match std::env::var("MUSER_CUDA_L2_PREFETCH_KIND").as_deref() {
+                Err(_) => None,
+                Ok("hint") => Some(L2Kind::Hint),
+                Ok("touch") => Some(L2Kind::Touch),
+                Ok(_) => Some(L2Kind::Invalid),
+            },
+            l2_prefetch_blocks: env_usize("MUSER_CUDA_L2_PREFETCH_BLOCKS"),
             attn_super: env_usize("MUSER_CUDA_ATTN_SUPER").unwrap_or(ATTN_SUPER),
             attn_hpb: env_usize("MUSER_CUDA_ATTN_HPB").unwrap_or(0),
             attn_bufs: env_usize("MUSER_CUDA_ATTN_BUFS"),
@@ -314,6 +349,31 @@ impl CudaOptions {
 
 /// A numeric environment switch: unset reads as `None`; a value that does not parse reads as
 /// `usize::MAX`, which `CudaSession::new`'s checks reject with the switch's name.
+/// `MUSER_CUDA_L2_PREFETCH`'s value: one number for the four points or four comma-separated
+/// ones; anything else reads as `usize::MAX` (refused with the range).
+fn parse_points(v: &str) -> [usize; 4] {
+    let parts: Vec<Option<usize>> = v.split(',').map(|p| p.trim().parse().ok()).collect();
+    match parts.as_slice() {
+        [Some(n)] => [*n; 4],
+        [Some(a), Some(b), Some(c), Some(d)] => [*a, *b, *c, *d],
+        _ => [usize::MAX; 4],
+    }
+}
+
+/// How the L2 prefetch branch pulls bytes (`MUSER_CUDA_L2_PREFETCH_KIND`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum L2Kind {
+    /// `cp.async.bulk.prefetch.L2` hints.
+    Hint,
+    /// Loads whose values are dropped (the default).
+    Touch,
+    /// Any other value: refused by `CudaSession::new`.
+    Invalid,
+}
+
+/// Blocks per L2 prefetch launch unless `MUSER_CUDA_L2_PREFETCH_BLOCKS` says (the H200's SMs).
+pub const L2_PREFETCH_BLOCKS: usize = 132;
+
 fn env_usize(name: &str) -> Option<usize> {
     std::env::var(name)
         .ok()
@@ -323,6 +383,16 @@ fn env_usize(name: &str) -> Option<usize> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn prefetch_points_parse_as_one_or_four_numbers() {
+        assert_eq!(parse_points("8"), [8; 4]);
+        assert_eq!(parse_points(" 16 "), [16; 4]);
+        assert_eq!(parse_points("8,16,4,0"), [8, 16, 4, 0]);
+        for bad in ["", "x", "8,16", "1,2,3,4,5", "8,,4,4", "-1"] {
+            assert_eq!(parse_points(bad), [usize::MAX; 4], "{bad:?}");
+        }
+    }
 
     #[test]
     fn chunk_is_clamped_to_the_kernel_limit() {

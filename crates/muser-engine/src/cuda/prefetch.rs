@@ -1,15 +1,28 @@
 //! Where a decode step prefetches weights into L2 (`MUSER_CUDA_L2_PREFETCH`; the branch itself is
 //! `muser_cuda::prefetch`): before each point where the main chain leaves the matmuls for small
 //! kernels, the next matmul's (or matmuls') first row groups, `budget` bytes shared in
-//! proportion to the matrices' sizes. Decode steps only (at most 8 tokens: the `mvh_*` kernels,
+//! proportion to the matrices' sizes, `budget` the option's entry for that point ([`PfPoint`]). Decode steps only (at most 8 tokens: the `mvh_*` kernels,
 //! which read weights once per step); prefill tiles reread their weights and are left alone.
 //! Measured in session 31 and kept off: a loss that grows with the bytes (tg128 full forge
 //! 99.7 / 60.4 / 46.5 / 37.5 tok/s at 8 / 16 / 24 / 32 MiB vs 133.2; docs/cuda.md's row).
 
-use muser_cuda::{q4h, q6h, CudaError, HWeights, Kernel};
+use muser_cuda::{q4h, q6h, CudaError, HWeights};
 
 use super::weights::DevMatrix;
 use super::CudaSession;
+
+/// The matmuls a prefetch point is for: its index in `CudaOptions::l2_prefetch_mb`.
+#[derive(Clone, Copy, Debug)]
+pub(super) enum PfPoint {
+    /// The attention projections (or, after the last layer, the output head).
+    Projections = 0,
+    /// The attention output.
+    AttnOutput = 1,
+    /// FFN gate and up.
+    GateUp = 2,
+    /// FFN down.
+    Down = 3,
+}
 
 /// Tokens per step up to which a step prefetches (the one-token-per-row matmuls' range).
 const DECODE_MAX: usize = 8;
@@ -20,12 +33,18 @@ impl CudaSession<'_> {
         self.prefetch.is_some() && n <= DECODE_MAX
     }
 
-    /// Prefetch the first row groups of `mats` (f16-route matrices; others are skipped) after
-    /// the work queued so far, if this step prefetches.
-    pub(super) fn prefetch(&self, n: usize, mats: &[&DevMatrix]) -> Result<(), CudaError> {
+    /// Prefetch the first row groups of `mats` (f16-route matrices; others are skipped), point
+    /// `at`'s budget of bytes, after the work queued so far, if this step prefetches.
+    pub(super) fn prefetch(
+        &self,
+        n: usize,
+        at: PfPoint,
+        mats: &[&DevMatrix],
+    ) -> Result<(), CudaError> {
         let Some(pf) = self.prefetch.as_ref().filter(|_| self.prefetching(n)) else {
             return Ok(());
         };
+        let budget = self.opts.l2_prefetch_mb[at as usize] << 20;
         let h16 = |m: &DevMatrix| m.h16.map(|(w, _)| w);
         let bytes = |m: &DevMatrix| match h16(m) {
             Some(HWeights::Q4H) => q4h::bytes(m.n_out, m.n_in),
@@ -33,15 +52,15 @@ impl CudaSession<'_> {
             None => 0,
         };
         let total: usize = mats.iter().map(|m| bytes(m)).sum();
-        if total == 0 {
+        if total == 0 || budget == 0 {
             return Ok(());
         }
-        let f = self.f(Kernel::L2Prefetch);
+        let f = self.f(pf.kind().kernel());
         for m in mats {
             let Some(w) = h16(m) else { continue };
             let groups = m.n_out / 16;
             // This matrix's share of the budget, in whole row groups.
-            let share = (pf.budget() as u128 * bytes(m) as u128 / total as u128) as usize;
+            let share = (budget as u128 * bytes(m) as u128 / total as u128) as usize;
             let g = share / (bytes(m) / groups).max(1);
             let parts = match w {
                 HWeights::Q4H => q4h::prefix(m.n_out, m.n_in, g),

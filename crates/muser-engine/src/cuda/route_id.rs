@@ -142,12 +142,29 @@ impl CudaSession<'_> {
                 GraphMode::Parallel => "parallel",
                 GraphMode::Serial => "serial",
             },
-            match self.opts.l2_prefetch_mb {
-                0 => String::new(),
-                mb => format!("+l2pf{mb}"),
-            },
+            self.l2_prefetch_label(),
             &self.reg.identity()[..16],
             muser_cuda::probe::label(self.reg.probe_dup)
+        )
+    }
+
+    /// The L2 prefetch branch in the route identity: `+l2pf{MiB}{h|t}{blocks}` (MiB one
+    /// number, or the four points' joined by `-`); empty when off.
+    fn l2_prefetch_label(&self) -> String {
+        let o = &self.opts;
+        if !o.l2_prefetch_on() {
+            return String::new();
+        }
+        let mb = o.l2_prefetch_mb;
+        let mb = if mb.iter().all(|&m| m == mb[0]) {
+            mb[0].to_string()
+        } else {
+            mb.map(|m| m.to_string()).join("-")
+        };
+        format!(
+            "+l2pf{mb}{}{}",
+            o.l2_prefetch_kind_on().letter(),
+            o.l2_prefetch_blocks_on()
         )
     }
 
