@@ -1,5 +1,6 @@
-//! The end-to-end CUDA tests' shared harness (`cuda_route.rs`, `cuda_batched.rs`): the device
-//! probe, one-sequence sessions with explicit options, bit-identity checks and forged models.
+//! The end-to-end CUDA tests' shared harness (`cuda_route.rs`, `cuda_batched.rs`,
+//! `cuda_refusals.rs`): the device probe, one-sequence sessions with explicit options,
+//! bit-identity checks and forged models.
 #![allow(dead_code)]
 
 use muser_cuda::GraphMode;
