@@ -85,6 +85,16 @@ __device__ __forceinline__ unsigned stream_rest(const Slice& s, const uint4 (&v0
     return acc;
 }
 
+// The block's XOR of every thread's `acc` (the value thread 0 returns is the total).
+__device__ __forceinline__ unsigned block_xor(unsigned acc) {
+    __shared__ unsigned red;
+    if (threadIdx.x == 0) red = 0;
+    __syncthreads();
+    atomicXor(&red, acc);
+    __syncthreads();
+    return red;
+}
+
 // A streaming phase: block b folds its slice and writes one word (the "output rows").
 __global__ void __launch_bounds__(THREADS) phase_k(const uint4* w, size_t n16, unsigned* out) {
     const Slice s = slice_of(w, n16, blockIdx.x, gridDim.x);
@@ -92,12 +102,7 @@ __global__ void __launch_bounds__(THREADS) phase_k(const uint4* w, size_t n16, u
     first_batch(s, v);  // weights: no kernel writes them, so before the wait
     pdl_wait();
     pdl_trigger();
-    const unsigned acc = stream_rest(s, v);
-    __shared__ unsigned red;
-    if (threadIdx.x == 0) red = 0;
-    __syncthreads();
-    atomicXor(&red, acc);
-    __syncthreads();
+    const unsigned red = block_xor(stream_rest(s, v));
     if (threadIdx.x == 0) out[blockIdx.x] = red;
 }
 
@@ -105,11 +110,7 @@ __global__ void __launch_bounds__(THREADS) phase_k(const uint4* w, size_t n16, u
 __device__ __forceinline__ void small_body(const unsigned* in, int n, unsigned* out) {
     unsigned acc = 0;
     for (int i = threadIdx.x; i < n; i += blockDim.x) acc ^= in[i];
-    __shared__ unsigned red;
-    if (threadIdx.x == 0) red = 0;
-    __syncthreads();
-    atomicXor(&red, acc);
-    __syncthreads();
+    const unsigned red = block_xor(acc);
     if (threadIdx.x == 0) out[0] = red + 1;
 }
 __global__ void __launch_bounds__(THREADS) small_k(const unsigned* in, int n, unsigned* out) {
@@ -133,12 +134,7 @@ __global__ void __launch_bounds__(THREADS) persist_k(Token t, unsigned* out, uns
         for (int ph = 0; ph < PHASES; ++ph) {
             const Slice s = slice_of(t.w[l][ph], t.n16[ph], blockIdx.x, gridDim.x);
             if (!PF && !(l == 0 && ph == 0)) first_batch(s, v);
-            const unsigned acc = stream_rest(s, v);
-            __shared__ unsigned red;
-            if (threadIdx.x == 0) red = 0;
-            __syncthreads();
-            atomicXor(&red, acc);
-            __syncthreads();
+            const unsigned red = block_xor(stream_rest(s, v));
             if (threadIdx.x == 0) out[blockIdx.x] = red;
             // The next phase's first loads, before the barrier and the small steps (PF).
             const int nl = ph + 1 < PHASES ? l : l + 1, np = (ph + 1) % PHASES;
