@@ -60,7 +60,7 @@ fn a8_route_refuses_what_it_has_no_kernels_for() {
 /// The f16 route (`MUSER_CUDA_ACTS=f16`) refuses, before any device work, what it has no
 /// kernels for: weights other than Q4_K / Q6_K, heads its tensor-core attention has no kernel
 /// for; its element-wise twins and L2 prefetch branch are refused elsewhere (and the branch past
-/// its ceiling).
+/// its ceiling, its kind and blocks without it, blocks out of range, an unknown kind).
 #[test]
 fn f16_route_refuses_what_it_has_no_kernels_for() {
     let env = route_support::mma_attention_env();

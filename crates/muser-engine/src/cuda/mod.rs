@@ -338,7 +338,7 @@ impl<'m> CudaSession<'m> {
                 }
             )));
         }
-        let prefetching = opts.l2_prefetch_mb.iter().any(|&mb| mb > 0);
+        let prefetching = opts.l2_prefetch_on();
         if !prefetching && (opts.l2_prefetch_kind.is_some() || opts.l2_prefetch_blocks.is_some()) {
             return Err(EngineError::Config(
                 "MUSER_CUDA_L2_PREFETCH_KIND / _BLOCKS shape the L2 prefetch branch, which is off \

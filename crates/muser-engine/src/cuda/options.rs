@@ -347,8 +347,6 @@ impl CudaOptions {
     }
 }
 
-/// A numeric environment switch: unset reads as `None`; a value that does not parse reads as
-/// `usize::MAX`, which `CudaSession::new`'s checks reject with the switch's name.
 /// `MUSER_CUDA_L2_PREFETCH`'s value: one number for the four points or four comma-separated
 /// ones; anything else reads as `usize::MAX` (refused with the range).
 fn parse_points(v: &str) -> [usize; 4] {
@@ -374,6 +372,8 @@ pub enum L2Kind {
 /// Blocks per L2 prefetch launch unless `MUSER_CUDA_L2_PREFETCH_BLOCKS` says (the H200's SMs).
 pub const L2_PREFETCH_BLOCKS: usize = 132;
 
+/// A numeric environment switch: unset reads as `None`; a value that does not parse reads as
+/// `usize::MAX`, which `CudaSession::new`'s checks reject with the switch's name.
 fn env_usize(name: &str) -> Option<usize> {
     std::env::var(name)
         .ok()

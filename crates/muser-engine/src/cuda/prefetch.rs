@@ -1,8 +1,9 @@
 //! Where a decode step prefetches weights into L2 (`MUSER_CUDA_L2_PREFETCH`; the branch itself is
 //! `muser_cuda::prefetch`): before each point where the main chain leaves the matmuls for small
 //! kernels, the next matmul's (or matmuls') first row groups, `budget` bytes shared in
-//! proportion to the matrices' sizes, `budget` the option's entry for that point ([`PfPoint`]). Decode steps only (at most 8 tokens: the `mvh_*` kernels,
-//! which read weights once per step); prefill tiles reread their weights and are left alone.
+//! proportion to the matrices' sizes, `budget` the option's entry for that point
+//! ([`PfPoint`]). Decode steps only (at most 8 tokens: the `mvh_*` kernels, which read weights
+//! once per step); prefill tiles reread their weights and are left alone.
 //! Measured in session 31 as one block of hints and kept off: a loss that grows with the bytes
 //! (tg128 full forge 99.7 / 60.4 / 46.5 / 37.5 tok/s at 8 / 16 / 24 / 32 MiB vs 133.2). Session
 //! 40 rebuilt it (loads over 132 blocks, per-point budgets): level (148.7–148.8 vs 147.8–148.7),
