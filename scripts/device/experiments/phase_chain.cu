@@ -14,6 +14,9 @@
 //   graph-ns  the same without the small steps (the matmul launches back to back)
 //   persist   one cooperative kernel: phases separated by a grid barrier, the small steps run by
 //             block 0 between two barriers while the other blocks wait
+//   graph[-ns], smem-padded  the graph forms with each streaming block holding shared memory it
+//             does not use, so that two consecutive streaming kernels cannot share an SM (added
+//             after session 40's run: not yet run)
 //   persist-pf  the same, each block requesting its first loads of the next phase before it
 //             arrives at a barrier (so the barrier and the small steps overlap DRAM latency)
 // Build and run: nvcc -O3 -arch=sm_90a -o phase_chain phase_chain.cu && ./phase_chain
@@ -195,10 +198,18 @@ int main() {
         printf("%-28s %8.1f us per token  %6.2f TB/s  %6.1f us per layer\n", name, us,
                total / us / 1e6, us / LAYERS);
     };
-    auto launch = [&](auto kern, int grid, bool pdl, auto... args) {
+    // Dynamic shared memory that a streaming block takes and never uses (`pad`): with it one
+    // streaming kernel's blocks fill their SMs' shared memory, so the next kernel's blocks can
+    // become resident only as this one's leave — as Muser's decode matmuls, whose registers fill
+    // the SM (20 warps at 96 registers), where the ideal kernel's small footprint lets two
+    // consecutive kernels share an SM and the next one's PDL prologue overlap this one's tail.
+    constexpr size_t SMEM_MAX = 226 * 1024;  // the 227 KB opt-in less static shared memory
+    CK(cudaFuncSetAttribute(phase_k, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)SMEM_MAX));
+    auto launch = [&](auto kern, int grid, bool pdl, size_t smem, auto... args) {
         cudaLaunchConfig_t cfg = {};
         cfg.gridDim = dim3(grid);
         cfg.blockDim = dim3(THREADS);
+        cfg.dynamicSmemBytes = smem;
         cfg.stream = st;
         cudaLaunchAttribute at[1];
         at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
@@ -212,23 +223,29 @@ int main() {
         if (mult > per_sm) break;
         printf("-- %d streaming blocks (%d per SM)\n", G, mult);
         timeit("floor (one launch)", [&] {
-            launch(phase_k, G, false, (const uint4*)base, total / 16, out);
+            launch(phase_k, G, false, 0, (const uint4*)base, total / 16, out);
         });
-        for (int smalls = 1; smalls >= 0; --smalls) {
+        for (int form = 0; form < 4; ++form) {
+            const int smalls = form % 2 == 0;
+            const bool padded = form >= 2;
+            if (padded && mult > 2) break;  // a block's pad: at least 113 KB
+            const size_t pad = padded ? SMEM_MAX / mult / 1024 * 1024 : 0;
             cudaGraph_t g;
             cudaGraphExec_t ge;
             CK(cudaStreamBeginCapture(st, cudaStreamCaptureModeGlobal));
             for (int l = 0; l < LAYERS; ++l)
                 for (int p = 0; p < PHASES; ++p) {
-                    launch(phase_k, G, true, t.w[l][p], t.n16[p], out);
+                    launch(phase_k, G, true, pad, t.w[l][p], t.n16[p], out);
                     for (int k = 0; smalls && k < small_after(p); ++k)
-                        launch(small_k, 1, true, (const unsigned*)(k == 0 ? out : scratch + k - 1),
-                               k == 0 ? G : 1, scratch + k);
+                        launch(small_k, 1, true, 0,
+                               (const unsigned*)(k == 0 ? out : scratch + k - 1), k == 0 ? G : 1,
+                               scratch + k);
                 }
             CK(cudaStreamEndCapture(st, &g));
             CK(cudaGraphInstantiate(&ge, g, 0));
-            timeit(smalls ? "graph (PDL, small steps)" : "graph-ns (PDL, no small)",
-                   [&] { CK(cudaGraphLaunch(ge, st)); });
+            const char* names[4] = {"graph (PDL, small steps)", "graph-ns (PDL, no small)",
+                                    "graph, smem-padded", "graph-ns, smem-padded"};
+            timeit(names[form], [&] { CK(cudaGraphLaunch(ge, st)); });
             CK(cudaGraphExecDestroy(ge));
             CK(cudaGraphDestroy(g));
         }
