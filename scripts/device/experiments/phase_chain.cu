@@ -200,9 +200,9 @@ int main() {
     };
     // Dynamic shared memory that a streaming block takes and never uses (`pad`): with it one
     // streaming kernel's blocks fill their SMs' shared memory, so the next kernel's blocks can
-    // become resident only as this one's leave — as Muser's decode matmuls, whose registers fill
-    // the SM (20 warps at 96 registers), where the ideal kernel's small footprint lets two
-    // consecutive kernels share an SM and the next one's PDL prologue overlap this one's tail.
+    // become resident only as this one's leave — as with Muser's decode matmuls, whose registers
+    // fill the SM (20 warps at 96 registers) — where 2 small blocks per SM let two consecutive
+    // kernels share an SM and the next one's PDL prologue overlap this one's tail.
     constexpr size_t SMEM_MAX = 226 * 1024;  // the 227 KB opt-in less static shared memory
     CK(cudaFuncSetAttribute(phase_k, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)SMEM_MAX));
     auto launch = [&](auto kern, int grid, bool pdl, size_t smem, auto... args) {
