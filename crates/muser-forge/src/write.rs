@@ -1,10 +1,14 @@
 //! Streaming a forged model to any `Write`: header first, then each tensor in batches of rows
 //! generated and quantized in parallel, written in order.
 //!
-//! Owns: the forge's I/O loop. Invariant: bytes depend only on the config (rows are generated
-//! independently and concatenated in row order), memory is bounded by `BATCH_BYTES`.
+//! Owns: the forge's I/O loop. Invariants: bytes depend only on the config (rows are generated
+//! independently and concatenated in row order); memory is bounded by three batches of
+//! `BATCH_BYTES` (one being generated, one queued, one being written: the writes run on their
+//! own thread so the disk and the generation overlap; the generation stays on the caller's
+//! thread, inside whatever rayon pool it runs in).
 
 use std::io::Write;
+use std::sync::mpsc::sync_channel;
 
 use rayon::prelude::*;
 
@@ -21,13 +25,13 @@ pub const BATCH_BYTES: usize = 64 << 20;
 pub struct ForgeProgress<'a> {
     /// Tensor being written.
     pub tensor: &'a str,
-    /// Tensor-data bytes written so far / in total.
+    /// Tensor-data bytes generated so far (handed to the writer) / in total.
     pub bytes_done: u64,
     pub bytes_total: u64,
 }
 
 /// Forge the model described by `cfg` into `out`. Returns the total number of bytes written.
-pub fn forge<W: Write>(
+pub fn forge<W: Write + Send>(
     cfg: &ForgeConfig,
     out: W,
     progress: &mut dyn FnMut(ForgeProgress<'_>),
@@ -44,43 +48,62 @@ pub fn forge<W: Write>(
     let bytes_total: u64 = builder.tensor_infos().iter().map(|t| t.n_bytes).sum();
     let mut w = builder.write_header(out)?;
 
-    let mut bytes_done = 0u64;
-    let mut batch = Vec::new();
-    for t in &tensors {
-        let row_bytes = t.row_bytes();
-        let rows_per_batch = (BATCH_BYTES / row_bytes.max(1)).max(1);
-        let mut row = 0;
-        while row < t.n_rows() {
-            let n = rows_per_batch.min(t.n_rows() - row);
-            batch.resize(n * row_bytes, 0u8);
-            batch
-                .par_chunks_mut(row_bytes)
-                .enumerate()
-                .try_for_each_init(
-                    || vec![0f32; t.row_len()],
-                    |scratch, (i, dst)| {
-                        generate_row(cfg.seed, t, row + i, scratch);
-                        muser_quant::quantize(t.ty, scratch, dst).map_err(|source| {
-                            ForgeError::Quant {
-                                tensor: t.name.clone(),
-                                source,
-                            }
-                        })
-                    },
-                )?;
-            w.write_part(&batch)?;
-            bytes_done += batch.len() as u64;
-            row += n;
-            progress(ForgeProgress {
-                tensor: &t.name,
-                bytes_done,
-                bytes_total,
-            });
-        }
-    }
-    let total = w.bytes_written();
-    w.finish()?;
-    Ok(total)
+    std::thread::scope(|scope| {
+        // One batch queued while the writer writes the one before.
+        let (tx, rx) = sync_channel::<Vec<u8>>(1);
+        let writer = scope.spawn(move || -> Result<u64, ForgeError> {
+            for batch in rx {
+                w.write_part(&batch)?;
+            }
+            let total = w.bytes_written();
+            w.finish()?;
+            Ok(total)
+        });
+        let generated = (|| -> Result<(), ForgeError> {
+            let mut bytes_done = 0u64;
+            for t in &tensors {
+                let row_bytes = t.row_bytes();
+                let rows_per_batch = (BATCH_BYTES / row_bytes.max(1)).max(1);
+                let mut row = 0;
+                while row < t.n_rows() {
+                    let n = rows_per_batch.min(t.n_rows() - row);
+                    let mut batch = vec![0u8; n * row_bytes];
+                    batch
+                        .par_chunks_mut(row_bytes)
+                        .enumerate()
+                        .try_for_each_init(
+                            || vec![0f32; t.row_len()],
+                            |scratch, (i, dst)| {
+                                generate_row(cfg.seed, t, row + i, scratch);
+                                muser_quant::quantize(t.ty, scratch, dst).map_err(|source| {
+                                    ForgeError::Quant {
+                                        tensor: t.name.clone(),
+                                        source,
+                                    }
+                                })
+                            },
+                        )?;
+                    bytes_done += batch.len() as u64;
+                    if tx.send(batch).is_err() {
+                        return Ok(()); // the writer stopped: its error is returned below
+                    }
+                    row += n;
+                    progress(ForgeProgress {
+                        tensor: &t.name,
+                        bytes_done,
+                        bytes_total,
+                    });
+                }
+            }
+            Ok(())
+        })();
+        drop(tx);
+        let written = writer
+            .join()
+            .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
+        generated?;
+        written
+    })
 }
 
 #[cfg(test)]
