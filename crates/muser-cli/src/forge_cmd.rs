@@ -26,6 +26,12 @@ pub struct ForgeArgs {
     /// Replace an existing output file.
     #[arg(long)]
     force: bool,
+    /// Do not wait for the file to reach the disk (`fsync`) before renaming it into place: for
+    /// scratch models on a machine with memory to hold them (the device scripts), where the sync
+    /// can take longer than the forge. The file is complete either way; only a crash right after
+    /// could lose it.
+    #[arg(long)]
+    no_sync: bool,
     #[arg(long, default_value_t = 0)]
     seed: u64,
     #[arg(long)]
@@ -189,16 +195,25 @@ pub fn run(a: ForgeArgs) -> anyhow::Result<ExitCode> {
     out.flush()?;
     let HashingWriter { inner, hash } = out;
     let file = inner.into_inner().map_err(|e| e.into_error())?;
-    file.sync_all()?;
+    let generated = start.elapsed().as_secs_f64();
+    if !a.no_sync {
+        file.sync_all()?;
+    }
     drop(file);
     std::fs::rename(&partial, &a.output)
         .with_context(|| format!("renaming {} to {}", partial.display(), a.output.display()))?;
     let secs = start.elapsed().as_secs_f64();
     println!(
-        "wrote {} ({} bytes) in {:.1} s",
+        "wrote {} ({} bytes) in {:.1} s ({:.1} s generated and written, {})",
         a.output.display(),
         written,
-        secs
+        secs,
+        generated,
+        if a.no_sync {
+            "not synced".to_string()
+        } else {
+            format!("{:.1} s to sync", secs - generated)
+        }
     );
     println!("sha256 {:x}", hash.finalize());
     Ok(ExitCode::SUCCESS)
