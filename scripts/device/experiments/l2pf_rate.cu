@@ -12,27 +12,13 @@
 // and the cfgs below; its first run (8 / 16 / 32 MiB, sleeps 0 / 5 / 10 / 20, hints from 1 to
 // 264 blocks) is in the same receipt.
 // Build and run: nvcc -O3 -arch=sm_90a -o l2pf_rate l2pf_rate.cu && ./l2pf_rate
-#include <cstdio>
-#include <cstdlib>
-#include <cuda_runtime.h>
-
-#define CK(x)                                                                     \
-    do {                                                                          \
-        cudaError_t ce_ = (x);                                                      \
-        if (ce_ != cudaSuccess) {                                                   \
-            fprintf(stderr, "%s:%d %s\n", __FILE__, __LINE__, cudaGetErrorString(ce_)); \
-            exit(1);                                                              \
-        }                                                                         \
-    } while (0)
+#include "common.cuh"
 
 __global__ void stream_read(const uint4* p, size_t n16, unsigned long long* sink) {
     unsigned long long acc = 0;
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n16;
          i += (size_t)gridDim.x * blockDim.x) {
-        uint4 v;
-        asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0,%1,%2,%3}, [%4];"
-                     : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-                     : "l"(p + i));
+        const uint4 v = ld_stream(p + i);
         acc += v.x ^ v.y ^ v.z ^ v.w;
     }
     if (acc == 0x123456789ull) *sink = acc;

@@ -21,21 +21,11 @@
 //             arrives at a barrier (so the barrier and the small steps overlap DRAM latency)
 // Build and run: nvcc -O3 -arch=sm_90a -o phase_chain phase_chain.cu && ./phase_chain
 #include <cooperative_groups.h>
-#include <cstdio>
-#include <cstdlib>
-#include <cuda_runtime.h>
 #include <vector>
 
-namespace cg = cooperative_groups;
+#include "common.cuh"
 
-#define CK(x)                                                                             \
-    do {                                                                                  \
-        cudaError_t ce_ = (x);                                                            \
-        if (ce_ != cudaSuccess) {                                                         \
-            fprintf(stderr, "%s:%d %s\n", __FILE__, __LINE__, cudaGetErrorString(ce_));   \
-            exit(1);                                                                      \
-        }                                                                                 \
-    } while (0)
+namespace cg = cooperative_groups;
 
 constexpr int LAYERS = 52, PHASES = 4, THREADS = 256, UNROLL = 8;
 constexpr size_t PHASE_MB[PHASES] = {36, 17, 166, 100};
@@ -45,13 +35,6 @@ __host__ __device__ constexpr int small_after(int ph) { return ph == 0 ? 3 : 1; 
 __device__ __forceinline__ void pdl_wait() { asm volatile("griddepcontrol.wait;" ::: "memory"); }
 __device__ __forceinline__ void pdl_trigger() {
     asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
-}
-__device__ __forceinline__ uint4 ldg(const uint4* p) {
-    uint4 v;
-    asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0,%1,%2,%3}, [%4];"
-                 : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-                 : "l"(p));
-    return v;
 }
 
 // One block's slice [b0, b1) of 16-byte words, UNROLL loads in flight per thread; `first` holds
@@ -67,7 +50,7 @@ __device__ __forceinline__ void first_batch(const Slice& s, uint4 (&v)[UNROLL]) 
 #pragma unroll
     for (int u = 0; u < UNROLL; ++u) {
         const size_t i = s.b0 + threadIdx.x + (size_t)u * THREADS;
-        v[u] = i < s.b1 ? ldg(s.p + i) : make_uint4(0, 0, 0, 0);
+        v[u] = i < s.b1 ? ld_stream(s.p + i) : make_uint4(0, 0, 0, 0);
     }
 }
 __device__ __forceinline__ unsigned stream_rest(const Slice& s, const uint4 (&v0)[UNROLL]) {
@@ -80,7 +63,7 @@ __device__ __forceinline__ unsigned stream_rest(const Slice& s, const uint4 (&v0
 #pragma unroll
         for (int u = 0; u < UNROLL; ++u) {
             const size_t j = i + (size_t)u * THREADS;
-            v[u] = j < s.b1 ? ldg(s.p + j) : make_uint4(0, 0, 0, 0);
+            v[u] = j < s.b1 ? ld_stream(s.p + j) : make_uint4(0, 0, 0, 0);
         }
 #pragma unroll
         for (int u = 0; u < UNROLL; ++u) acc ^= v[u].x ^ v[u].y ^ v[u].z ^ v[u].w;
