@@ -66,7 +66,14 @@ fn main() {
     for (name, fmt, k, n_out) in shapes {
         // Random quant bytes and fixed scales: a valid layout needs no GGUF source.
         let (len, dsc_at, gguf_bits) = match fmt {
-            HWeights::Q4H => (q4h::bytes(n_out, k), q4h::part_offsets(n_out, k).0, 4.5),
+            HWeights::Q4H => {
+                let sc = reg.h16.q4h_scales;
+                (
+                    q4h::bytes(n_out, k, sc),
+                    q4h::part_offsets(n_out, k, sc).0,
+                    4.5,
+                )
+            }
             HWeights::Q6H => (q6h::bytes(n_out, k), q6h::part_offsets(n_out, k).1, 6.5625),
         };
         let mut bytes = vec![0u8; len];

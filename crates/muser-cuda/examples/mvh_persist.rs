@@ -42,8 +42,8 @@ fn arg(name: &str, default: usize) -> usize {
 }
 
 /// Random Q4H quants with every scale and min 1.0 (a valid layout needs no GGUF source).
-fn q4h_bytes(n_out: usize, k: usize, seed: u64) -> Vec<u8> {
-    let (len, dsc_at) = (q4h::bytes(n_out, k), q4h::part_offsets(n_out, k).0);
+fn q4h_bytes(n_out: usize, k: usize, seed: u64, sc: q4h::Scales) -> Vec<u8> {
+    let (len, dsc_at) = (q4h::bytes(n_out, k, sc), q4h::part_offsets(n_out, k, sc).0);
     let mut bytes = vec![0u8; len];
     let mut s = seed;
     for b in bytes[..dsc_at].iter_mut() {
@@ -89,7 +89,12 @@ fn main() {
     let mut bytes_per_layer = 0usize;
     for l in 0..layers {
         for (i, &(k, n_out)) in shapes.iter().enumerate() {
-            let b = q4h_bytes(n_out, k, 0x9e37_79b9 ^ (l * 8 + i) as u64);
+            let b = q4h_bytes(
+                n_out,
+                k,
+                0x9e37_79b9 ^ (l * 8 + i) as u64,
+                reg.h16.q4h_scales,
+            );
             if l == 0 {
                 bytes_per_layer += b.len();
             }

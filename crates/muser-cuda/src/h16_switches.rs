@@ -185,11 +185,22 @@ pub struct H16Switches {
     /// 144.06 / 142.26 against `_PP=3` alone 145.63 / 145.23 — the spill and the longer piece
     /// cost more than the second piece in flight buys.
     pub mvh_pp_sets: u32,
+    /// How Q4H matrices store their sub-block factors (`-DQ4H_U8`,
+    /// `MUSER_CUDA_Q4H_SCALES=auto|f16|u8`; muser_cuda::q4h::Scales, formats_h16.cuh): u8 keeps
+    /// the 6-bit scales and mins as bytes with one f16 pair per row and super-block — 7.5% fewer
+    /// bytes per Q4H matrix — and rebuilds the f16 layout's factors exactly (the repack checks
+    /// every block: the same bits). `auto` (the default) is u8 here; the engine resolves it per
+    /// model (f16 where a matrix cannot take u8) and builds its registry with that
+    /// ([`crate::Registry::build_modules_with`]). Session 41, H200, full forge, same calls: tg128
+    /// 151.06 / 151.56 vs 149.98 / 149.44 tok/s, at depth 2048 / 8192 / 32768 148.22 / 146.66 /
+    /// 141.52 vs 145.72 / 144.65 / 139.03; pp512 there 3987.5 / 3785.7 / 2996.7 vs 4078.7 /
+    /// 3799.9 / 3012.4 (the tiles' extra unpacking); FFN gate / up 2109 vs 2280 µs per token.
+    pub q4h_scales: crate::q4h::Scales,
 }
 
 impl H16Switches {
     /// The environment variables `from_env` reads (the engine refuses them on other routes).
-    pub const ENV: [&'static str; 17] = [
+    pub const ENV: [&'static str; 18] = [
         "MUSER_CUDA_H16_WIDE_S",
         "MUSER_CUDA_H16_MID_S",
         "MUSER_CUDA_H16_NARROW_S",
@@ -207,6 +218,7 @@ impl H16Switches {
         "MUSER_CUDA_MVH_LEAN",
         "MUSER_CUDA_MVH_XTOUCH",
         "MUSER_CUDA_MVH_WBOUNDS",
+        "MUSER_CUDA_Q4H_SCALES",
     ];
 
     pub(crate) fn from_env() -> Result<H16Switches, CudaError> {
@@ -292,6 +304,7 @@ impl H16Switches {
                     .into(),
             ));
         }
+        let q4h_scales = crate::q4h::Scales::choice_from_env()?.unwrap_or(crate::q4h::Scales::U8);
         Ok(H16Switches {
             h16_wide_s,
             h16_mid_s,
@@ -310,6 +323,7 @@ impl H16Switches {
             mvh_xtouch,
             mvh_wbounds,
             mvh_pp_sets,
+            q4h_scales,
         })
     }
 
@@ -368,6 +382,9 @@ impl H16Switches {
         if self.mvh_pp_sets != 2 {
             l += &format!("-sets{}", self.mvh_pp_sets);
         }
+        if self.q4h_scales == crate::q4h::Scales::F16 {
+            l += "-q4f16";
+        }
         l
     }
 
@@ -389,7 +406,16 @@ impl H16Switches {
             format!("-DMVH_XTOUCH={}", u8::from(self.mvh_xtouch)),
             format!("-DMVH_WBOUNDS={}", u8::from(self.mvh_wbounds)),
             format!("-DMVH_PP_SETS={}", self.mvh_pp_sets),
+            self.q4h_define(),
         ]
+    }
+
+    /// `-DQ4H_U8`: the decode kernels', the probes' and the prefill tiles' Q4H reader.
+    pub(crate) fn q4h_define(&self) -> String {
+        format!(
+            "-DQ4H_U8={}",
+            u8::from(self.q4h_scales == crate::q4h::Scales::U8)
+        )
     }
 }
 
@@ -417,6 +443,7 @@ mod tests {
             "-DMVH_PAIR=0",
             "-DMVH_XTOUCH=0",
             "-DMVH_WBOUNDS=1",
+            "-DQ4H_U8=1",
         ] {
             assert!(
                 d.defines().contains(&define.to_string()),
@@ -434,6 +461,14 @@ mod tests {
                 },
                 "mvh-s2-whint0-maxreg96-pp",
                 "-DMVH_PP=1",
+            ),
+            (
+                H16Switches {
+                    q4h_scales: crate::q4h::Scales::F16,
+                    ..d
+                },
+                "mvh-s2-q4f16",
+                "-DQ4H_U8=0",
             ),
             (
                 H16Switches {

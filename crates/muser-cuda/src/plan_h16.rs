@@ -303,7 +303,7 @@ impl Registry {
             return 0;
         }
         let pb: usize = match w {
-            HWeights::Q4H => 2048 + 256 + 256,
+            HWeights::Q4H => crate::q4h::bytes(16, 256, self.h16.q4h_scales),
             HWeights::Q6H => 2048 + 1024 + 512,
         };
         let s = s as usize;

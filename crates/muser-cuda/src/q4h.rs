@@ -23,6 +23,14 @@
 //!
 //! 5 bits per weight (Q4_K: 4.5): the scales are stored decoded. Invariant: [`logical`]
 //! recovers every quant, `dsc` and `ndm` as defined above.
+//!
+//! [`Scales::U8`] (`MUSER_CUDA_Q4H_SCALES=u8`) stores the same numbers in 4.625 bits per weight:
+//! the quants as above, then per (G, s) `[16 rows][8 sc bytes, 8 m bytes]` (256 bytes), then
+//! `[16 rows][(d', −dmin') as f16]` (64 bytes), `d' = 2^E·d`, `dmin' = 2^E·dmin`. The kernels
+//! (formats_h16.cuh, `Q4H_U8`) rebuild `dsc` as `f16(sc·d')` and `ndm` as `f16(m·(−dmin'))`
+//! (the exact product rounded once, IEEE's signed zero where it is zero); [`repack`] writes
+//! this layout only where that equals the f16 layout's `dsc` and `ndm` bit for bit in every
+//! sub-block — otherwise a typed error naming the row — so both layouts give the same outputs.
 
 use half::f16;
 use muser_quant::BlockQ4K;
@@ -31,9 +39,45 @@ use crate::error::CudaError;
 
 const QK: usize = 256;
 const Q4K_BYTES: usize = 144;
-/// Bytes of one (row group, super-block) piece of each part.
+/// Bytes of one (row group, super-block) piece of the quants.
 const QUANT_PIECE: usize = 2048;
-const SCALE_PIECE: usize = 256;
+
+/// How a Q4H matrix stores its sub-block factors (the same numbers either way; module header).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Scales {
+    /// `dsc` and `ndm` as f16: 5 bits per weight.
+    F16,
+    /// The 6-bit `sc` and `m` as bytes with `(d', dmin')` per row: 4.625 bits per weight.
+    U8,
+}
+
+impl Scales {
+    /// `MUSER_CUDA_Q4H_SCALES=auto|f16|u8`: None for `auto` (or unset) — the engine then picks
+    /// u8 where every Q4_K matrix of the model can take it ([`u8_check`]), and a registry built
+    /// without a model compiles the u8 reader. One reader for the kernels' `-DQ4H_U8` and the
+    /// engine's layout.
+    pub fn choice_from_env() -> Result<Option<Scales>, CudaError> {
+        match std::env::var("MUSER_CUDA_Q4H_SCALES") {
+            Err(_) => Ok(None),
+            Ok(v) => match v.trim() {
+                "auto" => Ok(None),
+                "f16" => Ok(Some(Scales::F16)),
+                "u8" => Ok(Some(Scales::U8)),
+                _ => Err(CudaError::Invalid(format!(
+                    "MUSER_CUDA_Q4H_SCALES={v}: expected auto, f16 or u8"
+                ))),
+            },
+        }
+    }
+
+    /// Bytes of one (row group, super-block) piece of the two scale sections.
+    const fn pieces(self) -> (usize, usize) {
+        match self {
+            Scales::F16 => (256, 256),
+            Scales::U8 => (256, 64),
+        }
+    }
+}
 
 /// A repacked matrix: the bytes and its power-of-two exponent E.
 pub struct Q4h {
@@ -43,26 +87,30 @@ pub struct Q4h {
 }
 
 /// Bytes of a Q4H matrix.
-pub fn bytes(n_out: usize, k: usize) -> usize {
-    n_out / 16 * (k / QK) * (QUANT_PIECE + 2 * SCALE_PIECE)
+pub fn bytes(n_out: usize, k: usize, sc: Scales) -> usize {
+    let (a, b) = sc.pieces();
+    n_out / 16 * (k / QK) * (QUANT_PIECE + a + b)
 }
 
-/// Where the `dsc` and `ndm` parts start.
-pub fn part_offsets(n_out: usize, k: usize) -> (usize, usize) {
+/// Where the second and third sections start (f16: `dsc`, `ndm`; u8: the bytes, the pairs).
+pub fn part_offsets(n_out: usize, k: usize, sc: Scales) -> (usize, usize) {
     let pieces = n_out / 16 * (k / QK);
-    (pieces * QUANT_PIECE, pieces * (QUANT_PIECE + SCALE_PIECE))
+    (pieces * QUANT_PIECE, pieces * (QUANT_PIECE + sc.pieces().0))
 }
 
 /// The bytes of the first `groups` row groups (16 rows each) of a matrix: one `(offset, length)`
-/// per part (quants, `dsc`, `ndm`), what a decode matmul's first blocks read (block G = group G).
-pub fn prefix(n_out: usize, k: usize, groups: usize) -> [(usize, usize); 3] {
+/// per section, what a decode matmul's first blocks read (block G = group G).
+pub fn prefix(n_out: usize, k: usize, groups: usize, sc: Scales) -> [(usize, usize); 3] {
     let per = groups.min(n_out / 16) * (k / QK);
-    let (d, m) = part_offsets(n_out, k);
-    [
-        (0, per * QUANT_PIECE),
-        (d, per * SCALE_PIECE),
-        (m, per * SCALE_PIECE),
-    ]
+    let (d, m) = part_offsets(n_out, k, sc);
+    let (a, b) = sc.pieces();
+    [(0, per * QUANT_PIECE), (d, per * a), (m, per * b)]
+}
+
+/// What the u8 kernels compute for a factor `x` (6 bits) times `d`: the exact product (17 bits,
+/// exact in f32, a zero one signed as IEEE's) rounded once to f16 (formats_h16.cuh `times`).
+fn times_u8(x: u8, d: f16) -> f16 {
+    f16::from_f32(f32::from(x) * d.to_f32())
 }
 
 fn check(n_out: usize, k: usize, len: usize) -> Result<(), CudaError> {
@@ -120,12 +168,12 @@ pub(crate) fn exp_for(max: f32) -> i32 {
 
 /// Repack `n_out` GGUF Q4_K rows of `k` values (`src` = the tensor's bytes) into Q4H; the row
 /// groups in parallel (each writes its own part of every section).
-pub fn repack(src: &[u8], n_out: usize, k: usize) -> Result<Q4h, CudaError> {
+pub fn repack(src: &[u8], n_out: usize, k: usize, layout: Scales) -> Result<Q4h, CudaError> {
     let exp = exponent(src, n_out, k)?;
     let nsb = k / QK;
     let scale = 2f32.powi(exp);
-    let mut out = vec![0u8; bytes(n_out, k)];
-    let (dsc_at, ndm_at) = part_offsets(n_out, k);
+    let mut out = vec![0u8; bytes(n_out, k, layout)];
+    let (dsc_at, ndm_at) = part_offsets(n_out, k, layout);
     // Group g's pieces: quants, dsc, ndm (offsets within the group's part of each section).
     let fill = |g: usize, [q, dsc_out, ndm_out]: [&mut [u8]; 3]| -> Result<(), CudaError> {
         for s in 0..nsb {
@@ -151,22 +199,33 @@ pub fn repack(src: &[u8], n_out: usize, k: usize) -> Result<Q4h, CudaError> {
                 }
             }
             for (r, b) in rows.iter().enumerate() {
-                let (sc, m) = b.scales_mins();
-                let (d, dmin) = (b.d.to_f32(), b.dmin.to_f32());
-                for sb in 0..8 {
-                    // d·sc and dmin·m are exact in f32 (11 × 6 bits); the power of two too.
-                    let dsc = f16::from_f32(d * f32::from(sc[sb]) * scale);
-                    let ndm = f16::from_f32(-(dmin * f32::from(m[sb])) * scale);
-                    if !ndm.is_finite() {
-                        return Err(CudaError::Invalid(format!(
-                            "Q4H: row {}'s min {} × 2^{exp} is out of f16's range",
-                            16 * g + r,
-                            dmin * f32::from(m[sb])
-                        )));
+                let f = Factors::of(b, scale);
+                let row = 16 * g + r;
+                if let Some(sb) = f.ndm.iter().position(|h| !h.is_finite()) {
+                    return Err(CudaError::Invalid(format!(
+                        "Q4H: row {row}'s min {} × 2^{exp} is out of f16's range",
+                        b.dmin.to_f32() * f32::from(f.m[sb])
+                    )));
+                }
+                match layout {
+                    Scales::F16 => {
+                        for sb in 0..8 {
+                            let o = (s * 16 + r) * 16 + 2 * sb;
+                            dsc_out[o..o + 2].copy_from_slice(&f.dsc[sb].to_le_bytes());
+                            ndm_out[o..o + 2].copy_from_slice(&f.ndm[sb].to_le_bytes());
+                        }
                     }
-                    let o = (s * 16 + r) * 16 + 2 * sb;
-                    dsc_out[o..o + 2].copy_from_slice(&dsc.to_le_bytes());
-                    ndm_out[o..o + 2].copy_from_slice(&ndm.to_le_bytes());
+                    Scales::U8 => {
+                        if !f.u8_exact() {
+                            return Err(u8_inexact(row, s, b, exp));
+                        }
+                        let o = (s * 16 + r) * 16;
+                        dsc_out[o..o + 8].copy_from_slice(&f.sc);
+                        dsc_out[o + 8..o + 16].copy_from_slice(&f.m);
+                        let o = (s * 16 + r) * 4;
+                        ndm_out[o..o + 2].copy_from_slice(&f.d.to_le_bytes());
+                        ndm_out[o + 2..o + 4].copy_from_slice(&f.nmin.to_le_bytes());
+                    }
                 }
             }
         }
@@ -174,6 +233,73 @@ pub fn repack(src: &[u8], n_out: usize, k: usize) -> Result<Q4h, CudaError> {
     };
     per_group(&mut out, [dsc_at, ndm_at], n_out / 16, fill)?;
     Ok(Q4h { bytes: out, exp })
+}
+
+/// One Q4_K block's factors in both layouts (scaled by 2^E).
+struct Factors {
+    sc: [u8; 8],
+    m: [u8; 8],
+    /// The f16 layout's `dsc` and `ndm`: d·sc and dmin·m are exact in f32 (11 × 6 bits), the
+    /// power of two too, so each is one rounding.
+    dsc: [f16; 8],
+    ndm: [f16; 8],
+    /// The u8 layout's pair: f16(2^E·d), f16(−2^E·dmin).
+    d: f16,
+    nmin: f16,
+}
+
+impl Factors {
+    fn of(b: &BlockQ4K, scale: f32) -> Factors {
+        let (sc, m) = b.scales_mins();
+        let (d, dmin) = (b.d.to_f32(), b.dmin.to_f32());
+        Factors {
+            sc,
+            m,
+            dsc: sc.map(|c| f16::from_f32(d * f32::from(c) * scale)),
+            ndm: m.map(|c| f16::from_f32(-(dmin * f32::from(c)) * scale)),
+            d: f16::from_f32(d * scale),
+            nmin: f16::from_f32(-dmin * scale),
+        }
+    }
+
+    /// Whether the u8 kernels' factors from (sc, m, d', −dmin') are the f16 layout's, bit for
+    /// bit, in all eight sub-blocks.
+    fn u8_exact(&self) -> bool {
+        (0..8).all(|sb| {
+            times_u8(self.sc[sb], self.d).to_bits() == self.dsc[sb].to_bits()
+                && times_u8(self.m[sb], self.nmin).to_bits() == self.ndm[sb].to_bits()
+        })
+    }
+}
+
+/// Whether every block of a Q4_K matrix can take the u8 layout (what [`repack`] with
+/// [`Scales::U8`] checks, without repacking): the first inexact row, if any, as an error.
+pub fn u8_check(src: &[u8], n_out: usize, k: usize) -> Result<(), CudaError> {
+    use rayon::prelude::*;
+    let exp = exponent(src, n_out, k)?;
+    let scale = 2f32.powi(exp);
+    let nsb = k / QK;
+    src.par_chunks_exact(Q4K_BYTES * nsb)
+        .enumerate()
+        .try_for_each(|(row, blocks)| {
+            for (s, blk) in blocks.chunks_exact(Q4K_BYTES).enumerate() {
+                let b: BlockQ4K = bytemuck::pod_read_unaligned(blk);
+                if !Factors::of(&b, scale).u8_exact() {
+                    return Err(u8_inexact(row, s, &b, exp));
+                }
+            }
+            Ok(())
+        })
+}
+
+fn u8_inexact(row: usize, s: usize, b: &BlockQ4K, exp: i32) -> CudaError {
+    CudaError::Invalid(format!(
+        "Q4H with 8-bit scales (MUSER_CUDA_Q4H_SCALES=u8): row {row}, super-block {s}: d = {:e} \
+         and dmin = {:e} times 2^{exp} do not give the f16 layout's factors exactly \
+         (MUSER_CUDA_Q4H_SCALES=f16 keeps the f16 scales)",
+        b.d.to_f32(),
+        b.dmin.to_f32()
+    ))
 }
 
 /// Run `fill(g, parts)` for every row group g in parallel, `parts` its part of each of the three
@@ -204,20 +330,26 @@ pub struct Logical {
     pub ndm: Vec<f16>,
 }
 
-/// Read a Q4H matrix back into rows (the inverse of the layout; tests and references).
-pub fn logical(bytes_in: &[u8], n_out: usize, k: usize) -> Result<Logical, CudaError> {
+/// Read a Q4H matrix back into rows (the inverse of the layout; tests and references). The u8
+/// layout's factors as its kernels compute them.
+pub fn logical(
+    bytes_in: &[u8],
+    n_out: usize,
+    k: usize,
+    layout: Scales,
+) -> Result<Logical, CudaError> {
     if n_out == 0 || !n_out.is_multiple_of(16) || k == 0 || !k.is_multiple_of(QK) {
         return Err(CudaError::Invalid(format!("Q4H: a {n_out} × {k} matrix")));
     }
-    if bytes_in.len() != bytes(n_out, k) {
+    if bytes_in.len() != bytes(n_out, k, layout) {
         return Err(CudaError::Invalid(format!(
             "Q4H: {} bytes for a {n_out} × {k} matrix (expected {})",
             bytes_in.len(),
-            bytes(n_out, k)
+            bytes(n_out, k, layout)
         )));
     }
     let nsb = k / QK;
-    let (dsc_at, ndm_at) = part_offsets(n_out, k);
+    let (dsc_at, ndm_at) = part_offsets(n_out, k, layout);
     let mut l = Logical {
         q: vec![0; n_out * k],
         dsc: vec![f16::ZERO; n_out * k / 32],
@@ -246,11 +378,18 @@ pub fn logical(bytes_in: &[u8], n_out: usize, k: usize) -> Result<Logical, CudaE
                 }
             }
             for r in 0..16 {
+                let row = (g * nsb + s) * 16 + r;
                 for sb in 0..8 {
-                    let o = ((g * nsb + s) * 16 + r) * 16 + 2 * sb;
                     let idx = (16 * g + r) * (k / 32) + 8 * s + sb;
-                    l.dsc[idx] = half_at(dsc_at + o);
-                    l.ndm[idx] = half_at(ndm_at + o);
+                    if layout == Scales::F16 {
+                        let o = row * 16 + 2 * sb;
+                        l.dsc[idx] = half_at(dsc_at + o);
+                        l.ndm[idx] = half_at(ndm_at + o);
+                    } else {
+                        let (o, p) = (dsc_at + row * 16 + sb, ndm_at + row * 4);
+                        l.dsc[idx] = times_u8(bytes_in[o], half_at(p));
+                        l.ndm[idx] = times_u8(bytes_in[o + 8], half_at(p + 2));
+                    }
                 }
             }
         }
@@ -273,10 +412,10 @@ mod tests {
     fn the_layout_holds_the_quants_and_the_scaled_sub_block_factors() {
         let (n_out, k) = (48, 512);
         let src = rows(n_out, k, 7);
-        let h = repack(&src, n_out, k).expect("repack");
-        assert_eq!(h.bytes.len(), bytes(n_out, k));
+        let h = repack(&src, n_out, k, Scales::F16).expect("repack");
+        assert_eq!(h.bytes.len(), bytes(n_out, k, Scales::F16));
         assert_eq!(h.bytes.len() * 8, n_out * k * 5, "5 bits per weight");
-        let l = logical(&h.bytes, n_out, k).expect("logical");
+        let l = logical(&h.bytes, n_out, k, Scales::F16).expect("logical");
         let mut max = 0f32;
         for r in 0..n_out {
             for s in 0..k / QK {
@@ -304,23 +443,88 @@ mod tests {
     #[test]
     fn bad_shapes_are_refused() {
         let src = rows(16, 256, 1);
-        assert!(repack(&src, 8, 512).is_err());
-        assert!(repack(&src[..100], 16, 256).is_err());
-        let e = repack(&src, 16, 128).err().expect("refused");
-        assert!(e.to_string().contains("16 × 128"), "{e}");
-        assert!(logical(&[0u8; 10], 16, 256).is_err());
+        for sc in [Scales::F16, Scales::U8] {
+            assert!(repack(&src, 8, 512, sc).is_err());
+            assert!(repack(&src[..100], 16, 256, sc).is_err());
+            let e = repack(&src, 16, 128, sc).err().expect("refused");
+            assert!(e.to_string().contains("16 × 128"), "{e}");
+            assert!(logical(&[0u8; 10], 16, 256, sc).is_err());
+        }
     }
 
     /// `prefix(g)` is exactly the bytes of rows 0..16g (`testing::check_prefix`).
     #[test]
     fn a_prefix_holds_exactly_the_first_row_groups() {
         let (n_out, k) = (64, 512);
-        let rep = |src: &[u8]| {
-            let h = repack(src, n_out, k).expect("repack");
-            (h.bytes, h.exp)
-        };
-        let src = rows(n_out, k, 11);
-        let dims = (n_out, k, k / 256 * 144, bytes(n_out, k));
-        crate::testing::check_prefix(prefix, rep, &src, dims);
+        for sc in [Scales::F16, Scales::U8] {
+            let rep = |src: &[u8]| {
+                let h = repack(src, n_out, k, sc).expect("repack");
+                (h.bytes, h.exp)
+            };
+            let src = rows(n_out, k, 11);
+            let dims = (n_out, k, k / 256 * 144, bytes(n_out, k, sc));
+            let pre = |n, k, g| prefix(n, k, g, sc);
+            crate::testing::check_prefix(pre, rep, &src, dims);
+        }
+    }
+
+    /// The u8 layout holds the same quants and gives the same factors, bit for bit, as the f16
+    /// layout (what its kernels compute: `logical`), in 4.625 bits per weight.
+    #[test]
+    fn the_u8_layout_gives_the_f16_layouts_factors() {
+        let (n_out, k) = (48, 768);
+        let mut src = rows(n_out, k, 9);
+        // Zero mins in sub-block 0 of every third block (−0 in both layouts).
+        for blk in src.chunks_exact_mut(Q4K_BYTES).step_by(3) {
+            blk[4 + 4] &= !63;
+        }
+        let f = repack(&src, n_out, k, Scales::F16).expect("f16");
+        let u = repack(&src, n_out, k, Scales::U8).expect("u8");
+        assert_eq!(f.exp, u.exp);
+        assert_eq!(
+            u.bytes.len() * 8,
+            n_out * k * 37 / 8,
+            "4.625 bits per weight"
+        );
+        let (lf, lu) = (
+            logical(&f.bytes, n_out, k, Scales::F16).expect("logical f16"),
+            logical(&u.bytes, n_out, k, Scales::U8).expect("logical u8"),
+        );
+        assert_eq!(lf.q, lu.q);
+        let bits = |v: &[f16]| v.iter().map(|h| h.to_bits()).collect::<Vec<_>>();
+        assert_eq!(bits(&lf.dsc), bits(&lu.dsc));
+        assert_eq!(bits(&lf.ndm), bits(&lu.ndm));
+        // Some zero mins (−0 in both) and nonzero ones, so the sign path is exercised.
+        assert!(lu.ndm.iter().any(|h| h.to_bits() == 0x8000));
+        assert!(lu.ndm.iter().any(|h| h.to_f32() < 0.0));
+    }
+
+    /// A block the u8 layout cannot hold exactly (a d below f16's subnormals once scaled by
+    /// 2^-E: the f16 layout rounds d·sc, the u8 layout would round d first) is a typed error
+    /// naming the row, never a silent change of the numbers.
+    #[test]
+    fn a_block_the_u8_layout_cannot_hold_exactly_is_refused() {
+        let (n_out, k) = (16, 256);
+        let mut src = rows(n_out, k, 3);
+        // Every row: d = 2^-4 (exact at any E here), no mins; then row 0: d·sc = 1024·63, so
+        // E = −11; row 5: d = 2^-4·(1 + 2^-10), whose d' = 2^-15·(…) lies below f16's normals
+        // and loses its last bit, while d·sc·2^E is a normal f16.
+        for (row, blk) in src.chunks_exact_mut(Q4K_BYTES).enumerate() {
+            let mut b: BlockQ4K = bytemuck::pod_read_unaligned(blk);
+            b.d = match row {
+                0 => f16::from_f32(1024.0),
+                5 => f16::from_bits(0x2C01),
+                _ => f16::from_f32(0.0625),
+            };
+            b.dmin = f16::ZERO;
+            b.scales[0] |= 63;
+            blk.copy_from_slice(bytemuck::bytes_of(&b));
+        }
+        assert!(repack(&src, n_out, k, Scales::F16).is_ok());
+        let e = repack(&src, n_out, k, Scales::U8).err().expect("refused");
+        assert!(e.to_string().contains("row 5, super-block 0"), "{e}");
+        let e = u8_check(&src, n_out, k).expect_err("refused");
+        assert!(e.to_string().contains("row 5, super-block 0"), "{e}");
+        assert!(u8_check(&rows(n_out, k, 3), n_out, k).is_ok());
     }
 }

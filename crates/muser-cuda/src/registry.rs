@@ -436,6 +436,16 @@ impl Registry {
     /// [`Registry::build`] for the given modules only (the packed-decode benchmark and tests
     /// add [`Module::MatvecPacked`]).
     pub fn build_modules(gpu: &Gpu, which: &[Module]) -> Result<Registry, CudaError> {
+        Registry::build_modules_with(gpu, which, None)
+    }
+
+    /// [`Registry::build_modules`] with the Q4H scales' form given (the engine's choice for its
+    /// model, `MUSER_CUDA_Q4H_SCALES=auto` resolved) instead of the environment's.
+    pub fn build_modules_with(
+        gpu: &Gpu,
+        which: &[Module],
+        q4h: Option<crate::q4h::Scales>,
+    ) -> Result<Registry, CudaError> {
         let t0 = Instant::now();
         gpu.bind()?;
         let (maj, min) = gpu.info.compute_capability;
@@ -477,7 +487,10 @@ impl Registry {
                 )));
             }
         }
-        let h16 = H16Switches::from_env()?;
+        let mut h16 = H16Switches::from_env()?;
+        if let Some(q) = q4h {
+            h16.q4h_scales = q;
+        }
         if mva_ahead == 2 && mva_wstages > 0 {
             return Err(CudaError::Invalid(
                 "MUSER_CUDA_MVA_AHEAD=2 and MUSER_CUDA_MVA_WSTAGES: the Q4_K decode kernel \
@@ -542,6 +555,7 @@ impl Registry {
                 if matches!(m, Module::MmtH16 | Module::MmwH16) {
                     // The prefill tiles share formats_h16.cuh's scale broadcasts.
                     extra.push(format!("-DMVH_LEAN={}", h16.mvh_lean));
+                    extra.push(h16.q4h_define());
                 }
                 if m == Module::MmwH16 {
                     extra.push(format!("-DMMW_WG={mmw_wg}"));

@@ -64,7 +64,7 @@ pub(crate) fn quantized_rows<T: bytemuck::Pod>(
 /// `row_bytes`; the same scales, so the same per-matrix exponent) changes bytes outside the
 /// prefix only. `repack` gives a matrix's bytes and exponent.
 pub(crate) fn check_prefix(
-    prefix: fn(usize, usize, usize) -> [(usize, usize); 3],
+    prefix: impl Fn(usize, usize, usize) -> [(usize, usize); 3],
     repack: impl Fn(&[u8]) -> (Vec<u8>, i32),
     src: &[u8],
     (n_out, k, row_bytes, total): (usize, usize, usize, usize),

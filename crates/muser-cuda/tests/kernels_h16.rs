@@ -192,6 +192,7 @@ enum Mm {
 type Reference = Box<dyn Fn(&H16Row) -> (Vec<f64>, Vec<f64>)>;
 
 fn repacked(
+    sc: q4h::Scales,
     ty: GgmlType,
     src: &[u8],
     n_out: usize,
@@ -199,8 +200,8 @@ fn repacked(
 ) -> (HWeights, Vec<u8>, i32, Reference) {
     match ty {
         GgmlType::Q4_K => {
-            let h = q4h::repack(src, n_out, k).expect("repack");
-            let l = q4h::logical(&h.bytes, n_out, k).expect("logical");
+            let h = q4h::repack(src, n_out, k, sc).expect("repack");
+            let l = q4h::logical(&h.bytes, n_out, k, sc).expect("logical");
             let exp = h.exp;
             let f = Box::new(move |row: &H16Row| h16::mvh_reference_q4h(&l, exp, n_out, row));
             (HWeights::Q4H, h.bytes, exp, f)
@@ -229,7 +230,7 @@ fn check_mvh(ty: GgmlType) {
         (400, 768),
     ] {
         let (src, row_bytes) = quantized_rows(ty, n_out, k, 5 + n_out as u64);
-        let (fmt, bytes, exp, reference) = repacked(ty, &src, n_out, k);
+        let (fmt, bytes, exp, reference) = repacked(reg.h16.q4h_scales, ty, &src, n_out, k);
         let w = upload_bytes(&gpu, &bytes);
         let n_tok = 20; // three blocks along y, the last one partly empty
         let x = tokens(n_tok, k, 3 + k as u64);

@@ -129,6 +129,93 @@ __device__ __forceinline__ void piece_at(const u8* W, size_t pieces, size_t piec
 // dsc/16 and −64·dsc — the same value either way while dsc/16 is a normal f16 (|dsc| ≥ 2^-10,
 // i.e. 2^-14 of the matrix's largest: the host's power of two).
 
+// The Q4H scales' form (-DQ4H_U8, `MUSER_CUDA_Q4H_SCALES=f16|u8`, default 0: f16): the same
+// numbers either way (below); the host writes the layout that matches (q4h::Scales).
+#ifndef Q4H_U8
+#define Q4H_U8 0
+#endif
+#if Q4H_U8
+// Q4H with 8-bit scales (-DQ4H_U8=1, `MUSER_CUDA_Q4H_SCALES=u8`; muser_cuda::q4h, `Scales::U8`):
+// per (group, super-block) the same quants, then per row [8 sc bytes][8 m bytes] (16 rows × 16
+// bytes), then per row the f16 pair (d', −dmin') = 2^E·(d, −dmin). 4.625 bits per weight
+// instead of 5: 7.5% fewer bytes. The kernel rebuilds Q4H's factors exactly: a byte pair
+// becomes two exact f16 integers ((1024 + b) − 1024: the f16 whose bits are 0x6400 | b, one
+// exact HADD2), times d' (or −dmin') in one HMUL2 — the product rounded once, a zero one
+// carrying the product's sign — which is Q4H's f16(2^E·d·sc) (f16(−2^E·dmin·m)) whenever the
+// pair is exact. The host checks every sub-block against Q4H's values bit for bit before it
+// writes this layout (q4h::repack), so both layouts give every kernel the same bits.
+struct FmtQ4H {
+    struct Regs {
+        uint4 q[4], sg, s8;
+        u32 dg, d8;
+    };
+    // The three sections of a piece (quants, sc / m bytes, (d', dmin') pairs): their bytes.
+    static constexpr int S0 = 2048, S1 = 256, S2 = 64;
+    // Warps per SM of the one-token kernels (96 registers; matvec_h16.cu's MVH_BOUNDS).
+    static constexpr int SM_WARPS = 20;
+    // The min MMA's B: 32-bit words per (token, super-block) of the sums (XSUM: 8 f16).
+    static constexpr int SUM_WORDS = 4;
+    template <bool G>
+    static __device__ __forceinline__ void load_at(const u8* p0, const u8* p1, const u8* p2,
+                                                   int lane, int g, int t4, Regs& r) {
+#pragma unroll
+        for (int j = 0; j < 4; ++j) r.q[j] = ldw<G>((const uint4*)p0 + j * 32 + lane);
+        r.sg = ldw<G>((const uint4*)p1 + g);
+        r.s8 = ldw<G>((const uint4*)p1 + g + 8);
+        r.dg = ldw<G>((const u32*)p2 + g);
+        r.d8 = ldw<G>((const u32*)p2 + g + 8);
+    }
+    // Bytes (lo, lo + 1) of w (`sel` 0x4140 or 0x4342) as exact f16 integers, times the f16
+    // in both halves of d2: each product rounded once.
+    static __device__ __forceinline__ u32 times(u32 w, u32 sel, u32 d2) {
+        u32 x;
+        asm("add.rn.f16x2 %0, %1, %2;" : "=r"(x) : "r"(__byte_perm(w, 0x64646464u, sel)), "r"(H2_M1024));
+        return hmul2(x, d2);
+    }
+    static __device__ __forceinline__ void frags(const Regs& r, int j, u32 (&a)[4][4]) {
+        // Sub-blocks 2j and 2j + 1: sc bytes 2j, 2j + 1 of rows g and g + 8.
+        const u32 sel = (j & 1) ? 0x4342u : 0x4140u;
+        const u32 Dg = times(j < 2 ? r.sg.x : r.sg.y, sel, lo2(r.dg));
+        const u32 d8p = times(j < 2 ? r.s8.x : r.s8.y, sel, lo2(r.d8));
+        const u32 Cg = hmul2(Dg, H2_M1024);
+        const u32 D8 = hmul2(d8p, H2_R16), C8 = hmul2(d8p, H2_M64);
+        const u32 w4[4] = {r.q[j].x, r.q[j].y, r.q[j].z, r.q[j].w};
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+            const bool hi = i >> 1;
+            const u32 dg2 = hi ? hi2(Dg) : lo2(Dg), cg2 = hi ? hi2(Cg) : lo2(Cg);
+            const u32 d82 = hi ? hi2(D8) : lo2(D8), c82 = hi ? hi2(C8) : lo2(C8);
+            const u32 w = w4[i], w8 = w >> 8;
+            a[i][0] = hfma2(and_or<0x000F000Fu>(w, H2_MAGIC), dg2, cg2);
+            a[i][1] = hfma2(and_or<0x00F000F0u>(w, H2_MAGIC), d82, c82);
+            a[i][2] = hfma2(and_or<0x000F000Fu>(w8, H2_MAGIC), dg2, cg2);
+            a[i][3] = hfma2(and_or<0x00F000F0u>(w8, H2_MAGIC), d82, c82);
+        }
+    }
+    // A = ndm of sub-blocks 2t4, 2t4 + 1 (rows g, g + 8): m bytes 8 + 2t4, 9 + 2t4 of the row
+    // (word z for t4 < 2, w above); zeros at k 8..15; B = 32-value sums.
+    static __device__ __forceinline__ void min_a(const Regs& r, int t4, u32 (&am)[4]) {
+        const u32 sel = (t4 & 1) ? 0x4342u : 0x4140u;
+        const u32 mg = (t4 & 2) ? r.sg.w : r.sg.z, m8 = (t4 & 2) ? r.s8.w : r.s8.z;
+        am[0] = times(mg, sel, hi2(r.dg));
+        am[1] = times(m8, sel, hi2(r.d8));
+        am[2] = 0u;
+        am[3] = 0u;
+    }
+    template <bool G>
+    static __device__ __forceinline__ void min_b(const u32* sw, int t4, u32& b0, u32& b1) {
+        b0 = lda<G>(sw + t4);
+        b1 = 0u;
+    }
+    static __device__ __forceinline__ const u16* sums(const u16* XSUM, const u16* XSUM16) {
+        return XSUM;
+    }
+    static __device__ __forceinline__ u32 xor_scales(const Regs& r) {
+        return r.sg.x ^ r.sg.y ^ r.sg.z ^ r.sg.w ^ r.s8.x ^ r.s8.y ^ r.s8.z ^ r.s8.w ^ r.dg ^ r.d8;
+    }
+};
+
+#else
 // Q4H (muser_cuda::q4h): per (group, super-block) quants [4 loads][32 lanes][16 bytes], dsc and
 // ndm as f16 [16 rows][8 sub-blocks of 32]; the mins against the 32-value sums.
 struct FmtQ4H {
@@ -187,7 +274,13 @@ struct FmtQ4H {
     static __device__ __forceinline__ const u16* sums(const u16* XSUM, const u16* XSUM16) {
         return XSUM;
     }
+    // The scale registers folded into one word (probes_h16.cu's stream probes).
+    static __device__ __forceinline__ u32 xor_scales(const Regs& r) {
+        return r.dg.x ^ r.dg.y ^ r.dg.z ^ r.dg.w ^ r.d8.x ^ r.d8.y ^ r.d8.z ^ r.d8.w ^ r.mg ^ r.m8;
+    }
 };
+
+#endif
 
 // Q6H (muser_cuda::q6h): per (group, super-block) low nibbles [4 loads][32 lanes][16 bytes] as
 // Q4H's, high bits [4 loads][32 lanes][8 bytes] (word h of a load: tiles 2h, 2h + 1; tile

@@ -54,11 +54,16 @@ struct MmtStage {
     // activations, sums (the last on the first SUM_T threads only).
     static constexpr int Q_CH = MMT_GROUPS * F::S0 / 16 / THREADS;
     static constexpr int R_PER = (F::S1 + F::S2) / 16;  // chunks per group of sections 1 and 2
-    static constexpr int R_CH = MMT_GROUPS * R_PER / THREADS;
+    // (Q4H's 8-bit scales: 20 chunks per group, 160 per block — the last round partial.)
+    static constexpr int R_ALL = MMT_GROUPS * R_PER;
+    static constexpr int R_CH = (R_ALL + THREADS - 1) / THREADS;
+    // Whether chunk k of thread tid exists (always, where the chunks fill the rounds).
+    static __device__ __forceinline__ bool r_has(int tid, int k) {
+        return R_ALL % THREADS == 0 || tid + THREADS * k < R_ALL;
+    }
     static constexpr int X_CH = MMT_TOK * 32 / THREADS;
     static constexpr int SUM_T = MMT_TOK * SUMB / 16;
     static_assert(MMT_GROUPS * F::S0 / 16 % THREADS == 0, "quant chunks per thread");
-    static_assert(MMT_GROUPS * R_PER % THREADS == 0, "scale chunks per thread");
     static_assert(SUM_T <= THREADS, "one sum chunk per thread");
 };
 
@@ -87,7 +92,8 @@ struct MmtCopy {
         }
 #pragma unroll
         for (int k = 0; k < T::R_CH; ++k) {
-            const int c = tid + THREADS * k, gl = c / T::R_PER, o = (c % T::R_PER) * 16;
+            const int c = min(tid + THREADS * k, T::R_ALL - 1), gl = c / T::R_PER,
+                      o = (c % T::R_PER) * 16;
             if (o < F::S1) {
                 r[k] = W + pieces * F::S0 + piece0(gl) * F::S1 + o;
                 rstep[k] = F::S1;
@@ -118,7 +124,8 @@ struct MmtCopy {
                      q[k] + (size_t)s * F::S0);
         }
 #pragma unroll
-        for (int k = 0; k < T::R_CH; ++k) h16_cp16(st + rdst[k], r[k] + (size_t)s * rstep[k]);
+        for (int k = 0; k < T::R_CH; ++k)
+            if (T::r_has(tid, k)) h16_cp16(st + rdst[k], r[k] + (size_t)s * rstep[k]);
 #pragma unroll
         for (int k = 0; k < T::X_CH; ++k)
             h16_cp16(st + T::X_OFF + ((tid >> 5) + (THREADS / 32) * k) * MMT_XROW + lane * 16,

@@ -155,7 +155,7 @@ __device__ __forceinline__ void stream_chains_body(const u8* W, int n_out, int K
     probe_chain(W, n_out, K, [&](const FmtQ4H::Regs& r, int s) {
 #pragma unroll
         for (int j = 0; j < 4; ++j) x ^= r.q[j].x ^ r.q[j].y ^ r.q[j].z ^ r.q[j].w;
-        x ^= r.dg.x ^ r.dg.y ^ r.dg.z ^ r.dg.w ^ r.d8.x ^ r.d8.y ^ r.d8.z ^ r.d8.w ^ r.mg ^ r.m8;
+        x ^= FmtQ4H::xor_scales(r);
         if (XLOAD && g == 0) {  // token 0: lanes g = 0, as mvh_piece's loads for one token
 #pragma unroll
             for (int j = 0; j < 4; ++j) {

@@ -272,6 +272,7 @@ fn layouts(opts: &CudaOptions) -> weights::Layouts {
     weights::Layouts {
         q6_pad: opts.q6_pad,
         h16: opts.acts == Acts::F16,
+        q4h: opts.q4h_scales.unwrap_or(muser_cuda::q4h::Scales::U8),
     }
 }
 
@@ -304,6 +305,9 @@ impl<'m> CudaSession<'m> {
         let gqa = c.gqa_ratio();
         resolve_default_acts(model, &mut opts);
         h16::check_options(model, &mut opts)?;
+        // MUSER_CUDA_Q4H_SCALES=auto: u8 where every Q4_K matrix can take it (said in the load
+        // report when it cannot).
+        let q4h_note = h16::resolve_q4h_scales(model, &mut opts);
         if opts.l2_prefetch_on() && opts.acts != Acts::F16 {
             return Err(EngineError::Config(
                 "the L2 prefetch branch (MUSER_CUDA_L2_PREFETCH) runs on the f16 route only \
@@ -399,7 +403,13 @@ impl<'m> CudaSession<'m> {
                 modules.push(Module::Prefetch);
             }
         }
-        let reg = Registry::build_modules(&gpu, &modules)?;
+        let reg = Registry::build_modules_with(&gpu, &modules, opts.q4h_scales)?;
+        if opts.acts == Acts::F16 && Some(reg.h16.q4h_scales) != opts.q4h_scales {
+            return Err(EngineError::Config(format!(
+                "the Q4H kernels were compiled for {:?} scales and the weights planned as {:?}",
+                reg.h16.q4h_scales, opts.q4h_scales
+            )));
+        }
         check_q6_switches(&reg, opts.q6_pad)?;
         a8::check_switches(&reg, &opts)?;
         let t = Instant::now();
@@ -474,7 +484,7 @@ impl<'m> CudaSession<'m> {
             gbps,
             plan.kv as f64 / 1e6,
             plan.scratch as f64 / 1e6,
-        );
+        ) + &q4h_note.map_or(String::new(), |n| format!(", {n}"));
         let n_seq = opts.n_seq;
         // The branch only on the f16 route (refused above otherwise).
         let prefetch = match opts.l2_prefetch_on() {

@@ -101,6 +101,12 @@ pub struct CudaOptions {
     /// Blocks per prefetch launch (`MUSER_CUDA_L2_PREFETCH_BLOCKS=1..=1024`; unset:
     /// [`L2_PREFETCH_BLOCKS`]); only with `l2_prefetch_mb` (else refused).
     pub l2_prefetch_blocks: Option<usize>,
+    /// How the f16 route's Q4_K matrices store their sub-block factors
+    /// (`MUSER_CUDA_Q4H_SCALES=auto|f16|u8`, `muser_cuda::q4h::Scales`; the registry compiles
+    /// the matching reader). The same numbers either way; u8 has 7.5% fewer bytes per matrix.
+    /// None: `auto`, resolved by `h16::check_options` (u8 where every Q4_K matrix can take it).
+    /// An unreadable value reads as auto here and is refused by `h16::check_options`.
+    pub q4h_scales: Option<muser_cuda::q4h::Scales>,
     /// Keys per attention partial block (`MUSER_CUDA_ATTN_SUPER`, a multiple of 32 in
     /// 32..=4096): the fixed partition of the key range (part of the numerics: every route
     /// of one session uses the same partition).
@@ -302,6 +308,7 @@ impl CudaOptions {
                 Ok(_) => Some(L2Kind::Invalid),
             },
             l2_prefetch_blocks: env_usize("MUSER_CUDA_L2_PREFETCH_BLOCKS"),
+            q4h_scales: muser_cuda::q4h::Scales::choice_from_env().unwrap_or(None),
             attn_super: env_usize("MUSER_CUDA_ATTN_SUPER").unwrap_or(ATTN_SUPER),
             attn_hpb: env_usize("MUSER_CUDA_ATTN_HPB").unwrap_or(0),
             attn_bufs: env_usize("MUSER_CUDA_ATTN_BUFS"),

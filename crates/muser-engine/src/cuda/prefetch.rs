@@ -50,7 +50,7 @@ impl CudaSession<'_> {
         let budget = self.opts.l2_prefetch_mb[at as usize] << 20;
         let h16 = |m: &DevMatrix| m.h16.map(|(w, _)| w);
         let bytes = |m: &DevMatrix| match h16(m) {
-            Some(HWeights::Q4H) => q4h::bytes(m.n_out, m.n_in),
+            Some(HWeights::Q4H) => q4h::bytes(m.n_out, m.n_in, self.reg.h16.q4h_scales),
             Some(HWeights::Q6H) => q6h::bytes(m.n_out, m.n_in),
             None => 0,
         };
@@ -66,7 +66,7 @@ impl CudaSession<'_> {
             let share = (budget as u128 * bytes(m) as u128 / total as u128) as usize;
             let g = share / (bytes(m) / groups).max(1);
             let parts = match w {
-                HWeights::Q4H => q4h::prefix(m.n_out, m.n_in, g),
+                HWeights::Q4H => q4h::prefix(m.n_out, m.n_in, g, self.reg.h16.q4h_scales),
                 HWeights::Q6H => q6h::prefix(m.n_out, m.n_in, g),
             };
             pf.issue(&self.gpu, f, parts.map(|(o, len)| (m.ptr + o as u64, len)))?;
