@@ -129,6 +129,25 @@ __device__ __forceinline__ void piece_at(const u8* W, size_t pieces, size_t piec
 // dsc/16 and −64·dsc — the same value either way while dsc/16 is a normal f16 (|dsc| ≥ 2^-10,
 // i.e. 2^-14 of the matrix's largest: the host's power of two).
 
+// Q4H's A fragments of one load's four tiles (both scale forms): quant words q, the dsc pairs of
+// sub-blocks (2j, 2j + 1) for rows g (Dg) and g + 8 (d8p).
+__device__ __forceinline__ void q4h_tiles(const uint4& q, u32 Dg, u32 d8p, u32 (&a)[4][4]) {
+    const u32 Cg = hmul2(Dg, H2_M1024);
+    const u32 D8 = hmul2(d8p, H2_R16), C8 = hmul2(d8p, H2_M64);
+    const u32 w4[4] = {q.x, q.y, q.z, q.w};
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+        const bool hi = i >> 1;
+        const u32 dg2 = hi ? hi2(Dg) : lo2(Dg), cg2 = hi ? hi2(Cg) : lo2(Cg);
+        const u32 d82 = hi ? hi2(D8) : lo2(D8), c82 = hi ? hi2(C8) : lo2(C8);
+        const u32 w = w4[i], w8 = w >> 8;
+        a[i][0] = hfma2(and_or<0x000F000Fu>(w, H2_MAGIC), dg2, cg2);
+        a[i][1] = hfma2(and_or<0x00F000F0u>(w, H2_MAGIC), d82, c82);
+        a[i][2] = hfma2(and_or<0x000F000Fu>(w8, H2_MAGIC), dg2, cg2);
+        a[i][3] = hfma2(and_or<0x00F000F0u>(w8, H2_MAGIC), d82, c82);
+    }
+}
+
 // The Q4H scales' form (-DQ4H_U8, `MUSER_CUDA_Q4H_SCALES=f16|u8`, default 0: f16): the same
 // numbers either way (below); the host writes the layout that matches (q4h::Scales).
 #ifndef Q4H_U8
@@ -177,20 +196,7 @@ struct FmtQ4H {
         const u32 sel = (j & 1) ? 0x4342u : 0x4140u;
         const u32 Dg = times(j < 2 ? r.sg.x : r.sg.y, sel, lo2(r.dg));
         const u32 d8p = times(j < 2 ? r.s8.x : r.s8.y, sel, lo2(r.d8));
-        const u32 Cg = hmul2(Dg, H2_M1024);
-        const u32 D8 = hmul2(d8p, H2_R16), C8 = hmul2(d8p, H2_M64);
-        const u32 w4[4] = {r.q[j].x, r.q[j].y, r.q[j].z, r.q[j].w};
-#pragma unroll
-        for (int i = 0; i < 4; ++i) {
-            const bool hi = i >> 1;
-            const u32 dg2 = hi ? hi2(Dg) : lo2(Dg), cg2 = hi ? hi2(Cg) : lo2(Cg);
-            const u32 d82 = hi ? hi2(D8) : lo2(D8), c82 = hi ? hi2(C8) : lo2(C8);
-            const u32 w = w4[i], w8 = w >> 8;
-            a[i][0] = hfma2(and_or<0x000F000Fu>(w, H2_MAGIC), dg2, cg2);
-            a[i][1] = hfma2(and_or<0x00F000F0u>(w, H2_MAGIC), d82, c82);
-            a[i][2] = hfma2(and_or<0x000F000Fu>(w8, H2_MAGIC), dg2, cg2);
-            a[i][3] = hfma2(and_or<0x00F000F0u>(w8, H2_MAGIC), d82, c82);
-        }
+        q4h_tiles(r.q[j], Dg, d8p, a);
     }
     // A = ndm of sub-blocks 2t4, 2t4 + 1 (rows g, g + 8): m bytes 8 + 2t4, 9 + 2t4 of the row
     // (word z for t4 < 2, w above); zeros at k 8..15; B = 32-value sums.
@@ -242,21 +248,8 @@ struct FmtQ4H {
     }
     static __device__ __forceinline__ void frags(const Regs& r, int j, u32 (&a)[4][4]) {
         const u32 dgw[4] = {r.dg.x, r.dg.y, r.dg.z, r.dg.w}, d8w[4] = {r.d8.x, r.d8.y, r.d8.z, r.d8.w};
-        const u32 w4[4] = {r.q[j].x, r.q[j].y, r.q[j].z, r.q[j].w};
         // Sub-blocks 2j and 2j + 1.
-        const u32 Dg = dgw[j], Cg = hmul2(dgw[j], H2_M1024);
-        const u32 D8 = hmul2(d8w[j], H2_R16), C8 = hmul2(d8w[j], H2_M64);
-#pragma unroll
-        for (int i = 0; i < 4; ++i) {
-            const bool hi = i >> 1;
-            const u32 dg2 = hi ? hi2(Dg) : lo2(Dg), cg2 = hi ? hi2(Cg) : lo2(Cg);
-            const u32 d82 = hi ? hi2(D8) : lo2(D8), c82 = hi ? hi2(C8) : lo2(C8);
-            const u32 w = w4[i], w8 = w >> 8;
-            a[i][0] = hfma2(and_or<0x000F000Fu>(w, H2_MAGIC), dg2, cg2);
-            a[i][1] = hfma2(and_or<0x00F000F0u>(w, H2_MAGIC), d82, c82);
-            a[i][2] = hfma2(and_or<0x000F000Fu>(w8, H2_MAGIC), dg2, cg2);
-            a[i][3] = hfma2(and_or<0x00F000F0u>(w8, H2_MAGIC), d82, c82);
-        }
+        q4h_tiles(r.q[j], dgw[j], d8w[j], a);
     }
     // A = ndm of sub-blocks 2t4, 2t4 + 1 (rows g, g + 8), zeros at k 8..15; B = 32-value sums.
     static __device__ __forceinline__ void min_a(const Regs& r, int t4, u32 (&am)[4]) {
