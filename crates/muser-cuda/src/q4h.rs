@@ -144,16 +144,18 @@ pub(crate) fn frag(j: usize, i: usize, lane: usize, p: usize) -> (usize, usize) 
 /// The matrix's power of two E: the largest d·sc times 2^E in [16, 32) (0 for an all-zero
 /// matrix). The upload plan reads it before the repack.
 pub fn exponent(src: &[u8], n_out: usize, k: usize) -> Result<i32, CudaError> {
+    use rayon::prelude::*;
     check(n_out, k, src.len())?;
-    let mut max = 0f32;
-    for blk in src.chunks_exact(Q4K_BYTES) {
-        let b: BlockQ4K = bytemuck::pod_read_unaligned(blk);
-        let (sc, _) = b.scales_mins();
-        let d = b.d.to_f32().abs();
-        for &c in &sc {
-            max = max.max(d * f32::from(c));
-        }
-    }
+    // The blocks in parallel: a maximum is the same in any order (f32::max skips NaN either way).
+    let max = src
+        .par_chunks_exact(Q4K_BYTES)
+        .map(|blk| {
+            let b: BlockQ4K = bytemuck::pod_read_unaligned(blk);
+            let (sc, _) = b.scales_mins();
+            let d = b.d.to_f32().abs();
+            sc.iter().fold(0f32, |m, &c| m.max(d * f32::from(c)))
+        })
+        .reduce(|| 0f32, f32::max);
     Ok(exp_for(max))
 }
 

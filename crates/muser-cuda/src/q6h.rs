@@ -88,14 +88,16 @@ pub fn exponent(src: &[u8], n_out: usize, k: usize) -> Result<i32, CudaError> {
             n_out * (k / QK) * Q6K_BYTES
         )));
     }
-    let mut max = 0f32;
-    for blk in src.chunks_exact(Q6K_BYTES) {
-        let b: BlockQ6K = bytemuck::pod_read_unaligned(blk);
-        let d = b.d.to_f32().abs();
-        for &c in &b.scales {
-            max = max.max(d * f32::from(c).abs());
-        }
-    }
+    use rayon::prelude::*;
+    // The blocks in parallel: a maximum is the same in any order (f32::max skips NaN either way).
+    let max = src
+        .par_chunks_exact(Q6K_BYTES)
+        .map(|blk| {
+            let b: BlockQ6K = bytemuck::pod_read_unaligned(blk);
+            let d = b.d.to_f32().abs();
+            b.scales.iter().fold(0f32, |m, &c| m.max(d * f32::from(c).abs()))
+        })
+        .reduce(|| 0f32, f32::max);
     Ok(crate::q4h::exp_for(max))
 }
 
