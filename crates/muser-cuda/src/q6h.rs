@@ -95,7 +95,9 @@ pub fn exponent(src: &[u8], n_out: usize, k: usize) -> Result<i32, CudaError> {
         .map(|blk| {
             let b: BlockQ6K = bytemuck::pod_read_unaligned(blk);
             let d = b.d.to_f32().abs();
-            b.scales.iter().fold(0f32, |m, &c| m.max(d * f32::from(c).abs()))
+            b.scales
+                .iter()
+                .fold(0f32, |m, &c| m.max(d * f32::from(c).abs()))
         })
         .reduce(|| 0f32, f32::max);
     Ok(crate::q4h::exp_for(max))
