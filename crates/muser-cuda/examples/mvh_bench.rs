@@ -74,7 +74,11 @@ fn main() {
                     4.5,
                 )
             }
-            HWeights::Q6H => (q6h::bytes(n_out, k), q6h::part_offsets(n_out, k).1, 6.5625),
+            HWeights::Q6H => (
+                q6h::bytes(n_out, k, reg.h16.q6h_scales),
+                q6h::part_offsets(n_out, k).1,
+                6.5625,
+            ),
         };
         let mut bytes = vec![0u8; len];
         let mut seed = 0x9e37_79b9u64 ^ (k * n_out) as u64;

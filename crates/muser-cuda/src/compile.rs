@@ -389,7 +389,7 @@ mod tests {
         // MUSER_CUDA_MVH_LEAN reaches the prefill tiles too (formats_h16.cuh's broadcasts).
         variant(Module::MmtH16, &["-DMVH_LEAN=1"]);
         variant(Module::MmwH16, &["-DMVH_LEAN=1"]);
-        // Q4H's 8-bit scales (MUSER_CUDA_Q4H_SCALES=u8) in every module that reads Q4H.
+        // Q4H's and Q6H's 8-bit scales (MUSER_CUDA_Q4H_SCALES / _Q6H_SCALES) in every module that reads them.
         for m in [
             Module::MatvecH16,
             Module::MmtH16,
@@ -397,6 +397,7 @@ mod tests {
             Module::ProbesH16,
         ] {
             variant(m, &["-DQ4H_U8=1"]);
+            variant(m, &["-DQ6H_U8=1"]);
         }
         for wg in ["-DMMT_WG=1", "-DMMT_WG=2"] {
             variant(Module::MmtH16, &[wg, "-DMMT_MINB=2", "-DMMT_STAGES=2"]);

@@ -196,11 +196,19 @@ pub struct H16Switches {
     /// 141.52 vs 145.72 / 144.65 / 139.03; pp512 there 3987.5 / 3785.7 / 2996.7 vs 4078.7 /
     /// 3799.9 / 3012.4 (the tiles' extra unpacking); FFN gate / up 2109 vs 2280 µs per token.
     pub q4h_scales: crate::q4h::Scales,
+    /// How Q6H matrices store their sub-block scales (`-DQ6H_U8`,
+    /// `MUSER_CUDA_Q6H_SCALES=auto|f16|u8`; muser_cuda::q6h, formats_h16.cuh): u8 keeps Q6_K's
+    /// signed 8-bit scales as bytes (biased by 128) with one f16 d' per row and super-block —
+    /// 6.25% fewer bytes per Q6H matrix (the Q6_K FFN down, V, the output head) — and rebuilds
+    /// the f16 layout's `dsc` exactly (repack-checked: the same bits). `auto` as
+    /// `q4h_scales`. Static SASS: `mvh_q6h_s4` 121 registers and 1144 instructions against 126
+    /// and 984 (the same 16 warps per SM).
+    pub q6h_scales: crate::q6h::Scales,
 }
 
 impl H16Switches {
     /// The environment variables `from_env` reads (the engine refuses them on other routes).
-    pub const ENV: [&'static str; 18] = [
+    pub const ENV: [&'static str; 19] = [
         "MUSER_CUDA_H16_WIDE_S",
         "MUSER_CUDA_H16_MID_S",
         "MUSER_CUDA_H16_NARROW_S",
@@ -219,6 +227,7 @@ impl H16Switches {
         "MUSER_CUDA_MVH_XTOUCH",
         "MUSER_CUDA_MVH_WBOUNDS",
         "MUSER_CUDA_Q4H_SCALES",
+        "MUSER_CUDA_Q6H_SCALES",
     ];
 
     pub(crate) fn from_env() -> Result<H16Switches, CudaError> {
@@ -304,7 +313,8 @@ impl H16Switches {
                     .into(),
             ));
         }
-        let q4h_scales = crate::q4h::Scales::choice_from_env()?.unwrap_or(crate::q4h::Scales::U8);
+        let q4h_scales = crate::q4h::scales_from_env()?.unwrap_or(crate::q4h::Scales::U8);
+        let q6h_scales = crate::q6h::scales_from_env()?.unwrap_or(crate::q6h::Scales::U8);
         Ok(H16Switches {
             h16_wide_s,
             h16_mid_s,
@@ -324,6 +334,7 @@ impl H16Switches {
             mvh_wbounds,
             mvh_pp_sets,
             q4h_scales,
+            q6h_scales,
         })
     }
 
@@ -385,6 +396,9 @@ impl H16Switches {
         if self.q4h_scales == crate::q4h::Scales::F16 {
             l += "-q4f16";
         }
+        if self.q6h_scales == crate::q6h::Scales::F16 {
+            l += "-q6f16";
+        }
         l
     }
 
@@ -406,16 +420,19 @@ impl H16Switches {
             format!("-DMVH_XTOUCH={}", u8::from(self.mvh_xtouch)),
             format!("-DMVH_WBOUNDS={}", u8::from(self.mvh_wbounds)),
             format!("-DMVH_PP_SETS={}", self.mvh_pp_sets),
-            self.q4h_define(),
         ]
+        .into_iter()
+        .chain(self.scale_defines())
+        .collect()
     }
 
-    /// `-DQ4H_U8`: the decode kernels', the probes' and the prefill tiles' Q4H reader.
-    pub(crate) fn q4h_define(&self) -> String {
-        format!(
-            "-DQ4H_U8={}",
-            u8::from(self.q4h_scales == crate::q4h::Scales::U8)
-        )
+    /// `-DQ4H_U8`, `-DQ6H_U8`: the decode kernels', the probes' and the prefill tiles' readers.
+    pub(crate) fn scale_defines(&self) -> [String; 2] {
+        use crate::scales::Scales::U8;
+        [
+            format!("-DQ4H_U8={}", u8::from(self.q4h_scales == U8)),
+            format!("-DQ6H_U8={}", u8::from(self.q6h_scales == U8)),
+        ]
     }
 }
 
@@ -444,6 +461,7 @@ mod tests {
             "-DMVH_XTOUCH=0",
             "-DMVH_WBOUNDS=1",
             "-DQ4H_U8=1",
+            "-DQ6H_U8=1",
         ] {
             assert!(
                 d.defines().contains(&define.to_string()),
@@ -469,6 +487,14 @@ mod tests {
                 },
                 "mvh-s2-q4f16",
                 "-DQ4H_U8=0",
+            ),
+            (
+                H16Switches {
+                    q6h_scales: crate::q6h::Scales::F16,
+                    ..d
+                },
+                "mvh-s2-q6f16",
+                "-DQ6H_U8=0",
             ),
             (
                 H16Switches {

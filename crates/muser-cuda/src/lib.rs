@@ -38,6 +38,7 @@ pub mod q4h;
 pub mod q6h;
 pub mod q6pad;
 pub mod registry;
+pub mod scales;
 pub mod sched;
 pub mod step;
 pub mod step_switches;

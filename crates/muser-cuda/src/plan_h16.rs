@@ -109,14 +109,17 @@ impl MmtShape {
         self.of(w).params().1 as usize
     }
     /// Dynamic shared memory of a format's tiles: `stages` stages of 8 pieces, 64 activation rows
-    /// of MMT_XROW = 528 bytes and 64 tokens' sums.
+    /// of MMT_XROW = 528 bytes and 64 tokens' sums — for the f16 scale layouts, whose pieces are
+    /// the larger: an upper bound for the u8 ones (`MUSER_CUDA_Q4H_SCALES` / `_Q6H_SCALES`; the
+    /// same blocks per SM either way, `every_tile_shape_fits_its_blocks_per_sm`).
     pub fn smem(self, w: HWeights) -> usize {
         if self == MmtShape::Wg {
             return MMW_STAGES * MMW_STAGE;
         }
+        use crate::scales::Scales::F16;
         let (piece, sum_bytes) = match w {
-            HWeights::Q4H => (2048 + 256 + 256, 16),
-            HWeights::Q6H => (2048 + 1024 + 512, 32),
+            HWeights::Q4H => (crate::q4h::bytes(16, 256, F16), 16),
+            HWeights::Q6H => (crate::q6h::bytes(16, 256, F16), 32),
         };
         self.stages(w) * (MMT_GROUPS as usize * piece + MMT_TOK as usize * (528 + sum_bytes))
     }
@@ -304,7 +307,7 @@ impl Registry {
         }
         let pb: usize = match w {
             HWeights::Q4H => crate::q4h::bytes(16, 256, self.h16.q4h_scales),
-            HWeights::Q6H => 2048 + 1024 + 512,
+            HWeights::Q6H => crate::q6h::bytes(16, 256, self.h16.q6h_scales),
         };
         let s = s as usize;
         let cap = 200 * 1024 / (s * pb);

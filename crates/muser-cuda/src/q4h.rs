@@ -42,40 +42,18 @@ const Q4K_BYTES: usize = 144;
 /// Bytes of one (row group, super-block) piece of the quants.
 const QUANT_PIECE: usize = 2048;
 
-/// How a Q4H matrix stores its sub-block factors (the same numbers either way; module header).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Scales {
-    /// `dsc` and `ndm` as f16: 5 bits per weight.
-    F16,
-    /// The 6-bit `sc` and `m` as bytes with `(d', dmin')` per row: 4.625 bits per weight.
-    U8,
+pub use crate::scales::Scales;
+
+/// `MUSER_CUDA_Q4H_SCALES=auto|f16|u8` ([`Scales::choice_from_env`]).
+pub fn scales_from_env() -> Result<Option<Scales>, CudaError> {
+    Scales::choice_from_env("MUSER_CUDA_Q4H_SCALES")
 }
 
-impl Scales {
-    /// `MUSER_CUDA_Q4H_SCALES=auto|f16|u8`: None for `auto` (or unset) — the engine then picks
-    /// u8 where every Q4_K matrix of the model can take it ([`u8_check`]), and a registry built
-    /// without a model compiles the u8 reader. One reader for the kernels' `-DQ4H_U8` and the
-    /// engine's layout.
-    pub fn choice_from_env() -> Result<Option<Scales>, CudaError> {
-        match std::env::var("MUSER_CUDA_Q4H_SCALES") {
-            Err(_) => Ok(None),
-            Ok(v) => match v.trim() {
-                "auto" => Ok(None),
-                "f16" => Ok(Some(Scales::F16)),
-                "u8" => Ok(Some(Scales::U8)),
-                _ => Err(CudaError::Invalid(format!(
-                    "MUSER_CUDA_Q4H_SCALES={v}: expected auto, f16 or u8"
-                ))),
-            },
-        }
-    }
-
-    /// Bytes of one (row group, super-block) piece of the two scale sections.
-    const fn pieces(self) -> (usize, usize) {
-        match self {
-            Scales::F16 => (256, 256),
-            Scales::U8 => (256, 64),
-        }
+/// Bytes of one (row group, super-block) piece of the two scale sections.
+const fn scale_pieces(sc: Scales) -> (usize, usize) {
+    match sc {
+        Scales::F16 => (256, 256),
+        Scales::U8 => (256, 64),
     }
 }
 
@@ -88,14 +66,17 @@ pub struct Q4h {
 
 /// Bytes of a Q4H matrix.
 pub fn bytes(n_out: usize, k: usize, sc: Scales) -> usize {
-    let (a, b) = sc.pieces();
+    let (a, b) = scale_pieces(sc);
     n_out / 16 * (k / QK) * (QUANT_PIECE + a + b)
 }
 
 /// Where the second and third sections start (f16: `dsc`, `ndm`; u8: the bytes, the pairs).
 pub fn part_offsets(n_out: usize, k: usize, sc: Scales) -> (usize, usize) {
     let pieces = n_out / 16 * (k / QK);
-    (pieces * QUANT_PIECE, pieces * (QUANT_PIECE + sc.pieces().0))
+    (
+        pieces * QUANT_PIECE,
+        pieces * (QUANT_PIECE + scale_pieces(sc).0),
+    )
 }
 
 /// The bytes of the first `groups` row groups (16 rows each) of a matrix: one `(offset, length)`
@@ -103,7 +84,7 @@ pub fn part_offsets(n_out: usize, k: usize, sc: Scales) -> (usize, usize) {
 pub fn prefix(n_out: usize, k: usize, groups: usize, sc: Scales) -> [(usize, usize); 3] {
     let per = groups.min(n_out / 16) * (k / QK);
     let (d, m) = part_offsets(n_out, k, sc);
-    let (a, b) = sc.pieces();
+    let (a, b) = scale_pieces(sc);
     [(0, per * QUANT_PIECE), (d, per * a), (m, per * b)]
 }
 

@@ -436,15 +436,16 @@ impl Registry {
     /// [`Registry::build`] for the given modules only (the packed-decode benchmark and tests
     /// add [`Module::MatvecPacked`]).
     pub fn build_modules(gpu: &Gpu, which: &[Module]) -> Result<Registry, CudaError> {
-        Registry::build_modules_with(gpu, which, None)
+        Registry::build_modules_with(gpu, which, [None, None])
     }
 
-    /// [`Registry::build_modules`] with the Q4H scales' form given (the engine's choice for its
-    /// model, `MUSER_CUDA_Q4H_SCALES=auto` resolved) instead of the environment's.
+    /// [`Registry::build_modules`] with the Q4H and Q6H scales' forms given where Some (the
+    /// engine's choice for its model, `MUSER_CUDA_Q4H_SCALES` / `_Q6H_SCALES=auto` resolved)
+    /// instead of the environment's.
     pub fn build_modules_with(
         gpu: &Gpu,
         which: &[Module],
-        q4h: Option<crate::q4h::Scales>,
+        [q4h, q6h]: [Option<crate::scales::Scales>; 2],
     ) -> Result<Registry, CudaError> {
         let t0 = Instant::now();
         gpu.bind()?;
@@ -490,6 +491,9 @@ impl Registry {
         let mut h16 = H16Switches::from_env()?;
         if let Some(q) = q4h {
             h16.q4h_scales = q;
+        }
+        if let Some(q) = q6h {
+            h16.q6h_scales = q;
         }
         if mva_ahead == 2 && mva_wstages > 0 {
             return Err(CudaError::Invalid(
@@ -555,7 +559,7 @@ impl Registry {
                 if matches!(m, Module::MmtH16 | Module::MmwH16) {
                     // The prefill tiles share formats_h16.cuh's scale broadcasts.
                     extra.push(format!("-DMVH_LEAN={}", h16.mvh_lean));
-                    extra.push(h16.q4h_define());
+                    extra.extend(h16.scale_defines());
                 }
                 if m == Module::MmwH16 {
                     extra.push(format!("-DMMW_WG={mmw_wg}"));

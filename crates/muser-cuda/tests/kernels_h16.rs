@@ -192,7 +192,7 @@ enum Mm {
 type Reference = Box<dyn Fn(&H16Row) -> (Vec<f64>, Vec<f64>)>;
 
 fn repacked(
-    sc: q4h::Scales,
+    [sc, sc6]: [q4h::Scales; 2],
     ty: GgmlType,
     src: &[u8],
     n_out: usize,
@@ -207,8 +207,8 @@ fn repacked(
             (HWeights::Q4H, h.bytes, exp, f)
         }
         _ => {
-            let h = q6h::repack(src, n_out, k).expect("repack");
-            let l = q6h::logical(&h.bytes, n_out, k).expect("logical");
+            let h = q6h::repack(src, n_out, k, sc6).expect("repack");
+            let l = q6h::logical(&h.bytes, n_out, k, sc6).expect("logical");
             let exp = h.exp;
             let f = Box::new(move |row: &H16Row| h16::mvh_reference_q6h(&l, exp, n_out, row));
             (HWeights::Q6H, h.bytes, exp, f)
@@ -230,7 +230,8 @@ fn check_mvh(ty: GgmlType) {
         (400, 768),
     ] {
         let (src, row_bytes) = quantized_rows(ty, n_out, k, 5 + n_out as u64);
-        let (fmt, bytes, exp, reference) = repacked(reg.h16.q4h_scales, ty, &src, n_out, k);
+        let (fmt, bytes, exp, reference) =
+            repacked([reg.h16.q4h_scales, reg.h16.q6h_scales], ty, &src, n_out, k);
         let w = upload_bytes(&gpu, &bytes);
         let n_tok = 20; // three blocks along y, the last one partly empty
         let x = tokens(n_tok, k, 3 + k as u64);

@@ -129,6 +129,19 @@ __device__ __forceinline__ void piece_at(const u8* W, size_t pieces, size_t piec
 // dsc/16 and −64·dsc — the same value either way while dsc/16 is a normal f16 (|dsc| ≥ 2^-10,
 // i.e. 2^-14 of the matrix's largest: the host's power of two).
 
+// The 8-bit scale forms (Q4H_U8, Q6H_U8): bytes (lo, lo + 1) of w (`sel` 0x4140 or 0x4342)
+// less an offset (NEG = the offset's negation in both halves, 1024 + the bytes' bias) as exact
+// f16 integers — the f16 whose bits are 0x6400 | b is 1024 + b, one exact HADD2 — times the f16
+// in both halves of d2: each product rounded once (IEEE's signed zero where it is zero).
+template <u32 NEG>
+__device__ __forceinline__ u32 bytes_times(u32 w, u32 sel, u32 d2) {
+    u32 x;
+    asm("add.rn.f16x2 %0, %1, %2;" : "=r"(x) : "r"(__byte_perm(w, 0x64646464u, sel)), "r"(NEG));
+    return hmul2(x, d2);
+}
+// A byte pair's selector: the pair at bytes 2·odd, 2·odd + 1.
+__device__ __forceinline__ u32 pair_sel(int odd) { return odd ? 0x4342u : 0x4140u; }
+
 // Q4H's A fragments of one load's four tiles (both scale forms): quant words q, the dsc pairs of
 // sub-blocks (2j, 2j + 1) for rows g (Dg) and g + 8 (d8p).
 __device__ __forceinline__ void q4h_tiles(const uint4& q, u32 Dg, u32 d8p, u32 (&a)[4][4]) {
@@ -184,16 +197,12 @@ struct FmtQ4H {
         r.dg = ldw<G>((const u32*)p2 + g);
         r.d8 = ldw<G>((const u32*)p2 + g + 8);
     }
-    // Bytes (lo, lo + 1) of w (`sel` 0x4140 or 0x4342) as exact f16 integers, times the f16
-    // in both halves of d2: each product rounded once.
     static __device__ __forceinline__ u32 times(u32 w, u32 sel, u32 d2) {
-        u32 x;
-        asm("add.rn.f16x2 %0, %1, %2;" : "=r"(x) : "r"(__byte_perm(w, 0x64646464u, sel)), "r"(H2_M1024));
-        return hmul2(x, d2);
+        return bytes_times<H2_M1024>(w, sel, d2);
     }
     static __device__ __forceinline__ void frags(const Regs& r, int j, u32 (&a)[4][4]) {
         // Sub-blocks 2j and 2j + 1: sc bytes 2j, 2j + 1 of rows g and g + 8.
-        const u32 sel = (j & 1) ? 0x4342u : 0x4140u;
+        const u32 sel = pair_sel(j & 1);
         const u32 Dg = times(j < 2 ? r.sg.x : r.sg.y, sel, lo2(r.dg));
         const u32 d8p = times(j < 2 ? r.s8.x : r.s8.y, sel, lo2(r.d8));
         q4h_tiles(r.q[j], Dg, d8p, a);
@@ -201,7 +210,7 @@ struct FmtQ4H {
     // A = ndm of sub-blocks 2t4, 2t4 + 1 (rows g, g + 8): m bytes 8 + 2t4, 9 + 2t4 of the row
     // (word z for t4 < 2, w above); zeros at k 8..15; B = 32-value sums.
     static __device__ __forceinline__ void min_a(const Regs& r, int t4, u32 (&am)[4]) {
-        const u32 sel = (t4 & 1) ? 0x4342u : 0x4140u;
+        const u32 sel = pair_sel(t4 & 1);
         const u32 mg = (t4 & 2) ? r.sg.w : r.sg.z, m8 = (t4 & 2) ? r.s8.w : r.s8.z;
         am[0] = times(mg, sel, hi2(r.dg));
         am[1] = times(m8, sel, hi2(r.d8));
@@ -280,14 +289,27 @@ struct FmtQ4H {
 // 2h + 1's bits two places above tile 2h's; for register p the first value's two bits at 4 + 4p
 // (p < 3) or 0 (p = 3), the second's 16 higher), dsc as f16 [16 rows][16 sub-blocks of 16]; the
 // −32 offset as the min MMA: ndm = −32·dsc (exact) against the 16-value sums.
+// With 8-bit scales (-DQ6H_U8=1, `MUSER_CUDA_Q6H_SCALES=u8`; muser_cuda::q6h, `Scales::U8`) the
+// third section is [16 rows][16 bytes sc + 128] then [8 row pairs (g, g + 8)][2 f16 d' = 2^E·d]
+// (288 bytes instead of 512: 6.56 bits per weight instead of 7), each dsc pair rebuilt as
+// bytes_times (the exact product sc·d' rounded once) — Q6H's f16(2^E·d·sc) wherever 2^E·d is
+// exact: the host checks every sub-block bit for bit (q6h::repack).
+#ifndef Q6H_U8
+#define Q6H_U8 0
+#endif
 struct FmtQ6H {
     struct Regs {
         uint4 q[4];
         uint2 h[4];
+#if Q6H_U8
+        uint4 sg, s8;
+        u32 dd;
+#else
         uint4 dg[2], d8[2];
+#endif
     };
     // The three sections of a piece (low nibbles, high bits, dsc): their bytes.
-    static constexpr int S0 = 2048, S1 = 1024, S2 = 512;
+    static constexpr int S0 = 2048, S1 = 1024, S2 = Q6H_U8 ? 288 : 512;
     // Warps per SM of the one-token kernels (124 registers; matvec_h16.cu's MVH_BOUNDS).
     static constexpr int SM_WARPS = 16;
     // The min MMA's B: 32-bit words per (token, super-block) of the sums (XSUM16: 16 f16).
@@ -300,25 +322,45 @@ struct FmtQ6H {
             r.q[j] = ldw<G>((const uint4*)p0 + j * 32 + lane);
             r.h[j] = ldw<G>((const uint2*)p1 + j * 32 + lane);
         }
+#if Q6H_U8
+        r.sg = ldw<G>((const uint4*)p2 + g);
+        r.s8 = ldw<G>((const uint4*)p2 + g + 8);
+        r.dd = ldw<G>((const u32*)(p2 + 256) + g);
+#else
 #pragma unroll
         for (int c = 0; c < 2; ++c) {
             r.dg[c] = ldw<G>((const uint4*)p2 + g * 2 + c);
             r.d8[c] = ldw<G>((const uint4*)p2 + (g + 8) * 2 + c);
         }
+#endif
     }
-    // dsc pair word `wi` (sub-blocks 2wi, 2wi + 1) of a row's 16.
-    static __device__ __forceinline__ u32 dword(const uint4 (&d)[2], int wi) {
-        const uint4 v = d[wi >> 2];
-        const int e = wi & 3;
+    // Word e of a uint4.
+    static __device__ __forceinline__ u32 word(const uint4& v, int e) {
         return e == 0 ? v.x : e == 1 ? v.y : e == 2 ? v.z : v.w;
     }
+#if Q6H_U8
+    // dsc pair `wi` (sub-blocks 2wi, 2wi + 1) of row g (R8 false) or g + 8: from the bytes.
+    template <bool R8>
+    static __device__ __forceinline__ u32 pair(const Regs& r, int wi) {
+        constexpr u32 NEG = 0xE480E480u;  // (−1152, −1152): 1024 + the bytes' bias 128
+        if constexpr (R8) return bytes_times<NEG>(word(r.s8, wi >> 1), pair_sel(wi & 1), hi2(r.dd));
+        else return bytes_times<NEG>(word(r.sg, wi >> 1), pair_sel(wi & 1), lo2(r.dd));
+    }
+#else
+    // dsc pair word `wi` (sub-blocks 2wi, 2wi + 1) of row g (R8 false) or g + 8.
+    template <bool R8>
+    static __device__ __forceinline__ u32 pair(const Regs& r, int wi) {
+        if constexpr (R8) return word(r.d8[wi >> 2], wi & 3);
+        else return word(r.dg[wi >> 2], wi & 3);
+    }
+#endif
     static __device__ __forceinline__ void frags(const Regs& r, int j, u32 (&a)[4][4]) {
         const u32 w4[4] = {r.q[j].x, r.q[j].y, r.q[j].z, r.q[j].w};
         const u32 hw[2] = {r.h[j].x, r.h[j].y};
 #pragma unroll
         for (int i = 0; i < 4; ++i) {
             // Sub-block 4j + i: word 2j + i/2 of the row's dsc pairs, half i % 2.
-            const u32 pg = dword(r.dg, 2 * j + (i >> 1)), p8 = dword(r.d8, 2 * j + (i >> 1));
+            const u32 pg = pair<false>(r, 2 * j + (i >> 1)), p8 = pair<true>(r, 2 * j + (i >> 1));
             const u32 Dg = (i & 1) ? hi2(pg) : lo2(pg), D8r = (i & 1) ? hi2(p8) : lo2(p8);
             const u32 Cg = hmul2(Dg, H2_M1024), D8 = hmul2(D8r, H2_R16), C8 = hmul2(D8r, H2_M64);
             const u32 w = w4[i], w8 = w >> 8, h = hw[i >> 1] >> (2 * (i & 1)), h8 = h >> 8;
@@ -332,10 +374,10 @@ struct FmtQ6H {
     // 16-value sums of the same sub-blocks.
     static __device__ __forceinline__ void min_a(const Regs& r, int t4, u32 (&am)[4]) {
         const u32 m32 = 0xD000D000u;  // (−32, −32)
-        am[0] = hmul2(dword(r.dg, t4), m32);
-        am[1] = hmul2(dword(r.d8, t4), m32);
-        am[2] = hmul2(dword(r.dg, t4 + 4), m32);
-        am[3] = hmul2(dword(r.d8, t4 + 4), m32);
+        am[0] = hmul2(pair<false>(r, t4), m32);
+        am[1] = hmul2(pair<true>(r, t4), m32);
+        am[2] = hmul2(pair<false>(r, t4 + 4), m32);
+        am[3] = hmul2(pair<true>(r, t4 + 4), m32);
     }
     template <bool G>
     static __device__ __forceinline__ void min_b(const u32* sw, int t4, u32& b0, u32& b1) {

@@ -116,7 +116,8 @@ fn weights_fit(model: &Model) -> Result<(), String> {
 /// resolves the route's fixed choice (no Q6_K-P).
 pub fn check_options(model: &Model, opts: &mut CudaOptions) -> Result<(), EngineError> {
     // An unreadable MUSER_CUDA_Q4H_SCALES (read as auto by CudaOptions::new), by its name.
-    muser_cuda::q4h::Scales::choice_from_env()?;
+    muser_cuda::q4h::scales_from_env()?;
+    muser_cuda::q6h::scales_from_env()?;
     match std::env::var("MUSER_CUDA_H16_EW").as_deref() {
         Err(_) => {}
         Ok("plain" | "fused") if opts.acts == Acts::F16 => {}
@@ -295,35 +296,50 @@ pub fn check_options(model: &Model, opts: &mut CudaOptions) -> Result<(), Engine
     weights_fit(model).or_else(|e| refuse(opts, e))
 }
 
-/// `MUSER_CUDA_Q4H_SCALES=auto` (unset) on the f16 route: u8 where every Q4_K matrix of the
-/// model can take it exactly (`q4h::u8_check`, the repack's own check), else f16 — and then a
-/// note for the load report naming the matrix that could not. Other routes and explicit values
-/// are left as they are. The note also says how long the check took (it reads every Q4_K
-/// block's header).
-pub fn resolve_q4h_scales(model: &Model, opts: &mut CudaOptions) -> Option<String> {
-    use muser_cuda::q4h::{self, Scales};
-    if opts.acts != Acts::F16 || opts.q4h_scales.is_some() {
+/// `MUSER_CUDA_Q4H_SCALES` / `_Q6H_SCALES=auto` (unset) on the f16 route: u8 where every Q4_K
+/// (Q6_K) matrix of the model can take it exactly (`q4h::u8_check` / `q6h::u8_check`, the
+/// repacks' own checks), else f16 — and a note for the load report saying which, how long the
+/// checks took (they read every block's header) and the matrix that could not. Other routes
+/// and explicit values are left as they are.
+pub fn resolve_h16_scales(model: &Model, opts: &mut CudaOptions) -> Option<String> {
+    use muser_cuda::scales::Scales;
+    use muser_cuda::{q4h, q6h};
+    if opts.acts != Acts::F16 {
         return None;
     }
     let t = std::time::Instant::now();
     let g = model.gguf();
-    let refused = model
-        .weights
-        .matrices()
-        .filter(|m| m.ty == GgmlType::Q4_K)
-        .find_map(|m| {
-            q4h::u8_check(m.bytes(g), m.n_out, m.n_in)
-                .err()
-                .map(|e| (m.name.clone(), e))
+    type Check = fn(&[u8], usize, usize) -> Result<(), muser_cuda::CudaError>;
+    let mut notes = Vec::new();
+    let formats: [(&str, GgmlType, Check, &mut Option<Scales>); 2] = [
+        ("Q4H", GgmlType::Q4_K, q4h::u8_check, &mut opts.q4h_scales),
+        ("Q6H", GgmlType::Q6_K, q6h::u8_check, &mut opts.q6h_scales),
+    ];
+    for (name, ty, check, choice) in formats {
+        if choice.is_some() {
+            continue;
+        }
+        let refused = model
+            .weights
+            .matrices()
+            .filter(|m| m.ty == ty)
+            .find_map(|m| {
+                check(m.bytes(g), m.n_out, m.n_in)
+                    .err()
+                    .map(|e| format!("{}: {e}", m.name))
+            });
+        *choice = Some(if refused.is_some() {
+            Scales::F16
+        } else {
+            Scales::U8
         });
-    opts.q4h_scales = Some(if refused.is_some() {
-        Scales::F16
-    } else {
-        Scales::U8
-    });
-    let ms = t.elapsed().as_secs_f64() * 1e3;
-    Some(match refused {
-        None => format!("Q4H scales u8 (auto, checked in {ms:.0} ms)"),
-        Some((name, e)) => format!("Q4H scales f16 (auto, {ms:.0} ms: {name}: {e})"),
+        notes.push(match refused {
+            None => format!("{name} scales u8 (auto)"),
+            Some(why) => format!("{name} scales f16 (auto: {why})"),
+        });
+    }
+    (!notes.is_empty()).then(|| {
+        let ms = t.elapsed().as_secs_f64() * 1e3;
+        format!("{}, checked in {ms:.0} ms", notes.join(", "))
     })
 }

@@ -273,6 +273,7 @@ fn layouts(opts: &CudaOptions) -> weights::Layouts {
         q6_pad: opts.q6_pad,
         h16: opts.acts == Acts::F16,
         q4h: opts.q4h_scales.unwrap_or(muser_cuda::q4h::Scales::U8),
+        q6h: opts.q6h_scales.unwrap_or(muser_cuda::q6h::Scales::U8),
     }
 }
 
@@ -305,9 +306,9 @@ impl<'m> CudaSession<'m> {
         let gqa = c.gqa_ratio();
         resolve_default_acts(model, &mut opts);
         h16::check_options(model, &mut opts)?;
-        // MUSER_CUDA_Q4H_SCALES=auto: u8 where every Q4_K matrix can take it (said in the load
-        // report when it cannot).
-        let q4h_note = h16::resolve_q4h_scales(model, &mut opts);
+        // MUSER_CUDA_Q4H_SCALES / _Q6H_SCALES=auto: u8 where every Q4_K (Q6_K) matrix can take it
+        // (the load report says which, and what could not).
+        let q4h_note = h16::resolve_h16_scales(model, &mut opts);
         if opts.l2_prefetch_on() && opts.acts != Acts::F16 {
             return Err(EngineError::Config(
                 "the L2 prefetch branch (MUSER_CUDA_L2_PREFETCH) runs on the f16 route only \
@@ -403,11 +404,14 @@ impl<'m> CudaSession<'m> {
                 modules.push(Module::Prefetch);
             }
         }
-        let reg = Registry::build_modules_with(&gpu, &modules, opts.q4h_scales)?;
-        if opts.acts == Acts::F16 && Some(reg.h16.q4h_scales) != opts.q4h_scales {
+        let scales = [opts.q4h_scales, opts.q6h_scales];
+        let reg = Registry::build_modules_with(&gpu, &modules, scales)?;
+        if opts.acts == Acts::F16 && [Some(reg.h16.q4h_scales), Some(reg.h16.q6h_scales)] != scales
+        {
             return Err(EngineError::Config(format!(
-                "the Q4H kernels were compiled for {:?} scales and the weights planned as {:?}",
-                reg.h16.q4h_scales, opts.q4h_scales
+                "the Q4H / Q6H kernels were compiled for {:?} / {:?} scales and the weights \
+                 planned as {scales:?}",
+                reg.h16.q4h_scales, reg.h16.q6h_scales
             )));
         }
         check_q6_switches(&reg, opts.q6_pad)?;

@@ -107,6 +107,9 @@ pub struct CudaOptions {
     /// None: `auto`, resolved by `h16::check_options` (u8 where every Q4_K matrix can take it).
     /// An unreadable value reads as auto here and is refused by `h16::check_options`.
     pub q4h_scales: Option<muser_cuda::q4h::Scales>,
+    /// The same for the Q6_K matrices (`MUSER_CUDA_Q6H_SCALES=auto|f16|u8`, `muser_cuda::q6h`;
+    /// u8 has 6.25% fewer bytes per matrix).
+    pub q6h_scales: Option<muser_cuda::q6h::Scales>,
     /// Keys per attention partial block (`MUSER_CUDA_ATTN_SUPER`, a multiple of 32 in
     /// 32..=4096): the fixed partition of the key range (part of the numerics: every route
     /// of one session uses the same partition).
@@ -308,7 +311,8 @@ impl CudaOptions {
                 Ok(_) => Some(L2Kind::Invalid),
             },
             l2_prefetch_blocks: env_usize("MUSER_CUDA_L2_PREFETCH_BLOCKS"),
-            q4h_scales: muser_cuda::q4h::Scales::choice_from_env().unwrap_or(None),
+            q4h_scales: muser_cuda::q4h::scales_from_env().unwrap_or(None),
+            q6h_scales: muser_cuda::q6h::scales_from_env().unwrap_or(None),
             attn_super: env_usize("MUSER_CUDA_ATTN_SUPER").unwrap_or(ATTN_SUPER),
             attn_hpb: env_usize("MUSER_CUDA_ATTN_HPB").unwrap_or(0),
             attn_bufs: env_usize("MUSER_CUDA_ATTN_BUFS"),

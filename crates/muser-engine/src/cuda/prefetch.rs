@@ -51,7 +51,7 @@ impl CudaSession<'_> {
         let h16 = |m: &DevMatrix| m.h16.map(|(w, _)| w);
         let bytes = |m: &DevMatrix| match h16(m) {
             Some(HWeights::Q4H) => q4h::bytes(m.n_out, m.n_in, self.reg.h16.q4h_scales),
-            Some(HWeights::Q6H) => q6h::bytes(m.n_out, m.n_in),
+            Some(HWeights::Q6H) => q6h::bytes(m.n_out, m.n_in, self.reg.h16.q6h_scales),
             None => 0,
         };
         let total: usize = mats.iter().map(|m| bytes(m)).sum();
@@ -67,7 +67,7 @@ impl CudaSession<'_> {
             let g = share / (bytes(m) / groups).max(1);
             let parts = match w {
                 HWeights::Q4H => q4h::prefix(m.n_out, m.n_in, g, self.reg.h16.q4h_scales),
-                HWeights::Q6H => q6h::prefix(m.n_out, m.n_in, g),
+                HWeights::Q6H => q6h::prefix(m.n_out, m.n_in, g, self.reg.h16.q6h_scales),
             };
             pf.issue(&self.gpu, f, parts.map(|(o, len)| (m.ptr + o as u64, len)))?;
         }

@@ -258,8 +258,9 @@ pub fn q6p_kernels() -> TypeKernels {
 pub struct Layouts {
     pub q6_pad: bool,
     pub h16: bool,
-    /// The Q4H layout's scales (`CudaOptions::q4h_scales`).
+    /// The Q4H and Q6H layouts' scales (`CudaOptions::q4h_scales`, `q6h_scales`).
     pub q4h: q4h::Scales,
+    pub q6h: q6h::Scales,
 }
 
 /// Bytes the arena will need (for the VRAM plan).
@@ -350,7 +351,7 @@ fn layout(model: &Model, lay: Layouts) -> (Vec<ArenaSlice>, usize, Vec<Src<'_>>)
             Src::Floats(v) => v.len() * 4,
             Src::Q6Pad(_, _, rows, n_in) => rows * muser_cuda::q6pad::row_bytes(*n_in),
             Src::H16(HWeights::Q4H, _, _, rows, n_in) => q4h::bytes(*rows, *n_in, lay.q4h),
-            Src::H16(HWeights::Q6H, _, _, rows, n_in) => q6h::bytes(*rows, *n_in),
+            Src::H16(HWeights::Q6H, _, _, rows, n_in) => q6h::bytes(*rows, *n_in, lay.q6h),
         })
         .collect();
     let (slices, total) = plan(&lens);
@@ -381,7 +382,7 @@ pub fn upload(
                     let src = &bytes[off..off + len];
                     Ok(match h {
                         HWeights::Q4H => q4h::repack(src, rows, n_in, lay.q4h)?.bytes,
-                        HWeights::Q6H => q6h::repack(src, rows, n_in)?.bytes,
+                        HWeights::Q6H => q6h::repack(src, rows, n_in, lay.q6h)?.bytes,
                     })
                 })),
             };
