@@ -197,12 +197,14 @@ pub struct H16Switches {
     /// 3799.9 / 3012.4 (the tiles' extra unpacking); FFN gate / up 2109 vs 2280 µs per token.
     pub q4h_scales: crate::q4h::Scales,
     /// How Q6H matrices store their sub-block scales (`-DQ6H_U8`,
-    /// `MUSER_CUDA_Q6H_SCALES=auto|f16|u8`; muser_cuda::q6h, formats_h16.cuh): u8 keeps Q6_K's
-    /// signed 8-bit scales as bytes (biased by 128) with one f16 d' per row and super-block —
-    /// 6.25% fewer bytes per Q6H matrix (the Q6_K FFN down, V, the output head) — and rebuilds
-    /// the f16 layout's `dsc` exactly (repack-checked: the same bits). `auto` as
-    /// `q4h_scales`. Static SASS: `mvh_q6h_s4` 121 registers and 1144 instructions against 126
-    /// and 984 (the same 16 warps per SM).
+    /// `MUSER_CUDA_Q6H_SCALES=auto|f16|u8`, auto = f16; muser_cuda::q6h, formats_h16.cuh): u8
+    /// keeps Q6_K's signed 8-bit scales as bytes (biased by 128) with one f16 d' per row and
+    /// super-block — 6.25% fewer bytes per Q6H matrix (the Q6_K FFN down, V, the output head) —
+    /// and rebuilds the f16 layout's `dsc` exactly (repack-checked: the same bits). Static SASS:
+    /// `mvh_q6h_s4` 121 registers and 1144 instructions against 126 and 984 (the same 16 warps
+    /// per SM). Session 41, H200, full forge, alternating twice: tg128 148.42 / 149.68 with u8
+    /// against 149.30 / 150.01 (the Q6H kernels' extra unpacking costs more than the bytes save;
+    /// tiny logits the same) — so f16.
     pub q6h_scales: crate::q6h::Scales,
 }
 
@@ -314,7 +316,7 @@ impl H16Switches {
             ));
         }
         let q4h_scales = crate::q4h::scales_from_env()?.unwrap_or(crate::q4h::Scales::U8);
-        let q6h_scales = crate::q6h::scales_from_env()?.unwrap_or(crate::q6h::Scales::U8);
+        let q6h_scales = crate::q6h::scales_from_env()?.unwrap_or(crate::q6h::Scales::F16);
         Ok(H16Switches {
             h16_wide_s,
             h16_mid_s,
@@ -396,8 +398,8 @@ impl H16Switches {
         if self.q4h_scales == crate::q4h::Scales::F16 {
             l += "-q4f16";
         }
-        if self.q6h_scales == crate::q6h::Scales::F16 {
-            l += "-q6f16";
+        if self.q6h_scales == crate::q6h::Scales::U8 {
+            l += "-q6u8";
         }
         l
     }
@@ -461,7 +463,7 @@ mod tests {
             "-DMVH_XTOUCH=0",
             "-DMVH_WBOUNDS=1",
             "-DQ4H_U8=1",
-            "-DQ6H_U8=1",
+            "-DQ6H_U8=0",
         ] {
             assert!(
                 d.defines().contains(&define.to_string()),
@@ -490,11 +492,11 @@ mod tests {
             ),
             (
                 H16Switches {
-                    q6h_scales: crate::q6h::Scales::F16,
+                    q6h_scales: crate::q6h::Scales::U8,
                     ..d
                 },
-                "mvh-s2-q6f16",
-                "-DQ6H_U8=0",
+                "mvh-s2-q6u8",
+                "-DQ6H_U8=1",
             ),
             (
                 H16Switches {

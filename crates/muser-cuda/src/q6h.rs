@@ -46,7 +46,8 @@ pub struct Q6h {
     pub exp: i32,
 }
 
-/// `MUSER_CUDA_Q6H_SCALES=auto|f16|u8` ([`Scales::choice_from_env`]).
+/// `MUSER_CUDA_Q6H_SCALES=auto|f16|u8` ([`Scales::choice_from_env`]); None (auto) means f16
+/// for Q6H: u8 measured slower (crate::h16_switches, `q6h_scales`).
 pub fn scales_from_env() -> Result<Option<Scales>, CudaError> {
     Scales::choice_from_env("MUSER_CUDA_Q6H_SCALES")
 }

@@ -296,50 +296,40 @@ pub fn check_options(model: &Model, opts: &mut CudaOptions) -> Result<(), Engine
     weights_fit(model).or_else(|e| refuse(opts, e))
 }
 
-/// `MUSER_CUDA_Q4H_SCALES` / `_Q6H_SCALES=auto` (unset) on the f16 route: u8 where every Q4_K
-/// (Q6_K) matrix of the model can take it exactly (`q4h::u8_check` / `q6h::u8_check`, the
-/// repacks' own checks), else f16 — and a note for the load report saying which, how long the
-/// checks took (they read every block's header) and the matrix that could not. Other routes
-/// and explicit values are left as they are.
+/// `MUSER_CUDA_Q4H_SCALES=auto` (unset) on the f16 route: u8 where every Q4_K matrix of the
+/// model can take it exactly (`q4h::u8_check`, the repack's own check), else f16 — and a note
+/// for the load report saying which, how long the check took (it reads every block's header)
+/// and the matrix that could not. `MUSER_CUDA_Q6H_SCALES=auto` is f16 (u8 measured slower;
+/// `q6h::u8_check` is the repack's check under an explicit u8). Other routes and explicit
+/// values are left as they are.
 pub fn resolve_h16_scales(model: &Model, opts: &mut CudaOptions) -> Option<String> {
-    use muser_cuda::scales::Scales;
-    use muser_cuda::{q4h, q6h};
+    use muser_cuda::q4h::{self, Scales};
     if opts.acts != Acts::F16 {
+        return None;
+    }
+    opts.q6h_scales.get_or_insert(Scales::F16);
+    if opts.q4h_scales.is_some() {
         return None;
     }
     let t = std::time::Instant::now();
     let g = model.gguf();
-    type Check = fn(&[u8], usize, usize) -> Result<(), muser_cuda::CudaError>;
-    let mut notes = Vec::new();
-    let formats: [(&str, GgmlType, Check, &mut Option<Scales>); 2] = [
-        ("Q4H", GgmlType::Q4_K, q4h::u8_check, &mut opts.q4h_scales),
-        ("Q6H", GgmlType::Q6_K, q6h::u8_check, &mut opts.q6h_scales),
-    ];
-    for (name, ty, check, choice) in formats {
-        if choice.is_some() {
-            continue;
-        }
-        let refused = model
-            .weights
-            .matrices()
-            .filter(|m| m.ty == ty)
-            .find_map(|m| {
-                check(m.bytes(g), m.n_out, m.n_in)
-                    .err()
-                    .map(|e| format!("{}: {e}", m.name))
-            });
-        *choice = Some(if refused.is_some() {
-            Scales::F16
-        } else {
-            Scales::U8
+    let refused = model
+        .weights
+        .matrices()
+        .filter(|m| m.ty == GgmlType::Q4_K)
+        .find_map(|m| {
+            q4h::u8_check(m.bytes(g), m.n_out, m.n_in)
+                .err()
+                .map(|e| format!("{}: {e}", m.name))
         });
-        notes.push(match refused {
-            None => format!("{name} scales u8 (auto)"),
-            Some(why) => format!("{name} scales f16 (auto: {why})"),
-        });
-    }
-    (!notes.is_empty()).then(|| {
-        let ms = t.elapsed().as_secs_f64() * 1e3;
-        format!("{}, checked in {ms:.0} ms", notes.join(", "))
+    opts.q4h_scales = Some(if refused.is_some() {
+        Scales::F16
+    } else {
+        Scales::U8
+    });
+    let ms = t.elapsed().as_secs_f64() * 1e3;
+    Some(match refused {
+        None => format!("Q4H scales u8 (auto, checked in {ms:.0} ms)"),
+        Some(why) => format!("Q4H scales f16 (auto, {ms:.0} ms: {why})"),
     })
 }

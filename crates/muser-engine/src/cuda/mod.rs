@@ -273,7 +273,7 @@ fn layouts(opts: &CudaOptions) -> weights::Layouts {
         q6_pad: opts.q6_pad,
         h16: opts.acts == Acts::F16,
         q4h: opts.q4h_scales.unwrap_or(muser_cuda::q4h::Scales::U8),
-        q6h: opts.q6h_scales.unwrap_or(muser_cuda::q6h::Scales::U8),
+        q6h: opts.q6h_scales.unwrap_or(muser_cuda::q6h::Scales::F16),
     }
 }
 
@@ -306,8 +306,8 @@ impl<'m> CudaSession<'m> {
         let gqa = c.gqa_ratio();
         resolve_default_acts(model, &mut opts);
         h16::check_options(model, &mut opts)?;
-        // MUSER_CUDA_Q4H_SCALES / _Q6H_SCALES=auto: u8 where every Q4_K (Q6_K) matrix can take it
-        // (the load report says which, and what could not).
+        // MUSER_CUDA_Q4H_SCALES=auto: u8 where every Q4_K matrix can take it (the load report
+        // says which, and what could not); MUSER_CUDA_Q6H_SCALES=auto: f16.
         let q4h_note = h16::resolve_h16_scales(model, &mut opts);
         if opts.l2_prefetch_on() && opts.acts != Acts::F16 {
             return Err(EngineError::Config(

@@ -108,7 +108,7 @@ pub struct CudaOptions {
     /// An unreadable value reads as auto here and is refused by `h16::check_options`.
     pub q4h_scales: Option<muser_cuda::q4h::Scales>,
     /// The same for the Q6_K matrices (`MUSER_CUDA_Q6H_SCALES=auto|f16|u8`, `muser_cuda::q6h`;
-    /// u8 has 6.25% fewer bytes per matrix).
+    /// u8 has 6.25% fewer bytes per matrix but measured slower, so auto = f16).
     pub q6h_scales: Option<muser_cuda::q6h::Scales>,
     /// Keys per attention partial block (`MUSER_CUDA_ATTN_SUPER`, a multiple of 32 in
     /// 32..=4096): the fixed partition of the key range (part of the numerics: every route
