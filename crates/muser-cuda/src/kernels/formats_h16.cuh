@@ -161,8 +161,9 @@ __device__ __forceinline__ void q4h_tiles(const uint4& q, u32 Dg, u32 d8p, u32 (
     }
 }
 
-// The Q4H scales' form (-DQ4H_U8, `MUSER_CUDA_Q4H_SCALES=f16|u8`, default 0: f16): the same
-// numbers either way (below); the host writes the layout that matches (q4h::Scales).
+// The Q4H scales' form (-DQ4H_U8, `MUSER_CUDA_Q4H_SCALES=auto|f16|u8`: the host passes 1 where
+// the model allows it, auto being the default since session 41; this file's fallback 0 is f16):
+// the same numbers either way (below); the host writes the layout that matches (q4h::Scales).
 #ifndef Q4H_U8
 #define Q4H_U8 0
 #endif
@@ -294,6 +295,7 @@ struct FmtQ4H {
 // (288 bytes instead of 512: 6.56 bits per weight instead of 7), each dsc pair rebuilt as
 // bytes_times (the exact product sc·d' rounded once) — Q6H's f16(2^E·d·sc) wherever 2^E·d is
 // exact: the host checks every sub-block bit for bit (q6h::repack).
+// (Measured slower in session 41: the host passes 0 unless MUSER_CUDA_Q6H_SCALES=u8.)
 #ifndef Q6H_U8
 #define Q6H_U8 0
 #endif

@@ -115,7 +115,8 @@ fn weights_fit(model: &Model) -> Result<(), String> {
 /// The options and the model's matmul weights against what the f16 route has kernels for;
 /// resolves the route's fixed choice (no Q6_K-P).
 pub fn check_options(model: &Model, opts: &mut CudaOptions) -> Result<(), EngineError> {
-    // An unreadable MUSER_CUDA_Q4H_SCALES (read as auto by CudaOptions::new), by its name.
+    // An unreadable MUSER_CUDA_Q4H_SCALES / _Q6H_SCALES (read as auto by CudaOptions::new), by
+    // its name.
     muser_cuda::q4h::scales_from_env()?;
     muser_cuda::q6h::scales_from_env()?;
     match std::env::var("MUSER_CUDA_H16_EW").as_deref() {

@@ -308,7 +308,7 @@ impl<'m> CudaSession<'m> {
         h16::check_options(model, &mut opts)?;
         // MUSER_CUDA_Q4H_SCALES=auto: u8 where every Q4_K matrix can take it (the load report
         // says which, and what could not); MUSER_CUDA_Q6H_SCALES=auto: f16.
-        let q4h_note = h16::resolve_h16_scales(model, &mut opts);
+        let scales_note = h16::resolve_h16_scales(model, &mut opts);
         if opts.l2_prefetch_on() && opts.acts != Acts::F16 {
             return Err(EngineError::Config(
                 "the L2 prefetch branch (MUSER_CUDA_L2_PREFETCH) runs on the f16 route only \
@@ -488,7 +488,7 @@ impl<'m> CudaSession<'m> {
             gbps,
             plan.kv as f64 / 1e6,
             plan.scratch as f64 / 1e6,
-        ) + &q4h_note.map_or(String::new(), |n| format!(", {n}"));
+        ) + &scales_note.map_or(String::new(), |n| format!(", {n}"));
         let n_seq = opts.n_seq;
         // The branch only on the f16 route (refused above otherwise).
         let prefetch = match opts.l2_prefetch_on() {
@@ -675,5 +675,58 @@ mod tests {
         let p3 = vram_plan(&m, &three);
         assert_eq!(p3.kv, 3 * plan.kv);
         assert_eq!((p3.weights, p3.scratch), (plan.weights, plan.scratch));
+    }
+
+    /// `MUSER_CUDA_Q4H_SCALES=auto` on the f16 route picks u8 for a model whose Q4_K matrices
+    /// all take it (the forge's do), says so for the load report, and plans fewer weight bytes;
+    /// Q6H's auto is f16; other routes are left unresolved.
+    #[test]
+    fn auto_scales_pick_u8_for_q4h_and_f16_for_q6h() {
+        for v in ["MUSER_CUDA_Q4H_SCALES", "MUSER_CUDA_Q6H_SCALES"] {
+            if std::env::var_os(v).is_some() {
+                eprintln!("skipping: {v} is set in this environment");
+                return;
+            }
+        }
+        use muser_cuda::scales::Scales::{F16, U8};
+        let m = tiny();
+        let mut a8 = CudaOptions::new(1000, 100);
+        a8.acts = Acts::A8;
+        assert_eq!(h16::resolve_h16_scales(&m, &mut a8), None);
+        assert_eq!((a8.q4h_scales, a8.q6h_scales), (None, None));
+        let mut opts = CudaOptions::new(1000, 100);
+        opts.acts = Acts::F16;
+        let note = h16::resolve_h16_scales(&m, &mut opts).expect("a note");
+        assert!(
+            note.starts_with("Q4H scales u8 (auto, checked in"),
+            "{note}"
+        );
+        assert_eq!((opts.q4h_scales, opts.q6h_scales), (Some(U8), Some(F16)));
+        let mut f16 = opts.clone();
+        f16.q4h_scales = Some(F16);
+        let (u, f) = (vram_plan(&m, &opts).weights, vram_plan(&m, &f16).weights);
+        assert!(u < f, "u8 {u} vs f16 {f} weight bytes");
+
+        // One Q4_K matrix with a block of d·sc = 1024·63 (so 2^E = 2^-11, under which the other
+        // blocks' d' fall below f16's normals and lose bits): auto falls back to f16 and names it.
+        let cfg = muser_forge::ForgeConfig::preset("tiny").expect("tiny");
+        let mut bytes = Vec::new();
+        muser_forge::forge(&cfg, &mut bytes, &mut |_| {}).expect("forge");
+        let q4 = m
+            .weights
+            .matrices()
+            .find(|w| w.ty == muser_gguf::GgmlType::Q4_K)
+            .expect("a Q4_K matrix");
+        let (name, (at, _)) = (q4.name.clone(), q4.file_range());
+        bytes[at..at + 2].copy_from_slice(&half::f16::from_f32(1024.0).to_le_bytes());
+        bytes[at + 4] |= 63;
+        let bent = Model::from_gguf(Arc::new(muser_gguf::Gguf::from_bytes(bytes).expect("gguf")))
+            .expect("model");
+        let mut opts = CudaOptions::new(1000, 100);
+        opts.acts = Acts::F16;
+        let note = h16::resolve_h16_scales(&bent, &mut opts).expect("a note");
+        assert!(note.starts_with("Q4H scales f16 (auto"), "{note}");
+        assert!(note.contains(&name), "{note}");
+        assert_eq!(opts.q4h_scales, Some(F16));
     }
 }

@@ -104,8 +104,8 @@ pub struct CudaOptions {
     /// How the f16 route's Q4_K matrices store their sub-block factors
     /// (`MUSER_CUDA_Q4H_SCALES=auto|f16|u8`, `muser_cuda::q4h::Scales`; the registry compiles
     /// the matching reader). The same numbers either way; u8 has 7.5% fewer bytes per matrix.
-    /// None: `auto`, resolved by `h16::check_options` (u8 where every Q4_K matrix can take it).
-    /// An unreadable value reads as auto here and is refused by `h16::check_options`.
+    /// None: `auto`, resolved by `h16::resolve_h16_scales` (u8 where every Q4_K matrix can take
+    /// it). An unreadable value reads as auto here and is refused by `h16::check_options`.
     pub q4h_scales: Option<muser_cuda::q4h::Scales>,
     /// The same for the Q6_K matrices (`MUSER_CUDA_Q6H_SCALES=auto|f16|u8`, `muser_cuda::q6h`;
     /// u8 has 6.25% fewer bytes per matrix but measured slower, so auto = f16).
