@@ -428,6 +428,7 @@ mod tests {
         variant(Module::MatvecH16, &["-DMVH_PP=2"]);
         variant(Module::MatvecH16, &["-DMVH_PP=3"]);
         variant(Module::MatvecH16, &["-DMVH_PP=3", "-DMVH_PP_SETS=3"]);
+        variant(Module::MatvecH16, &["-DMVH_PP=3", "-DMVH_EARLY_PP=1"]);
         variant(
             Module::MatvecH16,
             &["-DMVH_PP=1", "-DMVH_WBOUNDS=0", "-DMVH_XTOUCH=1"],

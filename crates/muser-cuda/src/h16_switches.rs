@@ -36,6 +36,14 @@ pub struct H16Switches {
     /// not kept (12-layer full-width forge, session 27, tg128 431.40 / 432.87 / 421.04 at
     /// N = 2 / 4 / 8 vs 436.57 at 1). The same loads, so the same bits.
     pub mvh_early: u32,
+    /// With `MVH_EARLY=1`, the one-token chains on `MVH_PP`'s two register sets also request
+    /// their second piece before the PDL wait (`-DMVH_EARLY_PP`, `MUSER_CUDA_MVH_EARLY_PP=0|1`,
+    /// default 0; mvh_chain.cuh): two pieces in flight during the previous kernel's tail. Why:
+    /// session 41's PC sampling — the Q4H S = 4 / 8 launches wait on their pieces' first bytes.
+    /// The same loads and MMAs in the same order: the same bits. Built in session 41, static
+    /// SASS only; not yet measured. Refused without `MVH_EARLY=1` and `MVH_PP`, or with
+    /// `MVH_PP_SETS=3` or `MVH_AHEAD=2`.
+    pub mvh_early_pp: bool,
     /// Weight pieces each f16 matmul chain (`mvh_*`, `mmh_*`, the fused FFN launch) holds
     /// ahead in registers (`-DMVH_AHEAD`, `MUSER_CUDA_MVH_AHEAD=1|2`, default 1). The same loads
     /// in the same order, so the same bits. 2 not kept (H200, full forge, session 28: tg128
@@ -210,7 +218,7 @@ pub struct H16Switches {
 
 impl H16Switches {
     /// The environment variables `from_env` reads (the engine refuses them on other routes).
-    pub const ENV: [&'static str; 19] = [
+    pub const ENV: [&'static str; 20] = [
         "MUSER_CUDA_H16_WIDE_S",
         "MUSER_CUDA_H16_MID_S",
         "MUSER_CUDA_H16_NARROW_S",
@@ -230,6 +238,7 @@ impl H16Switches {
         "MUSER_CUDA_MVH_WBOUNDS",
         "MUSER_CUDA_Q4H_SCALES",
         "MUSER_CUDA_Q6H_SCALES",
+        "MUSER_CUDA_MVH_EARLY_PP",
     ];
 
     pub(crate) fn from_env() -> Result<H16Switches, CudaError> {
@@ -315,6 +324,15 @@ impl H16Switches {
                     .into(),
             ));
         }
+        let mvh_early_pp = env_choice("MUSER_CUDA_MVH_EARLY_PP", 0, &[0, 1])? == 1;
+        if mvh_early_pp && (mvh_early != 1 || mvh_pp == 0 || mvh_pp_sets == 3 || mvh_ahead != 1) {
+            return Err(CudaError::Invalid(
+                "MUSER_CUDA_MVH_EARLY_PP=1 requests MUSER_CUDA_MVH_PP's second register set \
+                 before the PDL wait: it needs MUSER_CUDA_MVH_EARLY=1 and MUSER_CUDA_MVH_PP=1|2|3 \
+                 (3 the default), not MUSER_CUDA_MVH_PP_SETS=3 or MUSER_CUDA_MVH_AHEAD=2"
+                    .into(),
+            ));
+        }
         let q4h_scales = crate::q4h::scales_from_env()?.unwrap_or(crate::q4h::Scales::U8);
         let q6h_scales = crate::q6h::scales_from_env()?.unwrap_or(crate::q6h::Scales::F16);
         Ok(H16Switches {
@@ -323,6 +341,7 @@ impl H16Switches {
             h16_narrow_s,
             mvh_bulk,
             mvh_early,
+            mvh_early_pp,
             mvh_ahead,
             mvh_xpf,
             mvh_whint,
@@ -357,6 +376,9 @@ impl H16Switches {
             (0, n) => format!("-early{n}"),
             (d, _) => format!("-bulk{d}"),
         };
+        if self.mvh_early_pp {
+            l += "-epp";
+        }
         if self.mvh_ahead != 1 {
             l += &format!("-ahead{}", self.mvh_ahead);
         }
@@ -410,6 +432,7 @@ impl H16Switches {
         vec![
             format!("-DMVH_BULK={}", self.mvh_bulk),
             format!("-DMVH_EARLY={}", self.mvh_early),
+            format!("-DMVH_EARLY_PP={}", u8::from(self.mvh_early_pp)),
             format!("-DMVH_AHEAD={}", self.mvh_ahead),
             format!("-DMVH_XPF={}", self.mvh_xpf),
             format!("-DMVH_WHINT={}", self.mvh_whint),
@@ -464,6 +487,7 @@ mod tests {
             "-DMVH_WBOUNDS=1",
             "-DQ4H_U8=1",
             "-DQ6H_U8=0",
+            "-DMVH_EARLY_PP=0",
         ] {
             assert!(
                 d.defines().contains(&define.to_string()),
@@ -489,6 +513,14 @@ mod tests {
                 },
                 "mvh-s2-q4f16",
                 "-DQ4H_U8=0",
+            ),
+            (
+                H16Switches {
+                    mvh_early_pp: true,
+                    ..d
+                },
+                "mvh-s2-epp",
+                "-DMVH_EARLY_PP=1",
             ),
             (
                 H16Switches {

@@ -14,6 +14,17 @@
 #ifndef MVH_EARLY
 #define MVH_EARLY 1
 #endif
+// With MVH_EARLY = 1, one-token chains on MVH_PP's two register sets also request their second
+// piece before the PDL wait, into the second set (-DMVH_EARLY_PP, `MUSER_CUDA_MVH_EARLY_PP=0|1`,
+// default 0): two pieces in flight while the previous kernel finishes instead of one. Why
+// (session 41, PC sampling): the Q4H S = 4 / 8 launches — ~3.25 pieces per warp at S = 8 —
+// spend most of their stalls waiting on a piece's first bytes. The same pieces, loads and order
+// of MMAs: the same bits. Q4H's kernels only (static SASS: `mvh_q4h_s4` 104 registers, 736
+// instructions against 106 / 712; `_s8` 122 / 792 against 126 / 776; Q6H's would take 132
+// registers). Not with MVH_PP_SETS=3 (its own loop; the host refuses it).
+#ifndef MVH_EARLY_PP
+#define MVH_EARLY_PP 0
+#endif
 
 // The pieces each decode chain holds ahead in registers (-DMVH_AHEAD, `MUSER_CUDA_MVH_AHEAD`,
 // 1 by default, or 2): more bytes in flight per warp, so the last warps of a launch still pull
@@ -70,6 +81,10 @@ __device__ constexpr bool mvh_pp_on() {
 #endif
 #if MVH_PP_SETS == 3 && (MVH_PP != 3 || MVH_XTOUCH)
 #error "MVH_PP_SETS=3 rotates MVH_PP=3's register sets, without MVH_XTOUCH"
+#endif
+// (MVH_EARLY_PP, above.)
+#if MVH_EARLY_PP && (MVH_EARLY != 1 || MVH_PP == 0 || MVH_PP_SETS == 3 || MVH_AHEAD != 1)
+#error "MVH_EARLY_PP takes MVH_EARLY=1 with MVH_PP's two register sets (MVH_AHEAD=1)"
 #endif
 template <class F, int S>
 __device__ constexpr bool mvh_pp3_on() {
@@ -380,8 +395,17 @@ __device__ __forceinline__ void mvh_chain(const u8* __restrict__ W, size_t piece
 #if MVH_AHEAD == 2
     typename F::Regs r1;
 #endif
+#if MVH_EARLY_PP
+    // MVH_PP's second set, its first piece requested before the wait (MVH_EARLY_PP).
+    // Q4H's only: the Q6H kernels would go from 126 registers to 132 (12 warps per SM, not 16).
+    constexpr bool early_pp = !XS && TG == 1 && F::SM_WARPS == 20 && mvh_pp_on<F, S>();
+    typename F::Regs r2;
+#endif
 #if MVH_EARLY
     if (s < nsb) load(s, r);
+#if MVH_EARLY_PP
+    if (early_pp && s + S < nsb) load(s + S, r2);
+#endif
 #if MVH_AHEAD == 2
     if (s + S < nsb) load(s + S, r1);
 #endif
@@ -442,6 +466,24 @@ __device__ __forceinline__ void mvh_chain(const u8* __restrict__ W, size_t piece
         }
         return;
     }
+#if MVH_EARLY_PP
+    if constexpr (early_pp) {
+        // MVH_PP's loop below with each piece's load into the second set moved to the end of
+        // the previous round — the first one before the wait, above: the same loads in the same
+        // order between the same pieces.
+        for (; s < nsb; s += 2 * S) {
+            touch(s + S);
+            mvh_piece<F, TG, false, XG, LN>(r, s, K, nsb, XH, sums, tok0, n_tok, g, t4, acc);
+            if (s + S >= nsb) break;
+            if (s + 2 * S < nsb) load(s + 2 * S, r);
+            touch(s + 2 * S);
+            mvh_piece<F, TG, false, XG, LN>(r2, s + S, K, nsb, XH, sums, tok0, n_tok, g, t4, acc);
+            if (s + 3 * S < nsb) load(s + 3 * S, r2);
+        }
+        keep_touches();
+        return;
+    }
+#endif
     if constexpr (!XS && TG == 1 && MVH_AHEAD == 1 && mvh_pp_on<F, S>()) {
         // Two register sets in turn (MVH_PP): the next piece is requested into the set the
         // previous piece was computed from, and nothing is copied, so no instruction waits on
