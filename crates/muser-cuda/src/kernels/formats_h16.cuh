@@ -139,6 +139,10 @@ __device__ __forceinline__ u32 bytes_times(u32 w, u32 sel, u32 d2) {
     asm("add.rn.f16x2 %0, %1, %2;" : "=r"(x) : "r"(__byte_perm(w, 0x64646464u, sel)), "r"(NEG));
     return hmul2(x, d2);
 }
+// Word e of a uint4 (the scale registers' pairs).
+__device__ __forceinline__ u32 word(const uint4& v, int e) {
+    return e == 0 ? v.x : e == 1 ? v.y : e == 2 ? v.z : v.w;
+}
 // A byte pair's selector: the pair at bytes 2·odd, 2·odd + 1.
 __device__ __forceinline__ u32 pair_sel(int odd) { return odd ? 0x4342u : 0x4140u; }
 
@@ -167,80 +171,26 @@ __device__ __forceinline__ void q4h_tiles(const uint4& q, u32 Dg, u32 d8p, u32 (
 #ifndef Q4H_U8
 #define Q4H_U8 0
 #endif
-#if Q4H_U8
-// Q4H with 8-bit scales (-DQ4H_U8=1, `MUSER_CUDA_Q4H_SCALES=u8`; muser_cuda::q4h, `Scales::U8`):
-// per (group, super-block) the same quants, then per row [8 sc bytes][8 m bytes] (16 rows × 16
-// bytes), then per row the f16 pair (d', −dmin') = 2^E·(d, −dmin). 4.625 bits per weight
-// instead of 5: 7.5% fewer bytes. The kernel rebuilds Q4H's factors exactly: a byte pair
-// becomes two exact f16 integers ((1024 + b) − 1024: the f16 whose bits are 0x6400 | b, one
-// exact HADD2), times d' (or −dmin') in one HMUL2 — the product rounded once, a zero one
-// carrying the product's sign — which is Q4H's f16(2^E·d·sc) (f16(−2^E·dmin·m)) whenever the
-// pair is exact. The host checks every sub-block against Q4H's values bit for bit before it
-// writes this layout (q4h::repack), so both layouts give every kernel the same bits.
+// Q4H (muser_cuda::q4h): per (group, super-block) quants [4 loads][32 lanes][16 bytes], then
+// - f16 scales: dsc and ndm as f16 [16 rows][8 sub-blocks of 32];
+// - 8-bit scales (-DQ4H_U8=1, `Scales::U8`): per row [8 sc bytes][8 m bytes] (16 rows × 16
+//   bytes), then per row the f16 pair (d', −dmin') = 2^E·(d, −dmin): 4.625 bits per weight
+//   instead of 5. The kernel rebuilds the f16 form's factors exactly: a byte pair becomes two
+//   exact f16 integers ((1024 + b) − 1024: the f16 whose bits are 0x6400 | b, one exact HADD2),
+//   times d' (or −dmin') in one HMUL2 — the product rounded once, a zero one carrying the
+//   product's sign — which is f16(2^E·d·sc) (f16(−2^E·dmin·m)) whenever the pair is exact. The
+//   host checks every sub-block against the f16 form bit for bit before it writes this layout
+//   (q4h::repack), so both layouts give every kernel the same bits.
+// The mins against the 32-value sums.
 struct FmtQ4H {
+    // sg, s8: rows g and g + 8's 16 scale bytes (f16: 8 dsc; u8: 8 sc and 8 m); mg, m8: f16 the
+    // ndm pair of sub-blocks (2t4, 2t4 + 1), u8 the row's (d', −dmin').
     struct Regs {
         uint4 q[4], sg, s8;
-        u32 dg, d8;
-    };
-    // The three sections of a piece (quants, sc / m bytes, (d', dmin') pairs): their bytes.
-    static constexpr int S0 = 2048, S1 = 256, S2 = 64;
-    // Warps per SM of the one-token kernels (96 registers; matvec_h16.cu's MVH_BOUNDS).
-    static constexpr int SM_WARPS = 20;
-    // The min MMA's B: 32-bit words per (token, super-block) of the sums (XSUM: 8 f16).
-    static constexpr int SUM_WORDS = 4;
-    template <bool G>
-    static __device__ __forceinline__ void load_at(const u8* p0, const u8* p1, const u8* p2,
-                                                   int lane, int g, int t4, Regs& r) {
-#pragma unroll
-        for (int j = 0; j < 4; ++j) r.q[j] = ldw<G>((const uint4*)p0 + j * 32 + lane);
-        r.sg = ldw<G>((const uint4*)p1 + g);
-        r.s8 = ldw<G>((const uint4*)p1 + g + 8);
-        r.dg = ldw<G>((const u32*)p2 + g);
-        r.d8 = ldw<G>((const u32*)p2 + g + 8);
-    }
-    static __device__ __forceinline__ u32 times(u32 w, u32 sel, u32 d2) {
-        return bytes_times<H2_M1024>(w, sel, d2);
-    }
-    static __device__ __forceinline__ void frags(const Regs& r, int j, u32 (&a)[4][4]) {
-        // Sub-blocks 2j and 2j + 1: sc bytes 2j, 2j + 1 of rows g and g + 8.
-        const u32 sel = pair_sel(j & 1);
-        const u32 Dg = times(j < 2 ? r.sg.x : r.sg.y, sel, lo2(r.dg));
-        const u32 d8p = times(j < 2 ? r.s8.x : r.s8.y, sel, lo2(r.d8));
-        q4h_tiles(r.q[j], Dg, d8p, a);
-    }
-    // A = ndm of sub-blocks 2t4, 2t4 + 1 (rows g, g + 8): m bytes 8 + 2t4, 9 + 2t4 of the row
-    // (word z for t4 < 2, w above); zeros at k 8..15; B = 32-value sums.
-    static __device__ __forceinline__ void min_a(const Regs& r, int t4, u32 (&am)[4]) {
-        const u32 sel = pair_sel(t4 & 1);
-        const u32 mg = (t4 & 2) ? r.sg.w : r.sg.z, m8 = (t4 & 2) ? r.s8.w : r.s8.z;
-        am[0] = times(mg, sel, hi2(r.dg));
-        am[1] = times(m8, sel, hi2(r.d8));
-        am[2] = 0u;
-        am[3] = 0u;
-    }
-    template <bool G>
-    static __device__ __forceinline__ void min_b(const u32* sw, int t4, u32& b0, u32& b1) {
-        b0 = lda<G>(sw + t4);
-        b1 = 0u;
-    }
-    static __device__ __forceinline__ const u16* sums(const u16* XSUM, const u16* XSUM16) {
-        return XSUM;
-    }
-    static __device__ __forceinline__ u32 xor_scales(const Regs& r) {
-        return r.sg.x ^ r.sg.y ^ r.sg.z ^ r.sg.w ^ r.s8.x ^ r.s8.y ^ r.s8.z ^ r.s8.w ^ r.dg ^ r.d8;
-    }
-};
-
-#else
-// Q4H (muser_cuda::q4h): per (group, super-block) quants [4 loads][32 lanes][16 bytes], dsc and
-// ndm as f16 [16 rows][8 sub-blocks of 32]; the mins against the 32-value sums.
-struct FmtQ4H {
-    struct Regs {
-        uint4 q[4], dg, d8;
         u32 mg, m8;
     };
-    // The three sections of a piece (quants, dsc, ndm): their bytes.
-    static constexpr int S0 = 2048, S1 = 256, S2 = 256;
+    // The three sections of a piece (quants, dsc or sc / m bytes, ndm or (d', −dmin')).
+    static constexpr int S0 = 2048, S1 = 256, S2 = Q4H_U8 ? 64 : 256;
     // Warps per SM of the one-token kernels (96 registers; matvec_h16.cu's MVH_BOUNDS).
     static constexpr int SM_WARPS = 20;
     // The min MMA's B: 32-bit words per (token, super-block) of the sums (XSUM: 8 f16).
@@ -251,20 +201,38 @@ struct FmtQ4H {
                                                    int lane, int g, int t4, Regs& r) {
 #pragma unroll
         for (int j = 0; j < 4; ++j) r.q[j] = ldw<G>((const uint4*)p0 + j * 32 + lane);
-        r.dg = ldw<G>((const uint4*)p1 + g);
-        r.d8 = ldw<G>((const uint4*)p1 + g + 8);
+        r.sg = ldw<G>((const uint4*)p1 + g);
+        r.s8 = ldw<G>((const uint4*)p1 + g + 8);
+#if Q4H_U8
+        r.mg = ldw<G>((const u32*)p2 + g);
+        r.m8 = ldw<G>((const u32*)p2 + g + 8);
+#else
         r.mg = ldw<G>((const u32*)p2 + g * 4 + t4);
         r.m8 = ldw<G>((const u32*)p2 + (g + 8) * 4 + t4);
+#endif
     }
     static __device__ __forceinline__ void frags(const Regs& r, int j, u32 (&a)[4][4]) {
-        const u32 dgw[4] = {r.dg.x, r.dg.y, r.dg.z, r.dg.w}, d8w[4] = {r.d8.x, r.d8.y, r.d8.z, r.d8.w};
-        // Sub-blocks 2j and 2j + 1.
-        q4h_tiles(r.q[j], dgw[j], d8w[j], a);
+        // Sub-blocks 2j and 2j + 1 of rows g and g + 8.
+#if Q4H_U8
+        const u32 sel = pair_sel(j & 1);
+        const u32 Dg = bytes_times<H2_M1024>(word(r.sg, j >> 1), sel, lo2(r.mg));
+        const u32 d8p = bytes_times<H2_M1024>(word(r.s8, j >> 1), sel, lo2(r.m8));
+        q4h_tiles(r.q[j], Dg, d8p, a);
+#else
+        q4h_tiles(r.q[j], word(r.sg, j), word(r.s8, j), a);
+#endif
     }
     // A = ndm of sub-blocks 2t4, 2t4 + 1 (rows g, g + 8), zeros at k 8..15; B = 32-value sums.
+    // (u8: m bytes 8 + 2t4, 9 + 2t4 of the row — word z for t4 < 2, w above.)
     static __device__ __forceinline__ void min_a(const Regs& r, int t4, u32 (&am)[4]) {
+#if Q4H_U8
+        const u32 sel = pair_sel(t4 & 1);
+        am[0] = bytes_times<H2_M1024>((t4 & 2) ? r.sg.w : r.sg.z, sel, hi2(r.mg));
+        am[1] = bytes_times<H2_M1024>((t4 & 2) ? r.s8.w : r.s8.z, sel, hi2(r.m8));
+#else
         am[0] = r.mg;
         am[1] = r.m8;
+#endif
         am[2] = 0u;
         am[3] = 0u;
     }
@@ -279,11 +247,9 @@ struct FmtQ4H {
     }
     // The scale registers folded into one word (probes_h16.cu's stream probes).
     static __device__ __forceinline__ u32 xor_scales(const Regs& r) {
-        return r.dg.x ^ r.dg.y ^ r.dg.z ^ r.dg.w ^ r.d8.x ^ r.d8.y ^ r.d8.z ^ r.d8.w ^ r.mg ^ r.m8;
+        return r.sg.x ^ r.sg.y ^ r.sg.z ^ r.sg.w ^ r.s8.x ^ r.s8.y ^ r.s8.z ^ r.s8.w ^ r.mg ^ r.m8;
     }
 };
-
-#endif
 
 // Q6H (muser_cuda::q6h): per (group, super-block) low nibbles [4 loads][32 lanes][16 bytes] as
 // Q4H's, high bits [4 loads][32 lanes][8 bytes] (word h of a load: tiles 2h, 2h + 1; tile
@@ -335,10 +301,6 @@ struct FmtQ6H {
             r.d8[c] = ldw<G>((const uint4*)p2 + (g + 8) * 2 + c);
         }
 #endif
-    }
-    // Word e of a uint4.
-    static __device__ __forceinline__ u32 word(const uint4& v, int e) {
-        return e == 0 ? v.x : e == 1 ? v.y : e == 2 ? v.z : v.w;
     }
 #if Q6H_U8
     // dsc pair `wi` (sub-blocks 2wi, 2wi + 1) of row g (R8 false) or g + 8: from the bytes.
