@@ -20,7 +20,9 @@ pub struct H16Switches {
     pub h16_wide_s: u32,
     /// The chain count S of the f16 route's matrices with 400 to 1023 row groups (the attention
     /// output, FFN down): 4 (default) or 8 (`MUSER_CUDA_H16_MID_S`), and with 128 to 399 (Q,
-    /// the attention gate): 8 (default) or 16 (`MUSER_CUDA_H16_NARROW_S`). Part of the numbers
+    /// the attention gate): 8 (default), 4 or 16 (`MUSER_CUDA_H16_NARROW_S`; 4 since session 42:
+    /// Muse Glimmer's Q and gate then run one wave beside K and V, 6.5 pieces per chain instead of
+    /// 3.25 — the S = 8 chains are 4, 4, 3, 3, 3, 3, 3, 3 pieces long). Part of the numbers
     /// as `h16_wide_s`; A/B switches for the decode matmuls' chain length (the prototype's
     /// figures at 98 registers: docs/receipts/cuda-hmma-prototype.txt).
     pub h16_mid_s: u32,
@@ -34,14 +36,16 @@ pub struct H16Switches {
     /// tg128 126.47 vs 125.70 / 125.84 off, with the fused FFN launch 127.88 vs 127.32); N > 1
     /// (2, 3, 4, 6, 8) also prefetches each chain's next N − 1 pieces into L2 before the wait:
     /// not kept (12-layer full-width forge, session 27, tg128 431.40 / 432.87 / 421.04 at
-    /// N = 2 / 4 / 8 vs 436.57 at 1). The same loads, so the same bits.
+    /// N = 2 / 4 / 8 vs 436.57 at 1). The same loads, so the same bits. Session 42: 0 still
+    /// slower (tg128 147.02 / 147.49 vs 149.76 / 149.73).
     pub mvh_early: u32,
     /// With `MVH_EARLY=1`, the one-token chains on `MVH_PP`'s two register sets also request
     /// their second piece before the PDL wait (`-DMVH_EARLY_PP`, `MUSER_CUDA_MVH_EARLY_PP=0|1`,
     /// default 0; mvh_chain.cuh): two pieces in flight during the previous kernel's tail. Why:
     /// session 41's PC sampling — the Q4H S = 4 / 8 launches wait on their pieces' first bytes.
-    /// The same loads and MMAs in the same order: the same bits. Built in session 41, static
-    /// SASS only; not yet measured. Refused without `MVH_EARLY=1` and `MVH_PP`, or with
+    /// The same loads and MMAs in the same order: the same bits. Session 42, full forge: tg128
+    /// 145.27 / 146.43 vs 149.65 / 150.85 without (−2.9%; `mvh_q4h_s4` 1077 vs 946 µs per token
+    /// in the graph) — off. Refused without `MVH_EARLY=1` and `MVH_PP`, or with
     /// `MVH_PP_SETS=3` or `MVH_AHEAD=2`.
     pub mvh_early_pp: bool,
     /// Weight pieces each f16 matmul chain (`mvh_*`, `mmh_*`, the fused FFN launch) holds
@@ -257,7 +261,7 @@ impl H16Switches {
             ));
         }
         let h16_mid_s = env_choice("MUSER_CUDA_H16_MID_S", 4, &[4, 8])?;
-        let h16_narrow_s = env_choice("MUSER_CUDA_H16_NARROW_S", 8, &[8, 16])?;
+        let h16_narrow_s = env_choice("MUSER_CUDA_H16_NARROW_S", 8, &[4, 8, 16])?;
         let mvh_maxreg = env_choice("MUSER_CUDA_MVH_MAXREG", 0, &[0, 80, 96])?;
         let mvh_pp = env_choice("MUSER_CUDA_MVH_PP", 3, &[0, 1, 2, 3])?;
         if mvh_pp > 0 && (mvh_ahead != 1 || mvh_xstage || mvh_bulk > 0) {

@@ -205,6 +205,15 @@ pub struct StepSwitches {
     /// following it. The same bits. Not kept (session 36, full forge tg128 −0.4 / −0.7 / −0.6 /
     /// −0.0% at depth 0 / 2048 / 8192 / 32768).
     pub rope_overlap: bool,
+    /// Every kernel triggers its dependents' launch before its programmatic-dependent-launch
+    /// wait instead of after it (`-DPDL_EARLY`, `MUSER_CUDA_PDL_EARLY=0|1`, default 0;
+    /// common.cuh; every module): a matmul behind a small step can then become resident and
+    /// request its first weight pieces during the previous matmul's tail, where now it launches
+    /// only once the small step's wait has returned. Each kernel still waits for its predecessor
+    /// to finish: the same reads and writes, the same bits. Refused without PDL (it would change
+    /// nothing). Session 42 (H200, full forge, alternating): tg128 143.60 / 144.05 vs 148.99 /
+    /// 149.42, at depth 2048 / 32768 140.83 / 134.55 vs 146.01 / 140.05, pp512 level — off.
+    pub pdl_early: bool,
 }
 
 impl StepSwitches {
@@ -223,6 +232,7 @@ impl StepSwitches {
         attn_rowcopy: true,
         rope_early: false,
         rope_overlap: false,
+        pdl_early: false,
     };
 
     pub(crate) fn from_env() -> Result<StepSwitches, CudaError> {
@@ -251,6 +261,7 @@ impl StepSwitches {
             attn_rowcopy: flag("MUSER_CUDA_ATTN_ROWCOPY", d.attn_rowcopy)?,
             rope_early: flag("MUSER_CUDA_ROPE_EARLY", d.rope_early)?,
             rope_overlap: flag("MUSER_CUDA_ROPE_OVERLAP", d.rope_overlap)?,
+            pdl_early: flag("MUSER_CUDA_PDL_EARLY", d.pdl_early)?,
         };
         s.checked()
     }
@@ -276,6 +287,15 @@ impl StepSwitches {
 
     /// The compile defines of module `m`.
     pub(crate) fn defines(&self, m: Module) -> Vec<String> {
+        let mut d = self.module_defines(m);
+        if self.pdl_early {
+            d.push("-DPDL_EARLY=1".to_string());
+        }
+        d
+    }
+
+    /// The defines of the switches that touch module `m` alone.
+    fn module_defines(&self, m: Module) -> Vec<String> {
         match m {
             Module::Attention if self.combine_wide > 0 => {
                 let mut d = vec![format!("-DCOMBINE_WIDE={}", self.combine_wide)];
@@ -320,6 +340,16 @@ impl StepSwitches {
             ""
         } else {
             "-r0"
+        }
+    }
+
+    /// The route-id suffix of the launch attribute (after `graph=on-pdl`): `e` with the
+    /// triggers before the waits, empty by default.
+    pub fn pdl_suffix(&self) -> &'static str {
+        if self.pdl_early {
+            "e"
+        } else {
+            ""
         }
     }
 
@@ -540,5 +570,24 @@ mod tests {
         assert_eq!(red0.defines(Module::Norm), vec!["-DNORM_H16=2"]);
         assert_eq!(red0.norm_suffix(), "-r0");
         assert_eq!(red0.attn_suffix(), "-cw16p");
+    }
+
+    #[test]
+    fn the_early_trigger_reaches_every_module() {
+        let d = StepSwitches::DEFAULT;
+        assert_eq!(d.pdl_suffix(), "");
+        let early = StepSwitches {
+            pdl_early: true,
+            ..d
+        };
+        assert_eq!(early.pdl_suffix(), "e");
+        for m in Module::ALL {
+            let (mut with, without) = (early.defines(m), d.defines(m));
+            assert_eq!(with.pop().as_deref(), Some("-DPDL_EARLY=1"), "{m:?}");
+            assert_eq!(with, without, "{m:?}");
+        }
+        // Not an attention or norm label: only the launch attribute's.
+        assert_eq!(early.attn_suffix(), d.attn_suffix());
+        assert_eq!(early.norm_suffix(), d.norm_suffix());
     }
 }

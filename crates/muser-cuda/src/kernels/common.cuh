@@ -36,9 +36,21 @@ __device__ __forceinline__ float ew_geglu(float x, float u) {
 // still waits in its own pdl_wait for this whole grid to finish and its writes to be visible);
 // kernels call it right after the wait, so at most one grid waits ahead. Without the attribute
 // both are no-ops, so results never depend on the switch.
-__device__ __forceinline__ void pdl_wait() { asm volatile("griddepcontrol.wait;\n" ::: "memory"); }
+// -DPDL_EARLY=1 (`MUSER_CUDA_PDL_TRIGGER=early`): every kernel triggers before its wait instead,
+// so the next kernel may launch — and issue its weight loads — while this one still waits for
+// its own predecessor: a matmul behind a small step can start during the previous matmul's tail.
+// No grid waits on a later one (a grid's dependents launch only once all its blocks have started),
+// and each still waits for its predecessor's completion, which followed that grid's predecessor's:
+// the same reads and writes, the same bits. Session 42 (full forge): slower, tg128 143.60 /
+// 144.05 vs 148.99 / 149.42 — so off.
 __device__ __forceinline__ void pdl_trigger() {
     asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+}
+__device__ __forceinline__ void pdl_wait() {
+#if defined(PDL_EARLY) && PDL_EARLY
+    pdl_trigger();
+#endif
+    asm volatile("griddepcontrol.wait;\n" ::: "memory");
 }
 // Both, at the top of a kernel that prefetches nothing.
 #define PDL_ENTRY() \

@@ -21,7 +21,9 @@
 // spend most of their stalls waiting on a piece's first bytes. The same pieces, loads and order
 // of MMAs: the same bits. Q4H's kernels only (static SASS: `mvh_q4h_s4` 104 registers, 736
 // instructions against 106 / 712; `_s8` 122 / 792 against 126 / 776; Q6H's would take 132
-// registers). Not with MVH_PP_SETS=3 (its own loop; the host refuses it).
+// registers). Not with MVH_PP_SETS=3 (its own loop; the host refuses it). Session 42 (full
+// forge): slower — tg128 145.27 / 146.43 vs 149.65 / 150.85; mvh_q4h_s4 1077 µs per token in
+// the graph against 946 — so 0.
 #ifndef MVH_EARLY_PP
 #define MVH_EARLY_PP 0
 #endif

@@ -415,6 +415,13 @@ impl<'m> CudaSession<'m> {
             )));
         }
         check_q6_switches(&reg, opts.q6_pad)?;
+        if reg.steps.pdl_early && !opts.pdl_on() {
+            return Err(EngineError::Config(
+                "MUSER_CUDA_PDL_EARLY=1 moves the programmatic-dependent-launch trigger, which \
+                 this route launches without (MUSER_CUDA_PDL=0 or a route other than f16)"
+                    .into(),
+            ));
+        }
         a8::check_switches(&reg, &opts)?;
         let t = Instant::now();
         let w = weights::upload(&gpu, model, progress, layouts(&opts))?;

@@ -137,7 +137,11 @@ impl CudaSession<'_> {
             },
             self.opts.act_math.label(),
             if self.opts.graphs { "on" } else { "off" },
-            if self.opts.pdl_on() { "-pdl" } else { "" },
+            if self.opts.pdl_on() {
+                format!("-pdl{}", self.reg.steps.pdl_suffix())
+            } else {
+                String::new()
+            },
             match self.opts.mode {
                 GraphMode::Parallel => "parallel",
                 GraphMode::Serial => "serial",
