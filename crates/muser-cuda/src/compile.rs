@@ -190,11 +190,15 @@ impl Module {
             }
             Module::Elementwise => ACT_H16,
             Module::MatvecH16 => {
-                return format!("{COMMON}\n{ACT_H16}\n{FORMATS_H16}\n{MVH_CHAIN}\n{body}")
+                return format!(
+                    "{COMMON}\n{ACT_H16}\n{CLUSTER}\n{FORMATS_H16}\n{MVH_CHAIN}\n{body}"
+                )
             }
             Module::ProbesH16 => {
                 let mvh = include_str!("kernels/matvec_h16.cu");
-                return format!("{COMMON}\n{ACT_H16}\n{FORMATS_H16}\n{MVH_CHAIN}\n{mvh}\n{body}");
+                return format!(
+                    "{COMMON}\n{ACT_H16}\n{CLUSTER}\n{FORMATS_H16}\n{MVH_CHAIN}\n{mvh}\n{body}"
+                );
             }
             Module::MmtH16 | Module::MmwH16 | Module::AttnH16 => {
                 return format!("{COMMON}\n{FORMATS_H16}\n{body}")

@@ -218,11 +218,21 @@ pub struct H16Switches {
     /// against 149.30 / 150.01 (the Q6H kernels' extra unpacking costs more than the bytes save;
     /// tiny logits the same) — so f16.
     pub q6h_scales: crate::q6h::Scales,
+    /// The one-token matmuls of S = 8 / 16 chains as thread-block clusters of 2 / 4 blocks of 4
+    /// warps (`MUSER_CUDA_MVH_CLUSTER=0|1`, default 0; matvec_h16.cu `mvh_cluster_body`,
+    /// `Registry::mvh_cluster_plan`): the same chains, loads and fold order — the same bits —
+    /// on 128-thread blocks (static SASS: `mvh_q4h_s8_c2`'s loop 538 instructions against
+    /// `mvh_q4h_s8`'s 585, both 126 registers), and a block whose chains end early leaves
+    /// early. Only with the register schedule (not `MVH_BULK`, `MVH_XSTAGE`, `MVH_XSMEM`,
+    /// `MVH_PAIR`: refused). Session 42 (H200, full forge; tiny logits the same bits at chunk 512
+    /// and 1): tg128 146.94 / 149.17 / 147.47 / 148.98 against 150.66 / 149.96 / 150.33 /
+    /// 150.41 (−1.4%), `mvh_q4h_s8_c2` 643 µs per token in the graph against 583 — off.
+    pub mvh_cluster: bool,
 }
 
 impl H16Switches {
     /// The environment variables `from_env` reads (the engine refuses them on other routes).
-    pub const ENV: [&'static str; 20] = [
+    pub const ENV: [&'static str; 21] = [
         "MUSER_CUDA_H16_WIDE_S",
         "MUSER_CUDA_H16_MID_S",
         "MUSER_CUDA_H16_NARROW_S",
@@ -243,6 +253,7 @@ impl H16Switches {
         "MUSER_CUDA_Q4H_SCALES",
         "MUSER_CUDA_Q6H_SCALES",
         "MUSER_CUDA_MVH_EARLY_PP",
+        "MUSER_CUDA_MVH_CLUSTER",
     ];
 
     pub(crate) fn from_env() -> Result<H16Switches, CudaError> {
@@ -337,6 +348,15 @@ impl H16Switches {
                     .into(),
             ));
         }
+        let mvh_cluster = env_choice("MUSER_CUDA_MVH_CLUSTER", 0, &[0, 1])? == 1;
+        if mvh_cluster && (mvh_bulk > 0 || mvh_xstage || mvh_xsmem || mvh_pair) {
+            return Err(CudaError::Invalid(
+                "MUSER_CUDA_MVH_CLUSTER=1 runs the S = 8 / 16 chains on the register schedule; \
+                 it does not combine with MUSER_CUDA_MVH_BULK, MUSER_CUDA_MVH_XSTAGE=1, \
+                 MUSER_CUDA_MVH_XSMEM=1 or MUSER_CUDA_MVH_PAIR=1"
+                    .into(),
+            ));
+        }
         let q4h_scales = crate::q4h::scales_from_env()?.unwrap_or(crate::q4h::Scales::U8);
         let q6h_scales = crate::q6h::scales_from_env()?.unwrap_or(crate::q6h::Scales::F16);
         Ok(H16Switches {
@@ -360,6 +380,7 @@ impl H16Switches {
             mvh_pp_sets,
             q4h_scales,
             q6h_scales,
+            mvh_cluster,
         })
     }
 
@@ -382,6 +403,9 @@ impl H16Switches {
         };
         if self.mvh_early_pp {
             l += "-epp";
+        }
+        if self.mvh_cluster {
+            l += "-cl";
         }
         if self.mvh_ahead != 1 {
             l += &format!("-ahead{}", self.mvh_ahead);
@@ -603,6 +627,26 @@ mod tests {
                 sw.defines().contains(&define.to_string()),
                 "{label}: {define}"
             );
+        }
+        // Switches the launch plan reads, not the compiler: a label, the same defines.
+        for (sw, label) in [
+            (
+                H16Switches {
+                    mvh_cluster: true,
+                    ..d
+                },
+                "mvh-s2-cl",
+            ),
+            (
+                H16Switches {
+                    h16_narrow_s: 4,
+                    ..d
+                },
+                "mvh-s2-m4n4",
+            ),
+        ] {
+            assert_eq!(sw.label(), label);
+            assert_eq!(sw.defines(), d.defines(), "{label}");
         }
     }
 }

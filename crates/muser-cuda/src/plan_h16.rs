@@ -59,6 +59,29 @@ pub fn xsmem_bytes(w: HWeights, k: usize) -> usize {
     2 * k + k / 256 * sum_words * 4
 }
 
+/// The cluster twin of a one-token kernel of S = 8 / 16 chains (matvec_h16.cu
+/// `MVH_CLUSTER_KERNEL`) and its blocks per cluster C: S / C = 4 warps per block.
+fn mvh_cluster_twin(kernel: Kernel) -> Option<(Kernel, u32)> {
+    use Kernel::*;
+    match kernel {
+        MvhQ4hS8 => Some((MvhQ4hS8C2, 2)),
+        MvhQ6hS8 => Some((MvhQ6hS8C2, 2)),
+        MvhQ4hS16 => Some((MvhQ4hS16C4, 4)),
+        MvhQ6hS16 => Some((MvhQ6hS16C4, 4)),
+        _ => None,
+    }
+}
+
+/// A one-token launch's dims as clusters of `c` blocks: each block of S warps becomes `c`
+/// consecutive blocks along x of S / c warps.
+fn cluster_dims(dims: crate::launch::Dims, c: u32) -> crate::launch::Dims {
+    crate::launch::Dims {
+        grid: (dims.grid.0 * c, dims.grid.1, dims.grid.2),
+        block: dims.block / c,
+        smem: dims.smem,
+    }
+}
+
 impl MmtShape {
     pub(crate) fn from_env() -> Result<MmtShape, CudaError> {
         match std::env::var("MUSER_CUDA_MMT").as_deref() {
@@ -355,6 +378,22 @@ impl Registry {
         (kernels[i], dims)
     }
 
+    /// [`Registry::mvh_plan`]'s launch as thread-block clusters where `MUSER_CUDA_MVH_CLUSTER=1`
+    /// has a twin for its kernel (the one-token kernels of S = 8 / 16: matvec_h16.cu's
+    /// `mvh_*_s8_c2` / `_s16_c4`, the same bits): the twin, its dims (C blocks of S / C warps per
+    /// row group along x) and the cluster size C. None without the switch or a twin.
+    pub fn mvh_cluster_plan(
+        &self,
+        kernel: Kernel,
+        dims: crate::launch::Dims,
+    ) -> Option<(Kernel, crate::launch::Dims, u32)> {
+        if !self.h16.mvh_cluster {
+            return None;
+        }
+        let (twin, c) = mvh_cluster_twin(kernel)?;
+        Some((twin, cluster_dims(dims, c), c))
+    }
+
     /// The split warpgroup tiles for `n_tok` tokens over a matrix of `n_out` rows, where they
     /// apply (`MUSER_CUDA_MMW_SPLIT=1` with `MmtShape::Wg`, from 128 row groups to below
     /// `mmw_min`); the caller runs the matrix alone, so the scratch is free.
@@ -530,6 +569,40 @@ mod tests {
             );
             assert!(xsmem_bytes(w, 19968) + MVH_STATIC_SMEM <= SMEM_OPTIN_MAX);
         }
+    }
+
+    /// Every cluster twin is its kernel's symbol with `_c{C}`, in the same module, at 4 warps
+    /// per block; the other kernels have none; the dims keep the warps per row group.
+    #[test]
+    fn cluster_twins_split_a_row_group_into_four_warp_blocks() {
+        let mut twins = 0;
+        for &k in Kernel::ALL {
+            let Some((twin, c)) = mvh_cluster_twin(k) else {
+                continue;
+            };
+            twins += 1;
+            assert_eq!(twin.symbol(), format!("{}_c{c}", k.symbol()));
+            assert_eq!(twin.module(), k.module());
+            let s: u32 = k
+                .symbol()
+                .rsplit("_s")
+                .next()
+                .and_then(|v| v.parse().ok())
+                .unwrap();
+            assert_eq!(s / c, 4, "{}", k.symbol());
+            let d = cluster_dims(
+                crate::launch::Dims {
+                    grid: (256, 2, 1),
+                    block: 32 * s,
+                    smem: 0,
+                },
+                c,
+            );
+            assert_eq!((d.grid, d.block * c), ((256 * c, 2, 1), 32 * s));
+        }
+        assert_eq!(twins, 4);
+        assert!(mvh_cluster_twin(Kernel::MvhQ4hS4).is_none());
+        assert!(mvh_cluster_twin(Kernel::MmhQ4hS8).is_none());
     }
 
     #[test]

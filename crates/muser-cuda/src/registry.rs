@@ -106,6 +106,8 @@ kernels! {
     MvhQ4hS16 => MatvecH16, "mvh_q4h_s16";
     MvhQ6hS4 => MatvecH16, "mvh_q6h_s4"; MvhQ6hS8 => MatvecH16, "mvh_q6h_s8";
     MvhQ6hS16 => MatvecH16, "mvh_q6h_s16";
+    MvhQ4hS8C2 => MatvecH16, "mvh_q4h_s8_c2"; MvhQ6hS8C2 => MatvecH16, "mvh_q6h_s8_c2";
+    MvhQ4hS16C4 => MatvecH16, "mvh_q4h_s16_c4"; MvhQ6hS16C4 => MatvecH16, "mvh_q6h_s16_c4";
     MmhQ4hS4 => MatvecH16, "mmh_q4h_s4"; MmhQ4hS8 => MatvecH16, "mmh_q4h_s8";
     MmhQ4hS16 => MatvecH16, "mmh_q4h_s16";
     MmhQ6hS4 => MatvecH16, "mmh_q6h_s4"; MmhQ6hS8 => MatvecH16, "mmh_q6h_s8";

@@ -258,15 +258,28 @@ __device__ __forceinline__ void mbar_expect(u32 bar, u32 bytes) {
     asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(bar), "r"(bytes)
                  : "memory");
 }
+// Wait for phase `parity` of the mbarrier at `bar` to complete; CLUSTER: acquire at cluster
+// scope (arrivals from other blocks of the cluster, mvh_cluster_body).
+template <bool CLUSTER = false>
 __device__ __forceinline__ void mbar_wait(u32 bar, u32 parity) {
     u32 done = 0;
-    while (!done)
-        asm volatile(
-            "{\n .reg .pred p;\n mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
-            " selp.u32 %0, 1, 0, p;\n}"
-            : "=r"(done)
-            : "r"(bar), "r"(parity)
-            : "memory");
+    while (!done) {
+        if constexpr (CLUSTER)
+            asm volatile(
+                "{\n .reg .pred p;\n"
+                " mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 p, [%1], %2;\n"
+                " selp.u32 %0, 1, 0, p;\n}"
+                : "=r"(done)
+                : "r"(bar), "r"(parity)
+                : "memory");
+        else
+            asm volatile(
+                "{\n .reg .pred p;\n mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
+                " selp.u32 %0, 1, 0, p;\n}"
+                : "=r"(done)
+                : "r"(bar), "r"(parity)
+                : "memory");
+    }
 }
 __device__ __forceinline__ void bulk_copy(u32 dst, const void* src, u32 bytes, u32 bar) {
     asm volatile(
@@ -353,6 +366,80 @@ MVH_DECODE(mvh_q4h_s16, FmtQ4H, 16)
 MVH_DECODE(mvh_q6h_s4, FmtQ6H, 4)
 MVH_DECODE(mvh_q6h_s8, FmtQ6H, 8)
 MVH_DECODE(mvh_q6h_s16, FmtQ6H, 16)
+
+// ---- The one-token kernels of S = 8 / 16 chains as thread-block clusters
+// (`MUSER_CUDA_MVH_CLUSTER=1`, `Registry::mvh_cluster_plan`): mvh_{q4h,q6h}_s{8,16}_c{2,4} run a
+// 16-row group's S chains on a cluster of C blocks of S / C warps (4), block rank r's warp w
+// chaining chain r · S / C + w — the same mvh_chain (its stride S, its pieces, loads and MMAs) —
+// and rank 0's warp 0 folding the S chains in chain order as mvh_finish does (mvh_fold_out): the
+// same bits as mvh_*_s8 / _s16. Why: with blocks of 128 threads ptxas keeps the chain loop's
+// addresses in registers (session 39's static SASS: at 256 / 512 threads it rematerialises them,
+// ~20% more instructions per piece), and a block whose chains are all short (K = 6656 at S = 8:
+// chains of 4, 4, 3, 3, 3, 3, 3, 3 pieces) leaves as soon as its chains end instead of idling
+// until the block's longest one does. The other ranks store their chains' sums into rank 0's
+// `part` through distributed shared memory and arrive on its mbarrier (release, cluster scope),
+// then exit; rank 0's warp 0 waits on it (acquire). The cluster barrier pair orders the
+// barrier's initialisation before any remote arrival. One token group per block row (TG = 1).
+// Session 42 (full forge): the same bits, but slower — tg128 −1.4%, mvh_q4h_s8_c2 643 µs per token
+// in the graph against mvh_q4h_s8's 583 — so off by default.
+// Y, XH, …: as mvh_body; grid (C · n_out / 16, ceil(n_tok / 8)), cluster (C, 1, 1).
+template <class F, int S, int C>
+__device__ __forceinline__ void mvh_cluster_body(const u8* __restrict__ W, int n_out, int K,
+                                                 const u16* __restrict__ XH,
+                                                 const u16* __restrict__ XSUM,
+                                                 const u16* __restrict__ XSUM16,
+                                                 const float* __restrict__ XINV, float w_inv,
+                                                 float* __restrict__ Y, int ldy, int n_tok) {
+    static_assert(S % C == 0 && C >= 2 && C <= 8, "C blocks of S / C warps");
+    constexpr int WB = S / C;                // warps per block
+    __shared__ float part[S][32][1][4];      // rank 0: every chain's sums, by chain
+    __shared__ __align__(8) unsigned long long bar;  // rank 0: the other ranks' arrivals
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    const u32 rank = blockIdx.x % C;  // the cluster's rank: clusters of C along x
+    const int G = blockIdx.x / C, nsb = K / 256, c = (int)rank * WB + warp;
+    const size_t pieces = (size_t)(n_out / 16) * nsb;
+    const int tok0 = 8 * blockIdx.y;
+    if (rank == 0 && threadIdx.x == 0) {
+        asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(smem_addr(&bar)),
+                     "r"((C - 1) * WB * 32)
+                     : "memory");
+        asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+    }
+    cl_arrive();  // rank 0's barrier initialised (waited for below, before any remote arrival)
+    float acc[1][4] = {{0.f, 0.f, 0.f, 0.f}};
+    mvh_chain<F, S, 1>(W, pieces, G, nsb, c, K, XH, (const u32*)F::sums(XSUM, XSUM16), tok0,
+                       n_tok, acc);
+    cl_wait();
+    if (rank != 0) {
+#pragma unroll
+        for (int e = 0; e < 4; ++e) cl_st(cl_map(&part[c][lane][0][e], 0), acc[0][e]);
+        asm volatile("mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%0];" ::"r"(
+                         cl_map(&bar, 0))
+                     : "memory");
+        return;
+    }
+#pragma unroll
+    for (int e = 0; e < 4; ++e) part[c][lane][0][e] = acc[0][e];
+    __syncthreads();
+    if (warp != 0) return;
+    mbar_wait<true>(smem_addr(&bar), 0);
+    mvh_fold_out<S, 1>(acc, part, G, tok0, n_tok, XINV, w_inv, Y, ldy);
+}
+// Blocks per SM the bounds ask for: Q6H 16 warps' worth (unbounded, ptxas takes 153 registers:
+// 13 warps per SM; bounded, 127 as mvh_q6h_s16), Q4H none (bounded to 16 warps its loop grows from
+// 538 to 589 instructions at the same 126 registers — static SASS, session 42).
+#define MVH_CLUSTER_MINB(F, S, C) ((F::SM_WARPS) == 16 ? 16 * (C) / (S) : 0)
+#define MVH_CLUSTER_KERNEL(NAME, F, S, C)                                                        \
+    extern "C" __global__ void __launch_bounds__(32 * (S) / (C), MVH_CLUSTER_MINB(F, S, C))      \
+        NAME(const u8* W, int n_out, int K, const u16* XH, const u16* XSUM, const u16* XSUM16,   \
+             const float* XINV, float w_inv, float* Y, int ldy, int n_tok) {                     \
+        mvh_cluster_body<F, S, C>(W, n_out, K, XH, XSUM, XSUM16, XINV, w_inv, Y, ldy, n_tok);    \
+    }
+MVH_CLUSTER_KERNEL(mvh_q4h_s8_c2, FmtQ4H, 8, 2)
+MVH_CLUSTER_KERNEL(mvh_q6h_s8_c2, FmtQ6H, 8, 2)
+MVH_CLUSTER_KERNEL(mvh_q4h_s16_c4, FmtQ4H, 16, 4)
+MVH_CLUSTER_KERNEL(mvh_q6h_s16_c4, FmtQ6H, 16, 4)
+
 // Prefill: 32 tokens per block row (the prototype's best, docs/receipts/cuda-hmma-prototype.txt).
 MVH_KERNEL(mmh_q4h_s2, FmtQ4H, 2, 4)
 MVH_KERNEL(mmh_q6h_s2, FmtQ6H, 2, 4)

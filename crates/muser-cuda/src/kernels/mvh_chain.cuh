@@ -297,19 +297,14 @@ __device__ __forceinline__ void mvh_piece(const typename F::Regs& r, int s, int 
     }
 }
 
-// The S warps' chains added in warp order by warp 0 (through `part`), scaled and stored.
+// Warp 0's part of the fold: chain 0's sums (`acc`) plus chains 1 … S − 1's (`part`) in warp
+// order, scaled and stored — the numbers of every one-token fold (mvh_finish, mvh_cluster_body).
 template <int S, int TG>
-__device__ __forceinline__ void mvh_finish(float (&acc)[TG][4], float (&part)[S][32][TG][4],
-                                           int G, int tok0, int n_tok,
-                                           const float* __restrict__ XINV, float w_inv,
-                                           float* __restrict__ Y, int ldy) {
-    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t4 = lane & 3;
-#pragma unroll
-    for (int n = 0; n < TG; ++n)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) part[warp][lane][n][e] = acc[n][e];
-    __syncthreads();
-    if (warp != 0) return;
+__device__ __forceinline__ void mvh_fold_out(float (&acc)[TG][4],
+                                             const float (&part)[S][32][TG][4], int G, int tok0,
+                                             int n_tok, const float* __restrict__ XINV,
+                                             float w_inv, float* __restrict__ Y, int ldy) {
+    const int lane = threadIdx.x & 31, g = lane >> 2, t4 = lane & 3;
 #pragma unroll
     for (int w = 1; w < S; ++w)
 #pragma unroll
@@ -325,6 +320,22 @@ __device__ __forceinline__ void mvh_finish(float (&acc)[TG][4], float (&part)[S]
             if (t < n_tok)
                 Y[(size_t)t * ldy + row] = __fmul_rn(acc[n][e], __fmul_rn(XINV[t], w_inv));
         }
+}
+
+// The S warps' chains added in warp order by warp 0 (through `part`), scaled and stored.
+template <int S, int TG>
+__device__ __forceinline__ void mvh_finish(float (&acc)[TG][4], float (&part)[S][32][TG][4],
+                                           int G, int tok0, int n_tok,
+                                           const float* __restrict__ XINV, float w_inv,
+                                           float* __restrict__ Y, int ldy) {
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+#pragma unroll
+    for (int n = 0; n < TG; ++n)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) part[warp][lane][n][e] = acc[n][e];
+    __syncthreads();
+    if (warp != 0) return;
+    mvh_fold_out<S, TG>(acc, part, G, tok0, n_tok, XINV, w_inv, Y, ldy);
 }
 
 // The wait of mvh_chain before it reads activations: the launch's PDL wait (and trigger), or

@@ -6,7 +6,7 @@
 //! then every projection of it as parallel graph branches. The launch sequence that calls them
 //! is `forward.rs`.
 
-use muser_cuda::launch::{launch, A16Matmul, Dims};
+use muser_cuda::launch::{launch, launch_cluster, A16Matmul, Dims};
 use muser_cuda::{CudaError, KArgs, Kernel, MmwSplit, PackedPlan, Registry, MMV_PAIR_MAX_TOKENS};
 
 use super::weights::{A8OneToken, DevMatrix, TypeKernels};
@@ -281,6 +281,11 @@ impl<'m> CudaSession<'m> {
                 ldy,
             );
             return launch(self.f(Kernel::MmwFold), sp.fold_dims, s, fold);
+        }
+        if n <= 8 {
+            if let Some((twin, dims, c)) = self.reg.mvh_cluster_plan(kern, dims) {
+                return launch_cluster(self.f(twin), dims, c, s, args);
+            }
         }
         launch(self.f(kern), dims, s, args)
     }
