@@ -20,9 +20,10 @@ pub struct H16Switches {
     pub h16_wide_s: u32,
     /// The chain count S of the f16 route's matrices with 400 to 1023 row groups (the attention
     /// output, FFN down): 4 (default) or 8 (`MUSER_CUDA_H16_MID_S`), and with 128 to 399 (Q,
-    /// the attention gate): 8 (default), 4 or 16 (`MUSER_CUDA_H16_NARROW_S`; 4 since session 42:
-    /// Muse Glimmer's Q and gate then run one wave beside K and V, 6.5 pieces per chain instead of
-    /// 3.25 — the S = 8 chains are 4, 4, 3, 3, 3, 3, 3, 3 pieces long). Part of the numbers
+    /// the attention gate): 8 (default), 4 or 16 (`MUSER_CUDA_H16_NARROW_S`; 4 added in session
+    /// 42 — Muse Glimmer's Q and gate then run one wave beside K and V, 6.5 pieces per chain
+    /// instead of the S = 8 chains' 4, 4, 3, 3, 3, 3, 3, 3 — and measured slower: tg128 148.31 /
+    /// 148.15 vs 149.44 / 149.36). Part of the numbers
     /// as `h16_wide_s`; A/B switches for the decode matmuls' chain length (the prototype's
     /// figures at 98 registers: docs/receipts/cuda-hmma-prototype.txt).
     pub h16_mid_s: u32,

@@ -36,7 +36,7 @@ __device__ __forceinline__ float ew_geglu(float x, float u) {
 // still waits in its own pdl_wait for this whole grid to finish and its writes to be visible);
 // kernels call it right after the wait, so at most one grid waits ahead. Without the attribute
 // both are no-ops, so results never depend on the switch.
-// -DPDL_EARLY=1 (`MUSER_CUDA_PDL_TRIGGER=early`): every kernel triggers before its wait instead,
+// -DPDL_EARLY=1 (`MUSER_CUDA_PDL_EARLY=1`): every kernel triggers before its wait instead,
 // so the next kernel may launch — and issue its weight loads — while this one still waits for
 // its own predecessor: a matmul behind a small step can start during the previous matmul's tail.
 // No grid waits on a later one (a grid's dependents launch only once all its blocks have started),
