@@ -5,7 +5,8 @@
 //!   and CI work without CUDA), device buffers, events and bounded waits;
 //! - `compile`: the kernel modules (`.cu` families) and their NVRTC compilation, with each
 //!   module's identity (SHA-256 over compiler version, options and source);
-//! - `registry`: the typed kernel list, compiled at init into one registry (route identity =
+//! - `kernel_id`: the typed kernel list (`Kernel`: module and symbol, defined once);
+//! - `registry`: the kernels compiled at init into one registry (route identity =
 //!   SHA-256 over every compiled module's identity);
 //! - `launch`: kernel argument packing and launches;
 //! - `graph`: stream capture into CUDA graphs, parallel branches, replay;
@@ -29,6 +30,7 @@ pub mod error;
 pub mod graph;
 pub mod h16;
 pub mod h16_switches;
+pub mod kernel_id;
 pub mod launch;
 pub mod plan_h16;
 pub mod prefetch;
