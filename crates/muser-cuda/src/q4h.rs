@@ -258,20 +258,35 @@ impl Factors {
 /// Whether every block of a Q4_K matrix can take the u8 layout (what [`repack`] with
 /// [`Scales::U8`] checks, without repacking): the first inexact row, if any, as an error.
 pub fn u8_check(src: &[u8], n_out: usize, k: usize) -> Result<(), CudaError> {
-    use rayon::prelude::*;
     let exp = exponent(src, n_out, k)?;
     let scale = 2f32.powi(exp);
-    let nsb = k / QK;
-    src.par_chunks_exact(Q4K_BYTES * nsb)
+    per_block(src, Q4K_BYTES, k / QK, |row, s, blk| {
+        let b: BlockQ4K = bytemuck::pod_read_unaligned(blk);
+        if Factors::of(&b, scale).u8_exact() {
+            Ok(())
+        } else {
+            Err(u8_inexact(row, s, &b, exp))
+        }
+    })
+}
+
+/// Run `check(row, s, block)` on every super-block of a matrix of `nsb` blocks of `block_bytes`
+/// per row, rows in parallel, in order within a row; the first error of a row stops it (which
+/// row's error wins, when several fail, is not fixed).
+pub(crate) fn per_block(
+    src: &[u8],
+    block_bytes: usize,
+    nsb: usize,
+    check: impl Fn(usize, usize, &[u8]) -> Result<(), CudaError> + Sync,
+) -> Result<(), CudaError> {
+    use rayon::prelude::*;
+    src.par_chunks_exact(block_bytes * nsb)
         .enumerate()
         .try_for_each(|(row, blocks)| {
-            for (s, blk) in blocks.chunks_exact(Q4K_BYTES).enumerate() {
-                let b: BlockQ4K = bytemuck::pod_read_unaligned(blk);
-                if !Factors::of(&b, scale).u8_exact() {
-                    return Err(u8_inexact(row, s, &b, exp));
-                }
-            }
-            Ok(())
+            blocks
+                .chunks_exact(block_bytes)
+                .enumerate()
+                .try_for_each(|(s, blk)| check(row, s, blk))
         })
 }
 

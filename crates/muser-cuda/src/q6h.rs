@@ -117,22 +117,17 @@ fn u8_inexact(row: usize, s: usize, b: &BlockQ6K, exp: i32) -> CudaError {
 /// Whether every block of a Q6_K matrix can take the u8 layout (what [`repack`] with
 /// [`Scales::U8`] checks, without repacking): the first inexact row, if any, as an error.
 pub fn u8_check(src: &[u8], n_out: usize, k: usize) -> Result<(), CudaError> {
-    use rayon::prelude::*;
     let exp = exponent(src, n_out, k)?;
     let scale = 2f32.powi(exp);
-    let nsb = k / QK;
-    src.par_chunks_exact(Q6K_BYTES * nsb)
-        .enumerate()
-        .try_for_each(|(row, blocks)| {
-            for (s, blk) in blocks.chunks_exact(Q6K_BYTES).enumerate() {
-                let b: BlockQ6K = bytemuck::pod_read_unaligned(blk);
-                let (dsc, dp) = factors(&b, scale);
-                if !u8_exact(&b, &dsc, dp) {
-                    return Err(u8_inexact(row, s, &b, exp));
-                }
-            }
+    crate::q4h::per_block(src, Q6K_BYTES, k / QK, |row, s, blk| {
+        let b: BlockQ6K = bytemuck::pod_read_unaligned(blk);
+        let (dsc, dp) = factors(&b, scale);
+        if u8_exact(&b, &dsc, dp) {
             Ok(())
-        })
+        } else {
+            Err(u8_inexact(row, s, &b, exp))
+        }
+    })
 }
 
 fn shape(n_out: usize, k: usize) -> Result<(), CudaError> {

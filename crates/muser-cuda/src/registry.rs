@@ -1,8 +1,8 @@
 //! The typed kernel registry. Every kernel Muser launches is a `Kernel` variant, defined once
-//! with its module (`.cu` family) and symbol (`kernel_id`). `Registry::build` compiles every module the
-//! engine launches from (`Module::ENGINE`; `Registry::build_modules` picks others) with NVRTC
-//! for the device's architecture (`compile`) — strict, and where the module allows it also
-//! fast-math — loads every kernel of it, and keeps each compiled module's identity (SHA-256
+//! with its module (`.cu` family) and symbol (`kernel_id`). `Registry::build` compiles every
+//! module the engine launches from (`Module::ENGINE`; `Registry::build_modules` picks others)
+//! with NVRTC for the device's architecture (`compile`) — strict, and where the module allows it
+//! also fast-math — loads every kernel of it, and keeps each compiled module's identity (SHA-256
 //! over the compiler version, options and source; `compile::Compiled`). A compile or load
 //! failure is a typed error naming the module or kernel with the NVRTC log; asking for a
 //! kernel/math pair that was never built is a programming error and panics (fail closed: there

@@ -408,17 +408,14 @@ __device__ __forceinline__ void mvh_chain(const u8* __restrict__ W, size_t piece
 #if MVH_AHEAD == 2
     typename F::Regs r1;
 #endif
-#if MVH_EARLY_PP
-    // MVH_PP's second set, its first piece requested before the wait (MVH_EARLY_PP).
+    // MVH_PP's second set; under MVH_EARLY_PP its first piece is requested before the wait.
     // Q4H's only: the Q6H kernels would go from 126 registers to 132 (12 warps per SM, not 16).
-    constexpr bool early_pp = !XS && TG == 1 && F::SM_WARPS == 20 && mvh_pp_on<F, S>();
+    constexpr bool early_pp =
+        MVH_EARLY_PP && !XS && TG == 1 && F::SM_WARPS == 20 && mvh_pp_on<F, S>();
     typename F::Regs r2;
-#endif
 #if MVH_EARLY
     if (s < nsb) load(s, r);
-#if MVH_EARLY_PP
     if (early_pp && s + S < nsb) load(s + S, r2);
-#endif
 #if MVH_AHEAD == 2
     if (s + S < nsb) load(s + S, r1);
 #endif
@@ -465,7 +462,7 @@ __device__ __forceinline__ void mvh_chain(const u8* __restrict__ W, size_t piece
         // computed; nothing copied. (The two-set loop below written out again: one loop over
         // an array of N sets changes the measured default's SASS — mvh_q4h_s8, the Q6H kernels
         // — so it waits until the device can measure it.)
-        typename F::Regs r2, r3;
+        typename F::Regs r3;  // with r2, above
         if (s + S < nsb) load(s + S, r2);
         for (; s < nsb; s += 3 * S) {
             if (s + 2 * S < nsb) load(s + 2 * S, r3);
@@ -479,37 +476,21 @@ __device__ __forceinline__ void mvh_chain(const u8* __restrict__ W, size_t piece
         }
         return;
     }
-#if MVH_EARLY_PP
-    if constexpr (early_pp) {
-        // MVH_PP's loop below with each piece's load into the second set moved to the end of
-        // the previous round — the first one before the wait, above: the same loads in the same
-        // order between the same pieces.
-        for (; s < nsb; s += 2 * S) {
-            touch(s + S);
-            mvh_piece<F, TG, false, XG, LN>(r, s, K, nsb, XH, sums, tok0, n_tok, g, t4, acc);
-            if (s + S >= nsb) break;
-            if (s + 2 * S < nsb) load(s + 2 * S, r);
-            touch(s + 2 * S);
-            mvh_piece<F, TG, false, XG, LN>(r2, s + S, K, nsb, XH, sums, tok0, n_tok, g, t4, acc);
-            if (s + 3 * S < nsb) load(s + 3 * S, r2);
-        }
-        keep_touches();
-        return;
-    }
-#endif
     if constexpr (!XS && TG == 1 && MVH_AHEAD == 1 && mvh_pp_on<F, S>()) {
         // Two register sets in turn (MVH_PP): the next piece is requested into the set the
         // previous piece was computed from, and nothing is copied, so no instruction waits on
-        // the next piece's loads before the one after it is requested.
-        typename F::Regs r2;
+        // the next piece's loads before the one after it is requested. Under early_pp each
+        // piece's load into the second set moves to the end of the previous round (the first
+        // one before the wait, above): the same loads in the same order between the same pieces.
         for (; s < nsb; s += 2 * S) {
-            if (s + S < nsb) load(s + S, r2);
+            if (!early_pp && s + S < nsb) load(s + S, r2);
             touch(s + S);
             mvh_piece<F, TG, false, XG, LN>(r, s, K, nsb, XH, sums, tok0, n_tok, g, t4, acc);
             if (s + S >= nsb) break;
             if (s + 2 * S < nsb) load(s + 2 * S, r);
             touch(s + 2 * S);
             mvh_piece<F, TG, false, XG, LN>(r2, s + S, K, nsb, XH, sums, tok0, n_tok, g, t4, acc);
+            if (early_pp && s + 3 * S < nsb) load(s + 3 * S, r2);
         }
         keep_touches();
         return;
