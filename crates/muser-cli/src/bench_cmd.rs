@@ -118,11 +118,12 @@ pub fn run(a: BenchArgs) -> anyhow::Result<ExitCode> {
                     s.profile_reset(); // the report covers this repetition's timed part only
                 }
                 let t = Instant::now();
+                // The rows are borrowed, not copied (as a decode loop reads them).
                 if prompt {
-                    s.eval(&toks, Logits::Last)?;
+                    s.eval_ref(&toks, Logits::Last)?;
                 } else {
                     for &tok in &toks {
-                        s.eval(&[tok], Logits::Last)?;
+                        s.eval_ref(&[tok], Logits::Last)?;
                     }
                 }
                 let secs = t.elapsed().as_secs_f64();
@@ -252,7 +253,7 @@ fn batched_tests(
                             .enumerate()
                             .map(|(seq, t)| (seq, t[i]))
                             .collect();
-                        s.decode_batch(&rows)?;
+                        s.decode_batch_ref(&rows)?;
                     }
                     let secs = t.elapsed().as_secs_f64();
                     if rep > 0 {

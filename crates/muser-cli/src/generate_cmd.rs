@@ -157,8 +157,14 @@ pub fn run(a: GenerateArgs) -> anyhow::Result<ExitCode> {
     });
     prompt.iter().for_each(|&t| sampler.accept(t));
 
+    // The rows are borrowed from the session (no copy): each token is sampled before the next
+    // eval.
+    let pick = |l: &[f32], sampler: &mut Sampler| {
+        let id = sampler.sample(l);
+        (id, log_softmax(l)[id as usize])
+    };
     let t1 = Instant::now();
-    let mut logits = session.eval(&prompt, Logits::Last)?;
+    let mut next = pick(&session.eval_ref(&prompt, Logits::Last)?, &mut sampler);
     let prompt_s = t1.elapsed().as_secs_f64();
 
     let mut out = std::io::stdout().lock();
@@ -167,8 +173,7 @@ pub fn run(a: GenerateArgs) -> anyhow::Result<ExitCode> {
     let t2 = Instant::now();
     let mut stop = "length";
     for _ in 0..a.n_predict {
-        let id = sampler.sample(&logits);
-        let logprob = log_softmax(&logits)[id as usize];
+        let (id, logprob) = next;
         if tok.is_eog(id) {
             generated.push((id, String::new(), logprob));
             stop = "eog";
@@ -188,7 +193,7 @@ pub fn run(a: GenerateArgs) -> anyhow::Result<ExitCode> {
             stop = "context";
             break;
         }
-        logits = session.eval(&[id], Logits::Last)?;
+        next = pick(&session.eval_ref(&[id], Logits::Last)?, &mut sampler);
     }
     let tail = stream.finish();
     let decode_s = t2.elapsed().as_secs_f64();

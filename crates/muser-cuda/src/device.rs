@@ -54,6 +54,8 @@ pub struct Gpu {
     stream: Arc<CudaStream>,
     side: Vec<Arc<CudaStream>>,
     deadline: Duration,
+    /// How long a wait polls its event without sleeping (`MUSER_CUDA_WAIT_SPIN_MS`).
+    spin: Duration,
     /// Programmatic dependent launch for kernels on this device's streams (`set_pdl`).
     pdl: AtomicBool,
 }
@@ -115,15 +117,22 @@ impl Gpu {
             .and_then(|s| s.parse::<f64>().ok())
             .filter(|s| *s > 0.0)
             .unwrap_or(300.0);
+        let spin = wait_spin()?;
         Ok(Gpu {
             info,
             ctx,
             stream,
             side,
             deadline: Duration::from_secs_f64(secs),
+            spin,
             pdl: AtomicBool::new(false),
             done: Event::new(false)?,
         })
+    }
+
+    /// How long a wait polls back to back (`MUSER_CUDA_WAIT_SPIN_MS`).
+    pub fn wait_spin(&self) -> Duration {
+        self.spin
     }
 
     pub fn ctx(&self) -> &Arc<CudaContext> {
@@ -245,7 +254,7 @@ impl Gpu {
             unsafe { result::memcpy_dtod_async(b.ptr(), a.ptr(), bytes, self.stream().raw()) }
                 .map_err(drv("cuMemcpyDtoD"))?;
             end.record(self.stream())?;
-            end.wait_bounded("bandwidth probe", self.deadline)?;
+            end.wait_bounded("bandwidth probe", self.deadline, self.spin)?;
             let ms = f64::from(end.since(&start)?);
             if rep > 0 {
                 best = best.min(ms);
@@ -258,9 +267,28 @@ impl Gpu {
     /// (`MUSER_CUDA_DEADLINE_S`, default 300 s).
     pub fn wait(&self, label: &str) -> Result<(), CudaError> {
         self.done.record(self.stream())?;
-        self.done.wait_bounded(label, self.deadline)
+        self.done.wait_bounded(label, self.deadline, self.spin)
     }
 }
+
+/// `MUSER_CUDA_WAIT_SPIN_MS` (default 0: 2000 polls, then sleeps of 50 µs — whose wake-up can
+/// put up to ~0.1 ms between a decode step's end and the host seeing it; N > 0 polls back to
+/// back for N ms first). The default stays 0 until the device has measured the difference
+/// (built in session 43, `scripts/device/host-io-ab.sh`).
+fn wait_spin() -> Result<Duration, CudaError> {
+    match std::env::var("MUSER_CUDA_WAIT_SPIN_MS") {
+        Err(_) => Ok(Duration::from_millis(DEFAULT_WAIT_SPIN_MS)),
+        Ok(v) => match v.trim().parse::<u64>() {
+            Ok(ms) if ms <= 10_000 => Ok(Duration::from_millis(ms)),
+            _ => Err(CudaError::Invalid(format!(
+                "MUSER_CUDA_WAIT_SPIN_MS={v:?}: expected whole milliseconds 0..=10000"
+            ))),
+        },
+    }
+}
+
+/// The default of `MUSER_CUDA_WAIT_SPIN_MS`.
+pub const DEFAULT_WAIT_SPIN_MS: u64 = 0;
 
 fn info_of(ctx: &Arc<CudaContext>) -> Result<GpuInfo, CudaError> {
     let mut drv_ver = 0i32;
@@ -351,10 +379,17 @@ impl Event {
         // SAFETY: both events are live.
         unsafe { result::event::elapsed(start.0, self.0) }.map_err(drv("cuEventElapsedTime"))
     }
-    /// Poll until the event completes or `deadline` passes.
-    pub fn wait_bounded(&self, label: &str, deadline: Duration) -> Result<(), CudaError> {
+    /// Poll until the event completes or `deadline` passes: back to back for the first 2000
+    /// polls and for `spin` after the start (a decode step's end is then seen within a poll,
+    /// not a sleep), then every 50 µs.
+    pub fn wait_bounded(
+        &self,
+        label: &str,
+        deadline: Duration,
+        spin: Duration,
+    ) -> Result<(), CudaError> {
         let start = Instant::now();
-        let mut spin = 0u32;
+        let mut polls = 0u32;
         loop {
             // SAFETY: the event is live.
             match unsafe { result::event::query(self.0) } {
@@ -367,17 +402,18 @@ impl Event {
                     })
                 }
             }
-            if start.elapsed() > deadline {
+            let elapsed = start.elapsed();
+            if elapsed > deadline {
                 return Err(CudaError::Deadline {
                     label: label.to_string(),
                     secs: deadline.as_secs_f64(),
                 });
             }
-            spin += 1;
-            if spin > 2000 {
-                std::thread::sleep(Duration::from_micros(50));
-            } else {
+            polls = polls.saturating_add(1);
+            if polls <= 2000 || elapsed < spin {
                 std::hint::spin_loop();
+            } else {
+                std::thread::sleep(Duration::from_micros(50));
             }
         }
     }

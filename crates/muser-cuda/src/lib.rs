@@ -9,6 +9,7 @@
 //! - `registry`: the kernels compiled at init into one registry (route identity =
 //!   SHA-256 over every compiled module's identity);
 //! - `launch`: kernel argument packing and launches;
+//! - `host`: page-locked host staging of a step's inputs and logit rows (`PinnedHost`);
 //! - `graph`: stream capture into CUDA graphs, parallel branches, replay;
 //! - `arena`: the device weight arena (one allocation, tensors as offsets);
 //! - `profile`: the phase profiler on CUDA events;
@@ -30,6 +31,7 @@ pub mod error;
 pub mod graph;
 pub mod h16;
 pub mod h16_switches;
+pub mod host;
 pub mod kernel_id;
 pub mod launch;
 pub mod plan_h16;
@@ -51,6 +53,7 @@ pub use arena::{Arena, ArenaSlice};
 pub use device::{DeviceBuffer, Gpu, GpuInfo, Stream};
 pub use error::CudaError;
 pub use graph::{Graph, GraphMode};
+pub use host::PinnedHost;
 pub use launch::KArgs;
 pub use plan_h16::{HWeights, MmtShape, MmwSplit};
 pub use registry::{

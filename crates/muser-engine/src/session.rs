@@ -1,6 +1,8 @@
 //! Backend choice and one session type over the routes. `auto` picks CUDA when a device is
 //! present and says so; an explicit `cuda` without a device is an error, never a CPU run.
 
+use std::borrow::Cow;
+
 use crate::cpu::{CpuOptions, CpuSession, Logits};
 use crate::cuda::{CudaOptions, CudaSession};
 use crate::model::Model;
@@ -79,10 +81,17 @@ impl<'m> Session<'m> {
     }
 
     pub fn eval(&mut self, tokens: &[u32], which: Logits) -> Result<Vec<f32>, EngineError> {
-        match self {
-            Session::Cpu(s) => s.eval(tokens, which),
-            Session::Cuda(s) => s.eval(tokens, which),
-        }
+        self.eval_seq_ref(0, tokens, which).map(Cow::into_owned)
+    }
+
+    /// `eval`, the rows borrowed where the route can lend them (CUDA: from the page-locked
+    /// staging, up to `MAX_BATCH` rows) — the decode loop's form: no copy of the rows.
+    pub fn eval_ref(
+        &mut self,
+        tokens: &[u32],
+        which: Logits,
+    ) -> Result<Cow<'_, [f32]>, EngineError> {
+        self.eval_seq_ref(0, tokens, which)
     }
 
     /// `eval` on sequence `seq` (CPU: only sequence 0 exists).
@@ -92,26 +101,44 @@ impl<'m> Session<'m> {
         tokens: &[u32],
         which: Logits,
     ) -> Result<Vec<f32>, EngineError> {
+        self.eval_seq_ref(seq, tokens, which).map(Cow::into_owned)
+    }
+
+    /// `eval_seq`, the rows borrowed where the route can lend them (see `eval_ref`).
+    pub fn eval_seq_ref(
+        &mut self,
+        seq: usize,
+        tokens: &[u32],
+        which: Logits,
+    ) -> Result<Cow<'_, [f32]>, EngineError> {
         match self {
-            Session::Cpu(s) if seq == 0 => s.eval(tokens, which),
+            Session::Cpu(s) if seq == 0 => s.eval(tokens, which).map(Cow::Owned),
             Session::Cpu(_) => Err(EngineError::Config(format!(
                 "sequence {seq} does not exist (the CPU route runs one sequence per session)"
             ))),
-            Session::Cuda(s) => s.eval_seq(seq, tokens, which),
+            Session::Cuda(s) => s.eval_seq_ref(seq, tokens, which),
         }
     }
 
     /// One token of each of several sequences in one step (CUDA; see
     /// `CudaSession::decode_batch`). Returns `rows.len() × n_vocab` logits.
     pub fn decode_batch(&mut self, rows: &[(usize, u32)]) -> Result<Vec<f32>, EngineError> {
+        self.decode_batch_ref(rows).map(Cow::into_owned)
+    }
+
+    /// `decode_batch`, the rows borrowed where the route can lend them (see `eval_ref`).
+    pub fn decode_batch_ref(
+        &mut self,
+        rows: &[(usize, u32)],
+    ) -> Result<Cow<'_, [f32]>, EngineError> {
         match self {
             Session::Cpu(s) if rows.len() == 1 && rows[0].0 == 0 => {
-                s.eval(&[rows[0].1], Logits::Last)
+                s.eval(&[rows[0].1], Logits::Last).map(Cow::Owned)
             }
             Session::Cpu(_) => Err(EngineError::Config(
                 "batched decode of several sequences needs the CUDA route".into(),
             )),
-            Session::Cuda(s) => s.decode_batch(rows),
+            Session::Cuda(s) => s.decode_batch_ref(rows),
         }
     }
 

@@ -1,5 +1,6 @@
 //! The forward pass on the device: the launch sequence of one step (embedding → layers →
-//! logits), the decode graph, and the host side of a step (upload ids/position, download rows).
+//! logits), the decode graph, and the host side of a step (upload ids/position, download rows;
+//! the staging itself is host_io.rs).
 //! Every launch names its kernel through the typed registry; the matmuls go through
 //! `matmul.rs` (`project`).
 
@@ -8,6 +9,7 @@ use muser_cuda::profile::PhaseProfiler;
 use muser_cuda::step_switches::combine_cluster;
 use muser_cuda::{CudaError, Graph, KArgs, Kernel, Math, Registry, StepParams, MAX_BATCH};
 
+use super::host_io::Land;
 use super::prefetch::PfPoint;
 use super::weights::{kernels_for, DevLayer, DevMatrix};
 use super::{bufs_rows, Acts, CudaSession};
@@ -22,25 +24,54 @@ const EW_THREADS: u32 = 256;
 
 impl<'m> CudaSession<'m> {
     /// Run one step — a chunk of one sequence's tokens, or packed decode rows (`sp` says which
-    /// and where) — and return its last `rows` logit rows. The caller advances the positions.
+    /// and where) — and land its last `rows` logit rows where `land` says. The caller advances
+    /// the positions. The stream is idle when this returns, also on an error (host_io.rs).
     pub(super) fn step(
         &mut self,
         tokens: &[u32],
         sp: StepParams,
         rows: usize,
-    ) -> Result<Vec<f32>, EngineError> {
+        land: Land<'_>,
+    ) -> Result<(), EngineError> {
+        self.gpu.bind()?;
+        let r = self.step_queued(tokens, sp, rows, land);
+        if r.is_err() {
+            // Nothing queued may outlive the step (the staging is rewritten by the next one).
+            let _ = self.gpu.wait("failed step");
+        }
+        r
+    }
+
+    fn step_queued(
+        &mut self,
+        tokens: &[u32],
+        sp: StepParams,
+        rows: usize,
+        land: Land<'_>,
+    ) -> Result<(), EngineError> {
         let n = tokens.len();
         debug_assert_eq!(n, sp.n_tok());
         let packed = sp.per_row();
-        self.gpu.bind()?;
-        self.gpu.upload(self.b.tokens.ptr(), tokens)?;
-        self.gpu.upload(self.b.step.ptr(), sp.words())?;
+        let dsts = (self.b.tokens.ptr(), self.b.step.ptr());
+        let staged = match &mut self.stage {
+            Some(st) => st.upload(&self.gpu, tokens, &sp, dsts)?,
+            None => false,
+        };
+        if !staged {
+            self.gpu.upload(dsts.0, tokens)?;
+            self.gpu.upload(dsts.1, sp.words())?;
+        }
         // Graphs: single-token decode, and packed decode steps (one graph per row count; the
         // one-token graph serves both kinds of one-row step: the kernels are the same).
         let use_graph = self.opts.graphs
             && rows == n
             && (n == 1 || (packed && n <= MAX_BATCH))
             && !self.profile.enabled();
+        let label = if use_graph {
+            "decode graph"
+        } else {
+            "prefill step"
+        };
         if use_graph {
             if self.graphs[n].is_none() {
                 let g = Graph::capture(&self.gpu, "decode step", || {
@@ -56,23 +87,32 @@ impl<'m> CudaSession<'m> {
             let r = self.enqueue(n, rows, packed, &mut prof);
             let label_count = 1 + 5 * self.model.config.n_layer + usize::from(rows > 0);
             let r2 = r.and_then(|()| {
-                self.gpu.wait("prefill step")?;
+                self.gpu.wait(label)?;
                 prof.end(label_count)
             });
             self.profile = prof;
             r2?;
         }
         let n_vocab = self.model.config.n_vocab;
-        let mut out = vec![0f32; rows * n_vocab];
-        if rows > 0 {
-            let label = if use_graph {
-                "decode graph"
-            } else {
-                "prefill step"
-            };
-            self.gpu.download(&mut out, self.b.logits.ptr(), label)?;
+        match land {
+            Land::Staged(at) if rows > 0 => {
+                let st = self.stage.as_mut().ok_or_else(|| {
+                    CudaError::Invalid("logit rows staged without the staging".into())
+                })?;
+                st.download(&self.gpu, self.b.logits.ptr(), at, rows)?;
+            }
+            Land::Staged(_) => {}
+            Land::Vec(out) if rows > 0 => {
+                let start = out.len();
+                out.resize(start + rows * n_vocab, 0.0);
+                self.gpu
+                    .download(&mut out[start..], self.b.logits.ptr(), label)?;
+            }
+            Land::Vec(_) => {}
         }
-        Ok(out)
+        // One wait for the step (a no-op after the prefill path's own).
+        self.gpu.wait(label)?;
+        Ok(())
     }
 
     pub(super) fn f(&self, k: Kernel) -> &muser_cuda::CudaFunction {

@@ -31,6 +31,7 @@ mod a8;
 mod checks;
 mod forward;
 mod h16;
+mod host_io;
 mod matmul;
 mod options;
 mod prefetch;
@@ -51,6 +52,7 @@ use muser_cuda::{DeviceBuffer, Gpu, Graph, KArgs, Module, Registry, MAX_BATCH};
 use crate::model::Model;
 use crate::EngineError;
 pub use h16::TENSOR_CORE_ATTENTION_ENV;
+use host_io::HostStage;
 pub use options::{Acts, BatchMm, CudaOptions, L2Kind, ATTN_SUPER, L2_PREFETCH_BLOCKS};
 use weights::DevWeights;
 
@@ -153,6 +155,8 @@ pub struct CudaSession<'m> {
     /// Decode graphs by row count (index 1: one token; 2..=MAX_BATCH: packed rows).
     graphs: Vec<Option<Graph>>,
     sched: AcceleratorScheduler<(usize, usize, usize)>,
+    /// Page-locked staging of the steps' inputs and logit rows (`MUSER_CUDA_HOST_STAGE`).
+    stage: Option<HostStage>,
     /// Load report: upload seconds and GB/s, compile ms.
     pub load_report: String,
 }
@@ -303,6 +307,7 @@ impl<'m> CudaSession<'m> {
     ) -> Result<CudaSession<'m>, EngineError> {
         let c = &model.config;
         checks::shapes_and_ranges(model, &opts)?;
+        host_io::check_env()?;
         let gqa = c.gqa_ratio();
         resolve_default_acts(model, &mut opts);
         h16::check_options(model, &mut opts)?;
@@ -495,7 +500,12 @@ impl<'m> CudaSession<'m> {
             gbps,
             plan.kv as f64 / 1e6,
             plan.scratch as f64 / 1e6,
-        ) + &scales_note.map_or(String::new(), |n| format!(", {n}"));
+        ) + &scales_note.map_or(String::new(), |n| format!(", {n}"))
+            + &format!(
+                ", host I/O {} (MUSER_CUDA_HOST_STAGE), waits poll {} ms before sleeping (MUSER_CUDA_WAIT_SPIN_MS)",
+                if opts.host_stage { "page-locked" } else { "pageable" },
+                gpu.wait_spin().as_millis()
+            );
         let n_seq = opts.n_seq;
         // The branch only on the f16 route (refused above otherwise).
         let prefetch = match opts.l2_prefetch_on() {
@@ -504,6 +514,10 @@ impl<'m> CudaSession<'m> {
                 opts.l2_prefetch_kind_on(),
                 opts.l2_prefetch_blocks_on() as u32,
             )?),
+        };
+        let stage = match opts.host_stage {
+            true => Some(HostStage::new(&gpu, opts.chunk, c.n_vocab)?),
+            false => None,
         };
         Ok(CudaSession {
             model,
@@ -522,6 +536,7 @@ impl<'m> CudaSession<'m> {
             prefetch,
             sched: AcceleratorScheduler::new(),
             profile: PhaseProfiler::from_env(),
+            stage,
             load_report,
         })
     }

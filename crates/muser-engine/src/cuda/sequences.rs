@@ -1,12 +1,16 @@
 //! Sequence slots of a CUDA session: prefill and decode of one sequence (`eval`, `eval_seq`),
 //! one token of each of several sequences as packed rows of one step (`decode_batch`), and the
-//! slots' positions. Every step goes through the accelerator scheduler. Invariant: a refused
+//! slots' positions; the `_ref` forms borrow the rows from the page-locked staging (host_io.rs).
+//! Every step goes through the accelerator scheduler. Invariant: a refused
 //! request (missing slot, a sequence twice, too many rows, bad token, full context) changes no
 //! position.
+
+use std::borrow::Cow;
 
 use muser_cuda::sched::StepKind;
 use muser_cuda::MAX_BATCH;
 
+use super::host_io::Land;
 use super::CudaSession;
 use crate::cpu::Logits;
 use crate::EngineError;
@@ -52,7 +56,7 @@ impl CudaSession<'_> {
     /// Evaluate `tokens` after the ones already seen (sequence 0); returns the requested logit
     /// rows.
     pub fn eval(&mut self, tokens: &[u32], which: Logits) -> Result<Vec<f32>, EngineError> {
-        self.eval_seq(0, tokens, which)
+        self.eval_seq_ref(0, tokens, which).map(Cow::into_owned)
     }
 
     /// One token of each of several sequences as packed rows of one step (`rows`: (sequence,
@@ -60,6 +64,15 @@ impl CudaSession<'_> {
     /// order, `rows.len() × n_vocab`. Every row's logits equal that sequence's own decode step
     /// bit for bit.
     pub fn decode_batch(&mut self, rows: &[(usize, u32)]) -> Result<Vec<f32>, EngineError> {
+        self.decode_batch_ref(rows).map(Cow::into_owned)
+    }
+
+    /// `decode_batch`, the rows borrowed from the page-locked staging where the session has it
+    /// (`MUSER_CUDA_HOST_STAGE`, host_io.rs) — no copy on the host.
+    pub fn decode_batch_ref(
+        &mut self,
+        rows: &[(usize, u32)],
+    ) -> Result<Cow<'_, [f32]>, EngineError> {
         let n_vocab = self.model.config.n_vocab;
         if rows.is_empty() || rows.len() > MAX_BATCH {
             return Err(EngineError::Config(format!(
@@ -86,11 +99,21 @@ impl CudaSession<'_> {
         let job = self.sched.take_next();
         debug_assert!(job.is_some() && self.sched.take_next().is_none());
         let step = muser_cuda::StepParams::rows(&seq_pos)?;
-        let out = self.step(&tokens, step, rows.len())?;
+        let staged = self
+            .stage
+            .as_ref()
+            .is_some_and(|st| rows.len() <= st.rows());
+        let mut out = Vec::new();
+        let land = if staged {
+            Land::Staged(0)
+        } else {
+            Land::Vec(&mut out)
+        };
+        self.step(&tokens, step, rows.len(), land)?;
         for &(s, _) in rows {
             self.n_past[s] += 1;
         }
-        Ok(out)
+        Ok(self.landed(staged, rows.len(), out))
     }
 
     /// Evaluate `tokens` after the ones sequence `seq` has already seen; returns the requested
@@ -101,6 +124,17 @@ impl CudaSession<'_> {
         tokens: &[u32],
         which: Logits,
     ) -> Result<Vec<f32>, EngineError> {
+        self.eval_seq_ref(seq, tokens, which).map(Cow::into_owned)
+    }
+
+    /// `eval_seq`, the rows borrowed from the page-locked staging where they fit in it
+    /// (`MUSER_CUDA_HOST_STAGE`, host_io.rs: up to `MAX_BATCH` rows) — no copy on the host.
+    pub fn eval_seq_ref(
+        &mut self,
+        seq: usize,
+        tokens: &[u32],
+        which: Logits,
+    ) -> Result<Cow<'_, [f32]>, EngineError> {
         let n_vocab = self.model.config.n_vocab;
         self.check_seq(seq)?;
         crate::check_eval(tokens, self.n_past[seq], self.opts.n_ctx, n_vocab)?;
@@ -123,14 +157,27 @@ impl CudaSession<'_> {
             };
             self.sched.submit(seq as u64, kind, (start, len, rows));
         }
-        let mut out = Vec::new();
+        let total_rows = match which {
+            Logits::All => tokens.len(),
+            Logits::Last => usize::from(n_chunks > 0),
+        };
+        let staged = self
+            .stage
+            .as_ref()
+            .is_some_and(|st| total_rows <= st.rows());
+        let (mut out, mut at) = (Vec::new(), 0);
         while let Some(job) = self.sched.take_next() {
             let (start, len, rows) = job.payload;
             let step = muser_cuda::StepParams::single(seq, self.n_past[seq], len);
-            match self.step(&tokens[start..start + len], step, rows) {
-                Ok(v) => {
+            let land = if staged {
+                Land::Staged(at)
+            } else {
+                Land::Vec(&mut out)
+            };
+            match self.step(&tokens[start..start + len], step, rows, land) {
+                Ok(()) => {
                     self.n_past[seq] += len;
-                    out.extend(v)
+                    at += rows;
                 }
                 Err(e) => {
                     // Drop this eval's remaining steps: nothing stale runs later.
@@ -139,6 +186,14 @@ impl CudaSession<'_> {
                 }
             }
         }
-        Ok(out)
+        Ok(self.landed(staged, total_rows, out))
+    }
+
+    /// An eval's rows: `rows` rows of the staging, or `out`.
+    fn landed(&self, staged: bool, rows: usize, out: Vec<f32>) -> Cow<'_, [f32]> {
+        match &self.stage {
+            Some(st) if staged => Cow::Borrowed(st.logits(rows)),
+            _ => Cow::Owned(out),
+        }
     }
 }

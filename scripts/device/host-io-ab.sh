@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# The host side of a step (session 43): page-locked staging of the step's inputs and logit rows
+# (MUSER_CUDA_HOST_STAGE, engine cuda/host_io.rs) and the waits' back-to-back polling window
+# (MUSER_CUDA_WAIT_SPIN_MS, muser_cuda::device). One call; every line into $OUT/ab.txt.
+#   1. muser_cuda's host:: test, cuda_batched (with staged_rows_equal_pageable_rows: the staged
+#      rows against the pageable path's, bit for bit) and cuda_route's f16 test;
+#   2. `muser eval` on the tiny forge (ab-lib.sh ab_tiny_logits): default, HOST_STAGE=1 — and
+#      the binary in $BASE (.device/muser-base: d3760f1, the commit before the change; build it
+#      from a worktree and strip it there) — equal shas;
+#   3. tg128 on the full forge, alternating twice: $BASE, the default (both switches off: the
+#      refactor alone against $BASE), and each of TG.
+# Built in session 43; the device was not lent again that session, so it has not run yet.
+# Usage: [BASE=.device/muser-base] [TG="...;..."] [TESTS=0] bash scripts/device/host-io-ab.sh OUTDIR
+set -uo pipefail
+out=${1:?outdir}
+log=$out/ab.txt
+base=${BASE:-.device/muser-base}
+source scripts/device/ab-lib.sh
+bash scripts/device/forge-bg.sh
+if [ "${TESTS:-1}" = 1 ]; then
+  for t in "muser_cuda host::" "cuda_batched" "cuda_route f16"; do
+    set -- $t
+    MUSER_CUDA_DEADLINE_S=120 timeout 300 .device/tests/$1 --test-threads 1 ${2:-} \
+      > "$out/$1.txt" 2>&1
+    echo "$t rc=$? $(grep -E 'test result' "$out/$1.txt" | tail -1)" >> "$log"
+    grep -A4 panicked "$out/$1.txt" | head -8 >> "$log"
+  done
+  ab_tiny_logits "$log" "$out" "" "MUSER_CUDA_HOST_STAGE=1"
+  # The same tokens through the binary before the change (its sha must equal the lines above).
+  w=$HOME/ab-tiny
+  for c in 512 1; do
+    rm -f "$w/logits.f32"
+    MUSER_CUDA_ATTN_SUPER=32 timeout 200 $base eval -m "$w/tiny.gguf" --tokens "$w/toks.json" \
+      --ctx 2048 --route cuda --chunk $c --dump-logits "$w/logits.f32" > "$out/eval.txt" 2>&1
+    echo "eval chunk $c base rc=$? $(sha256sum < "$w/logits.f32" | cut -c1-16)" >> "$log"
+  done
+fi
+while [ ! -f "$HOME/forge.done" ]; do sleep 2; done
+IFS=';' read -r -a tg <<< "${TG:-MUSER_CUDA_HOST_STAGE=1 MUSER_CUDA_WAIT_SPIN_MS=50;MUSER_CUDA_HOST_STAGE=1;MUSER_CUDA_WAIT_SPIN_MS=50}"
+for r in 1 2; do
+  for v in base "" "${tg[@]}"; do
+    bin=.device/muser
+    [ "$v" = base ] && bin=$base && v=""
+    env $v timeout 90 $bin bench -m "$HOME/full.gguf" --backend cuda -p 0 -n 128 -r 2 \
+      > "$out/bench.txt" 2>&1
+    echo "$bin ${v:-default}: rc=$? $(grep -E "tg128" "$out/bench.txt" | tr -s ' ' | cut -d'(' -f1)" >> "$log"
+  done
+done
+grep -o "host I/O.*" "$out/bench.txt" >> "$log"
+cat "$log"
