@@ -35,8 +35,10 @@ impl<'m> CudaSession<'m> {
     ) -> Result<(), EngineError> {
         self.gpu.bind()?;
         let r = self.step_queued(tokens, sp, rows, land);
-        if r.is_err() {
-            // Nothing queued may outlive the step (the staging is rewritten by the next one).
+        // Nothing queued may outlive the step where the staging is rewritten by the next one
+        // (not after a deadline: the device is not answering, and the error says so).
+        let timed_out = matches!(r, Err(EngineError::Cuda(CudaError::Deadline { .. })));
+        if r.is_err() && self.stage.is_some() && !timed_out {
             let _ = self.gpu.wait("failed step");
         }
         r
@@ -100,7 +102,11 @@ impl<'m> CudaSession<'m> {
                     CudaError::Invalid("logit rows staged without the staging".into())
                 })?;
                 st.download(&self.gpu, self.b.logits.ptr(), at, rows)?;
+                // The step's one wait: the graph, then the rows.
+                self.gpu.wait(label)?;
             }
+            // (Every path below has waited: the prefill path after its launches, `download`
+            // after its copy; a graph step always has rows.)
             Land::Staged(_) => {}
             Land::Vec(out) if rows > 0 => {
                 let start = out.len();
@@ -110,8 +116,6 @@ impl<'m> CudaSession<'m> {
             }
             Land::Vec(_) => {}
         }
-        // One wait for the step (a no-op after the prefill path's own).
-        self.gpu.wait(label)?;
         Ok(())
     }
 

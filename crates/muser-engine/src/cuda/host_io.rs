@@ -6,7 +6,8 @@
 //! down into a `Vec` after a wait of their own.
 //!
 //! Invariants: the staging is written by the host only between steps — every step waits for
-//! the stream before it returns, also when it fails after queuing a staged copy; rows land in
+//! the stream before it returns, also when it fails after queuing a staged copy (unless the
+//! failure is the wait's deadline: then the device is not answering); rows land in
 //! the staging only when the whole eval's rows fit (`HostStage::rows`), and are read only
 //! through the borrow `CudaSession::eval_seq_ref` / `decode_batch_ref` hand out, which ends
 //! before the next step can run.
