@@ -8,7 +8,9 @@
 #      the binary in $BASE (.device/muser-base: d3760f1, the commit before the change; build it
 #      from a worktree and strip it there) — equal shas;
 #   3. tg128 on the full forge, alternating twice: $BASE, the default (both switches off: the
-#      refactor alone against $BASE), and each of TG.
+#      refactor alone against $BASE), and each of TG;
+#   4. the step's split (MUSER_CUDA_STEP_TIMES=1): device µs per step vs the host's rest, for
+#      the default and both switches.
 # Built in session 43; the device was not lent again that session, so it has not run yet.
 # Usage: [BASE=.device/muser-base] [TG="...;..."] [TESTS=0] bash scripts/device/host-io-ab.sh OUTDIR
 set -uo pipefail
@@ -46,5 +48,11 @@ for r in 1 2; do
     echo "$bin ${v:-default}: rc=$? $(grep -E "tg128" "$out/bench.txt" | tr -s ' ' | cut -d'(' -f1)" >> "$log"
   done
 done
-grep -o "host I/O.*" "$out/bench.txt" >> "$log"
+# The step's split (MUSER_CUDA_STEP_TIMES=1: device time per step from events around the graph,
+# the rest of the wall time the host's): the default and both switches.
+for v in "" "MUSER_CUDA_HOST_STAGE=1 MUSER_CUDA_WAIT_SPIN_MS=50"; do
+  env $v MUSER_CUDA_STEP_TIMES=1 timeout 90 .device/muser bench -m "$HOME/full.gguf" \
+    --backend cuda -p 0 -n 128 -r 2 > "$out/bench.txt" 2>&1
+  echo "step times ${v:-default}: rc=$? $(grep -E "tg128" "$out/bench.txt" | tr -s ' ')" >> "$log"
+done
 cat "$log"

@@ -106,6 +106,7 @@ pub fn run(a: BenchArgs) -> anyhow::Result<ExitCode> {
             };
             let mut tps = Vec::new();
             let mut fill_s = Vec::new();
+            let mut gaps = Vec::new();
             for rep in 0..=reps {
                 s.clear();
                 if d > 0 {
@@ -117,6 +118,7 @@ pub fn run(a: BenchArgs) -> anyhow::Result<ExitCode> {
                 if rep == reps {
                     s.profile_reset(); // the report covers this repetition's timed part only
                 }
+                s.take_step_times(); // the device clock (MUSER_CUDA_STEP_TIMES=1) from here
                 let t = Instant::now();
                 // The rows are borrowed, not copied (as a decode loop reads them).
                 if prompt {
@@ -127,6 +129,9 @@ pub fn run(a: BenchArgs) -> anyhow::Result<ExitCode> {
                     }
                 }
                 let secs = t.elapsed().as_secs_f64();
+                if let (Some((gpu_s, steps)), true) = (s.take_step_times(), rep > 0) {
+                    gaps.push(host_gap(secs, gpu_s, steps));
+                }
                 if rep == reps {
                     if let Some(r) = s.profile_report() {
                         eprintln!("phase profile, {name} (last repetition, timed part):\n{r}");
@@ -141,6 +146,9 @@ pub fn run(a: BenchArgs) -> anyhow::Result<ExitCode> {
             if d > 0 {
                 // The untimed context fill (prefill of `d` tokens), per repetition incl. warm-up.
                 r["fill_seconds"] = json!(fill_s);
+            }
+            if !gaps.is_empty() {
+                r["step_times"] = json!(gaps);
             }
             results.push(r);
         }
@@ -203,8 +211,17 @@ pub fn run(a: BenchArgs) -> anyhow::Result<ExitCode> {
                 Some(x) => format!("  ({x:.2}x one sequence)"),
                 None => String::new(),
             };
+            // MUSER_CUDA_STEP_TIMES=1: the last repetition's split of a step.
+            let split = match r["step_times"].as_array().and_then(|g| g.last()) {
+                Some(g) => format!(
+                    "  (per step: device {:.1} µs, host {:.1} µs)",
+                    g["device_us_per_step"].as_f64().unwrap_or(0.0),
+                    g["host_us_per_step"].as_f64().unwrap_or(0.0)
+                ),
+                None => String::new(),
+            };
             println!(
-                "{:>14} {:>10.2} ± {:.2} tok/s{bw}{fill}{speedup}",
+                "{:>14} {:>10.2} ± {:.2} tok/s{bw}{fill}{speedup}{split}",
                 test,
                 r["tok_per_s"].as_f64().unwrap_or(0.0),
                 r["stddev"].as_f64().unwrap_or(0.0)
@@ -213,6 +230,14 @@ pub fn run(a: BenchArgs) -> anyhow::Result<ExitCode> {
         println!("peak RSS {:.1} MiB", peak_rss as f64 / (1u64 << 20) as f64);
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// Per timed repetition with `MUSER_CUDA_STEP_TIMES=1`: the steps' device time (events around
+/// each graph or step's launches) and the wall time's rest per step — the host's share: its
+/// wake-up after the step, the copies, the next launch.
+fn host_gap(wall_s: f64, gpu_s: f64, steps: u64) -> serde_json::Value {
+    let per = |x: f64| 1e6 * x / steps.max(1) as f64;
+    json!({"steps": steps, "device_us_per_step": per(gpu_s), "host_us_per_step": per(wall_s - gpu_s)})
 }
 
 /// The batched decode tests (`--batch`): per depth, `tg` length and row count B, B sequences
@@ -234,7 +259,7 @@ fn batched_tests(
                     0 => format!("tg{n}"),
                     _ => format!("tg{n}@d{d}"),
                 };
-                let mut tps = Vec::new();
+                let (mut tps, mut gaps) = (Vec::new(), Vec::new());
                 for rep in 0..=reps {
                     s.clear();
                     if d > 0 {
@@ -246,6 +271,7 @@ fn batched_tests(
                     let toks: Vec<Vec<u32>> = (0..bsz)
                         .map(|seq| tokens(n, n_vocab, rep + 17 + 31 * seq))
                         .collect();
+                    s.take_step_times();
                     let t = Instant::now();
                     for i in 0..n {
                         let rows: Vec<(usize, u32)> = toks
@@ -256,6 +282,9 @@ fn batched_tests(
                         s.decode_batch_ref(&rows)?;
                     }
                     let secs = t.elapsed().as_secs_f64();
+                    if let (Some((gpu_s, steps)), true) = (s.take_step_times(), rep > 0) {
+                        gaps.push(host_gap(secs, gpu_s, steps));
+                    }
                     if rep > 0 {
                         tps.push((bsz * n) as f64 / secs);
                     }
@@ -264,6 +293,9 @@ fn batched_tests(
                 let mut r = json!({"test": name, "batch": bsz, "n_tokens": n, "depth": d,
                     "tok_per_s": median, "stddev": sd, "samples": tps,
                     "per_sequence_tok_per_s": median / bsz as f64});
+                if !gaps.is_empty() {
+                    r["step_times"] = json!(gaps);
+                }
                 if bsz == 1 {
                     one = Some(median);
                 }

@@ -211,6 +211,15 @@ impl<'m> Session<'m> {
     }
 
     /// Forget the phase profile accumulated so far (e.g. a benchmark's untimed context fill).
+    /// (device seconds, steps) since the last call where the route times its steps (CUDA with
+    /// `MUSER_CUDA_STEP_TIMES=1`); else None.
+    pub fn take_step_times(&mut self) -> Option<(f64, u64)> {
+        match self {
+            Session::Cpu(_) => None,
+            Session::Cuda(s) => s.take_step_times(),
+        }
+    }
+
     pub fn profile_reset(&mut self) {
         match self {
             Session::Cpu(s) => s.profile_reset(),

@@ -345,3 +345,37 @@ fn staged_rows_equal_pageable_rows() {
         eprintln!("{name}: staged rows equal the pageable path's");
     }
 }
+
+/// `MUSER_CUDA_STEP_TIMES` (`CudaOptions::step_times`): every timed step counts once with a
+/// positive device time, the count restarts at each take, and without it there is no clock.
+#[test]
+fn step_times_count_every_step() {
+    if !has_device() {
+        eprintln!("skipping: no CUDA device");
+        return;
+    }
+    let m = tiny_model(1);
+    let toks = tokens(12, m.config.n_vocab);
+    for graphs in [true, false] {
+        let mut o = CudaOptions::new(64, 4);
+        o.step_times = true;
+        o.graphs = graphs;
+        let mut s = CudaSession::new(&m, o, &mut |_, _| {}).expect("CUDA session");
+        s.eval(&toks[..9], Logits::Last).expect("prefill"); // three steps of 4, 4, 1
+        let (secs, steps) = s.take_step_times().expect("a clock");
+        assert_eq!(steps, 3, "graphs {graphs}");
+        assert!(secs > 0.0, "graphs {graphs}: {secs}");
+        for &t in &toks[9..] {
+            s.eval(&[t], Logits::Last).expect("decode");
+        }
+        let (secs, steps) = s.take_step_times().expect("a clock");
+        assert_eq!(steps, 3, "graphs {graphs}");
+        assert!(secs > 0.0, "graphs {graphs}: {secs}");
+        assert_eq!(s.take_step_times(), Some((0.0, 0)));
+    }
+    let mut o = CudaOptions::new(64, 4);
+    o.step_times = false;
+    let mut s = CudaSession::new(&m, o, &mut |_, _| {}).expect("CUDA session");
+    s.eval(&toks[..2], Logits::Last).expect("prefill");
+    assert_eq!(s.take_step_times(), None);
+}

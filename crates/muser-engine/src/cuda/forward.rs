@@ -81,12 +81,25 @@ impl<'m> CudaSession<'m> {
                 })?;
                 self.graphs[n] = Some(g);
             }
+            if let Some(c) = &mut self.clock {
+                c.start(self.gpu.stream())?;
+            }
             if let Some(g) = &self.graphs[n] {
                 g.launch()?;
             }
+            if let Some(c) = &mut self.clock {
+                c.end(self.gpu.stream())?;
+            }
         } else {
+            if let Some(c) = &mut self.clock {
+                c.start(self.gpu.stream())?;
+            }
             let mut prof = std::mem::take(&mut self.profile);
             let r = self.enqueue(n, rows, packed, &mut prof);
+            let r = match (r, &mut self.clock) {
+                (Ok(()), Some(c)) => c.end(self.gpu.stream()),
+                (r, _) => r,
+            };
             let label_count = 1 + 5 * self.model.config.n_layer + usize::from(rows > 0);
             let r2 = r.and_then(|()| {
                 self.gpu.wait(label)?;
@@ -115,6 +128,9 @@ impl<'m> CudaSession<'m> {
                     .download(&mut out[start..], self.b.logits.ptr(), label)?;
             }
             Land::Vec(_) => {}
+        }
+        if let Some(c) = &mut self.clock {
+            c.add()?;
         }
         Ok(())
     }

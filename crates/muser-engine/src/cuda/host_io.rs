@@ -12,7 +12,8 @@
 //! through the borrow `CudaSession::eval_seq_ref` / `decode_batch_ref` hand out, which ends
 //! before the next step can run.
 
-use muser_cuda::{Gpu, PinnedHost, StepParams, MAX_BATCH};
+use muser_cuda::device::Event;
+use muser_cuda::{CudaError, Gpu, PinnedHost, StepParams, Stream, MAX_BATCH};
 
 use crate::EngineError;
 
@@ -33,14 +34,20 @@ pub(super) enum Land<'a> {
     Staged(usize),
 }
 
-/// `MUSER_CUDA_HOST_STAGE` other than 0 or 1 is refused (the options read only "1" as on).
+/// `MUSER_CUDA_HOST_STAGE` / `MUSER_CUDA_STEP_TIMES` other than 0 or 1 are refused (the
+/// options read only "1" as on).
 pub(super) fn check_env() -> Result<(), EngineError> {
-    match std::env::var("MUSER_CUDA_HOST_STAGE") {
-        Ok(v) if v != "0" && v != "1" => Err(EngineError::Config(format!(
-            "MUSER_CUDA_HOST_STAGE={v:?}: expected 0 or 1"
-        ))),
-        _ => Ok(()),
+    for name in ["MUSER_CUDA_HOST_STAGE", "MUSER_CUDA_STEP_TIMES"] {
+        match std::env::var(name) {
+            Ok(v) if v != "0" && v != "1" => {
+                return Err(EngineError::Config(format!(
+                    "{name}={v:?}: expected 0 or 1"
+                )))
+            }
+            _ => {}
+        }
     }
+    Ok(())
 }
 
 impl HostStage {
@@ -97,5 +104,59 @@ impl HostStage {
     /// The first `rows` logit rows (valid after the steps that wrote them have waited).
     pub(super) fn logits(&self, rows: usize) -> &[f32] {
         &self.out.as_f32()[..rows * self.n_vocab]
+    }
+}
+
+/// `MUSER_CUDA_STEP_TIMES=1` (`CudaOptions::step_times`): each step's device time from an event before its graph (or its
+/// launches) to one after them, summed over the steps — so wall time minus this is the host's
+/// share (waking, copies, the next launch). Two timed events per step; off by default.
+pub(super) struct StepClock {
+    start: Event,
+    end: Event,
+    recorded: bool,
+    gpu_s: f64,
+    steps: u64,
+}
+
+impl StepClock {
+    /// The clock where `on` (`CudaOptions::step_times`).
+    pub(super) fn new(on: bool) -> Result<Option<StepClock>, CudaError> {
+        if !on {
+            return Ok(None);
+        }
+        Ok(Some(StepClock {
+            start: Event::new(true)?,
+            end: Event::new(true)?,
+            recorded: false,
+            gpu_s: 0.0,
+            steps: 0,
+        }))
+    }
+
+    pub(super) fn start(&mut self, s: Stream) -> Result<(), CudaError> {
+        self.start.record(s)
+    }
+
+    pub(super) fn end(&mut self, s: Stream) -> Result<(), CudaError> {
+        self.end.record(s)?;
+        self.recorded = true;
+        Ok(())
+    }
+
+    /// Add the step's time (call after the step's wait).
+    pub(super) fn add(&mut self) -> Result<(), CudaError> {
+        if std::mem::take(&mut self.recorded) {
+            self.gpu_s += f64::from(self.end.since(&self.start)?) / 1e3;
+            self.steps += 1;
+        }
+        Ok(())
+    }
+
+    /// (device seconds, steps) since the last call.
+    pub(super) fn take(&mut self) -> (f64, u64) {
+        (
+            std::mem::take(&mut self.gpu_s),
+            std::mem::take(&mut self.steps),
+        )
     }
 }

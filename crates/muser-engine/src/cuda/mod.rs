@@ -52,7 +52,7 @@ use muser_cuda::{DeviceBuffer, Gpu, Graph, KArgs, Module, Registry, MAX_BATCH};
 use crate::model::Model;
 use crate::EngineError;
 pub use h16::TENSOR_CORE_ATTENTION_ENV;
-use host_io::HostStage;
+use host_io::{HostStage, StepClock};
 pub use options::{Acts, BatchMm, CudaOptions, L2Kind, ATTN_SUPER, L2_PREFETCH_BLOCKS};
 use weights::DevWeights;
 
@@ -133,6 +133,8 @@ pub struct CudaSession<'m> {
     /// Fields drop in declaration order: the fork's and the profiler's CUDA events go first,
     /// while the context (held by `gpu`, the buffers and the graphs) is still alive.
     fork: Fork,
+    /// `MUSER_CUDA_STEP_TIMES=1`: the steps' device time (its events go before the context).
+    clock: Option<StepClock>,
     /// The decode steps' L2 prefetch branch (`MUSER_CUDA_L2_PREFETCH`; f16 route).
     prefetch: Option<L2Prefetcher>,
     profile: PhaseProfiler,
@@ -519,6 +521,7 @@ impl<'m> CudaSession<'m> {
             true => Some(HostStage::new(&gpu, opts.chunk, c.n_vocab)?),
             false => None,
         };
+        let clock = StepClock::new(opts.step_times)?;
         Ok(CudaSession {
             model,
             gpu,
@@ -537,6 +540,7 @@ impl<'m> CudaSession<'m> {
             sched: AcceleratorScheduler::new(),
             profile: PhaseProfiler::from_env(),
             stage,
+            clock,
             load_report,
         })
     }
@@ -569,6 +573,12 @@ impl<'m> CudaSession<'m> {
     }
 
     /// Forget the phase profile accumulated so far.
+    /// (device seconds, steps) of the steps since the last call, where `MUSER_CUDA_STEP_TIMES=1`
+    /// times them (host_io.rs `StepClock`).
+    pub fn take_step_times(&mut self) -> Option<(f64, u64)> {
+        self.clock.as_mut().map(StepClock::take)
+    }
+
     pub fn profile_reset(&mut self) {
         self.profile.reset();
     }

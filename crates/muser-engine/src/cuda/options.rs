@@ -21,6 +21,9 @@ pub struct CudaOptions {
     /// Page-locked staging of the steps' inputs and logit rows (`MUSER_CUDA_HOST_STAGE=1`;
     /// host_io.rs). Off by default until measured on the device (built in session 43).
     pub host_stage: bool,
+    /// Each step's device time from events around its graph or launches
+    /// (`MUSER_CUDA_STEP_TIMES=1`; `CudaSession::take_step_times`, `muser bench`'s step_times).
+    pub step_times: bool,
     /// Parallel branches or serial capture (`MUSER_CUDA_SERIAL=1`).
     pub mode: GraphMode,
     /// Math variant of the element-wise activation kernels (`MUSER_CUDA_FAST_ACT=1`: fast).
@@ -286,6 +289,7 @@ impl CudaOptions {
             chunk: chunk.clamp(1, 512),
             graphs: std::env::var("MUSER_CUDA_GRAPH").as_deref() != Ok("0"),
             host_stage: std::env::var("MUSER_CUDA_HOST_STAGE").as_deref() == Ok("1"),
+            step_times: std::env::var("MUSER_CUDA_STEP_TIMES").as_deref() == Ok("1"),
             mode: GraphMode::from_env(),
             act_math: if std::env::var("MUSER_CUDA_FAST_ACT").as_deref() == Ok("1") {
                 Math::Fast
