@@ -3,7 +3,8 @@
 //! are queued in stream order around the step's kernels or graph and the host waits once per
 //! step. Without it (the default until the device has measured it: built in session 43,
 //! `scripts/device/host-io-ab.sh`) the inputs go up from pageable memory and the rows come
-//! down into a `Vec` after a wait of their own.
+//! down into a `Vec` after a wait of their own. Also the steps' device clock
+//! (`MUSER_CUDA_STEP_TIMES=1`, `StepClock`): wall time minus it is the host's share of a step.
 //!
 //! Invariants: the staging is written by the host only between steps — every step waits for
 //! the stream before it returns, also when it fails after queuing a staged copy (unless the
