@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
 # The host side of a step (session 43): page-locked staging of the step's inputs and logit rows
-# (MUSER_CUDA_HOST_STAGE, engine cuda/host_io.rs) and the waits' back-to-back polling window
-# (MUSER_CUDA_WAIT_SPIN_MS, muser_cuda::device). One call; every line into $OUT/ab.txt.
+# (MUSER_CUDA_HOST_STAGE, engine cuda/host_io.rs), the waits' back-to-back polling window
+# (MUSER_CUDA_WAIT_SPIN_MS, muser_cuda::device), and loading NVRTC's cubins instead of the PTX
+# (MUSER_CUDA_LOAD=cubin, muser_cuda::registry::Load). Every line into $OUT/ab.txt.
+#   0. the fresh machine's first kernel init, NVRTC's cubin against the driver's JIT;
 #   1. muser_cuda's host:: test, cuda_batched (with staged_rows_equal_pageable_rows: the staged
 #      rows against the pageable path's, bit for bit) and cuda_route's f16 test;
-#   2. `muser eval` on the tiny forge (ab-lib.sh ab_tiny_logits): default, HOST_STAGE=1 — and
+#   2. `muser eval` on the tiny forge (ab-lib.sh ab_tiny_logits): default, HOST_STAGE=1,
+#      LOAD=cubin — and
 #      the binary in $BASE (.device/muser-base: d3760f1, the commit before the change; build it
 #      from a worktree and strip it there) — equal shas;
 #   3. tg128 on the full forge, alternating twice: $BASE, the default (both switches off: the
@@ -12,14 +15,34 @@
 #   4. the step's split (MUSER_CUDA_STEP_TIMES=1): device µs per step vs the host's rest, for
 #      the default and both switches.
 # Built in session 43; the device was not lent again that session, so it has not run yet.
-# Usage: [BASE=.device/muser-base] [TG="...;..."] [TESTS=0] bash scripts/device/host-io-ab.sh OUTDIR
+# Two calls (each under 600 s on a fresh machine): PART=1 runs steps 0-2, PART=2 steps 3-4 (the
+# forge started by PART=1 is then there if the machine stayed warm; else it is made again).
+# Usage: PART=1|2 [BASE=.device/muser-base] [TG="...;..."] bash scripts/device/host-io-ab.sh OUTDIR
 set -uo pipefail
 out=${1:?outdir}
 log=$out/ab.txt
 base=${BASE:-.device/muser-base}
 source scripts/device/ab-lib.sh
 bash scripts/device/forge-bg.sh
-if [ "${TESTS:-1}" = 1 ]; then
+# 0. Where a fresh machine's first kernel init goes (session 41: ~110 s once, then 0.5-1 s):
+#    the first process loads NVRTC's cubins (MUSER_CUDA_LOAD=cubin: no driver JIT), the second
+#    the PTX as by default (the driver JIT on an empty compute cache), then cubins again; the
+#    three logit shas must agree. Run this first.
+part=${PART:-1}
+w=$HOME/ab-tiny
+mkdir -p "$w"
+[ "$part" = 1 ] && {
+.device/muser forge --preset tiny --seed 1 -o "$w/tiny.gguf" > /dev/null 2>&1
+echo "[1, 2, 3, 4, 5]" > "$w/init-toks.json"
+for v in MUSER_CUDA_LOAD=cubin "" MUSER_CUDA_LOAD=cubin; do
+  t0=$(date +%s.%N)
+  rm -f "$w/init.f32"
+  env $v timeout 300 .device/muser eval -m "$w/tiny.gguf" --tokens "$w/init-toks.json" \
+    --ctx 64 --route cuda --dump-logits "$w/init.f32" > "$out/init.txt" 2>&1
+  echo "init ${v:-ptx (default)}: rc=$? $(echo "$(date +%s.%N) - $t0" | bc) s; $(grep -o "kernels compiled in [0-9]* ms ([^)]*)" "$out/init.txt"); logits $(sha256sum < "$w/init.f32" | cut -c1-16)" >> "$log"
+done
+}
+if [ "$part" = 1 ]; then
   for t in "muser_cuda host::" "cuda_batched" "cuda_route f16"; do
     set -- $t
     MUSER_CUDA_DEADLINE_S=120 timeout 300 .device/tests/$1 --test-threads 1 ${2:-} \
@@ -27,18 +50,19 @@ if [ "${TESTS:-1}" = 1 ]; then
     echo "$t rc=$? $(grep -E 'test result' "$out/$1.txt" | tail -1)" >> "$log"
     grep -A4 panicked "$out/$1.txt" | head -8 >> "$log"
   done
-  ab_tiny_logits "$log" "$out" "" "MUSER_CUDA_HOST_STAGE=1"
+  ab_tiny_logits "$log" "$out" "" "MUSER_CUDA_HOST_STAGE=1" "MUSER_CUDA_LOAD=cubin"
   # The same tokens through the binary before the change (its sha must equal the lines above).
-  w=$HOME/ab-tiny
   for c in 512 1; do
     rm -f "$w/logits.f32"
     MUSER_CUDA_ATTN_SUPER=32 timeout 200 $base eval -m "$w/tiny.gguf" --tokens "$w/toks.json" \
       --ctx 2048 --route cuda --chunk $c --dump-logits "$w/logits.f32" > "$out/eval.txt" 2>&1
     echo "eval chunk $c base rc=$? $(sha256sum < "$w/logits.f32" | cut -c1-16)" >> "$log"
   done
+  cat "$log"
+  exit 0
 fi
 while [ ! -f "$HOME/forge.done" ]; do sleep 2; done
-IFS=';' read -r -a tg <<< "${TG:-MUSER_CUDA_HOST_STAGE=1 MUSER_CUDA_WAIT_SPIN_MS=50;MUSER_CUDA_HOST_STAGE=1;MUSER_CUDA_WAIT_SPIN_MS=50}"
+IFS=';' read -r -a tg <<< "${TG:-MUSER_CUDA_HOST_STAGE=1 MUSER_CUDA_WAIT_SPIN_MS=50;MUSER_CUDA_HOST_STAGE=1;MUSER_CUDA_WAIT_SPIN_MS=50;MUSER_CUDA_LOAD=cubin}"
 for r in 1 2; do
   for v in base "" "${tg[@]}"; do
     bin=.device/muser

@@ -1,10 +1,13 @@
 //! Kernel modules and their compilation: the `.cu` families (`Module`, each with its embedded
 //! source and shared headers), their numerics variants (`Math`), and `compile_module` — NVRTC
-//! to PTX, with the module's identity (SHA-256 over the compiler version, options and source).
+//! to PTX (and, for a real architecture such as `sm_90a`, the CUBIN NVRTC builds beside it),
+//! with the module's identity (SHA-256 over the compiler version, options and source).
 //! No device needed: CI compiles every module (`every_module_compiles_with_nvrtc`). Loading
 //! the PTX and the kernel list are `registry`'s.
 
-use cudarc::nvrtc::{compile_ptx_with_opts, CompileError, CompileOptions, Ptx};
+use std::ffi::{CStr, CString};
+
+use cudarc::nvrtc::{result as nvrtc, sys as nvrtc_sys, Ptx};
 use sha2::{Digest, Sha256};
 
 use crate::error::CudaError;
@@ -229,14 +232,12 @@ pub fn compile_module(
     options.extend(extra.iter().cloned());
     options.push("-std=c++17".into());
     options.push(format!("-DMUSER_MATH_{}", math.label().to_uppercase()));
-    let opts = CompileOptions {
-        arch: Some(arch),
-        options: options.clone(),
-        name: Some(format!("{}[{}]", m.file(), math.label())),
-        ..Default::default()
-    };
-    let ptx = compile_ptx_with_opts(src, opts).map_err(|e| compile_error(m, &options, e))?;
-    let text = ptx.to_src();
+    // NVRTC gets the architecture first (the order the sessions measured so far compiled
+    // with); the identity lists it last.
+    let argv: Vec<String> = std::iter::once(format!("--gpu-architecture={arch}"))
+        .chain(options.iter().cloned())
+        .collect();
+    let (text, cubin) = nvrtc_build(m, math, src, &argv)?;
     options.push(format!("--gpu-architecture={arch}"));
     let mut h = Sha256::new();
     h.update(nvrtc_version().as_bytes());
@@ -248,12 +249,70 @@ pub fn compile_module(
     h.update(src.as_bytes());
     let sha256 = hex(&h.finalize());
     Ok(Compiled {
-        ptx,
-        options,
-        sha256,
         ptx_sha256: hex(&Sha256::digest(text.as_bytes())),
         ptx_bytes: text.len(),
+        ptx: Ptx::from_src(text),
+        cubin,
+        options,
+        sha256,
     })
+}
+
+/// One NVRTC compilation: the PTX text, and the CUBIN where the architecture is a real one
+/// (`sm_*`: NVRTC assembles it in the same compile).
+fn nvrtc_build(
+    m: Module,
+    math: Math,
+    src: &str,
+    options: &[String],
+) -> Result<(String, Option<Vec<u8>>), CudaError> {
+    let fail = |what: &str, log: String| CudaError::Compile {
+        module: m.file().into(),
+        options: options.join(" "),
+        log: format!("{what}: {log}"),
+    };
+    let c_src = CString::new(src).map_err(|_| fail("source", "a NUL byte in the source".into()))?;
+    let name = CString::new(format!("{}[{}]", m.file(), math.label()))
+        .map_err(|_| fail("name", "a NUL byte in the name".into()))?;
+    let prog = nvrtc::create_program(&c_src, Some(&name))
+        .map_err(|e| fail("nvrtcCreateProgram", format!("{e:?}")))?;
+    // SAFETY: `prog` was created above and is destroyed once, at the end of this function;
+    // every call below gets it live.
+    let out = unsafe {
+        let built = match nvrtc::compile_program(prog, options) {
+            Ok(()) => Ok(()),
+            Err(e) => {
+                let log = nvrtc::get_program_log(prog)
+                    .map(|l| CStr::from_ptr(l.as_ptr()).to_string_lossy().into_owned())
+                    .unwrap_or_else(|_| format!("{e:?} (no log)"));
+                Err(fail("nvrtcCompileProgram", log))
+            }
+        };
+        built.and_then(|()| {
+            let ptx = nvrtc::get_ptx(prog).map_err(|e| fail("nvrtcGetPTX", format!("{e:?}")))?;
+            let text = CStr::from_ptr(ptx.as_ptr()).to_string_lossy().into_owned();
+            let real = options
+                .iter()
+                .any(|o| o.starts_with("--gpu-architecture=sm_"));
+            let cubin = if real {
+                let mut n = 0usize;
+                nvrtc_sys::nvrtcGetCUBINSize(prog, &mut n)
+                    .result()
+                    .map_err(|e| fail("nvrtcGetCUBINSize", format!("{e:?}")))?;
+                let mut bin = vec![0u8; n];
+                nvrtc_sys::nvrtcGetCUBIN(prog, bin.as_mut_ptr().cast())
+                    .result()
+                    .map_err(|e| fail("nvrtcGetCUBIN", format!("{e:?}")))?;
+                Some(bin)
+            } else {
+                None
+            };
+            Ok((text, cubin))
+        })
+    };
+    // SAFETY: created above, not destroyed before.
+    let _ = unsafe { nvrtc::destroy_program(prog) };
+    out
 }
 
 /// What `compile_module` returns. The identity `sha256` names the compiler, options and source;
@@ -265,6 +324,9 @@ pub fn compile_module(
 /// numbers are not affected: the device determinism tests compare sessions that each compile.
 pub struct Compiled {
     pub ptx: Ptx,
+    /// The CUBIN NVRTC assembled in the same compile (a real architecture only), which
+    /// `MUSER_CUDA_LOAD=cubin` loads instead of the PTX (no driver JIT).
+    pub cubin: Option<Vec<u8>>,
     /// The options as given to NVRTC, then `--gpu-architecture`.
     pub options: Vec<String>,
     pub sha256: String,
@@ -288,18 +350,6 @@ pub fn nvrtc_version() -> String {
 pub fn nvrtc_present() -> bool {
     // SAFETY: only tries to dlopen the library.
     unsafe { cudarc::nvrtc::sys::is_culib_present() }
-}
-
-fn compile_error(m: Module, options: &[String], e: CompileError) -> CudaError {
-    let log = match &e {
-        CompileError::CompileError { log, .. } => log.to_string_lossy().into_owned(),
-        other => format!("{other:?}"),
-    };
-    CudaError::Compile {
-        module: m.file().into(),
-        options: options.join(" "),
-        log,
-    }
 }
 
 pub(crate) fn hex(b: &[u8]) -> String {
@@ -327,6 +377,13 @@ mod tests {
             for &math in m.maths() {
                 let c = compile_module(m, math, "sm_90a", &m.source(), &[])
                     .unwrap_or_else(|e| panic!("{e}"));
+                // NVRTC assembles the real architecture's CUBIN in the same compile (an ELF
+                // image: what `MUSER_CUDA_LOAD=cubin` loads).
+                let bin = c
+                    .cubin
+                    .as_deref()
+                    .unwrap_or_else(|| panic!("{}: no cubin", m.file()));
+                assert_eq!(bin.get(..4), Some(&b"\x7fELF"[..]), "{}: cubin", m.file());
                 let (text, sha) = (c.ptx.to_src(), c.sha256);
                 for &k in Kernel::ALL.iter().filter(|k| k.module() == m) {
                     assert!(
@@ -472,5 +529,27 @@ mod tests {
             "source counts"
         );
         assert!(nvrtc_version().starts_with("nvrtc "));
+    }
+
+    /// A virtual architecture gives PTX only; a source NVRTC rejects is a typed error carrying
+    /// its log.
+    #[test]
+    fn cubin_only_for_real_architectures_and_errors_carry_the_log() {
+        if !nvrtc_present() {
+            eprintln!("skipping: NVRTC (libnvrtc.so) not loadable; kernels not compiled");
+            return;
+        }
+        let m = Module::Rope;
+        let c = compile_module(m, Math::Strict, "compute_90a", &m.source(), &[])
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert!(c.cubin.is_none() && c.ptx.to_src().contains(".entry "));
+        let bad = format!("{}\nthis is not C++;", m.source());
+        match compile_module(m, Math::Strict, "sm_90a", &bad, &[]) {
+            Err(CudaError::Compile { log, .. }) => assert!(log.contains("error"), "{log}"),
+            other => panic!(
+                "expected a compile error, got {:?}",
+                other.map(|c| c.sha256)
+            ),
+        }
     }
 }

@@ -13,6 +13,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use cudarc::driver::{CudaFunction, CudaModule};
+use cudarc::nvrtc::Ptx;
 use sha2::{Digest, Sha256};
 
 use crate::compile::hex;
@@ -37,6 +38,40 @@ pub struct CompiledModule {
     pub ptx_sha256: String,
     pub compile_ms: f64,
     pub ptx_bytes: usize,
+    /// What was loaded: the PTX (the driver JITs it) or NVRTC's CUBIN (`MUSER_CUDA_LOAD`).
+    pub load: Load,
+}
+
+/// `MUSER_CUDA_LOAD=ptx|cubin` (default ptx): load each module's PTX, which the driver
+/// compiles for the device at load (its JIT, cached per machine in the driver's compute
+/// cache), or the CUBIN NVRTC assembled in the same compile for the real architecture
+/// (`sm_90a`), with no JIT at load. The same source, options and arithmetic; the machine code
+/// comes from NVRTC's assembler instead of the driver's. Built in session 43 (not yet run on
+/// the device): a fresh machine's first init took ~110 s (session 41), later ones 0.5–1 s —
+/// if the JIT is that time, `cubin` removes it. In the registry identity when `cubin`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Load {
+    Ptx,
+    Cubin,
+}
+
+impl Load {
+    pub fn from_env() -> Result<Load, CudaError> {
+        match std::env::var("MUSER_CUDA_LOAD").as_deref() {
+            Err(_) | Ok("ptx") => Ok(Load::Ptx),
+            Ok("cubin") => Ok(Load::Cubin),
+            Ok(v) => Err(CudaError::Invalid(format!(
+                "MUSER_CUDA_LOAD={v:?}: expected ptx or cubin"
+            ))),
+        }
+    }
+
+    pub fn label(self) -> &'static str {
+        match self {
+            Load::Ptx => "ptx",
+            Load::Cubin => "cubin",
+        }
+    }
 }
 
 /// Launch shape of the tensor-core matmuls (`mmq_*`; `MMQ_BM`, `MMQ_THREADS` in mmq_a16.cu):
@@ -128,6 +163,8 @@ pub struct Registry {
     functions: HashMap<(Kernel, Math), CudaFunction>,
     modules: Vec<CompiledModule>,
     _loaded: Vec<Arc<CudaModule>>,
+    /// What the modules were loaded from (`MUSER_CUDA_LOAD`).
+    pub load: Load,
     pub arch: String,
     pub init_ms: f64,
 }
@@ -362,6 +399,7 @@ impl Registry {
             ));
         }
         let steps = StepSwitches::from_env()?;
+        let load = Load::from_env()?;
         let mut functions = HashMap::new();
         let mut modules = Vec::new();
         let mut loaded = Vec::new();
@@ -432,8 +470,18 @@ impl Registry {
                     extra.push(format!("-DMMT_STAGES={stages}"));
                 }
                 let c = compile_module(m, math, arch, &src, &extra)?;
-                let (ptx, options, sha256, ptx_bytes) = (c.ptx, c.options, c.sha256, c.ptx_bytes);
-                let module = gpu.ctx().load_module(ptx).map_err(|e| CudaError::Load {
+                let (options, sha256, ptx_bytes) = (c.options, c.sha256, c.ptx_bytes);
+                let image = match (load, c.cubin) {
+                    (Load::Ptx, _) => c.ptx,
+                    (Load::Cubin, Some(bin)) => Ptx::from_binary(bin),
+                    (Load::Cubin, None) => {
+                        return Err(CudaError::Invalid(format!(
+                            "MUSER_CUDA_LOAD=cubin: NVRTC built no CUBIN for {arch} ({})",
+                            m.file()
+                        )))
+                    }
+                };
+                let module = gpu.ctx().load_module(image).map_err(|e| CudaError::Load {
                     module: m.file().into(),
                     kernel: "(module)".into(),
                     source: e,
@@ -507,6 +555,7 @@ impl Registry {
                     ptx_sha256: c.ptx_sha256,
                     compile_ms: t.elapsed().as_secs_f64() * 1e3,
                     ptx_bytes,
+                    load,
                 });
             }
         }
@@ -546,6 +595,7 @@ impl Registry {
             modules,
             _loaded: loaded,
             arch: arch.to_string(),
+            load,
             init_ms: t0.elapsed().as_secs_f64() * 1e3,
         })
     }
@@ -572,6 +622,9 @@ impl Registry {
         let mut h = Sha256::new();
         for m in &self.modules {
             h.update(m.sha256.as_bytes());
+            if m.load == Load::Cubin {
+                h.update(b"+cubin");
+            }
         }
         hex(&h.finalize())
     }

@@ -174,11 +174,15 @@ impl<'m> Session<'m> {
                 .iter()
                 .map(|m| {
                     format!(
-                        "{}[{}] {} (PTX {}, {} ms, {})",
+                        "{}[{}] {} (PTX {}{}, {} ms, {})",
                         m.module.file(),
                         m.math.label(),
                         m.sha256,
                         &m.ptx_sha256[..16],
+                        match m.load {
+                            muser_cuda::registry::Load::Ptx => "",
+                            muser_cuda::registry::Load::Cubin => "; its cubin loaded",
+                        },
                         m.compile_ms.round(),
                         m.options.join(" ")
                     )

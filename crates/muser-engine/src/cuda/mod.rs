@@ -490,13 +490,17 @@ impl<'m> CudaSession<'m> {
             None
         };
         let load_report = format!(
-            "CUDA {} (sm_{}{}, driver {}): kernels compiled in {:.0} ms ({}), weights {:.2} GB uploaded in {:.2} s ({:.1} GB/s), KV {:.1} MB, scratch {:.1} MB",
+            "CUDA {} (sm_{}{}, driver {}): kernels compiled in {:.0} ms ({}{}), weights {:.2} GB uploaded in {:.2} s ({:.1} GB/s), KV {:.1} MB, scratch {:.1} MB",
             gpu.info.name,
             gpu.info.compute_capability.0,
             gpu.info.compute_capability.1,
             gpu.info.driver_version,
             reg.init_ms,
             reg.arch,
+            match reg.load {
+                muser_cuda::registry::Load::Ptx => "",
+                muser_cuda::registry::Load::Cubin => ", NVRTC's cubin loaded",
+            },
             w.arena.bytes() as f64 / 1e9,
             up,
             gbps,

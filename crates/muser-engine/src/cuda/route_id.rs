@@ -30,7 +30,7 @@ impl CudaSession<'_> {
     /// What produced the numbers: route parameters and the kernel registry's SHA-256.
     pub fn route_identity(&self) -> String {
         format!(
-            "cuda:acts={}{},w={},kv=f16,attn={},mv={},mm={}{},fuse={}{},act_math={},graph={}{},mode={}{},kernels={}{}",
+            "cuda:acts={}{},w={},kv=f16,attn={},mv={},mm={}{},fuse={}{},act_math={},graph={}{},mode={}{},kernels={}{}{}",
             self.opts.acts.name(),
             if self.opts.acts == Acts::A8 && self.opts.qkv() == Acts::A16 {
                 "-qkv16"
@@ -148,6 +148,10 @@ impl CudaSession<'_> {
             },
             self.l2_prefetch_label(),
             &self.reg.identity()[..16],
+            match self.reg.load {
+                muser_cuda::registry::Load::Ptx => "",
+                muser_cuda::registry::Load::Cubin => "-cubin",
+            },
             muser_cuda::probe::label(self.reg.probe_dup)
         )
     }
