@@ -13,7 +13,7 @@ use std::time::Instant;
 use anyhow::Context;
 use clap::Args;
 use muser_engine::cpu::Logits;
-use muser_engine::metrics::log_softmax;
+use muser_engine::metrics::log_softmax_at;
 use muser_engine::sampling::{Sampler, SamplerConfig};
 use muser_engine::{Arch, Model};
 use muser_tokenizer::{ChatMessage, ChatTemplate, StreamDecoder, Tokenizer, CHATML_TEMPLATE};
@@ -159,9 +159,11 @@ pub fn run(a: GenerateArgs) -> anyhow::Result<ExitCode> {
 
     // The rows are borrowed from the session (no copy): each token is sampled before the next
     // eval.
+    // The token's log-probability only where it is printed (--json): it reads the whole row.
+    let json_out = a.json;
     let pick = |l: &[f32], sampler: &mut Sampler| {
         let id = sampler.sample(l);
-        (id, log_softmax(l)[id as usize])
+        (id, json_out.then(|| log_softmax_at(l, id as usize)))
     };
     let t1 = Instant::now();
     let mut next = pick(&session.eval_ref(&prompt, Logits::Last)?, &mut sampler);

@@ -15,16 +15,25 @@ pub const PLAUSIBLE_LOGPROB: f64 = -10.0;
 
 /// log-softmax of one row, in f64.
 pub fn log_softmax(x: &[f32]) -> Vec<f64> {
+    let lse = log_sum_exp(x);
+    x.iter().map(|&v| f64::from(v) - lse).collect()
+}
+
+/// `log_softmax(x)[i]` alone (the same value, without the row of them).
+pub fn log_softmax_at(x: &[f32], i: usize) -> f64 {
+    f64::from(x[i]) - log_sum_exp(x)
+}
+
+/// ln Σ exp(x), in f64, shifted by the maximum.
+fn log_sum_exp(x: &[f32]) -> f64 {
     let max = x
         .iter()
         .fold(f64::NEG_INFINITY, |m, &v| m.max(f64::from(v)));
-    let lse = x
-        .iter()
+    x.iter()
         .map(|&v| (f64::from(v) - max).exp())
         .sum::<f64>()
         .ln()
-        + max;
-    x.iter().map(|&v| f64::from(v) - lse).collect()
+        + max
 }
 
 /// Index of the largest value (lowest index on ties).

@@ -104,6 +104,19 @@ pub fn argmax(x: &[f32]) -> usize {
     best
 }
 
+/// Sort `cand` by logit, descending, ties by id (a total, reproducible order), keeping the
+/// first `top_k` (0 = all). With a cut only the k first in that order are sorted, found in
+/// linear time first: the same k in the same order as sorting every candidate (202048 of them
+/// for Muse Glimmer: the full sort cost several ms per token).
+fn rank_top_k(cand: &mut Vec<(u32, f32)>, top_k: usize) {
+    let by_rank = |a: &(u32, f32), b: &(u32, f32)| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0));
+    if top_k > 0 && top_k < cand.len() {
+        cand.select_nth_unstable_by(top_k - 1, by_rank);
+        cand.truncate(top_k);
+    }
+    cand.sort_by(by_rank);
+}
+
 impl Sampler {
     pub fn new(cfg: SamplerConfig) -> Sampler {
         let rng = Rng::new(cfg.seed);
@@ -154,11 +167,7 @@ impl Sampler {
             let l: Vec<f32> = cand.iter().map(|e| e.1).collect();
             return argmax(&l) as u32;
         }
-        // Sort by logit, descending; ties by id so the order is total and reproducible.
-        cand.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
-        if c.top_k > 0 && c.top_k < cand.len() {
-            cand.truncate(c.top_k);
-        }
+        rank_top_k(&mut cand, c.top_k);
         let probs = |cand: &[(u32, f32)]| -> Vec<f64> {
             let max = f64::from(cand[0].1);
             let e: Vec<f64> = cand.iter().map(|x| (f64::from(x.1) - max).exp()).collect();
@@ -265,5 +274,42 @@ mod tests {
         let mut s = Sampler::new(cfg);
         s.accept(0);
         assert_eq!(s.sample(&logits), 1);
+    }
+
+    /// The top-k cut by selection gives exactly the full sort's first k: logits with many ties
+    /// (a few distinct values), negative zeros and NaNs, every k from 1 past the length.
+    #[test]
+    fn top_k_selection_equals_the_full_sort() {
+        let mut seed = 7u32;
+        let mut next = || {
+            seed = seed.wrapping_mul(1_664_525).wrapping_add(1_013_904_223);
+            seed >> 8
+        };
+        for n in [1usize, 2, 5, 64, 1000] {
+            let cand: Vec<(u32, f32)> = (0..n as u32)
+                .map(|i| {
+                    let v = match next() % 11 {
+                        0 => -0.0,
+                        1 => f32::NAN,
+                        r => (r % 4) as f32 * 0.5 - 1.0,
+                    };
+                    (i, v)
+                })
+                .collect();
+            let mut full = cand.clone();
+            full.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+            for k in [0usize, 1, 2, 3, 40, n - 1, n, n + 1] {
+                let mut got = cand.clone();
+                rank_top_k(&mut got, k);
+                let want = if k > 0 && k < n {
+                    &full[..k]
+                } else {
+                    &full[..]
+                };
+                let bits =
+                    |v: &[(u32, f32)]| v.iter().map(|x| (x.0, x.1.to_bits())).collect::<Vec<_>>();
+                assert_eq!(bits(&got), bits(want), "n {n}, k {k}");
+            }
+        }
     }
 }
