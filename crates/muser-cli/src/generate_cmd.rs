@@ -165,14 +165,16 @@ pub fn run(a: GenerateArgs) -> anyhow::Result<ExitCode> {
         let id = sampler.sample(l);
         (id, json_out.then(|| log_softmax_at(l, id as usize)))
     };
-    let t1 = Instant::now();
-    let mut next = pick(&session.eval_ref(&prompt, Logits::Last)?, &mut sampler);
-    let prompt_s = t1.elapsed().as_secs_f64();
-
     let mut out = std::io::stdout().lock();
     let mut stream = StreamDecoder::new(&tok);
     let mut generated = Vec::new();
+    let t1 = Instant::now();
+    let first = session.eval_ref(&prompt, Logits::Last)?;
+    let prompt_s = t1.elapsed().as_secs_f64();
+    // Decode time counts every sampling, the first one (from the prompt's row) included.
     let t2 = Instant::now();
+    let mut next = pick(&first, &mut sampler);
+    drop(first);
     let mut stop = "length";
     for _ in 0..a.n_predict {
         let (id, logprob) = next;
