@@ -5,7 +5,7 @@
 //! No device needed: CI compiles every module (`every_module_compiles_with_nvrtc`). Loading
 //! the PTX and the kernel list are `registry`'s.
 
-use std::ffi::{CStr, CString};
+use std::ffi::CString;
 
 use cudarc::nvrtc::{result as nvrtc, sys as nvrtc_sys, Ptx};
 use sha2::{Digest, Sha256};
@@ -276,21 +276,28 @@ fn nvrtc_build(
         .map_err(|_| fail("name", "a NUL byte in the name".into()))?;
     let prog = nvrtc::create_program(&c_src, Some(&name))
         .map_err(|e| fail("nvrtcCreateProgram", format!("{e:?}")))?;
+    // NVRTC's PTX and log come back as NUL-terminated buffers (its sizes count the NUL).
+    let text_of = |buf: &[std::ffi::c_char]| {
+        // SAFETY: c_char and u8 have the same size and alignment; the slice is live.
+        let b = unsafe { std::slice::from_raw_parts(buf.as_ptr().cast::<u8>(), buf.len()) };
+        let end = b.iter().position(|&c| c == 0).unwrap_or(b.len());
+        String::from_utf8_lossy(&b[..end]).into_owned()
+    };
     // SAFETY: `prog` was created above and is destroyed once, at the end of this function;
-    // every call below gets it live.
+    // every NVRTC call below gets it live, and the CUBIN buffer has the size NVRTC reported.
     let out = unsafe {
         let built = match nvrtc::compile_program(prog, options) {
             Ok(()) => Ok(()),
             Err(e) => {
                 let log = nvrtc::get_program_log(prog)
-                    .map(|l| CStr::from_ptr(l.as_ptr()).to_string_lossy().into_owned())
+                    .map(|l| text_of(&l))
                     .unwrap_or_else(|_| format!("{e:?} (no log)"));
                 Err(fail("nvrtcCompileProgram", log))
             }
         };
         built.and_then(|()| {
             let ptx = nvrtc::get_ptx(prog).map_err(|e| fail("nvrtcGetPTX", format!("{e:?}")))?;
-            let text = CStr::from_ptr(ptx.as_ptr()).to_string_lossy().into_owned();
+            let text = text_of(&ptx);
             let real = options
                 .iter()
                 .any(|o| o.starts_with("--gpu-architecture=sm_"));
