@@ -104,6 +104,57 @@ pub fn argmax(x: &[f32]) -> usize {
     best
 }
 
+impl Sampler {
+    /// Greedy: `argmax` of the logits after the repeat penalty, without copying the row (two
+    /// copies of 202048 entries per token before) — the penalized values (each recent
+    /// occurrence applied in turn, as the sampling path does) kept aside for the few tokens
+    /// they touch.
+    fn choose_greedy(&self, logits: &[f32]) -> u32 {
+        let c = &self.cfg;
+        let mut pen: Vec<(u32, f32)> = Vec::new();
+        if c.repeat_penalty != 1.0 {
+            for &t in &self.recent {
+                let Some(&l) = logits.get(t as usize) else {
+                    continue;
+                };
+                let at = match pen.iter().position(|e| e.0 == t) {
+                    Some(at) => at,
+                    None => {
+                        pen.push((t, l));
+                        pen.len() - 1
+                    }
+                };
+                let v = pen[at].1;
+                pen[at].1 = if v > 0.0 {
+                    v / c.repeat_penalty
+                } else {
+                    v * c.repeat_penalty
+                };
+            }
+        }
+        if pen.is_empty() {
+            return argmax(logits) as u32;
+        }
+        // `argmax` over the penalized row, read in index order with the penalized tokens merged
+        // in (sorted, distinct).
+        pen.sort_by_key(|e| e.0);
+        let (mut j, mut best, mut bv) = (0, 0, f32::NAN);
+        for (i, &l) in logits.iter().enumerate() {
+            let v = match pen.get(j) {
+                Some(&(t, pv)) if t as usize == i => {
+                    j += 1;
+                    pv
+                }
+                _ => l,
+            };
+            if i == 0 || v > bv || bv.is_nan() {
+                (best, bv) = (i, v);
+            }
+        }
+        best as u32
+    }
+}
+
 /// Sort `cand` by logit, descending, ties by id (a total, reproducible order), keeping the
 /// first `top_k` (0 = all). With a cut only the k first in that order are sorted, found in
 /// linear time first: the same k in the same order as sorting every candidate (202048 of them
@@ -147,6 +198,9 @@ impl Sampler {
 
     fn choose(&mut self, logits: &[f32]) -> u32 {
         let c = &self.cfg;
+        if c.temp <= 0.0 {
+            return self.choose_greedy(logits);
+        }
         let mut cand: Vec<(u32, f32)> = logits
             .iter()
             .enumerate()
@@ -162,10 +216,6 @@ impl Sampler {
                     };
                 }
             }
-        }
-        if c.temp <= 0.0 {
-            let l: Vec<f32> = cand.iter().map(|e| e.1).collect();
-            return argmax(&l) as u32;
         }
         rank_top_k(&mut cand, c.top_k);
         let probs = |cand: &[(u32, f32)]| -> Vec<f64> {
@@ -310,6 +360,53 @@ mod tests {
                     |v: &[(u32, f32)]| v.iter().map(|x| (x.0, x.1.to_bits())).collect::<Vec<_>>();
                 assert_eq!(bits(&got), bits(want), "n {n}, k {k}");
             }
+        }
+    }
+
+    /// Greedy with the repeat penalty reads the row in place and picks exactly what the argmax
+    /// of a penalized copy picks: recent tokens repeated (penalized once per occurrence), out of
+    /// range, at index 0, on ties, beside NaNs.
+    #[test]
+    fn greedy_in_place_equals_the_penalized_copy() {
+        let mut seed = 11u32;
+        let mut next = || {
+            seed = seed.wrapping_mul(1_664_525).wrapping_add(1_013_904_223);
+            seed >> 8
+        };
+        for case in 0..200 {
+            let n = 1 + (next() % 50) as usize;
+            let logits: Vec<f32> = (0..n)
+                .map(|_| match next() % 9 {
+                    0 => f32::NAN,
+                    1 => -0.0,
+                    r => (r % 4) as f32 * 0.75 - 1.2,
+                })
+                .collect();
+            let cfg = SamplerConfig {
+                repeat_penalty: [1.0, 1.3, 0.7][case % 3],
+                repeat_last_n: 8,
+                ..SamplerConfig::greedy()
+            };
+            let mut s = Sampler::new(cfg.clone());
+            for _ in 0..(next() % 10) {
+                s.accept(next() % (n as u32 + 3));
+            }
+            let mut copy = logits.clone();
+            for &t in &s.recent {
+                if let Some(v) = copy.get_mut(t as usize) {
+                    *v = if *v > 0.0 {
+                        *v / cfg.repeat_penalty
+                    } else {
+                        *v * cfg.repeat_penalty
+                    };
+                }
+            }
+            assert_eq!(
+                s.choose_greedy(&logits),
+                argmax(&copy) as u32,
+                "case {case}: {logits:?}, recent {:?}",
+                s.recent
+            );
         }
     }
 }
