@@ -124,12 +124,7 @@ impl Sampler {
                         pen.len() - 1
                     }
                 };
-                let v = pen[at].1;
-                pen[at].1 = if v > 0.0 {
-                    v / c.repeat_penalty
-                } else {
-                    v * c.repeat_penalty
-                };
+                pen[at].1 = penalize(pen[at].1, c.repeat_penalty);
             }
         }
         if pen.is_empty() {
@@ -152,6 +147,15 @@ impl Sampler {
             }
         }
         best as u32
+    }
+}
+
+/// The repeat penalty on one logit: a positive one divided, any other multiplied.
+fn penalize(v: f32, penalty: f32) -> f32 {
+    if v > 0.0 {
+        v / penalty
+    } else {
+        v * penalty
     }
 }
 
@@ -209,11 +213,7 @@ impl Sampler {
         if c.repeat_penalty != 1.0 {
             for &t in &self.recent {
                 if let Some(e) = cand.get_mut(t as usize) {
-                    e.1 = if e.1 > 0.0 {
-                        e.1 / c.repeat_penalty
-                    } else {
-                        e.1 * c.repeat_penalty
-                    };
+                    e.1 = penalize(e.1, c.repeat_penalty);
                 }
             }
         }
@@ -394,11 +394,7 @@ mod tests {
             let mut copy = logits.clone();
             for &t in &s.recent {
                 if let Some(v) = copy.get_mut(t as usize) {
-                    *v = if *v > 0.0 {
-                        *v / cfg.repeat_penalty
-                    } else {
-                        *v * cfg.repeat_penalty
-                    };
+                    *v = penalize(*v, cfg.repeat_penalty);
                 }
             }
             assert_eq!(
