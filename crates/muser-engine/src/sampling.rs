@@ -110,44 +110,85 @@ impl Sampler {
     /// occurrence applied in turn, as the sampling path does) kept aside for the few tokens
     /// they touch.
     fn choose_greedy(&self, logits: &[f32]) -> u32 {
-        let c = &self.cfg;
-        let mut pen: Vec<(u32, f32)> = Vec::new();
-        if c.repeat_penalty != 1.0 {
-            for &t in &self.recent {
-                let Some(&l) = logits.get(t as usize) else {
-                    continue;
-                };
-                let at = match pen.iter().position(|e| e.0 == t) {
-                    Some(at) => at,
-                    None => {
-                        pen.push((t, l));
-                        pen.len() - 1
-                    }
-                };
-                pen[at].1 = penalize(pen[at].1, c.repeat_penalty);
-            }
-        }
+        let pen = self.penalized(logits);
         if pen.is_empty() {
             return argmax(logits) as u32;
         }
-        // `argmax` over the penalized row, read in index order with the penalized tokens merged
-        // in (sorted, distinct).
-        pen.sort_by_key(|e| e.0);
-        let (mut j, mut best, mut bv) = (0, 0, f32::NAN);
-        for (i, &l) in logits.iter().enumerate() {
-            let v = match pen.get(j) {
-                Some(&(t, pv)) if t as usize == i => {
-                    j += 1;
-                    pv
-                }
-                _ => l,
-            };
+        // `argmax` over the penalized row, read in index order.
+        let (mut best, mut bv) = (0, f32::NAN);
+        for (i, v) in row_values(logits, &pen) {
             if i == 0 || v > bv || bv.is_nan() {
                 (best, bv) = (i, v);
             }
         }
         best as u32
     }
+
+    /// The recent tokens' penalized logits, sorted by id, each token once (the penalty applied
+    /// once per occurrence, in turn, as on a copy of the row); empty without a penalty.
+    fn penalized(&self, logits: &[f32]) -> Vec<(u32, f32)> {
+        let c = &self.cfg;
+        let mut pen: Vec<(u32, f32)> = Vec::new();
+        if c.repeat_penalty == 1.0 {
+            return pen;
+        }
+        for &t in &self.recent {
+            let Some(&l) = logits.get(t as usize) else {
+                continue;
+            };
+            let at = match pen.iter().position(|e| e.0 == t) {
+                Some(at) => at,
+                None => {
+                    pen.push((t, l));
+                    pen.len() - 1
+                }
+            };
+            pen[at].1 = penalize(pen[at].1, c.repeat_penalty);
+        }
+        pen.sort_by_key(|e| e.0);
+        pen
+    }
+}
+
+/// The row's values in index order with the penalized ones (`Sampler::penalized`: sorted,
+/// distinct) merged in — the penalized row, without copying it.
+fn row_values<'a>(
+    logits: &'a [f32],
+    pen: &'a [(u32, f32)],
+) -> impl Iterator<Item = (usize, f32)> + 'a {
+    let mut j = 0;
+    logits
+        .iter()
+        .enumerate()
+        .map(move |(i, &l)| match pen.get(j) {
+            Some(&(t, pv)) if t as usize == i => {
+                j += 1;
+                (i, pv)
+            }
+            _ => (i, l),
+        })
+}
+
+/// The first `k` (> 0) of the row in `rank_top_k`'s order, in one pass: a sorted buffer of the
+/// best `k` so far, which a value enters only when it ranks before the buffer's last. The
+/// same k in the same order as ranking a copy of the row (the full row is never copied).
+fn top_k_scan(values: impl Iterator<Item = (usize, f32)>, k: usize) -> Vec<(u32, f32)> {
+    let mut top: Vec<(u32, f32)> = Vec::with_capacity(k + 1);
+    for (i, v) in values {
+        let x = (i as u32, v);
+        if top.len() == k && by_rank(&x, &top[k - 1]) != std::cmp::Ordering::Less {
+            continue;
+        }
+        let at = top.partition_point(|e| by_rank(e, &x) == std::cmp::Ordering::Less);
+        top.insert(at, x);
+        top.truncate(k);
+    }
+    top
+}
+
+/// Logit descending, then id ascending: a total order (`total_cmp`), so ranks reproduce.
+fn by_rank(a: &(u32, f32), b: &(u32, f32)) -> std::cmp::Ordering {
+    b.1.total_cmp(&a.1).then(a.0.cmp(&b.0))
 }
 
 /// The repeat penalty on one logit: a positive one divided, any other multiplied.
@@ -159,16 +200,8 @@ fn penalize(v: f32, penalty: f32) -> f32 {
     }
 }
 
-/// Sort `cand` by logit, descending, ties by id (a total, reproducible order), keeping the
-/// first `top_k` (0 = all). With a cut only the k first in that order are sorted, found in
-/// linear time first: the same k in the same order as sorting every candidate (202048 of them
-/// for Muse Glimmer: the full sort cost several ms per token).
-fn rank_top_k(cand: &mut Vec<(u32, f32)>, top_k: usize) {
-    let by_rank = |a: &(u32, f32), b: &(u32, f32)| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0));
-    if top_k > 0 && top_k < cand.len() {
-        cand.select_nth_unstable_by(top_k - 1, by_rank);
-        cand.truncate(top_k);
-    }
+/// Sort every candidate by `by_rank` (the sampler without a top-k cut).
+fn rank_all(cand: &mut [(u32, f32)]) {
     cand.sort_by(by_rank);
 }
 
@@ -205,19 +238,16 @@ impl Sampler {
         if c.temp <= 0.0 {
             return self.choose_greedy(logits);
         }
-        let mut cand: Vec<(u32, f32)> = logits
-            .iter()
-            .enumerate()
-            .map(|(i, &l)| (i as u32, l))
-            .collect();
-        if c.repeat_penalty != 1.0 {
-            for &t in &self.recent {
-                if let Some(e) = cand.get_mut(t as usize) {
-                    e.1 = penalize(e.1, c.repeat_penalty);
-                }
-            }
-        }
-        rank_top_k(&mut cand, c.top_k);
+        let pen = self.penalized(logits);
+        let mut cand: Vec<(u32, f32)> = if c.top_k > 0 && c.top_k < logits.len() {
+            top_k_scan(row_values(logits, &pen), c.top_k)
+        } else {
+            let mut all: Vec<(u32, f32)> = row_values(logits, &pen)
+                .map(|(i, v)| (i as u32, v))
+                .collect();
+            rank_all(&mut all);
+            all
+        };
         let probs = |cand: &[(u32, f32)]| -> Vec<f64> {
             let max = f64::from(cand[0].1);
             let e: Vec<f64> = cand.iter().map(|x| (f64::from(x.1) - max).exp()).collect();
@@ -326,39 +356,46 @@ mod tests {
         assert_eq!(s.sample(&logits), 1);
     }
 
-    /// The top-k cut by selection gives exactly the full sort's first k: logits with many ties
-    /// (a few distinct values), negative zeros and NaNs, every k from 1 past the length.
+    /// The one-pass top-k gives exactly the full sort's first k of the penalized row: logits
+    /// with many ties (a few distinct values), negative zeros and NaNs, penalized tokens, every
+    /// k from 1 to past the length.
     #[test]
-    fn top_k_selection_equals_the_full_sort() {
+    fn top_k_scan_equals_the_full_sort() {
         let mut seed = 7u32;
         let mut next = || {
             seed = seed.wrapping_mul(1_664_525).wrapping_add(1_013_904_223);
             seed >> 8
         };
         for n in [1usize, 2, 5, 64, 1000] {
-            let cand: Vec<(u32, f32)> = (0..n as u32)
-                .map(|i| {
-                    let v = match next() % 11 {
-                        0 => -0.0,
-                        1 => f32::NAN,
-                        r => (r % 4) as f32 * 0.5 - 1.0,
-                    };
-                    (i, v)
+            let logits: Vec<f32> = (0..n)
+                .map(|_| match next() % 11 {
+                    0 => -0.0,
+                    1 => f32::NAN,
+                    r => (r % 4) as f32 * 0.5 - 1.0,
                 })
                 .collect();
-            let mut full = cand.clone();
-            full.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
-            for k in [0usize, 1, 2, 3, 40, n - 1, n, n + 1] {
-                let mut got = cand.clone();
-                rank_top_k(&mut got, k);
-                let want = if k > 0 && k < n {
-                    &full[..k]
-                } else {
-                    &full[..]
-                };
+            let mut s = Sampler::new(SamplerConfig {
+                repeat_penalty: 1.5,
+                ..SamplerConfig::default()
+            });
+            for _ in 0..6 {
+                s.accept(next() % n as u32);
+            }
+            let pen = s.penalized(&logits);
+            let mut full: Vec<(u32, f32)> = logits
+                .iter()
+                .enumerate()
+                .map(|(i, &l)| (i as u32, l))
+                .collect();
+            for &t in &s.recent {
+                full[t as usize].1 = penalize(full[t as usize].1, 1.5);
+            }
+            rank_all(&mut full);
+            for k in [1usize, 2, 3, 40, n, n + 1] {
+                let got = top_k_scan(row_values(&logits, &pen), k);
                 let bits =
                     |v: &[(u32, f32)]| v.iter().map(|x| (x.0, x.1.to_bits())).collect::<Vec<_>>();
-                assert_eq!(bits(&got), bits(want), "n {n}, k {k}");
+                assert_eq!(bits(&got), bits(&full[..k.min(n)]), "n {n}, k {k}");
             }
         }
     }
