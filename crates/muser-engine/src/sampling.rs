@@ -5,7 +5,9 @@
 //! the lowest id wins a tie) and uses no randomness; otherwise the draw is a pure function of
 //! (logits, history, seed, number of draws so far), so a seed reproduces a generation exactly.
 //! The random stream is Muser's own (SplitMix64-seeded xoshiro256**), not llama.cpp's mt19937,
-//! so equal seeds do not give equal draws across the two engines.
+//! so equal seeds do not give equal draws across the two engines. The row is read in place
+//! (the penalty's few values merged in index order; top-k in one pass over it): no per-token
+//! copy of a 202048-entry row.
 
 use std::collections::VecDeque;
 
