@@ -14,7 +14,10 @@
 #      refactor alone against $BASE), and each of TG;
 #   4. the step's split (MUSER_CUDA_STEP_TIMES=1): device µs per step vs the host's rest, for
 #      the default and both switches.
-# Built in session 43; the device was not lent again that session, so it has not run yet.
+# Session 44 added the clustered norm's shift from a bound (MUSER_CUDA_NORM_BOUND=1, norm.cu
+# h16_shift_bound): its device test (muser_cuda norm_bound::, default and bound), cuda_route's
+# f16 test and the tiny logits under it in PART=1, its tg128 in PART=2's list.
+# Built in sessions 43-44; the device was not lent in either, so it has not run yet.
 # Two calls (each under 600 s on a fresh machine): PART=1 runs steps 0-2, PART=2 steps 3-4 (the
 # forge started by PART=1 is then there if the machine stayed warm; else it is made again).
 # Usage: PART=1|2 [BASE=.device/muser-base] [TG="...;..."] bash scripts/device/host-io-ab.sh OUTDIR
@@ -43,14 +46,19 @@ for v in MUSER_CUDA_LOAD=cubin "" MUSER_CUDA_LOAD=cubin; do
 done
 }
 if [ "$part" = 1 ]; then
-  for t in "muser_cuda host::" "cuda_batched" "cuda_route f16"; do
+  for t in "muser_cuda host::" "muser_cuda norm_bound::" "MUSER_CUDA_NORM_BOUND=1 muser_cuda norm_bound::" \
+      "cuda_batched" "cuda_route f16" "MUSER_CUDA_NORM_BOUND=1 cuda_route f16"; do
     set -- $t
-    MUSER_CUDA_DEADLINE_S=120 timeout 300 .device/tests/$1 --test-threads 1 ${2:-} \
-      > "$out/$1.txt" 2>&1
+    e=""
+    [[ $1 == *=* ]] && e=$1 && shift
+    env $e MUSER_CUDA_DEADLINE_S=120 timeout 300 .device/tests/$1 --test-threads 1 --nocapture \
+      ${2:-} > "$out/$1.txt" 2>&1
     echo "$t rc=$? $(grep -E 'test result' "$out/$1.txt" | tail -1)" >> "$log"
+    grep -E "norm module|rows equal" "$out/$1.txt" >> "$log"
     grep -A4 panicked "$out/$1.txt" | head -8 >> "$log"
   done
-  ab_tiny_logits "$log" "$out" "" "MUSER_CUDA_HOST_STAGE=1" "MUSER_CUDA_LOAD=cubin"
+  ab_tiny_logits "$log" "$out" "" "MUSER_CUDA_HOST_STAGE=1" "MUSER_CUDA_LOAD=cubin" \
+    "MUSER_CUDA_NORM_BOUND=1"
   # The same tokens through the binary before the change (its sha must equal the lines above).
   for c in 512 1; do
     rm -f "$w/logits.f32"
@@ -62,7 +70,7 @@ if [ "$part" = 1 ]; then
   exit 0
 fi
 while [ ! -f "$HOME/forge.done" ]; do sleep 2; done
-IFS=';' read -r -a tg <<< "${TG:-MUSER_CUDA_HOST_STAGE=1 MUSER_CUDA_WAIT_SPIN_MS=50;MUSER_CUDA_HOST_STAGE=1;MUSER_CUDA_WAIT_SPIN_MS=50;MUSER_CUDA_LOAD=cubin}"
+IFS=';' read -r -a tg <<< "${TG:-MUSER_CUDA_HOST_STAGE=1 MUSER_CUDA_WAIT_SPIN_MS=50;MUSER_CUDA_HOST_STAGE=1;MUSER_CUDA_WAIT_SPIN_MS=50;MUSER_CUDA_LOAD=cubin;MUSER_CUDA_NORM_BOUND=1}"
 for r in 1 2; do
   for v in base "" "${tg[@]}"; do
     bin=.device/muser

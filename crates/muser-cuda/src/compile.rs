@@ -442,6 +442,7 @@ mod tests {
         variant(Module::Norm, &["-DNORM_H16=2"]);
         variant(Module::Norm, &["-DNORM_RED1=0"]);
         variant(Module::Norm, &["-DNORM_H16=1", "-DNORM_RED1=1"]);
+        variant(Module::Norm, &["-DNORM_RED1=1", "-DNORM_AMAX_BOUND=1"]);
         variant(Module::Attention, &["-DCOMBINE_WIDE=16"]);
         variant(Module::Attention, &["-DCOMBINE_WIDE=8", "-DCOMBINE_PIPE=1"]);
         variant(Module::AttnH16, &["-DATTN_EARLY=1"]);

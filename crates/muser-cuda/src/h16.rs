@@ -48,6 +48,16 @@ fn pow2(e: i32) -> f32 {
     }
 }
 
+/// The row's power of two (act_h16.cuh `h16_shift`) for its largest magnitude `amax` (NaNs
+/// skipped, as `fmaxf` does): 9 − ⌊log2 amax⌋ capped at 127, 0 for a zero or non-finite `amax`.
+pub fn shift_of(amax: f32) -> i32 {
+    if amax > 0.0 && amax.is_finite() {
+        (9 - ilogb(amax)).min(127)
+    } else {
+        0
+    }
+}
+
 /// `act_h16` for one row of `k` values (`k` a positive multiple of 64).
 pub fn act_reference(x: &[f32]) -> Result<H16Row, CudaError> {
     let k = x.len();
@@ -56,12 +66,7 @@ pub fn act_reference(x: &[f32]) -> Result<H16Row, CudaError> {
             "f16 activations: a row of {k} values (a positive multiple of 64)"
         )));
     }
-    let amax = x.iter().fold(0f32, |m, v| m.max(v.abs()));
-    let sh = if amax > 0.0 && amax.is_finite() {
-        (9 - ilogb(amax)).min(127)
-    } else {
-        0
-    };
+    let sh = shift_of(x.iter().fold(0f32, |m, v| m.max(v.abs())));
     let scale = pow2(sh);
     let h = |v: f32| f16::from_f32(v * scale);
     let xh = (0..k).map(|o| h(x[position(o)]).to_bits()).collect();

@@ -34,6 +34,7 @@ pub mod h16_switches;
 pub mod host;
 pub mod kernel_id;
 pub mod launch;
+pub mod norm_bound;
 pub mod plan_h16;
 pub mod prefetch;
 pub mod probe;

@@ -156,15 +156,54 @@ extern "C" __global__ void __launch_bounds__(NORM_THREADS)
     }
 }
 
+// NORM_AMAX_BOUND (`MUSER_CUDA_NORM_AMAX=exact|bound`, default exact until measured; the
+// cluster twins residual_norm_h16_cl8 / _cl16 only): the f16 shift of H's row from the second
+// reduction instead of a third. The shift needs only the exponent of amax = max_i |h_i|, h_i =
+// fl(fl(x_i·sx)·wn_i), and that reduction can carry m = max_i |fl(x_i·wn_i)| and w = max_i |wn_i|
+// (maxima: exact in any order). Why it decides (u = 2^-24, round to nearest, no FTZ):
+// - fl is monotone, so m = fl(B), B = max_i |x_i·wn_i| exact; for m >= 2^-125, B lies within
+//   m·(1 ± u), and A = sx·B (the exact max of |x_i·sx·wn_i|) within P·(1 ± 2u), P = sx·m (exact
+//   in f64: 24 × 24 bits);
+// - an i whose t_i = fl(|x_i|·sx) is normal has |h_i| within |x_i·sx·wn_i|·(1 ± u)^2 while h_i
+//   is normal; one whose t_i < 2^-126 has |h_i| <= 2^-126·w·(1 + u); t_i never overflows, as
+//   sx = 1/rms(x) gives |x_i|·sx <= sqrt(n)·(1 + 2^-20);
+// - so when lo = P·(1 − 2^-20) > max(2^-100, 2^-125·w) and hi = P·(1 + 2^-20) < 2^127, the i
+//   of A has a normal t_i and amax lies in [lo, hi] (3u + O(u^2) < 2^-20); if lo and hi share
+//   their exponent e, amax has it too: h16_shift(amax) = min(9 − e, 127). (The 2^-100 floor
+//   keeps H normal for the argument; below 2^-117 the cap at 127 would decide alike.)
+// Otherwise (zero, non-finite or tiny rows, a boundary within 2^-20 of P) H16_SHIFT_UNKNOWN and
+// the third reduction runs as before. Every block reduces the same slots in the same tree, so
+// the decision is uniform over the cluster (its barriers pair up) and the shift is the exact
+// form's: the same bits. Host mirror and its exhaustive edge tests: muser_cuda::norm_bound.
+#ifndef NORM_AMAX_BOUND
+#define NORM_AMAX_BOUND 0
+#endif
+#define H16_SHIFT_UNKNOWN 1000
+__device__ __forceinline__ int h16_shift_bound(float sx, float m, float w) {
+    if (!(sx > 0.f && sx <= 3.40282347e38f) || !(m >= 0x1p-125f && m <= 3.40282347e38f) ||
+        !(w <= 3.40282347e38f))
+        return H16_SHIFT_UNKNOWN;
+    const double p = (double)sx * (double)m;
+    const double lo = p * (1.0 - 0x1p-20), hi = p * (1.0 + 0x1p-20);
+    if (!(lo > 0x1p-100) || !(lo > 0x1p-125 * (double)w) || !(hi < 0x1p127))
+        return H16_SHIFT_UNKNOWN;
+    const int e = ilogb(lo);
+    return ilogb(hi) == e ? min(9 - e, 127) : H16_SHIFT_UNKNOWN;
+}
+
 // The fused kernels' shared front: run r's 8 values of H[t] into `hv` (zeros past the row),
 // X[t] updated in place; returns whether the run is in the row. `rms(sumsq, eps, k)` is the
 // block's (or cluster's) rms scale of reduction k (0: O's, 1: X's); every thread of the block
 // calls it (block reductions).
-template <class Rms>
+//
+// With BOUND (NORM_AMAX_BOUND's cluster twin, below), the second reduction also carries the
+// thread's m = max |fl(x·wn)| and w = max |wn| (rms(s, eps, 1, m, w) reduces them in place) and
+// `*shb` gets h16_shift_bound's answer for H's row.
+template <bool BOUND = false, class Rms>
 __device__ __forceinline__ bool residual_norm_front(const float* O, const float* Wpost,
                                                     float eps_post, float* X, const float* Wnext,
                                                     float eps, int n, int t, int r, Rms rms,
-                                                    float (&hv)[8]) {
+                                                    float (&hv)[8], int* shb = nullptr) {
     const bool mine = r < n / 8;  // whole groups of 4 lanes in or out (n % 32 == 0)
     const float* o = O + (size_t)t * n + 8 * r;
     float* x = X + (size_t)t * n + 8 * r;
@@ -187,7 +226,19 @@ __device__ __forceinline__ bool residual_norm_front(const float* O, const float*
 #pragma unroll
     for (int j = 0; j < 8; ++j) xv[j] += (ov[j] * so) * wv[j];
     if (mine) st8(x, xv);
-    const float sx = rms(sumsq8(xv, 0.0), eps, 1);
+    float sx;
+    if constexpr (BOUND) {
+        float m = 0.f, w = 0.f;  // lanes past the row hold zeros
+#pragma unroll
+        for (int j = 0; j < 8; ++j) {
+            m = fmaxf(m, fabsf(xv[j] * wn[j]));
+            w = fmaxf(w, fabsf(wn[j]));
+        }
+        sx = rms(sumsq8(xv, 0.0), eps, 1, m, w);
+        *shb = h16_shift_bound(sx, m, w);
+    } else {
+        sx = rms(sumsq8(xv, 0.0), eps, 1);
+    }
 #pragma unroll
     for (int j = 0; j < 8; ++j) hv[j] = (xv[j] * sx) * wn[j];
     return mine;
@@ -385,6 +436,45 @@ template <int CL>
 __device__ __forceinline__ float cl_max(float v, float* red, u32 rank) {
     return cl_reduce<CL>(v, red, rank, [](float x) { return warp_max(x); });
 }
+// cl_sum_f64 of `v` with the maxima of `m` and `w` (each in place) in the same exchange: three
+// slots per warp, one cluster barrier (NORM_AMAX_BOUND). The sum's tree is cl_sum_f64's.
+template <int CL>
+__device__ __forceinline__ double cl_sum_max2(double v, float& m, float& w, double* red,
+                                              float* redm, float* redw, u32 rank) {
+    const int lane = threadIdx.x & 31, wi = threadIdx.x >> 5;
+    v = warp_sum_f64(v);
+    m = warp_max(m);
+    w = warp_max(w);
+    if (lane < CL) {
+        const u32 slot = (32 / CL) * rank + wi;
+        cl_st(cl_map(red + slot, (u32)lane), v);
+        cl_st(cl_map(redm + slot, (u32)lane), m);
+        cl_st(cl_map(redw + slot, (u32)lane), w);
+    }
+    cl_arrive();
+    cl_wait();
+    m = warp_max(redm[lane]);
+    w = warp_max(redw[lane]);
+    return warp_sum_f64(red[lane]);
+}
+
+// The cluster twins' rms scales under NORM_AMAX_BOUND: the first reduction cl_sum_f64's (after
+// the wait that pairs with the kernel's first arrive), the second cl_sum_max2's.
+template <int CL>
+struct ClRmsBound {
+    double *red1, *red2;
+    float *redm2, *redw;
+    u32 rank;
+    int n;
+    __device__ __forceinline__ float operator()(double s, float e, int) const {
+        cl_wait();
+        return rms_of(cl_sum_f64<CL>(s, red1, rank), n, e);
+    }
+    __device__ __forceinline__ float operator()(double s, float e, int, float& m,
+                                                float& w) const {
+        return rms_of(cl_sum_max2<CL>(s, m, w, red2, redm2, redw, rank), n, e);
+    }
+};
 
 // residual_norm fused with the f16 route's activation step (`MUSER_CUDA_ACTS=f16`): H as
 // residual_norm writes it, then act_h16's outputs for it (act_h16.cuh's unit on the registers
@@ -502,6 +592,9 @@ __device__ __forceinline__ void residual_norm_h16_cluster(const float* O, const 
                                                           float* XINV, const StepParams* sp) {
     __shared__ double red1[32], red2[32];  // one array per reduction (remote writes, no reuse)
     __shared__ float redm[32];
+#if NORM_AMAX_BOUND
+    __shared__ float redm2[32], redw[32];  // the second reduction's maxima
+#endif
     const int t = blockIdx.y;
     if ((u32)t >= sp->n_tok) return;  // the whole cluster (it spans x only)
     const u32 rank = cl_rank();
@@ -511,6 +604,13 @@ __device__ __forceinline__ void residual_norm_h16_cluster(const float* O, const 
     const int r = NORM_THREADS / CL * (int)rank + (int)threadIdx.x;
     cl_arrive();
     float hv[8];
+    int shb = H16_SHIFT_UNKNOWN;  // the exact form: always the third exchange
+#if NORM_AMAX_BOUND
+    // The second exchange carries the maxima; the third runs only where they do not decide.
+    const bool mine = residual_norm_front<true>(O, Wpost, eps_post, X, Wnext, eps, n, t, r,
+                                                ClRmsBound<CL>{red1, red2, redm2, redw, rank, n},
+                                                hv, &shb);
+#else
     const bool mine = residual_norm_front(
         O, Wpost, eps_post, X, Wnext, eps, n, t, r,
         [&](double s, float e, int k) {
@@ -518,12 +618,18 @@ __device__ __forceinline__ void residual_norm_h16_cluster(const float* O, const 
             return rms_of(cl_sum_f64<CL>(s, k == 0 ? red1 : red2, rank), n, e);
         },
         hv);
-    float amax = 0.f;
+#endif
+    int sh;
+    if (shb != H16_SHIFT_UNKNOWN) {
+        sh = shb;
+    } else {
+        float amax = 0.f;
 #pragma unroll
-    for (int j = 0; j < 8; ++j) amax = fmaxf(amax, fabsf(hv[j]));
-    // The last exchange: after its barrier no block touches another's shared memory, so each
-    // may run to its end.
-    const int sh = h16_shift(cl_max<CL>(amax, redm, rank));
+        for (int j = 0; j < 8; ++j) amax = fmaxf(amax, fabsf(hv[j]));
+        // The last exchange: after its barrier no block touches another's shared memory, so
+        // each may run to its end (with the bound deciding, the second exchange was the last).
+        sh = h16_shift(cl_max<CL>(amax, redm, rank));
+    }
     if (mine) st8(H + (size_t)t * n + 8 * r, hv);
     if (r == 0) XINV[t] = ldexpf(1.f, -sh);
     h16_units_of_runs(hv, (u32)r, mine, sh, XH + (size_t)t * n, XSUM + (size_t)t * (n / 32),

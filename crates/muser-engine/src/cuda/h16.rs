@@ -51,8 +51,9 @@ pub const TENSOR_CORE_ATTENTION_ENV: [&str; 3] = [
 
 /// The f16 route's own switches beside its chains' (`H16Switches::ENV`) and the tensor-core
 /// attention's (`TENSOR_CORE_ATTENTION_ENV`): on another route they would change nothing.
-const F16_ROUTE_SWITCHES: [&str; 17] = [
+const F16_ROUTE_SWITCHES: [&str; 18] = [
     "MUSER_CUDA_H16_ATTN",
+    "MUSER_CUDA_NORM_BOUND",
     "MUSER_CUDA_COMBINE_PIPE",
     "MUSER_CUDA_COMBINE_CL",
     "MUSER_CUDA_ATTN_COLS",
@@ -162,10 +163,25 @@ pub fn check_options(model: &Model, opts: &mut CudaOptions) -> Result<(), Engine
             ),
         );
     }
-    if !opts.fuse && std::env::var_os("MUSER_CUDA_NORM_H16").is_some() {
+    for name in ["MUSER_CUDA_NORM_H16", "MUSER_CUDA_NORM_BOUND"] {
+        if !opts.fuse && std::env::var_os(name).is_some() {
+            return refuse(
+                opts,
+                format!("{name} shapes the fused residual norm (MUSER_CUDA_FUSE, on by default)"),
+            );
+        }
+    }
+    // The bound lives in the clustered norm only (decode launches under `auto`).
+    if std::env::var_os("MUSER_CUDA_NORM_BOUND").is_some()
+        && matches!(
+            std::env::var("MUSER_CUDA_NORM_H16").as_deref(),
+            Ok("shfl" | "smem" | "unit")
+        )
+    {
         return refuse(
             opts,
-            "MUSER_CUDA_NORM_H16 shapes the fused residual norm (MUSER_CUDA_FUSE, on by default)",
+            "MUSER_CUDA_NORM_BOUND acts on the clustered norm (MUSER_CUDA_NORM_H16=auto, cl8 or \
+             cl16), which MUSER_CUDA_NORM_H16=shfl / smem / unit never launches",
         );
     }
     match std::env::var("MUSER_CUDA_H16_ROWMAX").as_deref() {
