@@ -18,7 +18,9 @@
 //! - `sched`: the accelerator scheduler (the one owner of the device queue);
 //! - `step`: the per-step parameters kernels read from device memory (`StepParams`);
 //! - `q6pad`, `q4h`, `q6h`: weight layouts repacked at upload for the kernels that read them;
-//! - `h16`: the f16 route's activation format and arithmetic, host side (references).
+//! - `h16`: the f16 route's activation format and arithmetic, host side (references);
+//! - `norm_bound`: the host mirror of the clustered f16 norm's shift from a bound
+//!   (`MUSER_CUDA_NORM_BOUND`) and the tests that it always equals the exact shift.
 //!
 //! Kernel sources live in `src/kernels/*.cu` (one family per file) and are embedded with
 //! `include_str!`. The model layer (`muser-engine`) composes these pieces into a forward pass.
