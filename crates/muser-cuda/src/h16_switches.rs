@@ -229,11 +229,21 @@ pub struct H16Switches {
     /// and 1): tg128 146.94 / 149.17 / 147.47 / 148.98 against 150.66 / 149.96 / 150.33 /
     /// 150.41 (−1.4%), `mvh_q4h_s8_c2` 643 µs per token in the graph against 583 — off.
     pub mvh_cluster: bool,
+    /// An experiment, not a route: each piece's MMAs of the kernels built on `mvh_piece` into
+    /// two accumulators, the even k-steps and the odd ones, added at the piece's end (`-DMVH_ACC2`,
+    /// `MUSER_CUDA_MVH_ACC2=0|1`, default 0; mvh_chain.cuh, and probes_h16.cu's `mvh_noact`):
+    /// ~9 dependent MMAs per piece instead of 17. It changes the decode kernels' numbers but not
+    /// the prefill tiles', so the engine refuses it (batch-composition determinism);
+    /// `mvh_persist` and `mvh_bench` time it — is the per-piece MMA chain what the one-token
+    /// matmuls' arithmetic costs (docs/decode-budget.md item 3)? Static SASS (session 44):
+    /// `mvh_q4h_s4` 126 registers (106), `_s8` 128 (126), `mvh_glu_q4h_s2` 96 (96), `mvh_q6h_s4`
+    /// 128 (126) — the same warps per SM. Not with `MVH_PAIR` (refused). Not yet run.
+    pub mvh_acc2: bool,
 }
 
 impl H16Switches {
     /// The environment variables `from_env` reads (the engine refuses them on other routes).
-    pub const ENV: [&'static str; 21] = [
+    pub const ENV: [&'static str; 22] = [
         "MUSER_CUDA_H16_WIDE_S",
         "MUSER_CUDA_H16_MID_S",
         "MUSER_CUDA_H16_NARROW_S",
@@ -255,6 +265,7 @@ impl H16Switches {
         "MUSER_CUDA_Q6H_SCALES",
         "MUSER_CUDA_MVH_EARLY_PP",
         "MUSER_CUDA_MVH_CLUSTER",
+        "MUSER_CUDA_MVH_ACC2",
     ];
 
     pub(crate) fn from_env() -> Result<H16Switches, CudaError> {
@@ -358,6 +369,13 @@ impl H16Switches {
                     .into(),
             ));
         }
+        let mvh_acc2 = env_choice("MUSER_CUDA_MVH_ACC2", 0, &[0, 1])? == 1;
+        if mvh_acc2 && mvh_pair {
+            return Err(CudaError::Invalid(
+                "MUSER_CUDA_MVH_ACC2=1 splits the plain piece's accumulators;                  MUSER_CUDA_MVH_PAIR=1 runs its own pieces: set one"
+                    .into(),
+            ));
+        }
         let q4h_scales = crate::q4h::scales_from_env()?.unwrap_or(crate::q4h::Scales::U8);
         let q6h_scales = crate::q6h::scales_from_env()?.unwrap_or(crate::q6h::Scales::F16);
         Ok(H16Switches {
@@ -382,6 +400,7 @@ impl H16Switches {
             q4h_scales,
             q6h_scales,
             mvh_cluster,
+            mvh_acc2,
         })
     }
 
@@ -407,6 +426,9 @@ impl H16Switches {
         }
         if self.mvh_cluster {
             l += "-cl";
+        }
+        if self.mvh_acc2 {
+            l += "-acc2";
         }
         if self.mvh_ahead != 1 {
             l += &format!("-ahead{}", self.mvh_ahead);
@@ -474,6 +496,7 @@ impl H16Switches {
             format!("-DMVH_XTOUCH={}", u8::from(self.mvh_xtouch)),
             format!("-DMVH_WBOUNDS={}", u8::from(self.mvh_wbounds)),
             format!("-DMVH_PP_SETS={}", self.mvh_pp_sets),
+            format!("-DMVH_ACC2={}", u8::from(self.mvh_acc2)),
         ]
         .into_iter()
         .chain(self.scale_defines())
@@ -517,6 +540,7 @@ mod tests {
             "-DQ4H_U8=1",
             "-DQ6H_U8=0",
             "-DMVH_EARLY_PP=0",
+            "-DMVH_ACC2=0",
         ] {
             assert!(
                 d.defines().contains(&define.to_string()),
@@ -550,6 +574,14 @@ mod tests {
                 },
                 "mvh-s2-epp",
                 "-DMVH_EARLY_PP=1",
+            ),
+            (
+                H16Switches {
+                    mvh_acc2: true,
+                    ..d
+                },
+                "mvh-s2-acc2",
+                "-DMVH_ACC2=1",
             ),
             (
                 H16Switches {

@@ -193,16 +193,21 @@ extern "C" __global__ void __launch_bounds__(128)
     const u32 sum2 = g == 0 ? 0x50005000u : 0u;  // f16 32.0 pairs
     float acc[1][4] = {{0.f, 0.f, 0.f, 0.f}};
     probe_chain(W, n_out, K, [&](const F::Regs& r, int) {
+        float acc2[4] = {0.f, 0.f, 0.f, 0.f};  // MVH_ACC2's odd k-steps (unused without it)
 #pragma unroll
         for (int j = 0; j < 4; ++j) {
             u32 a[4][4];
             F::frags(r, j, a);
 #pragma unroll
-            for (int i = 0; i < 4; ++i) mma_h16(acc[0], a[i], one2, one2);
+            for (int i = 0; i < 4; ++i) mma_h16((MVH_ACC2 && (i & 1)) ? acc2 : acc[0], a[i], one2, one2);
         }
         u32 am[4];
         F::min_a(r, t4, am);
         mma_h16(acc[0], am, sum2, 0u);
+        if (MVH_ACC2) {
+#pragma unroll
+            for (int q = 0; q < 4; ++q) acc[0][q] += acc2[q];
+        }
     });
     float inv = 1.f;
     mvh_finish<4, 1>(acc, part, blockIdx.x, 0, 1, &inv, 1.f, Y, n_out);

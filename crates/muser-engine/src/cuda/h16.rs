@@ -163,6 +163,16 @@ pub fn check_options(model: &Model, opts: &mut CudaOptions) -> Result<(), Engine
             ),
         );
     }
+    // An experiment of the kernel tools (`mvh_persist`, `mvh_bench`): the decode kernels'
+    // numbers would differ from the prefill tiles'.
+    if std::env::var("MUSER_CUDA_MVH_ACC2").as_deref() == Ok("1") {
+        return refuse(
+            opts,
+            "MUSER_CUDA_MVH_ACC2=1 is an experiment of mvh_persist / mvh_bench: it changes the \
+             decode matmuls' sums but not the prefill tiles', so a token's logits would depend \
+             on how it was batched",
+        );
+    }
     for name in ["MUSER_CUDA_NORM_H16", "MUSER_CUDA_NORM_BOUND"] {
         if !opts.fuse && std::env::var_os(name).is_some() {
             return refuse(
