@@ -156,7 +156,7 @@ extern "C" __global__ void __launch_bounds__(NORM_THREADS)
     }
 }
 
-// NORM_AMAX_BOUND (`MUSER_CUDA_NORM_AMAX=exact|bound`, default exact until measured; the
+// NORM_AMAX_BOUND (`MUSER_CUDA_NORM_BOUND=0|1`, default 0 until measured; the
 // cluster twins residual_norm_h16_cl8 / _cl16 only): the f16 shift of H's row from the second
 // reduction instead of a third. The shift needs only the exponent of amax = max_i |h_i|, h_i =
 // fl(fl(x_i·sx)·wn_i), and that reduction can carry m = max_i |fl(x_i·wn_i)| and w = max_i |wn_i|
