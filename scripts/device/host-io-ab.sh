@@ -15,12 +15,15 @@
 #   4. the step's split (MUSER_CUDA_STEP_TIMES=1): device µs per step vs the host's rest, for
 #      the default and both switches.
 # Session 44 added the clustered norm's shift from a bound (MUSER_CUDA_NORM_BOUND=1, norm.cu
-# h16_shift_bound): its device test (muser_cuda norm_bound::, default and bound) and the tiny
-# logits under it in PART=1, its tg128 in PART=2's list.
+# h16_shift_bound: its device test, muser_cuda norm_bound::, default and bound) and the
+# attention gate's branch joined late (MUSER_CUDA_GATE_LATE=1: cuda_route's f16 test and
+# cuda_batched have variants of it): both in PART=1's tiny logits, and with the cubin load in
+# PART=3's tg128 (PART=2 keeps the host switches and the step split).
 # Built in sessions 43-44; the device was not lent in either, so it has not run yet.
-# Two calls (each under 600 s on a fresh machine): PART=1 runs steps 0-2, PART=2 steps 3-4 (the
-# forge started by PART=1 is then there if the machine stayed warm; else it is made again).
-# Usage: PART=1|2 [BASE=.device/muser-base] [TG="...;..."] bash scripts/device/host-io-ab.sh OUTDIR
+# Three calls (each under 600 s on a fresh machine): PART=1 runs steps 0-2, PART=2 steps 3-4
+# for the host switches, PART=3 step 3 for the graph's switches (the forge started by PART=1 is
+# then there if the machine stayed warm; else it is made again).
+# Usage: PART=1|2|3 [BASE=.device/muser-base] [TG="...;..."] bash scripts/device/host-io-ab.sh OUTDIR
 set -uo pipefail
 out=${1:?outdir}
 log=$out/ab.txt
@@ -60,7 +63,7 @@ if [ "$part" = 1 ]; then
     grep -A4 panicked "$out/$1.txt" | head -8 >> "$log"
   done
   ab_tiny_logits "$log" "$out" "" "MUSER_CUDA_HOST_STAGE=1" "MUSER_CUDA_LOAD=cubin" \
-    "MUSER_CUDA_NORM_BOUND=1"
+    "MUSER_CUDA_NORM_BOUND=1" "MUSER_CUDA_GATE_LATE=1"
   # The same tokens through the binary before the change (its sha must equal the lines above).
   for c in 512 1; do
     rm -f "$w/logits.f32"
@@ -72,7 +75,13 @@ if [ "$part" = 1 ]; then
   exit 0
 fi
 while [ ! -f "$HOME/forge.done" ]; do sleep 2; done
-IFS=';' read -r -a tg <<< "${TG:-MUSER_CUDA_HOST_STAGE=1 MUSER_CUDA_WAIT_SPIN_MS=50;MUSER_CUDA_HOST_STAGE=1;MUSER_CUDA_WAIT_SPIN_MS=50;MUSER_CUDA_LOAD=cubin;MUSER_CUDA_NORM_BOUND=1}"
+# PART=2: the host switches (then the step split below); PART=3: the graph's switches.
+if [ "$part" = 2 ]; then
+  dflt="MUSER_CUDA_HOST_STAGE=1 MUSER_CUDA_WAIT_SPIN_MS=50;MUSER_CUDA_HOST_STAGE=1;MUSER_CUDA_WAIT_SPIN_MS=50"
+else
+  dflt="MUSER_CUDA_LOAD=cubin;MUSER_CUDA_NORM_BOUND=1;MUSER_CUDA_GATE_LATE=1"
+fi
+IFS=';' read -r -a tg <<< "${TG:-$dflt}"
 for r in 1 2; do
   for v in base "" "${tg[@]}"; do
     bin=.device/muser
@@ -84,7 +93,7 @@ for r in 1 2; do
 done
 # The step's split (MUSER_CUDA_STEP_TIMES=1: device time per step from events around the graph,
 # the rest of the wall time the host's): the default and both switches.
-for v in "" "MUSER_CUDA_HOST_STAGE=1 MUSER_CUDA_WAIT_SPIN_MS=50"; do
+[ "$part" = 2 ] && for v in "" "MUSER_CUDA_HOST_STAGE=1 MUSER_CUDA_WAIT_SPIN_MS=50"; do
   env $v MUSER_CUDA_STEP_TIMES=1 timeout 90 .device/muser bench -m "$HOME/full.gguf" \
     --backend cuda -p 0 -n 128 -r 2 > "$out/bench.txt" 2>&1
   echo "step times ${v:-default}: rc=$? $(grep -E "tg128" "$out/bench.txt" | tr -s ' ')" >> "$log"

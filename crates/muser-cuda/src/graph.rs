@@ -2,6 +2,8 @@
 //! made while capturing by forking onto side streams with events (`Fork`) and joining back;
 //! `GraphMode::Serial` keeps everything on the main stream for A/B.
 
+use std::cell::Cell;
+
 use cudarc::driver::{sys, CudaGraph};
 
 use crate::device::Stream;
@@ -124,10 +126,14 @@ fn programmatic_kernel_edges(graph: sys::CUgraph) -> Result<usize, CudaError> {
 const FORK_SIDES: usize = crate::prefetch::PREFETCH_SIDE;
 
 /// Fork/join helper: branches run on side streams, ordered after the fork point and joined back
-/// into the main stream by events (explicit producer→consumer edges).
+/// into the main stream by events (explicit producer→consumer edges). The last branches of a
+/// fork may be left running past it and joined later ([`Fork::run_late`], [`Fork::join_late`]):
+/// the main stream goes on with work that does not read them.
 pub struct Fork {
     start: Event,
     ends: Vec<Event>,
+    /// Side streams `late.0 .. late.1` still to be joined (`join_late`).
+    late: Cell<(usize, usize)>,
 }
 
 impl Fork {
@@ -137,6 +143,7 @@ impl Fork {
             ends: (0..FORK_SIDES)
                 .map(|_| Event::new(false))
                 .collect::<Result<_, _>>()?,
+            late: Cell::new((0, 0)),
         })
     }
 
@@ -149,13 +156,34 @@ impl Fork {
         mode: GraphMode,
         branches: &mut [&mut dyn FnMut(Stream) -> Result<(), CudaError>],
     ) -> Result<(), CudaError> {
+        self.run_late(gpu, mode, branches, 0)
+    }
+
+    /// [`Fork::run`] with the last `late` branches (not branch 0) left unjoined: they run on
+    /// past the return until [`Fork::join_late`] (serially, where nothing forks, they simply run
+    /// in order). Late branches still pending from an earlier fork (a step that failed between
+    /// the two calls) are joined first, so nothing overtakes them.
+    pub fn run_late(
+        &self,
+        gpu: &Gpu,
+        mode: GraphMode,
+        branches: &mut [&mut dyn FnMut(Stream) -> Result<(), CudaError>],
+        late: usize,
+    ) -> Result<(), CudaError> {
         assert!(branches.len() <= FORK_SIDES + 1, "too many branches");
+        self.join_late(gpu)?;
         let main = gpu.stream();
         if mode == GraphMode::Serial || branches.len() == 1 {
             for b in branches.iter_mut() {
                 b(main)?;
             }
             return Ok(());
+        }
+        if late >= branches.len() {
+            return Err(CudaError::Invalid(format!(
+                "{late} late branches of {}: branch 0 runs on the main stream",
+                branches.len()
+            )));
         }
         self.start.record(main)?;
         for i in 1..branches.len() {
@@ -165,9 +193,23 @@ impl Fork {
             let s = if i == 0 { main } else { gpu.side(i - 1) };
             b(s)?;
         }
+        let joined = branches.len() - late;
         for i in 1..branches.len() {
             self.ends[i - 1].record(gpu.side(i - 1))?;
-            self.ends[i - 1].wait_on(main)?;
+            if i < joined {
+                self.ends[i - 1].wait_on(main)?;
+            }
+        }
+        self.late.set((joined - 1, branches.len() - 1));
+        Ok(())
+    }
+
+    /// Join the late branches of the last [`Fork::run_late`] into the main stream (nothing when
+    /// none is pending).
+    pub fn join_late(&self, gpu: &Gpu) -> Result<(), CudaError> {
+        let (from, to) = self.late.replace((0, 0));
+        for e in &self.ends[from..to] {
+            e.wait_on(gpu.stream())?;
         }
         Ok(())
     }
@@ -177,6 +219,79 @@ impl Fork {
 mod tests {
     use super::*;
     use crate::testing::{elementwise_gpu, scale};
+
+    /// A late branch (A; B ∥ C, C joined only after D; E): D on the main stream overlaps C,
+    /// E sees C's writes — in a captured graph with and without programmatic dependent launch,
+    /// and eagerly; serially C simply runs in order.
+    #[test]
+    fn late_branches_join_where_asked() {
+        let Some((gpu, reg)) = elementwise_gpu() else {
+            return;
+        };
+        let n = 1 << 20;
+        let x0: Vec<f32> = (0..n).map(|i| (i % 977) as f32 - 488.0).collect();
+        let buf = gpu.alloc(n * 4, "x").expect("alloc");
+        let double = |s: Stream, off: usize, len: usize| {
+            scale(&reg, s, buf.ptr() + 4 * off as u64, 2.0, len)
+        };
+        let fork = Fork::new().expect("fork");
+        // A doubles all, B the first half, C (late) the second, D the first half again, E all:
+        // the first half x 16, the second x 8.
+        let step = || -> Result<(), CudaError> {
+            double(gpu.stream(), 0, n)?;
+            let mut b = |s: Stream| double(s, 0, n / 2);
+            let mut c = |s: Stream| double(s, n / 2, n / 2);
+            fork.run_late(&gpu, GraphMode::Parallel, &mut [&mut b, &mut c], 1)?;
+            double(gpu.stream(), 0, n / 2)?;
+            fork.join_late(&gpu)?;
+            double(gpu.stream(), 0, n)
+        };
+        let check = |what: &str| {
+            let mut got = vec![0f32; n];
+            gpu.download(&mut got, buf.ptr(), "x").expect("download");
+            for (i, (&g, &x)) in got.iter().zip(&x0).enumerate() {
+                let want = x * if i < n / 2 { 16.0 } else { 8.0 };
+                assert_eq!(g, want, "{what}: value {i}");
+            }
+        };
+        for pdl in [false, true] {
+            gpu.set_pdl(pdl);
+            gpu.upload(buf.ptr(), &x0).expect("upload");
+            let g = Graph::capture(&gpu, "late-branch test graph", step).expect("capture");
+            g.launch().expect("replay");
+            gpu.wait("late-branch test graph").expect("wait");
+            check(&format!("graph, pdl {pdl}"));
+        }
+        gpu.upload(buf.ptr(), &x0).expect("upload");
+        step().expect("eager");
+        gpu.wait("late-branch eager").expect("wait");
+        check("eager");
+        // Serially the late branch runs in place; nothing is left to join.
+        gpu.upload(buf.ptr(), &x0).expect("upload");
+        double(gpu.stream(), 0, n).expect("A");
+        let mut b = |s: Stream| double(s, 0, n / 2);
+        let mut c = |s: Stream| double(s, n / 2, n / 2);
+        fork.run_late(&gpu, GraphMode::Serial, &mut [&mut b, &mut c], 1)
+            .expect("serial");
+        double(gpu.stream(), 0, n / 2).expect("D");
+        fork.join_late(&gpu).expect("join");
+        double(gpu.stream(), 0, n).expect("E");
+        gpu.wait("late-branch serial").expect("wait");
+        check("serial");
+        // Branch 0 cannot be late.
+        let mut b = |s: Stream| double(s, 0, n);
+        assert!(
+            fork.run_late(&gpu, GraphMode::Parallel, &mut [&mut b], 1)
+                .is_ok(),
+            "one branch runs in place"
+        );
+        let mut b = |s: Stream| double(s, 0, 1);
+        let mut c = |s: Stream| double(s, 1, 1);
+        assert!(fork
+            .run_late(&gpu, GraphMode::Parallel, &mut [&mut b, &mut c], 2)
+            .is_err());
+        gpu.wait("late-branch refusal").expect("wait");
+    }
 
     /// A forked graph (A; B ∥ C on a side stream; D) replays to the same values with
     /// programmatic dependent launch on and off; with it on, all four kernel→kernel edges are

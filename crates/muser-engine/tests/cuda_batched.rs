@@ -190,6 +190,13 @@ fn batched_decode_equals_each_sequence_alone() {
                 o.h16_combine_act = true
             },
         ),
+        (
+            "f16, the gate's branch joined late (MUSER_CUDA_GATE_LATE)",
+            |o: &mut CudaOptions| {
+                o.acts = Acts::F16;
+                o.gate_late = true
+            },
+        ),
     ] {
         let want: Vec<Vec<Vec<f32>>> = (0..n_seq)
             .map(|i| alone(&m, &prompts[i], &conts[i], set))

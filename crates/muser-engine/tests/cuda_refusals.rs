@@ -261,3 +261,40 @@ fn the_attention_input_switch_is_refused_where_it_would_change_nothing() {
         "an unknown MUSER_CUDA_QKV_ACTS",
     );
 }
+
+/// `MUSER_CUDA_GATE_LATE=1` joins the attention gate's branch late: serially nothing forks and
+/// a model without the gate has no such branch, so both are configuration errors — before any
+/// device work, so this runs everywhere.
+#[test]
+fn the_late_gate_is_refused_where_it_would_change_nothing() {
+    let refused = |m: &Model, set: &dyn Fn(&mut CudaOptions), what: &str, needle: &str| {
+        let mut o = CudaOptions::new(64, 16);
+        o.gate_late = true;
+        set(&mut o);
+        match CudaSession::new(m, o, &mut |_, _| {}) {
+            Err(EngineError::Config(msg)) => {
+                assert!(
+                    msg.contains("MUSER_CUDA_GATE_LATE") && msg.contains(needle),
+                    "{what}: {msg}"
+                )
+            }
+            Err(e) => panic!("{what}: unexpected error {e}"),
+            Ok(_) => panic!("{what} must be refused"),
+        }
+    };
+    let m = tiny_model(1);
+    refused(
+        &m,
+        &|o| o.mode = muser_cuda::GraphMode::Serial,
+        "serial capture",
+        "MUSER_CUDA_SERIAL=1",
+    );
+    let mut no_gate = tiny_model(1);
+    no_gate.config.attn_gate = false;
+    refused(
+        &no_gate,
+        &|_| {},
+        "a model without the gate",
+        "no attention gate",
+    );
+}

@@ -167,7 +167,8 @@ fn cuda_route_tracks_the_oracle_and_is_deterministic() {
 /// The f16 route on the forged Q4_K_M mix: bit-identical logits across chunk sizes (its decode
 /// kernels for chunks of up to 8 tokens, its prefill kernels above), decode graph or eager,
 /// serial capture, one attention token per block, without the row maxima the element-wise
-/// kernels fold (`MUSER_CUDA_H16_ROWMAX=0`: act_h16 rescans the row), without programmatic
+/// kernels fold (`MUSER_CUDA_H16_ROWMAX=0`: act_h16 rescans the row), the attention gate's
+/// projection joined only before the combine (`MUSER_CUDA_GATE_LATE=1`), without programmatic
 /// dependent launch (the f16 route's default), the FFN's gate, up and SwiGLU in two launches
 /// and swiglu_m instead of one (`MUSER_CUDA_H16_GLU=0`; one by default), the attention
 /// combine's last block writing the f16 activations (`MUSER_CUDA_H16_COMBINE_ACT=1`), the L2
@@ -290,6 +291,21 @@ fn cuda_f16_route_is_deterministic_and_tracks_the_oracle() {
                 "one decode attention tile in flight, chunk 1, eager",
                 f16(1, |o| {
                     o.attn_bufs = Some(1);
+                    o.graphs = false;
+                }),
+            ),
+            (
+                "the gate's branch joined late (MUSER_CUDA_GATE_LATE), chunk 1, decode graph",
+                f16(1, |o| o.gate_late = true),
+            ),
+            (
+                "the gate's branch joined late, chunk 512",
+                f16(512, |o| o.gate_late = true),
+            ),
+            (
+                "the gate's branch joined late, chunk 7, eager",
+                f16(7, |o| {
+                    o.gate_late = true;
                     o.graphs = false;
                 }),
             ),

@@ -6,6 +6,7 @@
 use super::options::{BatchMm, CudaOptions, L2Kind};
 use crate::model::Model;
 use crate::EngineError;
+use muser_cuda::GraphMode;
 
 /// The model's shapes the CUDA kernels need, and every option's range.
 pub(super) fn shapes_and_ranges(model: &Model, opts: &CudaOptions) -> Result<(), EngineError> {
@@ -71,6 +72,28 @@ pub(super) fn shapes_and_ranges(model: &Model, opts: &CudaOptions) -> Result<(),
                 b.to_string()
             }
         )));
+    }
+    match std::env::var("MUSER_CUDA_GATE_LATE").as_deref() {
+        Err(_) | Ok("0" | "1") => {}
+        Ok(v) => {
+            return Err(EngineError::Config(format!(
+                "MUSER_CUDA_GATE_LATE={v:?}: expected 0 or 1"
+            )))
+        }
+    }
+    if opts.gate_late && opts.mode == GraphMode::Serial {
+        return Err(EngineError::Config(
+            "MUSER_CUDA_GATE_LATE=1 joins the attention gate's branch late; with \
+             MUSER_CUDA_SERIAL=1 nothing forks, so it would change nothing"
+                .into(),
+        ));
+    }
+    if opts.gate_late && !model.config.attn_gate {
+        return Err(EngineError::Config(
+            "MUSER_CUDA_GATE_LATE=1 joins the attention gate's branch late; this model has no \
+             attention gate"
+                .into(),
+        ));
     }
     if opts.n_seq == 0 {
         return Err(EngineError::Config(

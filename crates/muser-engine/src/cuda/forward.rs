@@ -279,7 +279,10 @@ impl<'m> CudaSession<'m> {
             if let Some(wg) = &lw.wgate {
                 outs.push((wg, b.gate.ptr(), aw));
             }
-            self.project((h, e), e, n, &outs, fuse && il > 0, packed, qkv_acts)?;
+            // `MUSER_CUDA_GATE_LATE=1`: the attention gate's projection (the last branch) is
+            // joined only before the combine, so the rope and the attention need not wait for it.
+            let late = usize::from(self.opts.gate_late && lw.wgate.is_some());
+            self.project_late((h, e), e, n, &outs, fuse && il > 0, packed, qkv_acts, late)?;
             self.prefetch(n, PfPoint::AttnOutput, &[&lw.wo])?;
             prof.mark("qkv+gate", s)?;
             let kv = &self.kv[il];
@@ -352,6 +355,8 @@ impl<'m> CudaSession<'m> {
                     .int(attn_bufs)
             };
             launch(self.f(attn_kernel), attn_dims, s, args)?;
+            // The gate's projection, where it ran late: everything below may read it.
+            self.fork.join_late(&self.gpu)?;
             // Fused (the default, MUSER_CUDA_FUSE; strict activation math): combine, gate and quantize
             // in one kernel. Otherwise combine, then the gate (fused with the quantization or
             // not), or the projection quantizes.

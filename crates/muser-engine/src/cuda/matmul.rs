@@ -491,6 +491,24 @@ impl<'m> CudaSession<'m> {
         packed: bool,
         acts: Acts,
     ) -> Result<(), CudaError> {
+        self.project_late(x, k, n, outs, prequantized, packed, acts, 0)
+    }
+
+    /// [`Self::project`] with the last `late` projections left running past the return
+    /// (`graph::Fork::run_late`): the caller joins them (`self.fork.join_late`) before anything
+    /// reads their outputs or rewrites the activations they read.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn project_late(
+        &self,
+        x: (u64, usize),
+        k: usize,
+        n: usize,
+        outs: &[(&DevMatrix, u64, usize)],
+        prequantized: bool,
+        packed: bool,
+        acts: Acts,
+        late: usize,
+    ) -> Result<(), CudaError> {
         if !prequantized {
             self.quantize(self.gpu.stream(), x, k, n, acts)?;
         }
@@ -521,7 +539,8 @@ impl<'m> CudaSession<'m> {
             .iter_mut()
             .map(|b| b.as_mut() as &mut dyn FnMut(Stream) -> Result<(), CudaError>)
             .collect();
-        self.fork.run(&self.gpu, self.opts.mode, &mut refs)
+        self.fork
+            .run_late(&self.gpu, self.opts.mode, &mut refs, late)
     }
 }
 

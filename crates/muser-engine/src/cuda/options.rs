@@ -26,6 +26,12 @@ pub struct CudaOptions {
     pub step_times: bool,
     /// Parallel branches or serial capture (`MUSER_CUDA_SERIAL=1`).
     pub mode: GraphMode,
+    /// The attention gate's projection forked with Q / K / V but joined only before the
+    /// attention combine, so the rope and the attention run beside its tail
+    /// (`MUSER_CUDA_GATE_LATE=1`, default 0 until measured; built in session 44). The same
+    /// kernels on the same inputs: the same bits. Refused serially and on models without the
+    /// gate (it would change nothing).
+    pub gate_late: bool,
     /// Math variant of the element-wise activation kernels (`MUSER_CUDA_FAST_ACT=1`: fast).
     pub act_math: Math,
     /// Activations fed to the matmuls: f16 (the default where the f16 route covers the model:
@@ -291,6 +297,7 @@ impl CudaOptions {
             host_stage: std::env::var("MUSER_CUDA_HOST_STAGE").as_deref() == Ok("1"),
             step_times: std::env::var("MUSER_CUDA_STEP_TIMES").as_deref() == Ok("1"),
             mode: GraphMode::from_env(),
+            gate_late: std::env::var("MUSER_CUDA_GATE_LATE").as_deref() == Ok("1"),
             act_math: if std::env::var("MUSER_CUDA_FAST_ACT").as_deref() == Ok("1") {
                 Math::Fast
             } else {

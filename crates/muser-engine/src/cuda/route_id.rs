@@ -142,9 +142,11 @@ impl CudaSession<'_> {
             } else {
                 String::new()
             },
-            match self.opts.mode {
-                GraphMode::Parallel => "parallel",
-                GraphMode::Serial => "serial",
+            match (self.opts.mode, self.opts.gate_late) {
+                // `-gl`: the attention gate's branch joined late (MUSER_CUDA_GATE_LATE=1).
+                (GraphMode::Parallel, true) => "parallel-gl",
+                (GraphMode::Parallel, false) => "parallel",
+                (GraphMode::Serial, _) => "serial",
             },
             self.l2_prefetch_label(),
             &self.reg.identity()[..16],
