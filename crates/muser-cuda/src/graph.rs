@@ -220,6 +220,14 @@ mod tests {
     use super::*;
     use crate::testing::{elementwise_gpu, scale};
 
+    /// 2^20 test values (exact under a few doublings) and a device buffer for them.
+    fn test_values(gpu: &Gpu) -> (usize, Vec<f32>, crate::device::DeviceBuffer) {
+        let n = 1 << 20;
+        let x0: Vec<f32> = (0..n).map(|i| (i % 977) as f32 - 488.0).collect();
+        let buf = gpu.alloc(n * 4, "x").expect("alloc");
+        (n, x0, buf)
+    }
+
     /// A late branch (A; B ∥ C, C joined only after D; E): D on the main stream overlaps C,
     /// E sees C's writes — in a captured graph with and without programmatic dependent launch,
     /// and eagerly; serially C simply runs in order.
@@ -228,9 +236,7 @@ mod tests {
         let Some((gpu, reg)) = elementwise_gpu() else {
             return;
         };
-        let n = 1 << 20;
-        let x0: Vec<f32> = (0..n).map(|i| (i % 977) as f32 - 488.0).collect();
-        let buf = gpu.alloc(n * 4, "x").expect("alloc");
+        let (n, x0, buf) = test_values(&gpu);
         let double = |s: Stream, off: usize, len: usize| {
             scale(&reg, s, buf.ptr() + 4 * off as u64, 2.0, len)
         };
@@ -302,9 +308,7 @@ mod tests {
         let Some((gpu, reg)) = elementwise_gpu() else {
             return;
         };
-        let n = 1 << 20;
-        let x0: Vec<f32> = (0..n).map(|i| (i % 977) as f32 - 488.0).collect();
-        let buf = gpu.alloc(n * 4, "x").expect("alloc");
+        let (n, x0, buf) = test_values(&gpu);
         // X[i] *= 2 over `len` values from `off`.
         let double = |s: Stream, off: usize, len: usize| {
             scale(&reg, s, buf.ptr() + 4 * off as u64, 2.0, len)
