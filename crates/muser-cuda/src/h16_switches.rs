@@ -496,10 +496,12 @@ impl H16Switches {
             format!("-DMVH_XTOUCH={}", u8::from(self.mvh_xtouch)),
             format!("-DMVH_WBOUNDS={}", u8::from(self.mvh_wbounds)),
             format!("-DMVH_PP_SETS={}", self.mvh_pp_sets),
-            format!("-DMVH_ACC2={}", u8::from(self.mvh_acc2)),
         ]
         .into_iter()
         .chain(self.scale_defines())
+        // Only where on: the default modules' compile line (and so the route's kernel
+        // identity) stays what the receipts measured.
+        .chain(self.mvh_acc2.then(|| "-DMVH_ACC2=1".to_string()))
         .collect()
     }
 
@@ -540,13 +542,16 @@ mod tests {
             "-DQ4H_U8=1",
             "-DQ6H_U8=0",
             "-DMVH_EARLY_PP=0",
-            "-DMVH_ACC2=0",
         ] {
             assert!(
                 d.defines().contains(&define.to_string()),
                 "defaults: {define}"
             );
         }
+        assert!(
+            !d.defines().iter().any(|x| x.starts_with("-DMVH_ACC2")),
+            "the experiment's define only where on"
+        );
         // Each switch set away from the defaults: its label and a define it must pass.
         let cases = [
             (
