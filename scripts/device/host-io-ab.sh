@@ -17,7 +17,8 @@
 # Session 44 added the clustered norm's shift from a bound (MUSER_CUDA_NORM_BOUND=1, norm.cu
 # h16_shift_bound: its device test, muser_cuda norm_bound::, default and bound) and the
 # attention gate's branch joined late (MUSER_CUDA_GATE_LATE=1: cuda_route's f16 test and
-# cuda_batched have variants of it): both in PART=1's tiny logits, and with the cubin load in
+# cuda_batched have variants of it), and the clusters for the S = 16 launches alone
+# (MUSER_CUDA_MVH_CLUSTER=16: K and V): all in PART=1's tiny logits, and with the cubin load in
 # PART=3's tg128 (PART=2 keeps the host switches and the step split).
 # Built in sessions 43-44; the device was not lent in either, so it has not run yet.
 # Three calls (each under 600 s on a fresh machine): PART=1 runs steps 0-2, PART=2 steps 3-4
@@ -63,7 +64,7 @@ if [ "$part" = 1 ]; then
     grep -A4 panicked "$out/$1.txt" | head -8 >> "$log"
   done
   ab_tiny_logits "$log" "$out" "" "MUSER_CUDA_HOST_STAGE=1" "MUSER_CUDA_LOAD=cubin" \
-    "MUSER_CUDA_NORM_BOUND=1" "MUSER_CUDA_GATE_LATE=1"
+    "MUSER_CUDA_NORM_BOUND=1" "MUSER_CUDA_GATE_LATE=1" "MUSER_CUDA_MVH_CLUSTER=16"
   # The same tokens through the binary before the change (its sha must equal the lines above).
   for c in 512 1; do
     rm -f "$w/logits.f32"
@@ -79,7 +80,7 @@ while [ ! -f "$HOME/forge.done" ]; do sleep 2; done
 if [ "$part" = 2 ]; then
   dflt="MUSER_CUDA_HOST_STAGE=1 MUSER_CUDA_WAIT_SPIN_MS=50;MUSER_CUDA_HOST_STAGE=1;MUSER_CUDA_WAIT_SPIN_MS=50"
 else
-  dflt="MUSER_CUDA_LOAD=cubin;MUSER_CUDA_NORM_BOUND=1;MUSER_CUDA_GATE_LATE=1"
+  dflt="MUSER_CUDA_LOAD=cubin;MUSER_CUDA_NORM_BOUND=1;MUSER_CUDA_GATE_LATE=1;MUSER_CUDA_MVH_CLUSTER=16"
 fi
 IFS=';' read -r -a tg <<< "${TG:-$dflt}"
 for r in 1 2; do

@@ -228,7 +228,14 @@ pub struct H16Switches {
     /// `MVH_PAIR`: refused). Session 42 (H200, full forge; tiny logits the same bits at chunk 512
     /// and 1): tg128 146.94 / 149.17 / 147.47 / 148.98 against 150.66 / 149.96 / 150.33 /
     /// 150.41 (−1.4%), `mvh_q4h_s8_c2` 643 µs per token in the graph against 583 — off.
+    /// `MUSER_CUDA_MVH_CLUSTER=16` (session 44, not yet run): the S = 16 launches only (Muse
+    /// Glimmer's K and V, 16 row groups: one 16-warp block per row group, at ~126 registers a
+    /// whole SM each, beside Q's and the gate's 8-warp blocks in the parallel branches) — the
+    /// S = 8 twins were what lost in session 42; 4-warp blocks pack beside Q / gate's.
     pub mvh_cluster: bool,
+    /// The smallest chain count the clusters take: 8 with `MUSER_CUDA_MVH_CLUSTER=1`, 16 with
+    /// `=16`.
+    pub mvh_cluster_min_s: u32,
     /// An experiment, not a route: each piece's MMAs of the kernels built on `mvh_piece` into
     /// two accumulators, the even k-steps and the odd ones, added at the piece's end (`-DMVH_ACC2`,
     /// `MUSER_CUDA_MVH_ACC2=0|1`, default 0; mvh_chain.cuh, and probes_h16.cu's `mvh_noact`):
@@ -360,10 +367,11 @@ impl H16Switches {
                     .into(),
             ));
         }
-        let mvh_cluster = env_choice("MUSER_CUDA_MVH_CLUSTER", 0, &[0, 1])? == 1;
+        let cluster = env_choice("MUSER_CUDA_MVH_CLUSTER", 0, &[0, 1, 16])?;
+        let (mvh_cluster, mvh_cluster_min_s) = (cluster != 0, if cluster == 16 { 16 } else { 8 });
         if mvh_cluster && (mvh_bulk > 0 || mvh_xstage || mvh_xsmem || mvh_pair) {
             return Err(CudaError::Invalid(
-                "MUSER_CUDA_MVH_CLUSTER=1 runs the S = 8 / 16 chains on the register schedule; \
+                "MUSER_CUDA_MVH_CLUSTER=1|16 runs the S = 8 / 16 chains on the register schedule; \
                  it does not combine with MUSER_CUDA_MVH_BULK, MUSER_CUDA_MVH_XSTAGE=1, \
                  MUSER_CUDA_MVH_XSMEM=1 or MUSER_CUDA_MVH_PAIR=1"
                     .into(),
@@ -400,6 +408,7 @@ impl H16Switches {
             q4h_scales,
             q6h_scales,
             mvh_cluster,
+            mvh_cluster_min_s,
             mvh_acc2,
         })
     }
@@ -425,7 +434,11 @@ impl H16Switches {
             l += "-epp";
         }
         if self.mvh_cluster {
-            l += "-cl";
+            l += if self.mvh_cluster_min_s == 16 {
+                "-cl16"
+            } else {
+                "-cl"
+            };
         }
         if self.mvh_acc2 {
             l += "-acc2";
@@ -674,6 +687,14 @@ mod tests {
                     ..d
                 },
                 "mvh-s2-cl",
+            ),
+            (
+                H16Switches {
+                    mvh_cluster: true,
+                    mvh_cluster_min_s: 16,
+                    ..d
+                },
+                "mvh-s2-cl16",
             ),
             (
                 H16Switches {

@@ -72,6 +72,12 @@ fn mvh_cluster_twin(kernel: Kernel) -> Option<(Kernel, u32)> {
     }
 }
 
+/// `mvh_cluster_twin` for kernels of at least `min_s` chains (the twins are blocks of 4 warps:
+/// S = 4 C).
+fn cluster_twin_from(kernel: Kernel, min_s: u32) -> Option<(Kernel, u32)> {
+    mvh_cluster_twin(kernel).filter(|&(_, c)| 4 * c >= min_s)
+}
+
 /// A one-token launch's dims as clusters of `c` blocks: each block of S warps becomes `c`
 /// consecutive blocks along x of S / c warps.
 fn cluster_dims(dims: crate::launch::Dims, c: u32) -> crate::launch::Dims {
@@ -380,8 +386,9 @@ impl Registry {
 
     /// [`Registry::mvh_plan`]'s launch as thread-block clusters where `MUSER_CUDA_MVH_CLUSTER=1`
     /// has a twin for its kernel (the one-token kernels of S = 8 / 16: matvec_h16.cu's
-    /// `mvh_*_s8_c2` / `_s16_c4`, the same bits): the twin, its dims (C blocks of S / C warps per
-    /// row group along x) and the cluster size C. None without the switch or a twin.
+    /// `mvh_*_s8_c2` / `_s16_c4`, the same bits; `=16`: the S = 16 ones only): the twin, its
+    /// dims (C blocks of S / C warps per row group along x) and the cluster size C. None
+    /// without the switch or a twin.
     pub fn mvh_cluster_plan(
         &self,
         kernel: Kernel,
@@ -390,7 +397,7 @@ impl Registry {
         if !self.h16.mvh_cluster {
             return None;
         }
-        let (twin, c) = mvh_cluster_twin(kernel)?;
+        let (twin, c) = cluster_twin_from(kernel, self.h16.mvh_cluster_min_s)?;
         Some((twin, cluster_dims(dims, c), c))
     }
 
@@ -601,6 +608,18 @@ mod tests {
             assert_eq!((d.grid, d.block * c), ((256 * c, 2, 1), 32 * s));
         }
         assert_eq!(twins, 4);
+        // MUSER_CUDA_MVH_CLUSTER=16: the S = 16 twins only.
+        assert_eq!(cluster_twin_from(Kernel::MvhQ4hS8, 8).map(|t| t.1), Some(2));
+        assert!(cluster_twin_from(Kernel::MvhQ4hS8, 16).is_none());
+        assert!(cluster_twin_from(Kernel::MvhQ6hS8, 16).is_none());
+        assert_eq!(
+            cluster_twin_from(Kernel::MvhQ4hS16, 16).map(|t| t.1),
+            Some(4)
+        );
+        assert_eq!(
+            cluster_twin_from(Kernel::MvhQ6hS16, 16).map(|t| t.1),
+            Some(4)
+        );
         assert!(mvh_cluster_twin(Kernel::MvhQ4hS4).is_none());
         assert!(mvh_cluster_twin(Kernel::MmhQ4hS8).is_none());
     }
