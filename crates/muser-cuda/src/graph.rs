@@ -284,7 +284,7 @@ mod tests {
         double(gpu.stream(), 0, n).expect("E");
         gpu.wait("late-branch serial").expect("wait");
         check("serial");
-        // Branch 0 cannot be late.
+        // A single branch runs in place whatever `late`; of several, branch 0 cannot be late.
         let mut b = |s: Stream| double(s, 0, n);
         assert!(
             fork.run_late(&gpu, GraphMode::Parallel, &mut [&mut b], 1)
