@@ -425,8 +425,8 @@ fn the_default_activation_format_follows_the_weights() {
 
 /// The A8 activation route (`MUSER_CUDA_ACTS=a8`, an A/B of issue 5): bit-identical logits
 /// across chunk sizes, decode graph or eager, serial capture, staged or unstaged decode,
-/// tensor-core or eight-token prefill (its decode and prefill kernels share one float chain)
-/// and fused or separate quantization;
+/// tensor-core or eight-token prefill (its decode and prefill kernels share one float chain),
+/// fused or separate quantization and the gate's branch joined late (`MUSER_CUDA_GATE_LATE`);
 /// as close to the f64 oracle as the CPU's A8 route (the same activation format, another
 /// summation order) within 2× the KL and 0.02 of top-1.
 #[test]
@@ -502,6 +502,18 @@ fn a8_route_case(what: &str, m: &Model) {
                 a8(7, |o| o.mode = GraphMode::Serial),
             ),
             ("chunk 1, unstaged decode", a8(1, |o| o.xsmem = false)),
+            (
+                "the gate's branch joined late (MUSER_CUDA_GATE_LATE), chunk 1",
+                a8(1, |o| o.gate_late = true),
+            ),
+            (
+                "the gate's branch joined late, fused, chunk 7, eager",
+                a8(7, |o| {
+                    o.gate_late = true;
+                    o.fuse = true;
+                    o.graphs = false;
+                }),
+            ),
             ("fused quantization, chunk 512", a8(512, |o| o.fuse = true)),
             ("fused quantization, chunk 1", a8(1, |o| o.fuse = true)),
             ("register-resident decode, chunk 1", a8(1, |o| o.mvr = true)),
