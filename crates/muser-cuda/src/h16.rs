@@ -40,7 +40,7 @@ fn ilogb(v: f32) -> i32 {
 }
 
 /// 2^e as f32 for −149 ≤ e ≤ 127 (exact).
-fn pow2(e: i32) -> f32 {
+pub(crate) fn pow2(e: i32) -> f32 {
     if e >= -126 {
         f32::from_bits(((e + 127) as u32) << 23)
     } else {
