@@ -243,6 +243,14 @@ fn main() {
     );
     // The floors: desc rows of one phase each (per matrix) or of a layer's five.
     let sblocks = (arg("--stream-blocks", 4 * sms as usize)) as u32;
+    // stream_phases' table: each matrix's weights and their size in bytes (Q4H's size depends
+    // on its scales' format).
+    let sdesc: Vec<u64> = phases
+        .iter()
+        .flat_map(|(w, ..)| [w.ptr(), w.bytes() as u64])
+        .collect();
+    let d_sdesc = gpu.alloc(sdesc.len() * 8, "stream phases").expect("alloc");
+    gpu.upload(d_sdesc.ptr(), &sdesc).expect("upload");
     let sout = gpu
         .alloc(sblocks.max(1024) as usize * 4, "stream out")
         .expect("alloc");
@@ -250,7 +258,7 @@ fn main() {
         Graph::capture(&gpu, "stream", || {
             for first in (0..phases.len()).step_by(per) {
                 let args = KArgs::new()
-                    .ptr(d_desc.ptr() + (first * 4 * 8) as u64)
+                    .ptr(d_sdesc.ptr() + (first * 2 * 8) as u64)
                     .int(per)
                     .ptr(sout.ptr());
                 let dims = Dims {

@@ -271,10 +271,12 @@ impl Gpu {
     }
 }
 
-/// `MUSER_CUDA_WAIT_SPIN_MS` (default 0: 2000 polls, then sleeps of 50 µs — whose wake-up can
-/// put up to ~0.1 ms between a decode step's end and the host seeing it; N > 0 polls back to
-/// back for N ms first). The default stays 0 until the device has measured the difference
-/// (built in session 43, `scripts/device/host-io-ab.sh`).
+/// `MUSER_CUDA_WAIT_SPIN_MS` (default 50 since session 45): a wait polls its event back to back
+/// for N ms, then sleeps 50 µs at a time (0: 2000 polls, then the sleeps — whose wake-up can put
+/// up to ~0.1 ms between a decode step's end and the host seeing it). Session 45 (full forge,
+/// with `MUSER_CUDA_HOST_STAGE=1`, `scripts/device/host-io-ab.sh`): the host's share of a decode
+/// step 235.8 µs → 37.5 µs, tg128 +3.0%. The price: one host core busy while a step of up to
+/// N ms runs.
 fn wait_spin() -> Result<Duration, CudaError> {
     match std::env::var("MUSER_CUDA_WAIT_SPIN_MS") {
         Err(_) => Ok(Duration::from_millis(DEFAULT_WAIT_SPIN_MS)),
@@ -288,7 +290,7 @@ fn wait_spin() -> Result<Duration, CudaError> {
 }
 
 /// The default of `MUSER_CUDA_WAIT_SPIN_MS`.
-pub const DEFAULT_WAIT_SPIN_MS: u64 = 0;
+pub const DEFAULT_WAIT_SPIN_MS: u64 = 50;
 
 fn info_of(ctx: &Arc<CudaContext>) -> Result<GpuInfo, CudaError> {
     let mut drv_ver = 0i32;

@@ -169,14 +169,17 @@ pub struct StepSwitches {
     pub norm_red1: bool,
     /// The clustered f16 norm (`residual_norm_h16_cl8` / `_cl16`: decode) takes H's f16 shift
     /// from its second cluster exchange when a bound decides it, instead of a third exchange of
-    /// H's row maximum (`-DNORM_AMAX_BOUND`, `MUSER_CUDA_NORM_BOUND=0|1`, default 0 until
-    /// measured; norm.cu `h16_shift_bound`, host mirror `crate::norm_bound`): that exchange
+    /// H's row maximum (`-DNORM_AMAX_BOUND`, `MUSER_CUDA_NORM_BOUND=0|1`, default 1 since
+    /// session 45; norm.cu `h16_shift_bound`, host mirror `crate::norm_bound`): that exchange
     /// also carries max |fl(x·wn)| and max |wn|, which fix the exponent of max |H| unless the
     /// row is zero, non-finite or tiny or its estimate lies within 2^-20 of a power of two —
     /// then the third exchange runs as before. So the shift is always the exact one: the same
     /// bits. One cluster barrier of three fewer per norm, 103 norms per token. Static SASS
     /// (session 44): `residual_norm_h16_cl8` 56 registers, 1336 instructions (both paths)
-    /// against 60 / 960; the exact kernel's SASS unchanged. Not yet run on the device.
+    /// against 60 / 960; the exact kernel's SASS unchanged. Session 45 (full forge, alternating
+    /// beside the default of then in one call): tg128 153.37 / 153.87 vs 151.57 / 152.48
+    /// (+1.0%); the same bits (tiny logits 42813e6170d8a91f at chunk 512 and 1; the device
+    /// test `norm_bound::device_tests` in both forms).
     pub norm_bound: bool,
     /// The tensor-core attention requests its K / V tiles that precede the step's written
     /// positions before the PDL wait, and its other first tiles before Q's loads
@@ -238,7 +241,7 @@ impl StepSwitches {
         combine_cl: false,
         norm_h16: NormH16::Auto,
         norm_red1: true,
-        norm_bound: false,
+        norm_bound: true,
         attn_early: true,
         attn_flat_exp: true,
         attn_rowcopy: true,
@@ -350,14 +353,14 @@ impl StepSwitches {
     }
 
     /// The route-id suffix of the norm kernels (after `fuse=…`'s norm label): empty with the
-    /// default one-warp reductions' last step, `-r0` without it; then `-ab` with the clustered
-    /// norm's shift from the bound.
+    /// default one-warp reductions' last step, `-r0` without it; then `-ab0` without the
+    /// clustered norm's shift from the bound (the default since session 45).
     pub fn norm_suffix(&self) -> &'static str {
         match (self.norm_red1, self.norm_bound) {
-            (true, false) => "",
-            (false, false) => "-r0",
-            (true, true) => "-ab",
-            (false, true) => "-r0-ab",
+            (true, true) => "",
+            (false, true) => "-r0",
+            (true, false) => "-ab0",
+            (false, false) => "-r0-ab0",
         }
     }
 
@@ -497,7 +500,10 @@ mod tests {
             d.defines(Module::Attention),
             vec!["-DCOMBINE_WIDE=8", "-DCOMBINE_PIPE=1"]
         );
-        assert_eq!(d.defines(Module::Norm), vec!["-DNORM_RED1=1"]);
+        assert_eq!(
+            d.defines(Module::Norm),
+            vec!["-DNORM_RED1=1", "-DNORM_AMAX_BOUND=1"]
+        );
         assert!(d.defines(Module::MatvecH16).is_empty());
         assert!(d.defines(Module::Rope).is_empty());
         let late = StepSwitches {
@@ -576,37 +582,40 @@ mod tests {
         );
         assert_eq!(
             s.defines(Module::Norm),
-            vec!["-DNORM_H16=2", "-DNORM_RED1=1"]
+            vec!["-DNORM_H16=2", "-DNORM_RED1=1", "-DNORM_AMAX_BOUND=1"]
         );
         assert_eq!(s.attn_suffix(), "-cw16p");
         assert_eq!(d.norm_suffix(), "");
-        assert_eq!(d.defines(Module::Norm), vec!["-DNORM_RED1=1"]);
+        assert_eq!(
+            d.defines(Module::Norm),
+            vec!["-DNORM_RED1=1", "-DNORM_AMAX_BOUND=1"]
+        );
         let red0 = StepSwitches {
             norm_red1: false,
             ..s
         };
-        assert_eq!(red0.defines(Module::Norm), vec!["-DNORM_H16=2"]);
+        assert_eq!(
+            red0.defines(Module::Norm),
+            vec!["-DNORM_H16=2", "-DNORM_AMAX_BOUND=1"]
+        );
         assert_eq!(red0.norm_suffix(), "-r0");
         assert_eq!(red0.attn_suffix(), "-cw16p");
-        let bound = StepSwitches {
-            norm_bound: true,
+        let exact = StepSwitches {
+            norm_bound: false,
             ..d
         };
-        assert_eq!(
-            bound.defines(Module::Norm),
-            vec!["-DNORM_RED1=1", "-DNORM_AMAX_BOUND=1"]
-        );
-        assert_eq!(bound.norm_suffix(), "-ab");
+        assert_eq!(exact.defines(Module::Norm), vec!["-DNORM_RED1=1"]);
+        assert_eq!(exact.norm_suffix(), "-ab0");
         assert_eq!(
             StepSwitches {
                 norm_red1: false,
-                ..bound
+                ..exact
             }
             .norm_suffix(),
-            "-r0-ab"
+            "-r0-ab0"
         );
         assert_eq!(
-            bound.defines(Module::Attention),
+            exact.defines(Module::Attention),
             d.defines(Module::Attention)
         );
     }

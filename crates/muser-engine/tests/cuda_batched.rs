@@ -191,10 +191,10 @@ fn batched_decode_equals_each_sequence_alone() {
             },
         ),
         (
-            "f16, the gate's branch joined late (MUSER_CUDA_GATE_LATE)",
+            "f16, the gate's branch joined early (MUSER_CUDA_GATE_LATE=0)",
             |o: &mut CudaOptions| {
                 o.acts = Acts::F16;
-                o.gate_late = true
+                o.gate_late = false
             },
         ),
     ] {

@@ -270,6 +270,7 @@ fn the_late_gate_is_refused_where_it_would_change_nothing() {
     let refused = |m: &Model, set: &dyn Fn(&mut CudaOptions), what: &str, needle: &str| {
         let mut o = CudaOptions::new(64, 16);
         o.gate_late = true;
+        o.gate_late_explicit = true;
         set(&mut o);
         match CudaSession::new(m, o, &mut |_, _| {}) {
             Err(EngineError::Config(msg)) => {
@@ -297,4 +298,21 @@ fn the_late_gate_is_refused_where_it_would_change_nothing() {
         "a model without the gate",
         "no attention gate",
     );
+    // The default (on, not set) is no refusal there: the session turns it off. Without a
+    // device the session then fails opening it; with one it opens.
+    let not_refused = |m: &Model, set: &dyn Fn(&mut CudaOptions), what: &str| {
+        let mut o = CudaOptions::new(64, 16);
+        o.gate_late = true;
+        o.gate_late_explicit = false;
+        set(&mut o);
+        if let Err(EngineError::Config(msg)) = CudaSession::new(m, o, &mut |_, _| {}) {
+            assert!(!msg.contains("MUSER_CUDA_GATE_LATE"), "{what}: {msg}");
+        }
+    };
+    not_refused(
+        &m,
+        &|o| o.mode = muser_cuda::GraphMode::Serial,
+        "serial, by default",
+    );
+    not_refused(&no_gate, &|_| {}, "no gate, by default");
 }

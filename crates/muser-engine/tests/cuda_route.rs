@@ -295,17 +295,17 @@ fn cuda_f16_route_is_deterministic_and_tracks_the_oracle() {
                 }),
             ),
             (
-                "the gate's branch joined late (MUSER_CUDA_GATE_LATE), chunk 1, decode graph",
-                f16(1, |o| o.gate_late = true),
+                "the gate's branch joined early (MUSER_CUDA_GATE_LATE=0), chunk 1, decode graph",
+                f16(1, |o| o.gate_late = false),
             ),
             (
-                "the gate's branch joined late, chunk 512",
-                f16(512, |o| o.gate_late = true),
+                "the gate's branch joined early, chunk 512",
+                f16(512, |o| o.gate_late = false),
             ),
             (
-                "the gate's branch joined late, chunk 7, eager",
+                "the gate's branch joined early, chunk 7, eager",
                 f16(7, |o| {
-                    o.gate_late = true;
+                    o.gate_late = false;
                     o.graphs = false;
                 }),
             ),
@@ -503,13 +503,13 @@ fn a8_route_case(what: &str, m: &Model) {
             ),
             ("chunk 1, unstaged decode", a8(1, |o| o.xsmem = false)),
             (
-                "the gate's branch joined late (MUSER_CUDA_GATE_LATE), chunk 1",
-                a8(1, |o| o.gate_late = true),
+                "the gate's branch joined early (MUSER_CUDA_GATE_LATE=0), chunk 1",
+                a8(1, |o| o.gate_late = false),
             ),
             (
-                "the gate's branch joined late, fused, chunk 7, eager",
+                "the gate's branch joined early, fused, chunk 7, eager",
                 a8(7, |o| {
-                    o.gate_late = true;
+                    o.gate_late = false;
                     o.fuse = true;
                     o.graphs = false;
                 }),

@@ -12,10 +12,11 @@
 //   on *bar). The spin is bounded (~2^31 cycles): past it, or once *err is set, it sets *err and
 //   goes on — the kernel ends, the host reports the error.
 //
-// stream_phases: the bytes of n_ph phases (desc as above; n_out · K · 5 / 8 bytes of W each, Q4H's
-//   size) read once with 16-byte loads, grid-stride, one 32-bit XOR per block into OUT[blockIdx.x]
-//   (so the loads cannot be dropped) — a bandwidth floor: what the same bytes cost with no
-//   arithmetic, as one launch per matrix (n_ph = 1) or per several.
+// stream_phases: the bytes of n_ph phases (sdesc [n_ph][2] u64: W, its size in bytes — a multiple
+//   of 16; Q4H's size depends on its scales' format, so the host says it) read once with 16-byte
+//   loads, grid-stride, one 32-bit XOR per block into OUT[blockIdx.x] (so the loads cannot be
+//   dropped) — a bandwidth floor: what the same bytes cost with no arithmetic, as one launch per
+//   matrix (n_ph = 1) or per several.
 __device__ __forceinline__ u32 ld_acquire_gpu(const u32* p) {
     u32 v;
     asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
@@ -79,8 +80,8 @@ __device__ __forceinline__ void stream_body(const unsigned long long* desc, int 
     pdl_trigger();
     u32 x = 0;
     for (int p = 0; p < n_ph; ++p) {
-        const uint4* W = (const uint4*)desc[4 * p];
-        const size_t n16 = (size_t)desc[4 * p + 1] * desc[4 * p + 2] * 5 / 8 / 16;
+        const uint4* W = (const uint4*)desc[2 * p];
+        const size_t n16 = (size_t)desc[2 * p + 1] / 16;
         const size_t step = (size_t)gridDim.x * blockDim.x;
         size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
         // Four loads in flight per thread.

@@ -81,14 +81,14 @@ pub(super) fn shapes_and_ranges(model: &Model, opts: &CudaOptions) -> Result<(),
             )))
         }
     }
-    if opts.gate_late && opts.mode == GraphMode::Serial {
+    if opts.gate_late && opts.gate_late_explicit && opts.mode == GraphMode::Serial {
         return Err(EngineError::Config(
             "MUSER_CUDA_GATE_LATE=1 joins the attention gate's branch late; with \
              MUSER_CUDA_SERIAL=1 nothing forks, so it would change nothing"
                 .into(),
         ));
     }
-    if opts.gate_late && !model.config.attn_gate {
+    if opts.gate_late && opts.gate_late_explicit && !model.config.attn_gate {
         return Err(EngineError::Config(
             "MUSER_CUDA_GATE_LATE=1 joins the attention gate's branch late; this model has no \
              attention gate"

@@ -309,6 +309,10 @@ impl<'m> CudaSession<'m> {
     ) -> Result<CudaSession<'m>, EngineError> {
         let c = &model.config;
         checks::shapes_and_ranges(model, &opts)?;
+        // The late gate by default where it can act (an explicit `=1` elsewhere was refused).
+        if opts.mode == muser_cuda::GraphMode::Serial || !c.attn_gate {
+            opts.gate_late = false;
+        }
         host_io::check_env()?;
         let gqa = c.gqa_ratio();
         resolve_default_acts(model, &mut opts);

@@ -18,8 +18,10 @@ pub struct CudaOptions {
     pub chunk: usize,
     /// Record decode as a CUDA graph (default) or launch eagerly (`MUSER_CUDA_GRAPH=0`).
     pub graphs: bool,
-    /// Page-locked staging of the steps' inputs and logit rows (`MUSER_CUDA_HOST_STAGE=1`;
-    /// host_io.rs). Off by default until measured on the device (built in session 43).
+    /// Page-locked staging of the steps' inputs and logit rows (`MUSER_CUDA_HOST_STAGE=0|1`,
+    /// default 1 since session 45; host_io.rs). Session 45 (full forge, with the waits' 50 ms
+    /// polling window, `muser_cuda::device`): the host's share of a decode step 235.8 → 37.5 µs,
+    /// tg128 +3.0%; the same bits (`cuda_batched`'s `staged_rows_equal_pageable_rows`).
     pub host_stage: bool,
     /// Each step's device time from events around its graph or launches
     /// (`MUSER_CUDA_STEP_TIMES=1`; `CudaSession::take_step_times`, `muser bench`'s step_times).
@@ -28,10 +30,14 @@ pub struct CudaOptions {
     pub mode: GraphMode,
     /// The attention gate's projection forked with Q / K / V but joined only before the
     /// attention combine, so the rope and the attention run beside its tail
-    /// (`MUSER_CUDA_GATE_LATE=1`, default 0 until measured; built in session 44). The same
-    /// kernels on the same inputs: the same bits. Refused serially and on models without the
-    /// gate (it would change nothing).
+    /// (`MUSER_CUDA_GATE_LATE=0|1`, default 1 since session 45 where it can act: parallel
+    /// branches and a model with the gate). The same kernels on the same inputs: the same bits.
+    /// Session 45 (full forge, alternating beside the default of then in one call): tg128
+    /// 158.10 / 158.61 vs 151.57 / 152.48 (+4.2%). `=1` set explicitly is refused serially and
+    /// on models without the gate (it would change nothing); the default then turns it off.
     pub gate_late: bool,
+    /// `MUSER_CUDA_GATE_LATE` was set (an explicit `=1` where it cannot act is refused).
+    pub gate_late_explicit: bool,
     /// Math variant of the element-wise activation kernels (`MUSER_CUDA_FAST_ACT=1`: fast).
     pub act_math: Math,
     /// Activations fed to the matmuls: f16 (the default where the f16 route covers the model:
@@ -294,10 +300,11 @@ impl CudaOptions {
             n_ctx,
             chunk: chunk.clamp(1, 512),
             graphs: std::env::var("MUSER_CUDA_GRAPH").as_deref() != Ok("0"),
-            host_stage: std::env::var("MUSER_CUDA_HOST_STAGE").as_deref() == Ok("1"),
+            host_stage: std::env::var("MUSER_CUDA_HOST_STAGE").as_deref() != Ok("0"),
             step_times: std::env::var("MUSER_CUDA_STEP_TIMES").as_deref() == Ok("1"),
             mode: GraphMode::from_env(),
-            gate_late: std::env::var("MUSER_CUDA_GATE_LATE").as_deref() == Ok("1"),
+            gate_late: std::env::var("MUSER_CUDA_GATE_LATE").as_deref() != Ok("0"),
+            gate_late_explicit: std::env::var_os("MUSER_CUDA_GATE_LATE").is_some(),
             act_math: if std::env::var("MUSER_CUDA_FAST_ACT").as_deref() == Ok("1") {
                 Math::Fast
             } else {
