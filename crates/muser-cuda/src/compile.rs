@@ -501,6 +501,7 @@ mod tests {
         // The two-accumulator experiment (MUSER_CUDA_MVH_ACC2), in the kernels and the probes.
         variant(Module::MatvecH16, &["-DMVH_PP=3", "-DMVH_ACC2=1"]);
         variant(Module::ProbesH16, &["-DMVH_PP=3", "-DMVH_ACC2=1"]);
+        variant(Module::MatvecH16, &["-DMVH_PP=3", "-DMVH_ACC2=2"]);
         variant(
             Module::MatvecH16,
             &["-DMVH_PP=1", "-DMVH_WBOUNDS=0", "-DMVH_XTOUCH=1"],

@@ -238,14 +238,18 @@ pub struct H16Switches {
     pub mvh_cluster_min_s: u32,
     /// An experiment, not a route: each piece's MMAs of the kernels built on `mvh_piece` into
     /// two accumulators, the even k-steps and the odd ones, added at the piece's end (`-DMVH_ACC2`,
-    /// `MUSER_CUDA_MVH_ACC2=0|1`, default 0; mvh_chain.cuh, and probes_h16.cu's `mvh_noact`):
-    /// ~9 dependent MMAs per piece instead of 17. It changes the decode kernels' numbers but not
-    /// the prefill tiles', so the engine refuses it (batch-composition determinism);
-    /// `mvh_persist` and `mvh_bench` time it — is the per-piece MMA chain what the one-token
-    /// matmuls' arithmetic costs (docs/decode-budget.md item 3)? Static SASS (session 44):
-    /// `mvh_q4h_s4` 126 registers (106), `_s8` 128 (126), `mvh_glu_q4h_s2` 96 (96), `mvh_q6h_s4`
-    /// 128 (126) — the same warps per SM. Not with `MVH_PAIR` (refused). Not yet run.
-    pub mvh_acc2: bool,
+    /// `MUSER_CUDA_MVH_ACC2=0|1|2`, default 0: 1 every format, 2 Q4H's kernels only; mvh_chain.cuh,
+    /// and probes_h16.cu's `mvh_noact`): ~9 dependent MMAs per piece instead of 17. It changes
+    /// the decode kernels' numbers but not the prefill tiles', so the engine refuses it
+    /// (batch-composition determinism) unless `MUSER_CUDA_MVH_ACC2_TIMING=1` asks for a timing
+    /// run; `mvh_persist` and `mvh_bench` time it (docs/decode-budget.md item 3). Static SASS
+    /// (session 44): `mvh_q4h_s4` 126 registers (106), `_s8` 128 (126), `mvh_glu_q4h_s2` 96
+    /// (96), `mvh_q6h_s4` 128 (126) — the same warps per SM. Not with `MVH_PAIR` (refused).
+    /// Session 45 (`scripts/device/acc2-experiment.sh`, two rounds): `mvh_persist`'s graph
+    /// 94.68 → 78.75 µs per layer; `mvh_bench --decode`, one copy: Q4H FFN down 26.8 → 22.2 µs,
+    /// the attention output 7.95 → 7.15, Q / gate 8.8 → 8.55, FFN gate / up 23.2 → 22.55 —
+    /// but Q6H FFN down 34.1 → 38.8 and the output head's quarter 91.6 → 98.3 (hence `=2`).
+    pub mvh_acc2: u32,
 }
 
 impl H16Switches {
@@ -377,10 +381,11 @@ impl H16Switches {
                     .into(),
             ));
         }
-        let mvh_acc2 = env_choice("MUSER_CUDA_MVH_ACC2", 0, &[0, 1])? == 1;
-        if mvh_acc2 && mvh_pair {
+        let mvh_acc2 = env_choice("MUSER_CUDA_MVH_ACC2", 0, &[0, 1, 2])?;
+        if mvh_acc2 != 0 && mvh_pair {
             return Err(CudaError::Invalid(
-                "MUSER_CUDA_MVH_ACC2=1 splits the plain piece's accumulators;                  MUSER_CUDA_MVH_PAIR=1 runs its own pieces: set one"
+                "MUSER_CUDA_MVH_ACC2=1|2 splits the plain piece's accumulators; \
+                 MUSER_CUDA_MVH_PAIR=1 runs its own pieces: set one"
                     .into(),
             ));
         }
@@ -440,8 +445,10 @@ impl H16Switches {
                 "-cl"
             };
         }
-        if self.mvh_acc2 {
-            l += "-acc2";
+        match self.mvh_acc2 {
+            0 => {}
+            1 => l += "-acc2",
+            _ => l += "-acc2q4",
         }
         if self.mvh_ahead != 1 {
             l += &format!("-ahead{}", self.mvh_ahead);
@@ -514,7 +521,7 @@ impl H16Switches {
         .chain(self.scale_defines())
         // Only where on: the default modules' compile line (and so the route's kernel
         // identity) stays what the receipts measured.
-        .chain(self.mvh_acc2.then(|| "-DMVH_ACC2=1".to_string()))
+        .chain((self.mvh_acc2 != 0).then(|| format!("-DMVH_ACC2={}", self.mvh_acc2)))
         .collect()
     }
 
@@ -594,12 +601,14 @@ mod tests {
                 "-DMVH_EARLY_PP=1",
             ),
             (
-                H16Switches {
-                    mvh_acc2: true,
-                    ..d
-                },
+                H16Switches { mvh_acc2: 1, ..d },
                 "mvh-s2-acc2",
                 "-DMVH_ACC2=1",
+            ),
+            (
+                H16Switches { mvh_acc2: 2, ..d },
+                "mvh-s2-acc2q4",
+                "-DMVH_ACC2=2",
             ),
             (
                 H16Switches {

@@ -230,10 +230,11 @@ __device__ __forceinline__ u32 touch_u32(const void* p) {
 #define MVH_THREADS_4(S) (32 * (S))
 
 
-// An experiment, not a route (-DMVH_ACC2, `MUSER_CUDA_MVH_ACC2=0|1`, default 0; the engine
-// refuses it): each piece's MMAs into two accumulators — the even k-steps of each 64-value load
-// and the min MMA into `acc`, the odd ones into a second set from zero, added into `acc` at the
-// piece's end — so a piece's critical path is ~9 dependent MMAs instead of 17. It changes the
+// An experiment, not a route (-DMVH_ACC2, `MUSER_CUDA_MVH_ACC2=0|1|2`, default 0: 1 every
+// format, 2 Q4H only; the engine refuses it but for timing runs): each piece's MMAs into two
+// accumulators — the even k-steps of each 64-value load and the min MMA into `acc`, the odd ones
+// into a second set from zero, added into `acc` at the piece's end — so a piece's critical path
+// is ~9 dependent MMAs instead of 17. It changes the
 // numbers (the sum's order) of the kernels built on mvh_piece but not of the prefill tiles, which
 // the contract's batch-composition determinism forbids in a route; `mvh_persist` and `mvh_bench`
 // time it (docs/decode-budget.md item 3: is the per-piece MMA chain what the one-token matmuls'
@@ -244,6 +245,11 @@ __device__ __forceinline__ u32 touch_u32(const void* p) {
 #if MVH_PAIR && MVH_ACC2
 #error "MVH_ACC2 splits mvh_piece's accumulators; MVH_PAIR runs its own pieces"
 #endif
+// Whether format F's pieces run MVH_ACC2's two accumulators (Q4H: SM_WARPS 20).
+template <class F>
+__device__ constexpr bool mvh_acc2_on() {
+    return MVH_ACC2 == 1 || (MVH_ACC2 == 2 && F::SM_WARPS == 20);
+}
 
 // A hint: piece `piece` of W's three sections into L2 (no kernel writes weights; 16-byte aligned
 // sections of 16-byte multiples: FmtQ4H / FmtQ6H's S0, S1, S2).
@@ -263,13 +269,12 @@ __device__ __forceinline__ void mvh_piece(const typename F::Regs& r, int s, int 
                                           const u16* __restrict__ XH, const u32* sums, int tok0,
                                           int n_tok, int g, int t4, float (&acc)[TG][4],
                                           const u8* xst = nullptr) {
-#if MVH_ACC2
-    float acc2[TG][4];  // the odd k-steps' sums (MVH_ACC2)
+    constexpr bool A2 = mvh_acc2_on<F>();
+    float acc2[TG][4];  // the odd k-steps' sums (MVH_ACC2; unused without it)
 #pragma unroll
     for (int n = 0; n < TG; ++n)
 #pragma unroll
         for (int q = 0; q < 4; ++q) acc2[n][q] = 0.f;
-#endif
 #pragma unroll
     for (int j = 0; j < 4; ++j) {
         u32 a[4][4];
@@ -299,11 +304,7 @@ __device__ __forceinline__ void mvh_piece(const typename F::Regs& r, int s, int 
             const u32 xs[8] = {xa.x, xa.y, xa.z, xa.w, xb.x, xb.y, xb.z, xb.w};
 #pragma unroll
             for (int i = 0; i < 4; ++i) {
-#if MVH_ACC2
-                mma_h16((i & 1) ? acc2[n] : acc[n], a[i], xs[2 * i], xs[2 * i + 1]);
-#else
-                mma_h16(acc[n], a[i], xs[2 * i], xs[2 * i + 1]);
-#endif
+                mma_h16((A2 && (i & 1)) ? acc2[n] : acc[n], a[i], xs[2 * i], xs[2 * i + 1]);
             }
         }
     }
@@ -322,10 +323,10 @@ __device__ __forceinline__ void mvh_piece(const typename F::Regs& r, int s, int 
                 F::template min_b<XG>(sums + ((size_t)tok * nsb + s) * F::SUM_WORDS, t4, b0, b1);
         }
         mma_h16(acc[n], am, b0, b1);
-#if MVH_ACC2
+        if constexpr (A2) {
 #pragma unroll
-        for (int q = 0; q < 4; ++q) acc[n][q] += acc2[n][q];
-#endif
+            for (int q = 0; q < 4; ++q) acc[n][q] += acc2[n][q];
+        }
     }
 }
 

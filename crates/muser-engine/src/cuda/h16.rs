@@ -51,8 +51,9 @@ pub const TENSOR_CORE_ATTENTION_ENV: [&str; 3] = [
 
 /// The f16 route's own switches beside its chains' (`H16Switches::ENV`) and the tensor-core
 /// attention's (`TENSOR_CORE_ATTENTION_ENV`): on another route they would change nothing.
-const F16_ROUTE_SWITCHES: [&str; 18] = [
+const F16_ROUTE_SWITCHES: [&str; 19] = [
     "MUSER_CUDA_H16_ATTN",
+    "MUSER_CUDA_MVH_ACC2_TIMING",
     "MUSER_CUDA_NORM_BOUND",
     "MUSER_CUDA_COMBINE_PIPE",
     "MUSER_CUDA_COMBINE_CL",
@@ -164,14 +165,35 @@ pub fn check_options(model: &Model, opts: &mut CudaOptions) -> Result<(), Engine
         );
     }
     // An experiment of the kernel tools (`mvh_persist`, `mvh_bench`): the decode kernels'
-    // numbers would differ from the prefill tiles'.
-    if std::env::var("MUSER_CUDA_MVH_ACC2").as_deref() == Ok("1") {
-        return refuse(
+    // numbers would differ from the prefill tiles'. `MUSER_CUDA_MVH_ACC2_TIMING=1` lets a timing
+    // run (`muser bench`) have it — the route id says `-acc2` / `-acc2q4`, and the load report
+    // warns that decode's logits then depend on how a token was batched.
+    match std::env::var("MUSER_CUDA_MVH_ACC2_TIMING").as_deref() {
+        Err(_) | Ok("0") => {
+            if matches!(
+                std::env::var("MUSER_CUDA_MVH_ACC2").as_deref(),
+                Ok("1" | "2")
+            ) {
+                return refuse(
+                    opts,
+                    "MUSER_CUDA_MVH_ACC2 is an experiment of mvh_persist / mvh_bench: it changes \
+                     the decode matmuls' sums but not the prefill tiles', so a token's logits \
+                     would depend on how it was batched (MUSER_CUDA_MVH_ACC2_TIMING=1 allows it \
+                     for timing runs)",
+                );
+            }
+        }
+        Ok("1")
+            if matches!(
+                std::env::var("MUSER_CUDA_MVH_ACC2").as_deref(),
+                Ok("1" | "2")
+            ) => {}
+        Ok(v) => return refuse(
             opts,
-            "MUSER_CUDA_MVH_ACC2=1 is an experiment of mvh_persist / mvh_bench: it changes the \
-             decode matmuls' sums but not the prefill tiles', so a token's logits would depend \
-             on how it was batched",
-        );
+            format!(
+                "MUSER_CUDA_MVH_ACC2_TIMING={v:?}: expected 0, or 1 with MUSER_CUDA_MVH_ACC2=1|2"
+            ),
+        ),
     }
     for name in ["MUSER_CUDA_NORM_H16", "MUSER_CUDA_NORM_BOUND"] {
         if !opts.fuse && std::env::var_os(name).is_some() {

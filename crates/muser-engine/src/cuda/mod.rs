@@ -515,7 +515,13 @@ impl<'m> CudaSession<'m> {
                 ", host I/O {} (MUSER_CUDA_HOST_STAGE), waits poll {} ms before sleeping (MUSER_CUDA_WAIT_SPIN_MS)",
                 if opts.host_stage { "page-locked" } else { "pageable" },
                 gpu.wait_spin().as_millis()
-            );
+            )
+            + if reg.h16.mvh_acc2 != 0 {
+                ", TIMING ONLY: the decode matmuls' sums differ from the prefill tiles' \
+                 (MUSER_CUDA_MVH_ACC2_TIMING=1)"
+            } else {
+                ""
+            };
         let n_seq = opts.n_seq;
         // The branch only on the f16 route (refused above otherwise).
         let prefetch = match opts.l2_prefetch_on() {
