@@ -188,12 +188,13 @@ pub fn check_options(model: &Model, opts: &mut CudaOptions) -> Result<(), Engine
                 std::env::var("MUSER_CUDA_MVH_ACC2").as_deref(),
                 Ok("1" | "2")
             ) => {}
-        Ok(v) => return refuse(
-            opts,
-            format!(
-                "MUSER_CUDA_MVH_ACC2_TIMING={v:?}: expected 0, or 1 with MUSER_CUDA_MVH_ACC2=1|2"
-            ),
-        ),
+        Ok(v) => {
+            let what = format!(
+                "MUSER_CUDA_MVH_ACC2_TIMING={v:?}: expected 0, or 1 with \
+                 MUSER_CUDA_MVH_ACC2=1|2"
+            );
+            return refuse(opts, what);
+        }
     }
     for name in ["MUSER_CUDA_NORM_H16", "MUSER_CUDA_NORM_BOUND"] {
         if !opts.fuse && std::env::var_os(name).is_some() {
