@@ -275,7 +275,7 @@ impl Gpu {
 /// for N ms, then sleeps 50 µs at a time (0: 2000 polls, then the sleeps — whose wake-up can put
 /// up to ~0.1 ms between a decode step's end and the host seeing it). Session 45 (full forge,
 /// with `MUSER_CUDA_HOST_STAGE=1`, `scripts/device/host-io-ab.sh`): the host's share of a decode
-/// step 235.8 µs → 37.5 µs, tg128 +3.0%. The price: one host core busy while a step of up to
+/// step 235.8 µs → 37.5 µs, tg128 +2.9%. The price: one host core busy while a step of up to
 /// N ms runs.
 fn wait_spin() -> Result<Duration, CudaError> {
     match std::env::var("MUSER_CUDA_WAIT_SPIN_MS") {

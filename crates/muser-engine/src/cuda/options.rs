@@ -21,7 +21,7 @@ pub struct CudaOptions {
     /// Page-locked staging of the steps' inputs and logit rows (`MUSER_CUDA_HOST_STAGE=0|1`,
     /// default 1 since session 45; host_io.rs). Session 45 (full forge, with the waits' 50 ms
     /// polling window, `muser_cuda::device`): the host's share of a decode step 235.8 → 37.5 µs,
-    /// tg128 +3.0%; the same bits (`cuda_batched`'s `staged_rows_equal_pageable_rows`).
+    /// tg128 +2.9%; the same bits (`cuda_batched`'s `staged_rows_equal_pageable_rows`).
     pub host_stage: bool,
     /// Each step's device time from events around its graph or launches
     /// (`MUSER_CUDA_STEP_TIMES=1`; `CudaSession::take_step_times`, `muser bench`'s step_times).
