@@ -20,7 +20,9 @@
 # cuda_batched have variants of it), and the clusters for the S = 16 launches alone
 # (MUSER_CUDA_MVH_CLUSTER=16: K and V): all in PART=1's tiny logits, and with the cubin load in
 # PART=3's tg128 (PART=2 keeps the host switches and the step split).
-# Built in sessions 43-44; the device was not lent in either, so it has not run yet.
+# Built in sessions 43-44, first run in session 45 (docs/receipts/cuda-session45.txt), which made
+# HOST_STAGE=1, WAIT_SPIN_MS=50, NORM_BOUND=1 and GATE_LATE=1 the defaults: the variants below
+# now set them off (=0) against the default.
 # Three calls (each under 600 s on a fresh machine): PART=1 runs steps 0-2, PART=2 steps 3-4
 # for the host switches, PART=3 step 3 for the graph's switches (the forge started by PART=1 is
 # then there if the machine stayed warm; else it is made again).
@@ -50,9 +52,10 @@ for v in MUSER_CUDA_LOAD=cubin "" MUSER_CUDA_LOAD=cubin; do
 done
 }
 if [ "$part" = 1 ]; then
-  # (Not cuda_route under NORM_BOUND: its sessions run the unfused norm, which refuses the
-  # switch; the kernel test and the tiny logits at chunk 1 — the clustered norm — check it.)
-  for t in "muser_cuda host::" "muser_cuda norm_bound::" "MUSER_CUDA_NORM_BOUND=1 muser_cuda norm_bound::" \
+  # (Not cuda_route with NORM_BOUND set: its sessions run the unfused norm, which refuses the
+  # switch set explicitly; the kernel test and the tiny logits at chunk 1 — the clustered norm —
+  # check it.)
+  for t in "muser_cuda host::" "muser_cuda norm_bound::" "MUSER_CUDA_NORM_BOUND=0 muser_cuda norm_bound::" \
       "cuda_batched" "cuda_route f16"; do
     set -- $t
     e=""
@@ -63,8 +66,8 @@ if [ "$part" = 1 ]; then
     grep -E "norm module|rows equal" "$out/$1.txt" >> "$log"
     grep -A4 panicked "$out/$1.txt" | head -8 >> "$log"
   done
-  ab_tiny_logits "$log" "$out" "" "MUSER_CUDA_HOST_STAGE=1" "MUSER_CUDA_LOAD=cubin" \
-    "MUSER_CUDA_NORM_BOUND=1" "MUSER_CUDA_GATE_LATE=1" "MUSER_CUDA_MVH_CLUSTER=16"
+  ab_tiny_logits "$log" "$out" "" "MUSER_CUDA_HOST_STAGE=0" "MUSER_CUDA_LOAD=cubin" \
+    "MUSER_CUDA_NORM_BOUND=0" "MUSER_CUDA_GATE_LATE=0" "MUSER_CUDA_MVH_CLUSTER=16"
   # The same tokens through the binary before the change (its sha must equal the lines above).
   for c in 512 1; do
     rm -f "$w/logits.f32"
@@ -78,9 +81,9 @@ fi
 while [ ! -f "$HOME/forge.done" ]; do sleep 2; done
 # PART=2: the host switches (then the step split below); PART=3: the graph's switches.
 if [ "$part" = 2 ]; then
-  dflt="MUSER_CUDA_HOST_STAGE=1 MUSER_CUDA_WAIT_SPIN_MS=50;MUSER_CUDA_HOST_STAGE=1;MUSER_CUDA_WAIT_SPIN_MS=50"
+  dflt="MUSER_CUDA_HOST_STAGE=0 MUSER_CUDA_WAIT_SPIN_MS=0;MUSER_CUDA_HOST_STAGE=0;MUSER_CUDA_WAIT_SPIN_MS=0"
 else
-  dflt="MUSER_CUDA_LOAD=cubin;MUSER_CUDA_NORM_BOUND=1;MUSER_CUDA_GATE_LATE=1;MUSER_CUDA_MVH_CLUSTER=16"
+  dflt="MUSER_CUDA_LOAD=cubin;MUSER_CUDA_NORM_BOUND=0;MUSER_CUDA_GATE_LATE=0;MUSER_CUDA_MVH_CLUSTER=16"
 fi
 IFS=';' read -r -a tg <<< "${TG:-$dflt}"
 for r in 1 2; do
@@ -94,7 +97,7 @@ for r in 1 2; do
 done
 # The step's split (MUSER_CUDA_STEP_TIMES=1: device time per step from events around the graph,
 # the rest of the wall time the host's): the default and both switches.
-[ "$part" = 2 ] && for v in "" "MUSER_CUDA_HOST_STAGE=1 MUSER_CUDA_WAIT_SPIN_MS=50"; do
+[ "$part" = 2 ] && for v in "" "MUSER_CUDA_HOST_STAGE=0 MUSER_CUDA_WAIT_SPIN_MS=0"; do
   env $v MUSER_CUDA_STEP_TIMES=1 timeout 90 .device/muser bench -m "$HOME/full.gguf" \
     --backend cuda -p 0 -n 128 -r 2 > "$out/bench.txt" 2>&1
   echo "step times ${v:-default}: rc=$? $(grep -E "tg128" "$out/bench.txt" | tr -s ' ')" >> "$log"
