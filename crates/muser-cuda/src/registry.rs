@@ -457,6 +457,11 @@ impl Registry {
                     // The prefill tiles share formats_h16.cuh's scale broadcasts.
                     extra.push(format!("-DMVH_LEAN={}", h16.mvh_lean));
                     extra.extend(h16.scale_defines());
+                    // The decode kernels' k16 order (an experiment: formats_h16.cuh). Only where
+                    // on: the default modules' compile line stays what the receipts measured.
+                    if h16.mvh_acc2 != 0 {
+                        extra.push(format!("-DMVH_ACC2={}", h16.mvh_acc2));
+                    }
                 }
                 if m == Module::MmwH16 {
                     extra.push(format!("-DMMW_WG={mmw_wg}"));

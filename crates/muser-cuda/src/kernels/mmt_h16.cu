@@ -4,7 +4,8 @@
 //
 // mmt_{q4h,q6h}_s{2,4,8,16}: Y[t][r] as mvh_*: per output, S chains — chain w the MMAs of
 //   super-blocks w, w + S, w + 2S, … in order (per super-block: loads j = 0..3, tiles i = 0..3,
-//   then the min MMA) from a zero accumulator — added in chain order ((c0 + c1) + c2) + …, every
+//   then the min MMA; with MVH_ACC2 the odd k16 steps into a second accumulator, added after the
+//   min MMA: formats_h16.cuh) from a zero accumulator — added in chain order ((c0 + c1) + c2) + …, every
 //   chain counted, an empty one as +0, then times XINV[t] · w_inv. The decode kernels run the
 //   chains on S warps at once; a tile walks them one after another (super-block order w, w + S,
 //   …, then w + 1, …), folding each finished chain into a running total.
@@ -197,6 +198,17 @@ __device__ __forceinline__ void mmt_body(const u8* __restrict__ W, int n_out, in
             F::template load_at<false>(p, p + F::S0, p + F::S0 + F::S1, lane, g, t4, r[m]);
         }
         const u8* xrow = st + T::X_OFF + g * MMT_XROW + 32 * t4;
+        // MVH_ACC2 (formats_h16.cuh): the odd k16 steps' sums of this super-block, from zero.
+        constexpr bool A2 = mvh_acc2_on<F>();
+        float acc2[WG][MMT_TOK / 8][4];  // unused (and dropped by the compiler) without it
+        if constexpr (A2) {
+#pragma unroll
+            for (int m = 0; m < WG; ++m)
+#pragma unroll
+                for (int n = 0; n < MMT_TOK / 8; ++n)
+#pragma unroll
+                    for (int e = 0; e < 4; ++e) acc2[m][n][e] = 0.f;
+        }
 #pragma unroll
         for (int j = 0; j < 4; ++j) {
             u32 a[WG][4][4];
@@ -211,7 +223,8 @@ __device__ __forceinline__ void mmt_body(const u8* __restrict__ W, int n_out, in
                 for (int m = 0; m < WG; ++m)
 #pragma unroll
                     for (int ii = 0; ii < 4; ++ii)
-                        mma_h16(acc[m][n], a[m][ii], xs[2 * ii], xs[2 * ii + 1]);
+                        mma_h16((A2 && (ii & 1)) ? acc2[m][n] : acc[m][n], a[m][ii], xs[2 * ii],
+                                xs[2 * ii + 1]);
             }
         }
 #pragma unroll
@@ -224,6 +237,10 @@ __device__ __forceinline__ void mmt_body(const u8* __restrict__ W, int n_out, in
                 u32 b0, b1;
                 F::template min_b<false>(sw, t4, b0, b1);
                 mma_h16(acc[m][n], am, b0, b1);
+                if constexpr (A2) {
+#pragma unroll
+                    for (int e = 0; e < 4; ++e) acc[m][n][e] += acc2[m][n][e];
+                }
             }
         }
         if (--left == 0) {

@@ -12,7 +12,8 @@
 //
 // mmw_{q4h,q6h}_s{2,4,8,16}: Y[t][r] as mmt_*: per output, S chains — chain w the k16 steps of
 //   super-blocks w, w + S, … in order (per super-block: loads j = 0..3, tiles i = 0..3, then the
-//   min step) from a zero accumulator — folded in chain order ((c0 + c1) + c2) + …, an empty
+//   min step; with MVH_ACC2 the odd k16 steps into a second accumulator, added after the min
+//   step: formats_h16.cuh) from a zero accumulator — folded in chain order ((c0 + c1) + c2) + …, an empty
 //   chain as +0, then times XINV[t] · w_inv. Block = MMW_WG warpgroups (warp v: row group
 //   4·MMW_WG·blockIdx.x + v; a warpgroup's 4 warps are the 64 rows of its wgmma) × 128 tokens
 //   (blockIdx.y). Each warp loads its piece of the next super-block (in chain order) into
@@ -191,13 +192,21 @@ __device__ __forceinline__ void mmw_body(const u8* __restrict__ W, int n_out, in
         const u32 st = smem0 + slot * MMW_STAGE;
         slot = slot + 1 == MMW_STAGES ? 0 : slot + 1;
         u32 a[2][4][4];
+        // MVH_ACC2 (formats_h16.cuh): the odd k16 steps' sums of this super-block, from zero.
+        constexpr bool A2 = mvh_acc2_on<F>();
+        float acc2[64];  // unused (and dropped by the compiler) without it
+        if constexpr (A2) {
+#pragma unroll
+            for (int e = 0; e < 64; ++e) acc2[e] = 0.f;
+        }
 #pragma unroll
         for (int j = 0; j < 4; ++j) {
             F::frags(cur, j, a[j & 1]);
             wg_fence();
 #pragma unroll
             for (int i = 0; i < 4; ++i)
-                wgmma_f16_m64n128(acc, a[j & 1][i], wg_desc(st + (8 * j + 2 * i) * 128, 128, 4096));
+                wgmma_f16_m64n128((A2 && (i & 1)) ? acc2 : acc, a[j & 1][i],
+                                  wg_desc(st + (8 * j + 2 * i) * 128, 128, 4096));
             wg_commit();
             wg_wait<1>();
         }
@@ -209,6 +218,10 @@ __device__ __forceinline__ void mmw_body(const u8* __restrict__ W, int n_out, in
                                   : wg_desc(st + MMW_XBYTES, 128, 256));
         wg_commit();
         wg_wait<0>();
+        if constexpr (A2) {
+#pragma unroll
+            for (int e = 0; e < 64; ++e) acc[e] += acc2[e];
+        }
         if (!SPLIT && --left == 0) {
             // Fold the finished chain w and the empty ones after it (each adds +0, as in mvh);
             // after the last chain the product with XINV[t] · w_inv too. The running total is

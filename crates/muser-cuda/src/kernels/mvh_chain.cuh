@@ -230,26 +230,11 @@ __device__ __forceinline__ u32 touch_u32(const void* p) {
 #define MVH_THREADS_4(S) (32 * (S))
 
 
-// An experiment, not a route (-DMVH_ACC2, `MUSER_CUDA_MVH_ACC2=0|1|2`, default 0: 1 every
-// format, 2 Q4H only; the engine refuses it but for timing runs): each piece's MMAs into two
-// accumulators — the even k-steps of each 64-value load and the min MMA into `acc`, the odd ones
-// into a second set from zero, added into `acc` at the piece's end — so a piece's critical path
-// is ~9 dependent MMAs instead of 17. It changes the
-// numbers (the sum's order) of the kernels built on mvh_piece but not of the prefill tiles, which
-// the contract's batch-composition determinism forbids in a route; `mvh_persist` and `mvh_bench`
-// time it (docs/decode-budget.md item 3: is the per-piece MMA chain what the one-token matmuls'
-// arithmetic costs?). Not with MVH_PAIR (its own interleaved pieces; refused on the host).
-#ifndef MVH_ACC2
-#define MVH_ACC2 0
-#endif
+// MVH_ACC2 (the two accumulators per piece; defined with `mvh_acc2_on` in formats_h16.cuh, which
+// the prefill tiles share). Not with MVH_PAIR (its own interleaved pieces; refused on the host).
 #if MVH_PAIR && MVH_ACC2
 #error "MVH_ACC2 splits mvh_piece's accumulators; MVH_PAIR runs its own pieces"
 #endif
-// Whether format F's pieces run MVH_ACC2's two accumulators (Q4H: SM_WARPS 20).
-template <class F>
-__device__ constexpr bool mvh_acc2_on() {
-    return MVH_ACC2 == 1 || (MVH_ACC2 == 2 && F::SM_WARPS == 20);
-}
 
 // A hint: piece `piece` of W's three sections into L2 (no kernel writes weights; 16-byte aligned
 // sections of 16-byte multiples: FmtQ4H / FmtQ6H's S0, S1, S2).
