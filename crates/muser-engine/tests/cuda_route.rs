@@ -503,13 +503,18 @@ fn a8_route_case(what: &str, m: &Model) {
             ),
             ("chunk 1, unstaged decode", a8(1, |o| o.xsmem = false)),
             (
-                "the gate's branch joined early (MUSER_CUDA_GATE_LATE=0), chunk 1",
-                a8(1, |o| o.gate_late = false),
+                "the gate's branch joined late (MUSER_CUDA_GATE_LATE=1: on the A8 route only \
+                 when set), chunk 1",
+                a8(1, |o| {
+                    o.gate_late = true;
+                    o.gate_late_explicit = true;
+                }),
             ),
             (
-                "the gate's branch joined early, fused, chunk 7, eager",
+                "the gate's branch joined late, fused, chunk 7, eager",
                 a8(7, |o| {
-                    o.gate_late = false;
+                    o.gate_late = true;
+                    o.gate_late_explicit = true;
                     o.fuse = true;
                     o.graphs = false;
                 }),

@@ -309,13 +309,18 @@ impl<'m> CudaSession<'m> {
     ) -> Result<CudaSession<'m>, EngineError> {
         let c = &model.config;
         checks::shapes_and_ranges(model, &opts)?;
-        // The late gate by default where it can act (an explicit `=1` elsewhere was refused).
-        if opts.mode == muser_cuda::GraphMode::Serial || !c.attn_gate {
-            opts.gate_late = false;
-        }
         host_io::check_env()?;
         let gqa = c.gqa_ratio();
         resolve_default_acts(model, &mut opts);
+        // The late gate by default where it can act (an explicit `=1` elsewhere was refused) and
+        // where the device has run it: the f16 route (session 45). The integer routes take it
+        // when asked (`cuda_route`'s A8 cases have it; not yet run on the device).
+        if opts.mode == muser_cuda::GraphMode::Serial
+            || !c.attn_gate
+            || (!opts.gate_late_explicit && opts.acts != Acts::F16)
+        {
+            opts.gate_late = false;
+        }
         h16::check_options(model, &mut opts)?;
         // MUSER_CUDA_Q4H_SCALES=auto: u8 where every Q4_K matrix can take it (the load report
         // says which, and what could not); MUSER_CUDA_Q6H_SCALES=auto: f16.

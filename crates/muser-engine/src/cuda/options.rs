@@ -30,8 +30,9 @@ pub struct CudaOptions {
     pub mode: GraphMode,
     /// The attention gate's projection forked with Q / K / V but joined only before the
     /// attention combine, so the rope and the attention run beside its tail
-    /// (`MUSER_CUDA_GATE_LATE=0|1`, default 1 since session 45 where it can act: parallel
-    /// branches and a model with the gate). The same kernels on the same inputs: the same bits.
+    /// (`MUSER_CUDA_GATE_LATE=0|1`, default 1 since session 45 where it can act — parallel
+    /// branches and a model with the gate — on the f16 route, where the device has run it; the
+    /// integer routes take it when set). The same kernels on the same inputs: the same bits.
     /// Session 45 (full forge, alternating beside the default of then in one call): tg128
     /// 158.10 / 158.61 vs 151.57 / 152.48 (+4.2%). `=1` set explicitly is refused serially and
     /// on models without the gate (it would change nothing); the default then turns it off.
