@@ -239,10 +239,11 @@ pub struct H16Switches {
     /// An experiment, not a route: each piece's MMAs of the kernels built on `mvh_piece` into
     /// two accumulators, the even k-steps and the odd ones, added at the piece's end (`-DMVH_ACC2`,
     /// `MUSER_CUDA_MVH_ACC2=0|1|2`, default 0: 1 every format, 2 Q4H's kernels only; mvh_chain.cuh,
-    /// and probes_h16.cu's `mvh_noact`): ~9 dependent MMAs per piece instead of 17. It changes
-    /// the decode kernels' numbers but not the prefill tiles', so the engine refuses it
-    /// (batch-composition determinism) unless `MUSER_CUDA_MVH_ACC2_TIMING=1` asks for a timing
-    /// run; `mvh_persist` and `mvh_bench` time it (docs/decode-budget.md item 3). Static SASS
+    /// and probes_h16.cu's `mvh_noact`; since session 45 also the prefill tiles' modules, the
+    /// same order: formats_h16.cuh): ~9 dependent MMAs per piece instead of 17. It changes the
+    /// numbers, and that every kernel still agrees is unchecked on the device, so the engine
+    /// refuses it unless `MUSER_CUDA_MVH_ACC2_TIMING=1` asks for a timing run; `mvh_persist`
+    /// and `mvh_bench` time it (docs/decode-budget.md item 3). Static SASS
     /// (session 44): `mvh_q4h_s4` 126 registers (106), `_s8` 128 (126), `mvh_glu_q4h_s2` 96
     /// (96), `mvh_q6h_s4` 128 (126) — the same warps per SM. Not with `MVH_PAIR` (refused).
     /// Session 45 (`scripts/device/acc2-experiment.sh`, two rounds): `mvh_persist`'s graph

@@ -522,8 +522,8 @@ impl<'m> CudaSession<'m> {
                 gpu.wait_spin().as_millis()
             )
             + if reg.h16.mvh_acc2 != 0 {
-                ", TIMING ONLY: the decode matmuls' sums differ from the prefill tiles' \
-                 (MUSER_CUDA_MVH_ACC2_TIMING=1)"
+                ", TIMING ONLY: the two-accumulator matmul order, its bits across kernels \
+                 unchecked (MUSER_CUDA_MVH_ACC2_TIMING=1)"
             } else {
                 ""
             };
