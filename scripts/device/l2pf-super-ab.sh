@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Session 30's leads (docs/cuda-f16.md "Session 30"), two calls; every line into $OUT/ab.txt as
+# Session 30's leads (docs/cuda-f16-history.md "Session 30"), two calls; every line into $OUT/ab.txt as
 # it comes.
 # PART=1 (~9 min with the forge):
 #   1. the prefetch branch's device tests: muser_cuda's `prefetch` unit test and cuda_route's f16

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The one-token f16 matmuls' build switches A/B, one call; every line into $OUT/next.txt as it
 # comes. VARIANTS (space-separated env assignments, "" = the default) picks them; unset, session
-# 28's candidates (docs/cuda-f16.md, session 29): MUSER_CUDA_MVH_WHINT=1 / 2, MUSER_CUDA_MVH_XSTAGE=1.
+# 28's candidates (docs/cuda-f16-history.md, session 29): MUSER_CUDA_MVH_WHINT=1 / 2, MUSER_CUDA_MVH_XSTAGE=1.
 #   1. mvh_persist (its floors and probes: stream/mvhx = loads + activation reads, mvh/noact =
 #      MMAs without activation reads) at the default and each variant;
 #   2. kernels_h16 with each variant (the mvh kernels against their references, every token

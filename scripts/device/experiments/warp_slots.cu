@@ -1,4 +1,4 @@
-// Experiment (issue 5, docs/cuda-f16.md session 35): where the warps of a decode attention block
+// Experiment (issue 5, docs/cuda-f16-history.md session 35): where the warps of a decode attention block
 // land on an SM. attn_h16_d128's decode launch is 514 blocks of 4 warps with 69.6 KB of dynamic
 // shared memory each (3 blocks per SM), one warp of each block computing, three copying. The
 // question: do an SM's computing warps (every block's local warp 0) share one sub-partition
