@@ -102,6 +102,10 @@ def main():
                               check=True, capture_output=True, text=True).stderr
         sass = subprocess.run([tool("nvdisasm"), "-c", cubin], check=True, capture_output=True,
                               text=True).stdout
+    # ptxas's performance notes (e.g. wgmma serialized: every HGMMA then waits for the last).
+    for line in info.splitlines():
+        if "Performance" in line or "wgmma" in line:
+            print("ptxas:", line.strip())
     props, cur = {}, None
     for line in info.splitlines():
         m = re.search(r"Function properties for (\w+)", line)

@@ -12,7 +12,9 @@
 #      (not with the default's: the order changes the numbers);
 #   4. pp512 + tg128 on the full forge, alternating twice: the default, ACC2=2 (its mmw tiles
 #      spill 268 bytes at MMW_WG=3: static SASS), ACC2=2 with MMW_WG=2 (245 registers, no
-#      spill; but WG=2 cost the default's pp512 ~10% in eb802ec).
+#      spill; but WG=2 cost the default's pp512 ~10% in eb802ec). Session 46's static SASS: at
+#      WG=3 ptxas also serializes every wgmma of those tiles (C7512, kernel-sass.py prints it),
+#      so expect the middle variant's pp512 to fall far; it is timed to put a number on it.
 # It becomes a route only if 1-3 hold and decode gains more than prefill can give up (pp512
 # must stay >= 1.5x llama.cpp's), then with parity (scripts/parity.py) and the determinism gates.
 # Carry .device/muser, .device/tests/kernels_h16, .device/tests/cuda_route (build-device.sh).
