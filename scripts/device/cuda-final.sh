@@ -17,9 +17,8 @@ export LD_LIBRARY_PATH=$L
 FULL=$HOME/full.gguf
 [ -f $HOME/best.env ] && source $HOME/best.env
 env | grep ^MUSER_CUDA || true
-if [ ! -f $HOME/forge.done ]; then
-  ( $M forge --preset full --seed 7 -o $FULL > $OUT/ab.log 2>&1; touch $HOME/forge.done ) &
-fi
+# Detached (forge-bg.sh: survives a SKIP_BENCH call's end, so the next call finds the file).
+bash scripts/device/forge-bg.sh $M
 [ -n "${SKIP_PARITY:-}" ] || PYTHONUNBUFFERED=1 python3 scripts/parity.py --class cuda --fixtures ${FIXTURES:-tiny,small,gemma} --muser $M \
   --threads 16 --work $HOME/parity --llama-cuda $L --bindings $PWD/.devllama/bindings \
   --gemma $HOME/gemma.gguf --out-dir $OUT/receipts > $OUT/parity.log 2>&1
