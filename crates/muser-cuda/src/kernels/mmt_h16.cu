@@ -39,6 +39,17 @@
 #define MMT_STAGES 3
 #endif
 
+// A tile's accumulators (WG row groups × N token groups × 4) set to zero.
+template <int WG, int N>
+__device__ __forceinline__ void mmt_zero(float (&x)[WG][N][4]) {
+#pragma unroll
+    for (int m = 0; m < WG; ++m)
+#pragma unroll
+        for (int n = 0; n < N; ++n)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) x[m][n][e] = 0.f;
+}
+
 // Super-blocks of chain w of a K of nsb super-blocks.
 __device__ __forceinline__ int mmt_chain_len(int w, int nsb, int S) {
     return w < nsb ? (nsb - w + S - 1) / S : 0;
@@ -156,12 +167,7 @@ __device__ __forceinline__ void mmt_body(const u8* __restrict__ W, int n_out, in
                                    (const u8*)F::sums(XSUM, XSUM16), K, tok0, n_tok);
     const u32 smem0 = (u32)__cvta_generic_to_shared(mmt_smem);
     float acc[WG][MMT_TOK / 8][4];
-#pragma unroll
-    for (int m = 0; m < WG; ++m)
-#pragma unroll
-        for (int n = 0; n < MMT_TOK / 8; ++n)
-#pragma unroll
-            for (int e = 0; e < 4; ++e) acc[m][n][e] = 0.f;
+    mmt_zero(acc);
     float total[TOTAL_IN_Y ? 1 : WG][MMT_TOK / 8][4];
     // Output element (m, n, e) of this thread: row group grp(m), token tok(n, e).
     auto grp = [&](int m) { return g0 + WG * warp + m; };
@@ -201,14 +207,7 @@ __device__ __forceinline__ void mmt_body(const u8* __restrict__ W, int n_out, in
         // MVH_ACC2 (formats_h16.cuh): the odd k16 steps' sums of this super-block, from zero.
         constexpr bool A2 = mvh_acc2_on<F>();
         float acc2[WG][MMT_TOK / 8][4];  // unused (and dropped by the compiler) without it
-        if constexpr (A2) {
-#pragma unroll
-            for (int m = 0; m < WG; ++m)
-#pragma unroll
-                for (int n = 0; n < MMT_TOK / 8; ++n)
-#pragma unroll
-                    for (int e = 0; e < 4; ++e) acc2[m][n][e] = 0.f;
-        }
+        if constexpr (A2) mmt_zero(acc2);
 #pragma unroll
         for (int j = 0; j < 4; ++j) {
             u32 a[WG][4][4];
