@@ -504,6 +504,9 @@ mod tests {
         variant(Module::MatvecH16, &["-DMVH_PP=3", "-DMVH_ACC2=2"]);
         variant(Module::MmtH16, &["-DMVH_ACC2=1", "-DQ4H_U8=1"]);
         variant(Module::MmwH16, &["-DMVH_ACC2=1", "-DQ4H_U8=1"]);
+        variant(Module::MatvecH16, &["-DMVH_PP=3", "-DMVH_ACC2=3"]);
+        variant(Module::MmtH16, &["-DMVH_ACC2=3", "-DQ4H_U8=1"]);
+        variant(Module::MmwH16, &["-DMVH_ACC2=3", "-DQ4H_U8=1"]);
         variant(
             Module::MatvecH16,
             &["-DMVH_PP=1", "-DMVH_WBOUNDS=0", "-DMVH_XTOUCH=1"],

@@ -238,7 +238,7 @@ pub struct H16Switches {
     pub mvh_cluster_min_s: u32,
     /// An experiment, not a route: each piece's MMAs of the kernels built on `mvh_piece` into
     /// two accumulators, the even k-steps and the odd ones, added at the piece's end (`-DMVH_ACC2`,
-    /// `MUSER_CUDA_MVH_ACC2=0|1|2`, default 0: 1 every format, 2 Q4H's kernels only; mvh_chain.cuh,
+    /// `MUSER_CUDA_MVH_ACC2=0|1|2|3`, default 0: 1 every format, 2 Q4H's kernels only; mvh_chain.cuh,
     /// and probes_h16.cu's `mvh_noact`; since session 45 also the prefill tiles' modules, the
     /// same order: formats_h16.cuh): ~9 dependent MMAs per piece instead of 17. It changes the
     /// numbers, and that every kernel still agrees is unchecked on the device, so the engine
@@ -250,6 +250,11 @@ pub struct H16Switches {
     /// 94.68 → 78.75 µs per layer; `mvh_bench --decode`, one copy: Q4H FFN down 26.8 → 22.2 µs,
     /// the attention output 7.95 → 7.15, Q / gate 8.8 → 8.55, FFN gate / up 23.2 → 22.55 —
     /// but Q6H FFN down 34.1 → 38.8 and the output head's quarter 91.6 → 98.3 (hence `=2`).
+    /// `=3` (session 47): Q4H at S = 4 chains only — the two that gained most, Muse Glimmer's
+    /// attention output and Q4_K FFN down (the S of a matrix is part of its numbers, so every
+    /// kernel of it agrees) — leaving FFN gate / up's warpgroup tiles at 3 warpgroups. Under
+    /// any `=N` the warpgroup tiles it splits run at 2 (`Registry::mmw_wg_of`: at 3 ptxas
+    /// serializes their wgmma, session 46).
     pub mvh_acc2: u32,
 }
 
@@ -382,10 +387,10 @@ impl H16Switches {
                     .into(),
             ));
         }
-        let mvh_acc2 = env_choice("MUSER_CUDA_MVH_ACC2", 0, &[0, 1, 2])?;
+        let mvh_acc2 = env_choice("MUSER_CUDA_MVH_ACC2", 0, &[0, 1, 2, 3])?;
         if mvh_acc2 != 0 && mvh_pair {
             return Err(CudaError::Invalid(
-                "MUSER_CUDA_MVH_ACC2=1|2 splits the plain piece's accumulators; \
+                "MUSER_CUDA_MVH_ACC2=1|2|3 splits the plain piece's accumulators; \
                  MUSER_CUDA_MVH_PAIR=1 runs its own pieces: set one"
                     .into(),
             ));
@@ -419,6 +424,19 @@ impl H16Switches {
         })
     }
 
+    /// Whether `MUSER_CUDA_MVH_ACC2` splits the accumulators of format `w`'s f16 matmuls at `s`
+    /// chains: the host's twin of formats_h16.cuh `mvh_acc2_on`, which every f16 matmul module
+    /// compiles from the same `-DMVH_ACC2` (`Registry::mmw_wg_of` sizes the tiles by it).
+    pub fn acc2_on(&self, w: crate::plan_h16::HWeights, s: u32) -> bool {
+        use crate::plan_h16::HWeights::Q4H;
+        match self.mvh_acc2 {
+            1 => true,
+            2 => w == Q4H,
+            3 => w == Q4H && s == 4,
+            _ => false,
+        }
+    }
+
     /// The route id's `mv=` label: `mvh` (`-sS` for the wide chain count), then a suffix for
     /// every switch away from its default — beside the defaults in `from_env`, so a default
     /// that moves keeps its label short.
@@ -449,7 +467,8 @@ impl H16Switches {
         match self.mvh_acc2 {
             0 => {}
             1 => l += "-acc2",
-            _ => l += "-acc2q4",
+            2 => l += "-acc2q4",
+            _ => l += "-acc2q4s4",
         }
         if self.mvh_ahead != 1 {
             l += &format!("-ahead{}", self.mvh_ahead);
@@ -540,17 +559,23 @@ impl H16Switches {
 mod tests {
     use super::*;
 
+    /// The switches at their defaults, or None (and a loud skip) where the environment sets
+    /// one of them.
+    fn defaults() -> Option<H16Switches> {
+        for name in H16Switches::ENV {
+            if std::env::var_os(name).is_some() {
+                eprintln!("skipping: {name} is set in this environment");
+                return None;
+            }
+        }
+        Some(H16Switches::from_env().expect("defaults"))
+    }
+
     /// The defaults (no `MUSER_CUDA_*` set, as in CI) label as the receipts' `mv=mvh-s2`, and
     /// each switch away from its default adds its suffix.
     #[test]
     fn switch_labels_name_what_moved_from_the_defaults() {
-        for name in H16Switches::ENV {
-            if std::env::var_os(name).is_some() {
-                eprintln!("skipping: {name} is set in this environment");
-                return;
-            }
-        }
-        let d = H16Switches::from_env().expect("defaults");
+        let Some(d) = defaults() else { return };
         assert_eq!(d.label(), "mvh-s2");
         for define in [
             "-DMVH_WHINT=2",
@@ -610,6 +635,11 @@ mod tests {
                 H16Switches { mvh_acc2: 2, ..d },
                 "mvh-s2-acc2q4",
                 "-DMVH_ACC2=2",
+            ),
+            (
+                H16Switches { mvh_acc2: 3, ..d },
+                "mvh-s2-acc2q4s4",
+                "-DMVH_ACC2=3",
             ),
             (
                 H16Switches {
@@ -717,5 +747,33 @@ mod tests {
             assert_eq!(sw.label(), label);
             assert_eq!(sw.defines(), d.defines(), "{label}");
         }
+    }
+
+    /// The two-accumulator experiment's reach per (format, chains), as formats_h16.cuh's
+    /// `mvh_acc2_on` has it: off by default; `=1` every matmul, `=2` Q4H's, `=3` Q4H's at S = 4
+    /// (Muse Glimmer's attention output and Q4_K FFN down) and no other.
+    #[test]
+    fn acc2_reaches_the_formats_and_chain_counts_it_names() {
+        use crate::plan_h16::HWeights::{Q4H, Q6H};
+        let Some(d) = defaults() else { return };
+        let on = |mode: u32| {
+            let sw = H16Switches {
+                mvh_acc2: mode,
+                ..d
+            };
+            let mut v = Vec::new();
+            for w in [Q4H, Q6H] {
+                for s in [2, 4, 8, 16] {
+                    if sw.acc2_on(w, s) {
+                        v.push((w, s));
+                    }
+                }
+            }
+            v
+        };
+        assert!(on(0).is_empty());
+        assert_eq!(on(1).len(), 8);
+        assert_eq!(on(2), [(Q4H, 2), (Q4H, 4), (Q4H, 8), (Q4H, 16)]);
+        assert_eq!(on(3), [(Q4H, 4)]);
     }
 }

@@ -258,8 +258,8 @@ impl Registry {
                 HWeights::Q4H => [MmwQ4hS2, MmwQ4hS4, MmwQ4hS8, MmwQ4hS16],
                 HWeights::Q6H => [MmwQ6hS2, MmwQ6hS4, MmwQ6hS8, MmwQ6hS16],
             };
-            let dims = self.mmw_dims(w, n_out, n_tok, 1);
-            return (kernels[self.h16_chains(n_out).1], dims);
+            let (s, i) = self.h16_chains(n_out);
+            return (kernels[i], self.mmw_dims(w, n_out, n_tok, s, false));
         }
         // `Wg` below its matrices' size: the `mmt_*` kernels as compiled, `W8`'s.
         let shape = match self.mmt {
@@ -426,7 +426,7 @@ impl Registry {
         let outputs = n_tok * n_out;
         Some(MmwSplit {
             kernel,
-            dims: self.mmw_dims(w, n_out, n_tok, s),
+            dims: self.mmw_dims(w, n_out, n_tok, s, true),
             chains: s,
             fold_dims: crate::launch::Dims {
                 grid: ((outputs as u32).div_ceil(256), 1, 1),
@@ -437,23 +437,38 @@ impl Registry {
         })
     }
 
-    /// The launch of the warpgroup tiles (`mmw_*`, `mmws_*`): 4 · `mmw_wg` row groups × 128
-    /// tokens per block, `chains` blocks along z (1 unless split), the stages' shared memory.
+    /// The launch of the warpgroup tiles (`mmw_*`, `mmws_*`) of `s` chains: 4 · WG row groups
+    /// (WG from [`Registry::mmw_wg_of`]) × 128 tokens per block, `s` blocks along z when split
+    /// (one chain each), the stages' shared memory.
     fn mmw_dims(
         &self,
         w: HWeights,
         n_out: usize,
         n_tok: usize,
-        chains: u32,
+        s: u32,
+        split: bool,
     ) -> crate::launch::Dims {
+        let wg = self.mmw_wg_of(w, s);
         crate::launch::Dims {
             grid: (
-                ((n_out / 16) as u32).div_ceil(4 * self.mmw_wg),
+                ((n_out / 16) as u32).div_ceil(4 * wg),
                 (n_tok as u32).div_ceil(MMW_TOK),
-                chains,
+                if split { s } else { 1 },
             ),
-            block: 128 * self.mmw_wg,
+            block: 128 * wg,
             smem: self.mmt.smem(w) as u32,
+        }
+    }
+
+    /// Warpgroups per block of the warpgroup tile of format `w` at `s` chains (mmw_h16.cu's
+    /// `mmw_wg_of`, compiled from the same switches): `mmw_wg`, but at most 2 where
+    /// `MUSER_CUDA_MVH_ACC2` gives the tile's super-blocks a second 64-float accumulator
+    /// (formats_h16.cuh `mvh_acc2_on`; at 3 ptxas serializes their wgmma: session 46).
+    pub fn mmw_wg_of(&self, w: HWeights, s: u32) -> u32 {
+        if self.h16.acc2_on(w, s) {
+            self.mmw_wg.min(2)
+        } else {
+            self.mmw_wg
         }
     }
 

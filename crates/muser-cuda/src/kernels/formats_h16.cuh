@@ -353,22 +353,28 @@ struct FmtQ6H {
     }
 };
 
-// An experiment, not yet a route (-DMVH_ACC2, `MUSER_CUDA_MVH_ACC2=0|1|2`, default 0: 1 every
-// format, 2 Q4H only; the engine refuses it but for timing runs, `MUSER_CUDA_MVH_ACC2_TIMING=1`):
-// each super-block's MMAs of an output into two accumulators — the even k16 steps of each
-// 64-value load (tiles i = 0, 2) and the min step into the chain's, the odd ones (i = 1, 3) into
-// a second set from zero, added into the chain's (one f32 add) after the min step — so a decode
-// piece's critical path is ~9 dependent MMAs instead of 17. The decode kernels (mvh_piece:
-// `mvh_*`, `mmh_*`) and, since session 45, the prefill tiles (`mmt_*`, `mmw_*` / `mmws_*`) take
-// the same order under the same define, so every kernel still gives an output the same bits —
-// which only the device can confirm (kernels_h16, cuda_route's f16 test under the switch).
-// Session 45: `mvh_persist`'s Q4H graph −16.8% per layer; per matrix the Q4H kernels gain and
-// the Q6H ones lose (docs/cuda.md's row), hence `=2`.
+// An experiment, not yet a route (-DMVH_ACC2, `MUSER_CUDA_MVH_ACC2=0|1|2|3`, default 0: 1 every
+// format, 2 Q4H only, 3 Q4H at S = 4 chains only; the engine refuses it but for timing runs,
+// `MUSER_CUDA_MVH_ACC2_TIMING=1`): each super-block's MMAs of an output into two accumulators —
+// the even k16 steps of each 64-value load (tiles i = 0, 2) and the min step into the chain's,
+// the odd ones (i = 1, 3) into a second set from zero, added into the chain's (one f32 add)
+// after the min step — so a decode piece's critical path is ~9 dependent MMAs instead of 17.
+// The decode kernels (mvh_piece: `mvh_*`, `mmh_*`) and, since session 45, the prefill tiles
+// (`mmt_*`, `mmw_*` / `mmws_*`) take the same order under the same define for the same (format,
+// S), so every kernel still gives an output the same bits — which only the device can confirm
+// (kernels_h16, cuda_route's f16 test under the switch). Session 45: `mvh_persist`'s Q4H graph
+// −16.8% per layer; per matrix the Q4H kernels gain and the Q6H ones lose (docs/cuda.md's row),
+// hence `=2`; `=3` (session 47) keeps the two that gained most, the S = 4 matrices (Muse
+// Glimmer's attention output and Q4_K FFN down: −10% and −17% a launch), whose warpgroup tiles
+// then run at 2 warpgroups (`mmw_wg_of`, mmw_h16.cu) while FFN gate / up keep 3.
 #ifndef MVH_ACC2
 #define MVH_ACC2 0
 #endif
-// Whether format F's super-blocks run MVH_ACC2's two accumulators (Q4H: SM_WARPS 20).
-template <class F>
+// Whether format F's super-blocks at S chains run MVH_ACC2's two accumulators (Q4H: SM_WARPS
+// 20). S is part of the numbers already (plan_h16.rs `h16_chains`), so every kernel of a matrix
+// — decode, packed rows, prefill — asks with the same pair.
+template <class F, int S>
 __device__ constexpr bool mvh_acc2_on() {
-    return MVH_ACC2 == 1 || (MVH_ACC2 == 2 && F::SM_WARPS == 20);
+    return MVH_ACC2 == 1 || (MVH_ACC2 == 2 && F::SM_WARPS == 20) ||
+           (MVH_ACC2 == 3 && F::SM_WARPS == 20 && S == 4);
 }

@@ -336,7 +336,7 @@ __device__ __forceinline__ void mvh_bulk_body(const u8* __restrict__ W, int n_ou
         typename F::Regs r;
         F::template load_at<false>(st, st + F::S0, st + F::S0 + F::S1, lane, g, t4, r);
         __syncwarp();
-        mvh_piece<F, 1>(r, warp + c * S, K, nsb, XH, sums, tok0, n_tok, g, t4, acc);
+        mvh_piece<F, S, 1>(r, warp + c * S, K, nsb, XH, sums, tok0, n_tok, g, t4, acc);
     }
     mvh_finish<S, 1>(acc, part, G, tok0, n_tok, XINV, w_inv, Y, ldy);
 }

@@ -205,7 +205,7 @@ __device__ __forceinline__ void mmt_body(const u8* __restrict__ W, int n_out, in
         }
         const u8* xrow = st + T::X_OFF + g * MMT_XROW + 32 * t4;
         // MVH_ACC2 (formats_h16.cuh): the odd k16 steps' sums of this super-block, from zero.
-        constexpr bool A2 = mvh_acc2_on<F>();
+        constexpr bool A2 = mvh_acc2_on<F, S>();
         float acc2[WG][MMT_TOK / 8][4];  // unused (and dropped by the compiler) without it
         if constexpr (A2) mmt_zero(acc2);
 #pragma unroll

@@ -14,9 +14,9 @@
 //   super-blocks w, w + S, … in order (per super-block: loads j = 0..3, tiles i = 0..3, then the
 //   min step; with MVH_ACC2 the odd k16 steps into a second accumulator, added after the min
 //   step: formats_h16.cuh) from a zero accumulator — folded in chain order ((c0 + c1) + c2) + …, an empty
-//   chain as +0, then times XINV[t] · w_inv. Block = MMW_WG warpgroups (warp v: row group
-//   4·MMW_WG·blockIdx.x + v; a warpgroup's 4 warps are the 64 rows of its wgmma) × 128 tokens
-//   (blockIdx.y). Each warp loads its piece of the next super-block (in chain order) into
+//   chain as +0, then times XINV[t] · w_inv. Block = WG warpgroups (`mmw_wg_of`: MMW_WG, 2
+//   under MVH_ACC2's second accumulator; warp v: row group 4·WG·blockIdx.x + v; a warpgroup's 4
+//   warps are the 64 rows of its wgmma) × 128 tokens (blockIdx.y). Each warp loads its piece of the next super-block (in chain order) into
 //   registers from global memory while the current one runs; the block copies a super-block's
 //   128 tokens × 256 values of XN (core matrices of 8 tokens × 8 values: core (token group n,
 //   chunk c) at (32n + c)·128 bytes) and their sums (Q4H: 8 per token, the min step's upper k
@@ -36,6 +36,14 @@
 #ifndef MMW_WG
 #define MMW_WG 3
 #endif
+// Warpgroups per block of the tile of format F at S chains: MMW_WG, but 2 where MVH_ACC2 gives
+// its super-blocks a second 64-float accumulator (formats_h16.cuh `mvh_acc2_on`): at 3 (168
+// registers a thread) ptxas serializes every wgmma of such a tile (C7512, session 46's static
+// SASS), at 2 it fits (245). The host's twin: plan_h16.rs `Registry::mmw_wg_of`.
+template <class F, int S>
+__device__ constexpr int mmw_wg_of() {
+    return mvh_acc2_on<F, S>() && MMW_WG > 2 ? 2 : MMW_WG;
+}
 #define MMW_TOK 128
 #define MMW_STAGES 3
 #define MMW_XBYTES 65536                       // 128 tokens × 256 f16
@@ -119,7 +127,8 @@ __device__ __forceinline__ void mmw_body(const u8* __restrict__ W, int n_out, in
                                          const float* __restrict__ XINV, float w_inv,
                                          float* __restrict__ Y, int ldy, int n_tok,
                                          float* __restrict__ P) {
-    constexpr int THREADS = 128 * MMW_WG;
+    constexpr int WG = mmw_wg_of<F, S>();  // warpgroups in the block
+    constexpr int THREADS = 128 * WG;
     constexpr int SUMB = F::SUM_WORDS * 4;  // sum bytes per (token, super-block): 16 or 32
     constexpr int SC = SUMB / 16;           // their 16-byte chunks (k halves of the min step)
     extern __shared__ __align__(1024) u8 mmw_smem[];
@@ -128,7 +137,7 @@ __device__ __forceinline__ void mmw_body(const u8* __restrict__ W, int n_out, in
     const int w0 = SPLIT ? (int)blockIdx.z : 0;  // the first chain
     if (w0 >= nsb) return;  // an empty chain (SPLIT): the fold adds +0 for it
     const size_t pieces = (size_t)n_groups * nsb;
-    const int grp = 4 * MMW_WG * blockIdx.x + warp, gld = min(grp, n_groups - 1);
+    const int grp = 4 * WG * blockIdx.x + warp, gld = min(grp, n_groups - 1);
     const int tok0 = MMW_TOK * blockIdx.y;
     const u32 smem0 = (u32)__cvta_generic_to_shared(mmw_smem);
     const u8* sums = (const u8*)F::sums(XSUM, XSUM16);
@@ -193,7 +202,7 @@ __device__ __forceinline__ void mmw_body(const u8* __restrict__ W, int n_out, in
         slot = slot + 1 == MMW_STAGES ? 0 : slot + 1;
         u32 a[2][4][4];
         // MVH_ACC2 (formats_h16.cuh): the odd k16 steps' sums of this super-block, from zero.
-        constexpr bool A2 = mvh_acc2_on<F>();
+        constexpr bool A2 = mvh_acc2_on<F, S>();
         float acc2[64];  // unused (and dropped by the compiler) without it
         if constexpr (A2) {
 #pragma unroll
@@ -280,7 +289,7 @@ extern "C" __global__ void mmw_fold(const float* P, int S, int nsb, int n_out, i
 }
 
 #define MMW_KERNEL(NAME, F, S)                                                                  \
-    extern "C" __global__ void __launch_bounds__(128 * MMW_WG, 1)                               \
+    extern "C" __global__ void __launch_bounds__(128 * mmw_wg_of<F, S>(), 1)                               \
         NAME(const u8* W, int n_out, int K, const u16* XN, const u16* XSUM, const u16* XSUM16,  \
              const float* XINV, float w_inv, float* Y, int ldy, int n_tok) {                    \
         PDL_ENTRY()                                                                             \
@@ -289,7 +298,7 @@ extern "C" __global__ void mmw_fold(const float* P, int S, int nsb, int n_out, i
     }
 // The split tiles (`MUSER_CUDA_MMW_SPLIT`): grid z = chain, the chains' sums into P, then mmw_fold.
 #define MMWS_KERNEL(NAME, F, S)                                                                 \
-    extern "C" __global__ void __launch_bounds__(128 * MMW_WG, 1)                               \
+    extern "C" __global__ void __launch_bounds__(128 * mmw_wg_of<F, S>(), 1)                               \
         NAME(const u8* W, int n_out, int K, const u16* XN, const u16* XSUM, const u16* XSUM16,  \
              const float* XINV, float w_inv, float* Y, int ldy, int n_tok, float* P) {          \
         PDL_ENTRY()                                                                             \

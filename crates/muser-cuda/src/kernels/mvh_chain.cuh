@@ -247,14 +247,15 @@ __device__ __forceinline__ void prefetch_piece_l2(const u8* W, size_t pieces, si
     asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(p2), "n"(F::S2) : "memory");
 }
 
-// One piece (group G, super-block s) of the matmul on its registers `r`: the four loads' tiles,
-// then the min MMA, into the TG token groups' accumulators (tokens tok0 + 8n + g per lane).
-template <class F, int TG, bool XS = false, bool XG = true, bool LN = (MVH_LEAN == 2)>
+// One piece (group G, super-block s) of the matmul of S chains on its registers `r`: the four
+// loads' tiles, then the min MMA, into the TG token groups' accumulators (tokens tok0 + 8n + g
+// per lane).
+template <class F, int S, int TG, bool XS = false, bool XG = true, bool LN = (MVH_LEAN == 2)>
 __device__ __forceinline__ void mvh_piece(const typename F::Regs& r, int s, int K, int nsb,
                                           const u16* __restrict__ XH, const u32* sums, int tok0,
                                           int n_tok, int g, int t4, float (&acc)[TG][4],
                                           const u8* xst = nullptr) {
-    constexpr bool A2 = mvh_acc2_on<F>();
+    constexpr bool A2 = mvh_acc2_on<F, S>();
     float acc2[TG][4];  // the odd k-steps' sums (MVH_ACC2; unused without it)
 #pragma unroll
     for (int n = 0; n < TG; ++n)
@@ -484,13 +485,13 @@ __device__ __forceinline__ void mvh_chain(const u8* __restrict__ W, size_t piece
         if (s + S < nsb) load(s + S, r2);
         for (; s < nsb; s += 3 * S) {
             if (s + 2 * S < nsb) load(s + 2 * S, r3);
-            mvh_piece<F, TG, false, XG, LN>(r, s, K, nsb, XH, sums, tok0, n_tok, g, t4, acc);
+            mvh_piece<F, S, TG, false, XG, LN>(r, s, K, nsb, XH, sums, tok0, n_tok, g, t4, acc);
             if (s + S >= nsb) break;
             if (s + 3 * S < nsb) load(s + 3 * S, r);
-            mvh_piece<F, TG, false, XG, LN>(r2, s + S, K, nsb, XH, sums, tok0, n_tok, g, t4, acc);
+            mvh_piece<F, S, TG, false, XG, LN>(r2, s + S, K, nsb, XH, sums, tok0, n_tok, g, t4, acc);
             if (s + 2 * S >= nsb) break;
             if (s + 4 * S < nsb) load(s + 4 * S, r2);
-            mvh_piece<F, TG, false, XG, LN>(r3, s + 2 * S, K, nsb, XH, sums, tok0, n_tok, g, t4, acc);
+            mvh_piece<F, S, TG, false, XG, LN>(r3, s + 2 * S, K, nsb, XH, sums, tok0, n_tok, g, t4, acc);
         }
         return;
     }
@@ -503,11 +504,11 @@ __device__ __forceinline__ void mvh_chain(const u8* __restrict__ W, size_t piece
         for (; s < nsb; s += 2 * S) {
             if (!early_pp && s + S < nsb) load(s + S, r2);
             touch(s + S);
-            mvh_piece<F, TG, false, XG, LN>(r, s, K, nsb, XH, sums, tok0, n_tok, g, t4, acc);
+            mvh_piece<F, S, TG, false, XG, LN>(r, s, K, nsb, XH, sums, tok0, n_tok, g, t4, acc);
             if (s + S >= nsb) break;
             if (s + 2 * S < nsb) load(s + 2 * S, r);
             touch(s + 2 * S);
-            mvh_piece<F, TG, false, XG, LN>(r2, s + S, K, nsb, XH, sums, tok0, n_tok, g, t4, acc);
+            mvh_piece<F, S, TG, false, XG, LN>(r2, s + S, K, nsb, XH, sums, tok0, n_tok, g, t4, acc);
             if (early_pp && s + 3 * S < nsb) load(s + 3 * S, r2);
         }
         keep_touches();
@@ -546,7 +547,7 @@ __device__ __forceinline__ void mvh_chain(const u8* __restrict__ W, size_t piece
             }
         }
 #endif
-        mvh_piece<F, TG, XS, XG, LN>(r, s, K, nsb, XH, sums, tok0, n_tok, g, t4, acc,
+        mvh_piece<F, S, TG, XS, XG, LN>(r, s, K, nsb, XH, sums, tok0, n_tok, g, t4, acc,
                                  xarea + (it & 1) * ntb * XST_TOK);
         if constexpr (XS) __syncwarp();
 #if MVH_AHEAD == 2
@@ -639,7 +640,7 @@ __device__ __forceinline__ void mvh_chain_pair(const u8* __restrict__ W, size_t 
         if (s + H < nsb)  // warp-uniform
             mvh_piece_pair<F>(r0, s, r1, s + H, K, nsb, XH, sums, tok0, n_tok, g, t4, acc0, acc1);
         else
-            mvh_piece<F, 1>(r0, s, K, nsb, XH, sums, tok0, n_tok, g, t4, acc0);
+            mvh_piece<F, S, 1>(r0, s, K, nsb, XH, sums, tok0, n_tok, g, t4, acc0);
         r0 = n0;
         r1 = n1;
     }

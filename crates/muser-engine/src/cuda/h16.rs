@@ -167,13 +167,13 @@ pub fn check_options(model: &Model, opts: &mut CudaOptions) -> Result<(), Engine
     // An experiment: the two-accumulator order changes every f16 matmul's sums (decode and,
     // since session 45, the prefill tiles alike), and that they still agree across kernels is
     // not yet checked on the device. `MUSER_CUDA_MVH_ACC2_TIMING=1` lets a timing run (`muser
-    // bench`, the device tests) have it — the route id says `-acc2` / `-acc2q4`, and the load
+    // bench`, the device tests) have it — the route id says `-acc2` / `-acc2q4` / `-acc2q4s4`, and the load
     // report says TIMING ONLY.
     match std::env::var("MUSER_CUDA_MVH_ACC2_TIMING").as_deref() {
         Err(_) | Ok("0") => {
             if matches!(
                 std::env::var("MUSER_CUDA_MVH_ACC2").as_deref(),
-                Ok("1" | "2")
+                Ok("1" | "2" | "3")
             ) {
                 return refuse(
                     opts,
@@ -187,12 +187,12 @@ pub fn check_options(model: &Model, opts: &mut CudaOptions) -> Result<(), Engine
         Ok("1")
             if matches!(
                 std::env::var("MUSER_CUDA_MVH_ACC2").as_deref(),
-                Ok("1" | "2")
+                Ok("1" | "2" | "3")
             ) => {}
         Ok(v) => {
             let what = format!(
                 "MUSER_CUDA_MVH_ACC2_TIMING={v:?}: expected 0, or 1 with \
-                 MUSER_CUDA_MVH_ACC2=1|2"
+                 MUSER_CUDA_MVH_ACC2=1|2|3"
             );
             return refuse(opts, what);
         }
