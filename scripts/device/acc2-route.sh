@@ -25,7 +25,7 @@
 set -uo pipefail
 out=${1:?outdir}
 log=$out/acc2-route.txt
-modes=${MODES:-3 2}
+modes=${MODES:-3}
 bash scripts/device/forge-bg.sh
 source scripts/device/ab-lib.sh
 tg=("")
