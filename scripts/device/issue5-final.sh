@@ -7,8 +7,8 @@
 #           the full forge starts detached meanwhile.
 #           Carry .device/muser, .devllama (with bindings/: parity-bindings.sh),
 #           .device/tests/muser_cuda, .device/tests/cuda_route.
-#   PART=2: the side by side on the full forge (cuda-final.sh: pp512, decode at 0 / 2048 / 8192 /
-#           32768, 1 / 2 / 4 / 8 rows). Carry .device/muser, .devllama.
+#   PART=2: the side by side on the full forge (cuda-final.sh: pp128, pp512, decode at 0 / 2048 /
+#           8192 / 32768, 1 / 2 / 4 / 8 rows). Carry .device/muser, .devllama.
 # ROUTE_ENV (optional, e.g. "MUSER_CUDA_MVH_ACC2=3 MUSER_CUDA_MVH_ACC2_TIMING=1" after
 # acc2-route.sh found that mode's bits consistent and a net gain): f16-route switches for the
 # parity, the tiny logits and the side by side, so their receipts measure that route (the route
@@ -30,7 +30,7 @@ case ${PART:?1 or 2} in
     cat "$out/tiny-logits.txt"
     ;;
   2)
-    env $route_env SKIP_PARITY=1 SKIP_ORACLE=1 PP=512 DEPTH=0,2048,8192,32768 BATCH=1,2,4,8 \
+    env $route_env SKIP_PARITY=1 SKIP_ORACLE=1 PP=128,512 DEPTH=0,2048,8192,32768 BATCH=1,2,4,8 \
       bash scripts/device/cuda-final.sh "$out"
     tail -3 "$HOME/forge.log"
     ;;
