@@ -16,13 +16,14 @@
 //   step: formats_h16.cuh) from a zero accumulator — folded in chain order ((c0 + c1) + c2) + …, an empty
 //   chain as +0, then times XINV[t] · w_inv. Block = WG warpgroups (`mmw_wg_of`: MMW_WG, 2
 //   under MVH_ACC2's second accumulator; warp v: row group 4·WG·blockIdx.x + v; a warpgroup's 4
-//   warps are the 64 rows of its wgmma) × 128 tokens (blockIdx.y). Each warp loads its piece of the next super-block (in chain order) into
-//   registers from global memory while the current one runs; the block copies a super-block's
-//   128 tokens × 256 values of XN (core matrices of 8 tokens × 8 values: core (token group n,
-//   chunk c) at (32n + c)·128 bytes) and their sums (Q4H: 8 per token, the min step's upper k
-//   half read from a zeroed block; Q6H: 16) by cp.async into one of MMW_STAGES stages,
-//   MMW_STAGES − 1 super-blocks ahead. The running totals live in Y (the thread's own outputs;
-//   the last chain's fold also multiplies by XINV[t] · w_inv).
+//   warps are the 64 rows of its wgmma) × 128 tokens (blockIdx.y). Each warp loads its piece
+//   of the next super-block (in chain order) into registers from global memory while the
+//   current one runs; the block copies a super-block's 128 tokens × 256 values of XN (core
+//   matrices of 8 tokens × 8 values: core (token group n, chunk c) at (32n + c)·128 bytes) and
+//   their sums (Q4H: 8 per token, the min step's upper k half read from a zeroed block; Q6H: 16)
+//   by cp.async into one of MMW_STAGES stages, MMW_STAGES − 1 super-blocks ahead. The running
+//   totals live in Y (the thread's own outputs; the last chain's fold also multiplies by
+//   XINV[t] · w_inv).
 //   Rows past n_out and tokens past n_tok read the last valid ones and store nothing. Needs
 //   n_out % 16 == 0, K % 256 == 0, 16-byte aligned W, XN and sums, the sm_90a target;
 //   dynamic shared memory MMW_STAGES · MMW_STAGE bytes (`Registry::mmt_plan`).
@@ -289,7 +290,7 @@ extern "C" __global__ void mmw_fold(const float* P, int S, int nsb, int n_out, i
 }
 
 #define MMW_KERNEL(NAME, F, S)                                                                  \
-    extern "C" __global__ void __launch_bounds__(128 * mmw_wg_of<F, S>(), 1)                               \
+    extern "C" __global__ void __launch_bounds__(128 * mmw_wg_of<F, S>(), 1)                  \
         NAME(const u8* W, int n_out, int K, const u16* XN, const u16* XSUM, const u16* XSUM16,  \
              const float* XINV, float w_inv, float* Y, int ldy, int n_tok) {                    \
         PDL_ENTRY()                                                                             \
@@ -298,7 +299,7 @@ extern "C" __global__ void mmw_fold(const float* P, int S, int nsb, int n_out, i
     }
 // The split tiles (`MUSER_CUDA_MMW_SPLIT`): grid z = chain, the chains' sums into P, then mmw_fold.
 #define MMWS_KERNEL(NAME, F, S)                                                                 \
-    extern "C" __global__ void __launch_bounds__(128 * mmw_wg_of<F, S>(), 1)                               \
+    extern "C" __global__ void __launch_bounds__(128 * mmw_wg_of<F, S>(), 1)                  \
         NAME(const u8* W, int n_out, int K, const u16* XN, const u16* XSUM, const u16* XSUM16,  \
              const float* XINV, float w_inv, float* Y, int ldy, int n_tok, float* P) {          \
         PDL_ENTRY()                                                                             \
