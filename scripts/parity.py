@@ -141,8 +141,11 @@ def main() -> int:
                 routes = ["--route", f"muser-cuda={base}.cuda.f32", "--route", f"llama-cuda={base}.llama.f32",
                           "--route", f"muser-cpu={base}.muser.f32"]
             else:
-                run([sys.executable, ROOT / "scripts/comparator-logits.py", "--lib", lib, "--model", model,
-                     "--tokens", tok_file, "--out", f"{base}.llama.f32", "--threads", a.threads])
+                llama_cmd = [sys.executable, ROOT / "scripts/comparator-logits.py", "--lib", lib, "--model", model,
+                             "--tokens", tok_file, "--out", f"{base}.llama.f32", "--threads", a.threads]
+                if a.bindings:
+                    llama_cmd += ["--bindings", a.bindings]
+                run(llama_cmd)
                 routes = ["--route", f"muser-cpu={base}.muser.f32", "--route", f"llama-cpu={base}.llama.f32"]
             run([a.muser, "parity", "--oracle", f"{base}.oracle.f32", "--positions", len(ids),
                  *routes, "--json", f"{base}.parity.json"])
