@@ -8,9 +8,10 @@
 #       gained most: −10% / −17% a launch); FFN gate / up keep their 3-warpgroup tiles;
 #   =2  every Q4H matmul (its tiles all at 2 warpgroups: pp512 ~−10% expected, eb802ec).
 # Per mode:
-#   1. kernels_h16 (every kernel kind on the same matrices: the same bits per token whatever the
-#      token count; the arithmetic against the reference), also with MUSER_CUDA_MMW_MIN=0 so the
-#      unsplit warpgroup tiles run on the S = 4 shape too;
+#   1. kernels_h16's Q4H test (every kernel kind on the same matrices: the same bits per token
+#      whatever the token count; the arithmetic against the reference; the Q6H kernels are the
+#      default's under =2 and =3), also with MUSER_CUDA_MMW_MIN=0 so the unsplit warpgroup tiles
+#      run on the S = 4 shape too;
 #   2. cuda_route's f16 test (chunk 1 / 7 / 512 against each other, bit for bit); the engine lets
 #      the experiment run only for timing: MUSER_CUDA_MVH_ACC2_TIMING=1;
 #   3. the tiny logits at chunk 512 and 1: both shas must agree with each other (not with the
@@ -34,7 +35,7 @@ for m in $modes; do
   tg+=("$a2")
   for mm in 1024 0; do
     env MUSER_CUDA_MVH_ACC2=$m MUSER_CUDA_MMW_MIN=$mm MUSER_CUDA_DEADLINE_S=120 timeout 300 \
-      .device/tests/kernels_h16 --test-threads 1 > "$out/kernels_h16-$m-$mm.txt" 2>&1
+      .device/tests/kernels_h16 --test-threads 1 mvh_q4h > "$out/kernels_h16-$m-$mm.txt" 2>&1
     echo "kernels_h16 ACC2=$m MMW_MIN=$mm rc=$? $(grep -E 'test result' "$out/kernels_h16-$m-$mm.txt" | tail -1)" >> "$log"
     grep -A4 panicked "$out/kernels_h16-$m-$mm.txt" | head -8 >> "$log"
   done
