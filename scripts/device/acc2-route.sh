@@ -43,9 +43,8 @@ for m in $modes; do
     > "$out/cuda_route-$m.txt" 2>&1
   echo "cuda_route f16 ACC2=$m rc=$? $(grep -E 'test result' "$out/cuda_route-$m.txt" | tail -1)" >> "$log"
   grep -A4 panicked "$out/cuda_route-$m.txt" | head -8 >> "$log"
-  # The default's shas once (the first mode's lines), then each mode's.
-  if [ ${#tg[@]} -eq 2 ]; then ab_tiny_logits "$log" "$out" "" "$a2"; else ab_tiny_logits "$log" "$out" "$a2"; fi
 done
+ab_tiny_logits "$log" "$out" "${tg[@]}"  # the default and each mode
 while [ ! -f "$HOME/forge.done" ]; do sleep 2; done
 for r in 1 2; do
   for v in "${tg[@]}"; do

@@ -167,28 +167,24 @@ pub fn check_options(model: &Model, opts: &mut CudaOptions) -> Result<(), Engine
     // An experiment: the two-accumulator order changes every f16 matmul's sums (decode and,
     // since session 45, the prefill tiles alike), and that they still agree across kernels is
     // not yet checked on the device. `MUSER_CUDA_MVH_ACC2_TIMING=1` lets a timing run (`muser
-    // bench`, the device tests) have it — the route id says `-acc2` / `-acc2q4` / `-acc2q4s4`, and the load
-    // report says TIMING ONLY.
+    // bench`, the device tests) have it — the route id says `-acc2` / `-acc2q4` / `-acc2q4s4`,
+    // and the load report says TIMING ONLY. (Other values of the switch: `H16Switches`.)
+    let acc2 = matches!(
+        std::env::var("MUSER_CUDA_MVH_ACC2").as_deref(),
+        Ok("1" | "2" | "3")
+    );
     match std::env::var("MUSER_CUDA_MVH_ACC2_TIMING").as_deref() {
-        Err(_) | Ok("0") => {
-            if matches!(
-                std::env::var("MUSER_CUDA_MVH_ACC2").as_deref(),
-                Ok("1" | "2" | "3")
-            ) {
-                return refuse(
-                    opts,
-                    "MUSER_CUDA_MVH_ACC2 is an experiment: it changes the f16 matmuls' sums, \
-                     and that decode, batched rows and prefill still agree bit for bit is not \
-                     yet checked on a device (MUSER_CUDA_MVH_ACC2_TIMING=1 allows it for timing \
-                     runs)",
-                );
-            }
+        Err(_) | Ok("0") if acc2 => {
+            return refuse(
+                opts,
+                "MUSER_CUDA_MVH_ACC2 is an experiment: it changes the f16 matmuls' sums, \
+                 and that decode, batched rows and prefill still agree bit for bit is not \
+                 yet checked on a device (MUSER_CUDA_MVH_ACC2_TIMING=1 allows it for timing \
+                 runs)",
+            );
         }
-        Ok("1")
-            if matches!(
-                std::env::var("MUSER_CUDA_MVH_ACC2").as_deref(),
-                Ok("1" | "2" | "3")
-            ) => {}
+        Err(_) | Ok("0") => {}
+        Ok("1") if acc2 => {}
         Ok(v) => {
             let what = format!(
                 "MUSER_CUDA_MVH_ACC2_TIMING={v:?}: expected 0, or 1 with \
