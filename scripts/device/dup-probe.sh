@@ -7,6 +7,8 @@
 # only. Then (STALLS=1, the default) ncu PC sampling of the small kernels (mvh-stalls.sh with
 # a fine sampling interval). Every line into $OUT/dup.txt as it comes. Carry .device/muser.
 # DEPTH (default 0) times the tokens after that many in the context (attention at depth).
+# The default list names the decode route's kernels (the clustered norm `_cl8`, the wide combine
+# `_wide`); `residual_norm_h16` / `attn_combine_m` are prefill's, so probing them moves decode little.
 # Usage: [MODEL=full] [DEPTH=32768] [KERNELS="residual_norm_h16 ..."] [STALLS=0] bash scripts/device/dup-probe.sh OUTDIR
 set -uo pipefail
 out=${1:?outdir}
@@ -27,7 +29,7 @@ tg() {
 }
 tg
 n=0
-for k in ${KERNELS:-residual_norm_h16 act_h16_m qk_norm_rope_kv attn_h16_d128 attn_combine_m mvh_q4h_s8 mvh_q4h_s16 mvh_q6h_s16 mvh_glu_q4h_s2 mvh_q4h_s4 mvh_q6h_s4}; do
+for k in ${KERNELS:-residual_norm_h16_cl8 act_h16_m qk_norm_rope_kv attn_h16_d128 attn_combine_m_wide mvh_q4h_s8 mvh_q4h_s16 mvh_q6h_s16 mvh_glu_q4h_s2 mvh_q4h_s4 mvh_q6h_s4}; do
   tg MUSER_CUDA_PROBE_DUP=$k
   n=$((n + 1))
   [ $((n % 3)) = 0 ] && tg  # plain runs between probes: drift
