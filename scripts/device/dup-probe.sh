@@ -7,8 +7,8 @@
 # only. Then (STALLS=1, the default) ncu PC sampling of the small kernels (mvh-stalls.sh with
 # a fine sampling interval). Every line into $OUT/dup.txt as it comes. Carry .device/muser.
 # DEPTH (default 0) times the tokens after that many in the context (attention at depth).
-# The default list names the decode route's kernels (the clustered norm `_cl8`, the wide combine
-# `_wide`); `residual_norm_h16` / `attn_combine_m` are prefill's, so probing them moves decode little.
+# The default lists (probes and stalls) name the decode route's kernels (the clustered norm
+# `_cl8`, the wide combine `_wide`); `residual_norm_h16` / `attn_combine_m` are prefill's.
 # Usage: [MODEL=full] [DEPTH=32768] [KERNELS="residual_norm_h16 ..."] [STALLS=0] bash scripts/device/dup-probe.sh OUTDIR
 set -uo pipefail
 out=${1:?outdir}
@@ -36,7 +36,7 @@ for k in ${KERNELS:-residual_norm_h16_cl8 act_h16_m qk_norm_rope_kv attn_h16_d12
 done
 tg
 if [ "${STALLS:-1}" != 0 ]; then
-  SAMPLE_INTERVAL=${SAMPLE_INTERVAL:-0} ACCOUNT=0 KERNELS="${STALL_KERNELS:-residual_norm_h16 qk_norm_rope_kv attn_combine_m act_h16_m}" \
+  SAMPLE_INTERVAL=${SAMPLE_INTERVAL:-0} ACCOUNT=0 KERNELS="${STALL_KERNELS:-residual_norm_h16_cl8 qk_norm_rope_kv attn_combine_m_wide act_h16_m}" \
     bash scripts/device/mvh-stalls.sh "$out" > /dev/null 2>&1
   cat "$out/stalls.txt" >> "$log"
 fi
